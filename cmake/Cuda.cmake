@@ -1,0 +1,13 @@
+# CUDA is detected, never required. SP_HAVE_CUDA tells later targets (agent/cuda) whether nvcc works here.
+include(CheckLanguage)
+if(NOT DEFINED CMAKE_CUDA_COMPILER AND EXISTS /usr/local/cuda/bin/nvcc)
+  set(CMAKE_CUDA_COMPILER /usr/local/cuda/bin/nvcc)
+endif()
+check_language(CUDA)
+if(CMAKE_CUDA_COMPILER)
+  set(SP_HAVE_CUDA ON)
+  message(STATUS "Selective Precision: CUDA compiler found: ${CMAKE_CUDA_COMPILER}")
+else()
+  set(SP_HAVE_CUDA OFF)
+  message(STATUS "Selective Precision: no CUDA compiler; building CPU paths only")
+endif()

@@ -1,0 +1,33 @@
+#pragma once
+// Operator commands that change routing: the same objects travel in the simulator's input,
+// on the control socket and through the agent's command queue.
+//   {"cmd":"pin","blocks":[3,4],"precision":"int8"}   {"cmd":"release","blocks":[3]}
+//   {"cmd":"release_all"}                               {"cmd":"set_mode","mode":"static"}
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "sp/config.h"
+#include "sp/precision.h"
+
+namespace sp {
+
+struct Command {
+    enum class Kind : std::uint8_t { pin, release, release_all, set_mode };
+    Kind kind = Kind::release_all;
+    std::vector<int> blocks;                 // pin, release
+    Precision precision = Precision::bf16;   // pin
+    Mode mode = Mode::dynamic;               // set_mode
+};
+
+std::string_view to_string(Command::Kind k);
+
+// Parses one command object. Fields other than the command's own are ignored (e.g. a
+// protocol "id"). On failure returns false and sets `error` to a message naming the field.
+bool parse_command(const nlohmann::json& j, Command& out, std::string& error);
+
+nlohmann::json to_json(const Command& c);
+
+}  // namespace sp

@@ -1,0 +1,72 @@
+#pragma once
+// The policy's configuration: every key of the seed's table, with the seed's defaults.
+// Loading validates everything at once; a Config that exists is a valid Config.
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "sp/precision.h"
+
+namespace sp {
+
+enum class Mode : std::uint8_t { off, static_, dynamic };
+
+std::string_view to_string(Mode m);  // "off", "static", "dynamic"
+bool parse_mode(std::string_view text, Mode& out);
+
+struct Config {
+    bool enabled = true;  // false behaves exactly as mode "off"
+    Mode mode = Mode::dynamic;
+    double bf16_threshold = 0.6;
+    double int8_threshold = 0.3;
+    Precision ambiguous_default = Precision::bf16;
+    double hysteresis_margin = 0.1;
+    double grad_weight = 0.7;
+    double error_weight = 0.3;
+    double grad_sensitivity_threshold = 2.0;
+    bool run_calibration = true;
+    int calibration_samples = 4;
+    double quant_error_threshold = 0.05;
+    std::int64_t warmup_steps = 10;
+    int history_window = 5;
+    std::int64_t update_interval_steps = 10;
+    std::int64_t min_steps_between_switches = 20;
+    std::vector<int> force_bf16_blocks;
+    std::vector<int> force_int8_blocks;
+    bool log_decisions = true;
+    bool telemetry_enabled = true;
+    std::string telemetry_file = "selective_precision_telemetry.jsonl";
+
+    // The mode the policy actually runs in (`enabled: false` means off).
+    Mode effective_mode() const { return enabled ? mode : Mode::off; }
+};
+
+// Thrown when a configuration is rejected. what() lists every problem found, one per line,
+// each naming the key and the offending value.
+class ConfigError : public std::runtime_error {
+public:
+    explicit ConfigError(std::vector<std::string> problems);
+    const std::vector<std::string>& problems() const { return problems_; }
+
+private:
+    std::vector<std::string> problems_;
+};
+
+// Accepts the bare object, {"selective_precision": {...}} or
+// {"memory": {"stagehand": {"selective_precision": {...}}}}. Missing keys keep their defaults.
+Config config_from_json(const nlohmann::json& j);
+Config parse_config(std::string_view json_text);  // also reports JSON syntax errors as ConfigError
+Config load_config_file(const std::string& path);  // adds the path to every message
+
+// Checks the cross-key rules (ranges, threshold order, force lists) of an already-built Config.
+// Returns the problems; empty means valid.
+std::vector<std::string> validate(const Config& c);
+
+// The effective configuration as a bare JSON object with every key (for run headers and snapshots).
+nlohmann::json to_json(const Config& c);
+
+}  // namespace sp

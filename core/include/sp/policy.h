@@ -1,0 +1,98 @@
+#pragma once
+// The routing policy: window-averaged gradient statistics -> sensitivity -> precision, with
+// hysteresis, cooldown, config force lists, operator pins and modes. The normative semantics
+// are written down in core/POLICY.md; this class implements exactly those.
+//
+// Per step the caller does: apply(commands) at the step boundary, observe(step, stats) for each
+// block that had gradients, then update(step, now). update() returns a record only on update
+// steps; precisions() is the map the trainer's runtime should use after it.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "sp/command.h"
+#include "sp/config.h"
+#include "sp/layout.h"
+#include "sp/stats.h"
+#include "sp/telemetry.h"
+
+namespace sp {
+
+struct PrecisionChange {
+    int block_id = 0;
+    Precision from = Precision::bf16;
+    Precision to = Precision::bf16;
+    Reason reason = Reason::policy;
+};
+
+struct CommandOutcome {
+    bool ok = false;
+    std::string error;                     // set when !ok; nothing was applied then
+    std::vector<PrecisionChange> changes;  // effective precision changes the command caused at once
+};
+
+class Policy {
+public:
+    // Throws ConfigError when the config does not fit the layout (a forced block id the model
+    // lacks, a calibration list of the wrong length or with negative/non-finite errors).
+    Policy(Config config, BlockLayout layout, std::vector<double> calibration_errors = {});
+
+    const Config& config() const { return config_; }
+    const BlockLayout& layout() const { return layout_; }
+    int block_count() const { return int(layout_.size()); }
+    Mode mode() const { return mode_; }
+
+    // Records one block's statistics for `step`. An observation with non-finite values is kept out
+    // of the window and marks the block unsafe until the next update. Throws std::invalid_argument
+    // for a block id outside the layout.
+    void observe(std::int64_t step, const BlockGradStats& stats);
+
+    // Rule 3: whether update(step) will produce a record.
+    bool is_update_step(std::int64_t step) const;
+
+    // Runs an update when `step` is an update step; `timestamp` goes into the record verbatim.
+    std::optional<UpdateRecord> update(std::int64_t step, double timestamp);
+
+    // Applies an operator command (at a step boundary). All-or-nothing: an invalid command
+    // (unknown block, precision this build does not route) changes nothing.
+    CommandOutcome apply(const Command& command);
+
+    // The effective block -> precision map now.
+    const std::vector<Precision>& precisions() const { return effective_; }
+    const std::vector<std::optional<Precision>>& pins() const { return pins_; }
+    std::optional<std::int64_t> last_update_step() const { return last_update_; }
+    // Changes made by the most recent update() (empty when it was not an update step).
+    const std::vector<PrecisionChange>& last_changes() const { return last_changes_; }
+
+private:
+
+    std::optional<Precision> forced_precision(int block, ForcedBy* by) const;
+    Precision mode_precision(int block) const;  // what off/static leave a non-forced block at
+    void set_effective(int block, Precision p, std::int64_t step, Reason why,
+                       std::vector<PrecisionChange>* changes);
+
+    Config config_;
+    BlockLayout layout_;
+    std::vector<double> calibration_errors_;  // empty: no calibration (error_score 0)
+    Mode mode_;
+
+    // Window of the last `history_window` finite observations per block (flat, block-major).
+    std::vector<double> win_l2_, win_max_, win_var_, win_mean_;
+    std::vector<int> win_count_, win_head_;
+    std::vector<char> nonfinite_since_update_;
+
+    std::vector<Precision> effective_;
+    std::vector<Precision> recorded_;                  // as in the previous record
+    std::vector<std::optional<Precision>> pins_;
+    std::vector<std::optional<Precision>> config_force_;
+    std::vector<std::int64_t> cooldown_from_;           // step of the last policy change, or none
+    std::vector<std::int64_t> last_change_step_;
+    std::vector<int> switches_;
+    std::vector<PrecisionChange> last_changes_;
+    std::optional<std::int64_t> last_update_;
+    bool dynamic_assigned_ = false;                     // the first dynamic update has happened
+    std::int64_t current_step_ = 0;                     // latest step seen (for change bookkeeping)
+};
+
+}  // namespace sp

@@ -1,0 +1,2 @@
+set(CPACK_PACKAGE_NAME selective-precision)
+include(CPack)
