@@ -1,2 +1,23 @@
+# Debian packages, one per component, so a dashboard-only machine never pulls in LibTorch:
+#   selective-precision-cli        sp-ctl (sp_core only)
+#   selective-precision-dashboard  sp-dashboard (Qt 6 + ZeroMQ; never LibTorch)
+#   selective-precision-trainer    sp-trainer and the agent (LibTorch)
+# Dependencies come from dpkg-shlibdeps on the installed binaries, so they are exactly what each
+# binary links. Build with: cmake --build --preset ci --target package  (or cpack in the build dir).
 set(CPACK_PACKAGE_NAME selective-precision)
+set(CPACK_PACKAGE_VENDOR "Selective Precision")
+set(CPACK_PACKAGE_CONTACT "Selective Precision maintainers <maintainers@selective-precision.invalid>")
+set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "${PROJECT_DESCRIPTION}")
+set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})
+set(CPACK_GENERATOR DEB)
+set(CPACK_DEB_COMPONENT_INSTALL ON)
+set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
+set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
+set(CPACK_DEBIAN_PACKAGE_SECTION science)
+set(CPACK_DEBIAN_CLI_PACKAGE_NAME selective-precision-cli)
+set(CPACK_DEBIAN_DASHBOARD_PACKAGE_NAME selective-precision-dashboard)
+set(CPACK_DEBIAN_TRAINER_PACKAGE_NAME selective-precision-trainer)
+set(CPACK_COMPONENT_CLI_DESCRIPTION "sp-ctl: policy simulator, control and telemetry tools")
+set(CPACK_COMPONENT_DASHBOARD_DESCRIPTION "sp-dashboard: live monitoring and control (Qt 6)")
+set(CPACK_COMPONENT_TRAINER_DESCRIPTION "sp-trainer: demo GPT trainer with the agent (LibTorch)")
 include(CPack)

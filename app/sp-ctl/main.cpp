@@ -1,1 +1,44 @@
-int main() { return 0; }
+// sp-ctl: the command line for scripts and terminals.
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "commands.h"
+
+namespace {
+
+struct Subcommand {
+    const char* name;
+    int (*run)(const spctl::Args&);
+    const char* summary;
+};
+
+constexpr Subcommand kSubcommands[] = {
+    {"simulate", spctl::run_simulate, "re-run the policy offline on recorded gradient statistics"},
+};
+
+void print_usage(std::FILE* to) {
+    std::fprintf(to, "usage: sp-ctl <command> [options]\n\ncommands:\n");
+    for (const Subcommand& c : kSubcommands) std::fprintf(to, "  %-10s %s\n", c.name, c.summary);
+    std::fprintf(to, "\n'sp-ctl <command> --help' shows a command's options.\n");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    if (argc < 2) {
+        print_usage(stderr);
+        return 2;
+    }
+    const std::string name = argv[1];
+    if (name == "--help" || name == "-h" || name == "help") {
+        print_usage(stdout);
+        return 0;
+    }
+    for (const Subcommand& c : kSubcommands) {
+        if (name == c.name) return c.run(spctl::Args(argv + 2, argv + argc));
+    }
+    std::fprintf(stderr, "sp-ctl: unknown command '%s'\n\n", name.c_str());
+    print_usage(stderr);
+    return 2;
+}

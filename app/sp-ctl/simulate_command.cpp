@@ -1,1 +1,148 @@
+// sp-ctl simulate --config CFG.json --stats STATS.jsonl [--calibration CAL.json]
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <string>
 
+#include "commands.h"
+#include "sp/config.h"
+#include "sp/jsonl.h"
+#include "sp/simulator.h"
+
+namespace spctl {
+namespace {
+
+constexpr const char* kUsage =
+    "usage: sp-ctl simulate --stats STATS.jsonl [--config CFG.json] [--calibration CAL.json]\n"
+    "                       [--format jsonl|table]\n"
+    "\n"
+    "Re-runs the policy on recorded per-block gradient statistics and prints one per-update\n"
+    "telemetry record per line on stdout (the telemetry file's schema); a summary goes to stderr.\n"
+    "--format table prints one human-readable line per update instead.\n"
+    "STATS may be '-' for stdin. Without --config the seed's defaults apply.\n"
+    "The input format is described in core/SIMULATOR.md. Exit codes: 0 ok, 2 bad usage or input.\n";
+
+double wall_clock_seconds() {
+    using namespace std::chrono;
+    return duration<double>(system_clock::now().time_since_epoch()).count();
+}
+
+std::string format_jsonl(const std::vector<sp::UpdateRecord>& records) {
+    std::string out;
+    for (const sp::UpdateRecord& rec : records) {
+        out += sp::to_json_line(rec);
+        out += '\n';
+    }
+    return out;
+}
+
+// Block ids that moved to `to` in this record, e.g. "3,4,17".
+std::string moved_to(const sp::UpdateRecord& rec, sp::Precision to) {
+    std::string ids;
+    for (const sp::BlockDetail& d : rec.block_details) {
+        if (d.changed && d.precision == to) ids += (ids.empty() ? "" : ",") + std::to_string(d.id);
+    }
+    return ids.empty() ? "-" : ids;
+}
+
+std::string format_table(const std::vector<sp::UpdateRecord>& records) {
+    std::string out = "  step  mode     bf16  int8  changes  sens mean/min/max   saving%  to int8         to bf16\n";
+    char line[512];
+    for (const sp::UpdateRecord& rec : records) {
+        std::snprintf(line, sizeof line, "%6lld  %-7s  %4d  %4d  %7d  %.2f / %.2f / %.2f  %7.2f  %-14s  %s\n",
+                      static_cast<long long>(rec.step_id),
+                      rec.mode ? std::string(sp::to_string(*rec.mode)).c_str() : "?", rec.blocks_bf16,
+                      rec.blocks_int8, rec.precision_changes, rec.mean_sensitivity, rec.min_sensitivity,
+                      rec.max_sensitivity, rec.estimated_bandwidth_saving_pct,
+                      moved_to(rec, sp::Precision::int8).c_str(), moved_to(rec, sp::Precision::bf16).c_str());
+        out += line;
+    }
+    return out;
+}
+
+}  // namespace
+
+int run_simulate(const Args& args) {
+    std::string config_path, stats_path, calibration_path, format = "jsonl";
+    for (std::size_t i = 0; i < args.size(); ++i) {
+        const std::string& a = args[i];
+        if (a == "--help" || a == "-h") {
+            std::fputs(kUsage, stdout);
+            return 0;
+        }
+        std::string* target = a == "--config" ? &config_path
+                              : a == "--stats" ? &stats_path
+                              : a == "--calibration" ? &calibration_path
+                              : a == "--format"      ? &format
+                                                     : nullptr;
+        if (!target) {
+            std::fprintf(stderr, "sp-ctl simulate: unknown option '%s'\n\n%s", a.c_str(), kUsage);
+            return 2;
+        }
+        if (i + 1 >= args.size()) {
+            std::fprintf(stderr, "sp-ctl simulate: option '%s' needs a value\n", a.c_str());
+            return 2;
+        }
+        *target = args[++i];
+    }
+    if (format != "jsonl" && format != "table") {
+        std::fprintf(stderr, "sp-ctl simulate: --format must be 'jsonl' or 'table', got '%s'\n", format.c_str());
+        return 2;
+    }
+    if (stats_path.empty()) {
+        std::fprintf(stderr, "sp-ctl simulate: --stats is required\n\n%s", kUsage);
+        return 2;
+    }
+
+    try {
+        const sp::Config config = config_path.empty() ? sp::Config{} : sp::load_config_file(config_path);
+        std::map<int, double> calibration;
+        if (!calibration_path.empty()) {
+            std::ifstream cal(calibration_path);
+            if (!cal) {
+                std::fprintf(stderr, "sp-ctl simulate: cannot open calibration file '%s'\n", calibration_path.c_str());
+                return 2;
+            }
+            calibration = sp::parse_calibration(cal, calibration_path);
+        }
+        std::ifstream file;
+        if (stats_path != "-") {
+            file.open(stats_path);
+            if (!file) {
+                std::fprintf(stderr, "sp-ctl simulate: cannot open stats file '%s'\n", stats_path.c_str());
+                return 2;
+            }
+        }
+        std::istream& stats = stats_path == "-" ? std::cin : file;
+        const sp::SimulationResult result = sp::simulate(stats, stats_path, config, calibration, wall_clock_seconds);
+
+        // Everything was checked before this point: print the whole result at once.
+        const std::string out = format == "table" ? format_table(result.records) : format_jsonl(result.records);
+        std::fwrite(out.data(), 1, out.size(), stdout);
+        if (std::fflush(stdout) != 0) {
+            std::perror("sp-ctl simulate: writing stdout");
+            return 1;
+        }
+        if (result.records.empty()) {
+            std::fprintf(stderr, "sp-ctl simulate: %llu steps, no update (warmup_steps is %lld)\n",
+                         static_cast<unsigned long long>(result.steps), static_cast<long long>(config.warmup_steps));
+        } else {
+            const sp::UpdateRecord& last = result.records.back();
+            std::fprintf(stderr,
+                         "sp-ctl simulate: %zu blocks, %llu steps, %zu updates, %llu commands; at step %lld: "
+                         "%d bf16, %d int8, estimated bandwidth saving %.2f%%\n",
+                         result.layout.size(), static_cast<unsigned long long>(result.steps), result.records.size(),
+                         static_cast<unsigned long long>(result.commands), static_cast<long long>(last.step_id),
+                         last.blocks_bf16, last.blocks_int8, last.estimated_bandwidth_saving_pct);
+        }
+        return 0;
+    } catch (const sp::ConfigError& e) {
+        std::fprintf(stderr, "sp-ctl simulate: %s\n", e.what());
+    } catch (const sp::SimulationError& e) {
+        std::fprintf(stderr, "sp-ctl simulate: %s\n", e.what());
+    }
+    return 2;
+}
+
+}  // namespace spctl

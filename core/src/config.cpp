@@ -1,1 +1,452 @@
-// placeholder
+// Config loading and validation. Every key lives in one descriptor table (kKeys below): the reader,
+// to_json and the "did you mean" suggestions all walk that table, so adding a key means adding one
+// row there plus its range rule in check() and a line in core/CONFIG.md.
+#include "sp/config.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <iterator>
+#include <limits>
+#include <set>
+#include <utility>
+
+#include <nlohmann/json.hpp>
+
+namespace sp {
+namespace {
+
+using json = nlohmann::json;
+
+constexpr std::string_view kModeNames = R"("off", "static", "dynamic")";
+constexpr std::string_view kAmbiguousNames = R"("bf16", "int8")";
+
+// A value as it appears in a message. Doubles go through json so they print in the shortest form
+// that round-trips (0.6, not 0.59999999999999998); NaN/inf, which JSON cannot spell, get names.
+std::string show(double v) {
+    if (std::isnan(v)) return "nan";
+    if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+    return json(v).dump();
+}
+
+// Bad values can be whole objects; keep messages to one readable line.
+std::string show(const json& v) {
+    if (v.is_number_float()) return show(v.get<double>());
+    std::string text = v.dump();
+    constexpr std::size_t kMax = 80;
+    if (text.size() > kMax) text = text.substr(0, kMax) + "...";
+    return text;
+}
+
+std::string got(const json& v) {
+    return ", got " + show(v);
+}
+
+// Reads an integer of type T. Integral floats (4.0, 1e3) are accepted because JSON writers such as
+// Python's emit them for integer-valued numbers; fractions and values outside T are rejected.
+template <typename T>
+bool read_integer(const json& v, T& out) {
+    constexpr auto lo = std::numeric_limits<T>::min();
+    constexpr auto hi = std::numeric_limits<T>::max();
+    if (v.is_number_unsigned()) {
+        const auto u = v.get<std::uint64_t>();
+        if (u > static_cast<std::uint64_t>(hi)) return false;
+        out = static_cast<T>(u);
+        return true;
+    }
+    if (v.is_number_integer()) {
+        const auto i = v.get<std::int64_t>();
+        if (i < static_cast<std::int64_t>(lo) || i > static_cast<std::int64_t>(hi)) return false;
+        out = static_cast<T>(i);
+        return true;
+    }
+    if (v.is_number_float()) {
+        const double d = v.get<double>();
+        // -lo == hi + 1 is a power of two, so both bounds are exact doubles.
+        if (!std::isfinite(d) || d != std::trunc(d)) return false;
+        if (d < static_cast<double>(lo) || d >= -static_cast<double>(lo)) return false;
+        out = static_cast<T>(d);
+        return true;
+    }
+    return false;
+}
+
+// One configuration key: its name, how to read it from JSON into a Config (returning the reason on
+// a type problem, empty on success) and how to write it back. Ranges are not checked here but in
+// check(), which also serves validate() on structs built in code.
+struct Key {
+    std::string_view name;
+    std::function<std::string(const json&, Config&)> read;
+    std::function<json(const Config&)> write;
+};
+
+Key flag(std::string_view name, bool Config::*m) {
+    return {name,
+            [m](const json& v, Config& c) -> std::string {
+                if (!v.is_boolean()) return "must be a boolean (true or false)" + got(v);
+                c.*m = v.get<bool>();
+                return {};
+            },
+            [m](const Config& c) { return json(c.*m); }};
+}
+
+Key real(std::string_view name, double Config::*m) {
+    return {name,
+            [m](const json& v, Config& c) -> std::string {
+                if (!v.is_number()) return "must be a number" + got(v);  // booleans are not numbers
+                c.*m = v.get<double>();
+                return {};
+            },
+            [m](const Config& c) { return json(c.*m); }};
+}
+
+template <typename T>
+Key whole(std::string_view name, T Config::*m) {
+    return {name,
+            [m](const json& v, Config& c) -> std::string {
+                if (!read_integer(v, c.*m)) return "must be an integer" + got(v);
+                return {};
+            },
+            [m](const Config& c) { return json(c.*m); }};
+}
+
+Key text(std::string_view name, std::string Config::*m) {
+    return {name,
+            [m](const json& v, Config& c) -> std::string {
+                if (!v.is_string()) return "must be a string" + got(v);
+                c.*m = v.get<std::string>();
+                return {};
+            },
+            [m](const Config& c) { return json(c.*m); }};
+}
+
+// Block id lists come out sorted and without duplicates: a repeated id means the same thing twice.
+Key block_list(std::string_view name, std::vector<int> Config::*m) {
+    return {name,
+            [m](const json& v, Config& c) -> std::string {
+                if (!v.is_array()) return "must be an array of block ids" + got(v);
+                std::vector<int> ids;
+                for (std::size_t i = 0; i < v.size(); ++i) {
+                    int id = 0;
+                    if (!read_integer(v[i], id))
+                        return "element [" + std::to_string(i) + "] must be an integer block id" + got(v[i]);
+                    ids.push_back(id);
+                }
+                std::sort(ids.begin(), ids.end());
+                ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+                c.*m = std::move(ids);
+                return {};
+            },
+            [m](const Config& c) { return json(c.*m); }};
+}
+
+Key mode_key() {
+    return {"mode",
+            [](const json& v, Config& c) -> std::string {
+                Mode mode{};
+                if (!v.is_string() || !parse_mode(v.get<std::string>(), mode))
+                    return "must be one of " + std::string(kModeNames) + got(v);
+                c.mode = mode;
+                return {};
+            },
+            [](const Config& c) { return json(std::string(to_string(c.mode))); }};
+}
+
+// The ambiguous band only chooses between the two tiers the seed policy knows; FP8 is not a
+// default tier (yet), so "fp8_*" is rejected here even though parse_precision knows it.
+Key ambiguous_key() {
+    return {"ambiguous_default",
+            [](const json& v, Config& c) -> std::string {
+                const auto p = v.is_string() ? parse_precision(v.get<std::string>()) : std::nullopt;
+                if (!p || (*p != Precision::bf16 && *p != Precision::int8))
+                    return "must be one of " + std::string(kAmbiguousNames) + got(v);
+                c.ambiguous_default = *p;
+                return {};
+            },
+            [](const Config& c) { return json(std::string(to_string(c.ambiguous_default))); }};
+}
+
+const std::vector<Key>& keys() {
+    static const std::vector<Key> kKeys = {
+        flag("enabled", &Config::enabled),
+        mode_key(),
+        real("bf16_threshold", &Config::bf16_threshold),
+        real("int8_threshold", &Config::int8_threshold),
+        ambiguous_key(),
+        real("hysteresis_margin", &Config::hysteresis_margin),
+        real("grad_weight", &Config::grad_weight),
+        real("error_weight", &Config::error_weight),
+        real("grad_sensitivity_threshold", &Config::grad_sensitivity_threshold),
+        flag("run_calibration", &Config::run_calibration),
+        whole("calibration_samples", &Config::calibration_samples),
+        real("quant_error_threshold", &Config::quant_error_threshold),
+        whole("warmup_steps", &Config::warmup_steps),
+        whole("history_window", &Config::history_window),
+        whole("update_interval_steps", &Config::update_interval_steps),
+        whole("min_steps_between_switches", &Config::min_steps_between_switches),
+        block_list("force_bf16_blocks", &Config::force_bf16_blocks),
+        block_list("force_int8_blocks", &Config::force_int8_blocks),
+        flag("log_decisions", &Config::log_decisions),
+        flag("telemetry_enabled", &Config::telemetry_enabled),
+        text("telemetry_file", &Config::telemetry_file),
+    };
+    return kKeys;
+}
+
+// Optimal string alignment distance (Levenshtein plus adjacent transpositions), so that both
+// "treshold" and "thresohld" count as one or two slips.
+std::size_t edit_distance(std::string_view a, std::string_view b) {
+    std::vector<std::vector<std::size_t>> d(a.size() + 1, std::vector<std::size_t>(b.size() + 1));
+    for (std::size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
+    for (std::size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
+    for (std::size_t i = 1; i <= a.size(); ++i) {
+        for (std::size_t j = 1; j <= b.size(); ++j) {
+            const std::size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
+            d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost});
+            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1])
+                d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+        }
+    }
+    return d[a.size()][b.size()];
+}
+
+std::string lower(std::string_view s) {
+    std::string out(s);
+    for (char& ch : out) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    return out;
+}
+
+// The closest known key when it is close enough to be a typo: at most 3 edits and at most a third
+// of the key's length (at least 1), compared case-insensitively. Ties go to the table order.
+std::string_view suggestion(std::string_view unknown) {
+    const std::string u = lower(unknown);
+    std::string_view best;
+    std::size_t best_distance = std::numeric_limits<std::size_t>::max();
+    for (const Key& k : keys()) {
+        const std::size_t limit = std::min<std::size_t>(3, std::max<std::size_t>(1, k.name.size() / 3));
+        const std::size_t dist = edit_distance(u, k.name);
+        if (dist <= limit && dist < best_distance) {
+            best = k.name;
+            best_distance = dist;
+        }
+    }
+    return best;
+}
+
+// A range or cross-key problem, with the keys it involves: when a key already failed its type
+// check (and so still holds its default), rules involving it are not reported a second time.
+struct Issue {
+    std::vector<std::string_view> keys;
+    std::string message;
+};
+
+std::string quoted(const std::string& prefix, std::string_view key) {
+    return "'" + prefix + std::string(key) + "'";
+}
+std::string about(const std::string& prefix, std::string_view key) {
+    return "key " + quoted(prefix, key) + ": ";
+}
+
+// Every range and cross-key rule, in one place. `prefix` is the path of the section the keys came
+// from ("" for a bare object or a struct), so messages name the key as the user wrote it.
+std::vector<Issue> check(const Config& c, const std::string& prefix) {
+    std::vector<Issue> out;
+    auto add = [&](std::vector<std::string_view> ks, std::string message) {
+        out.push_back({std::move(ks), std::move(message)});
+    };
+    auto in_unit = [](double v) { return v >= 0.0 && v <= 1.0; };  // false for NaN
+
+    if (c.mode != Mode::off && c.mode != Mode::static_ && c.mode != Mode::dynamic)
+        add({"mode"}, about(prefix, "mode") + "must be one of " + std::string(kModeNames) + ", got " +
+                          std::to_string(static_cast<int>(c.mode)));
+    if (c.ambiguous_default != Precision::bf16 && c.ambiguous_default != Precision::int8)
+        add({"ambiguous_default"}, about(prefix, "ambiguous_default") + "must be one of " +
+                                       std::string(kAmbiguousNames) + ", got " +
+                                       json(std::string(to_string(c.ambiguous_default))).dump());
+
+    const std::pair<std::string_view, double> unit_keys[] = {{"bf16_threshold", c.bf16_threshold},
+                                                             {"int8_threshold", c.int8_threshold},
+                                                             {"hysteresis_margin", c.hysteresis_margin},
+                                                             {"grad_weight", c.grad_weight},
+                                                             {"error_weight", c.error_weight}};
+    for (const auto& [name, v] : unit_keys)
+        if (!in_unit(v)) add({name}, about(prefix, name) + "must be a number in [0, 1], got " + show(v));
+    // Only meaningful once both thresholds are themselves valid.
+    if (in_unit(c.bf16_threshold) && in_unit(c.int8_threshold) && c.int8_threshold > c.bf16_threshold)
+        add({"int8_threshold", "bf16_threshold"},
+            about(prefix, "int8_threshold") + "must be <= " + quoted(prefix, "bf16_threshold") + " (" +
+                show(c.bf16_threshold) + "), got " + show(c.int8_threshold));
+    if (!(c.quant_error_threshold > 0.0 && c.quant_error_threshold <= 1.0))
+        add({"quant_error_threshold"}, about(prefix, "quant_error_threshold") +
+                                           "must be a number in (0, 1], got " +
+                                           show(c.quant_error_threshold));
+    if (!(std::isfinite(c.grad_sensitivity_threshold) && c.grad_sensitivity_threshold > 0.0))
+        add({"grad_sensitivity_threshold"}, about(prefix, "grad_sensitivity_threshold") +
+                                                "must be a finite number > 0, got " +
+                                                show(c.grad_sensitivity_threshold));
+
+    const std::pair<std::string_view, std::int64_t> at_least_one[] = {
+        {"calibration_samples", c.calibration_samples},
+        {"history_window", c.history_window},
+        {"update_interval_steps", c.update_interval_steps}};
+    for (const auto& [name, v] : at_least_one)
+        if (v < 1) add({name}, about(prefix, name) + "must be an integer >= 1, got " + std::to_string(v));
+    const std::pair<std::string_view, std::int64_t> at_least_zero[] = {
+        {"warmup_steps", c.warmup_steps}, {"min_steps_between_switches", c.min_steps_between_switches}};
+    for (const auto& [name, v] : at_least_zero)
+        if (v < 0) add({name}, about(prefix, name) + "must be an integer >= 0, got " + std::to_string(v));
+
+    const std::pair<std::string_view, const std::vector<int>*> lists[] = {
+        {"force_bf16_blocks", &c.force_bf16_blocks}, {"force_int8_blocks", &c.force_int8_blocks}};
+    for (const auto& [name, ids] : lists)
+        for (int id : std::set<int>(ids->begin(), ids->end()))
+            if (id < 0)
+                add({name}, about(prefix, name) + "block ids must be >= 0, got " + std::to_string(id));
+    const std::set<int> bf16_ids(c.force_bf16_blocks.begin(), c.force_bf16_blocks.end());
+    for (int id : std::set<int>(c.force_int8_blocks.begin(), c.force_int8_blocks.end()))
+        if (bf16_ids.count(id))
+            add({"force_bf16_blocks", "force_int8_blocks"},
+                "keys " + quoted(prefix, "force_bf16_blocks") + " and " +
+                    quoted(prefix, "force_int8_blocks") + ": block " + std::to_string(id) +
+                    " is in both; a block can be forced to one precision only");
+
+    if (c.telemetry_enabled && c.telemetry_file.empty())
+        add({"telemetry_file", "telemetry_enabled"},
+            about(prefix, "telemetry_file") + "must be a non-empty string when " +
+                quoted(prefix, "telemetry_enabled") + " is true, got " + json(c.telemetry_file).dump());
+    return out;
+}
+
+// Reads one selective_precision object. `prefix` is its path plus "." (empty for a bare root).
+Config read_section(const json& obj, const std::string& prefix) {
+    Config c;
+    std::vector<std::string> problems;
+    std::set<std::string_view> bad;  // keys whose type was wrong
+    for (const auto& [name, value] : obj.items()) {
+        const auto& table = keys();
+        const auto key = std::find_if(table.begin(), table.end(),
+                                      [&, n = std::string_view(name)](const Key& k) { return k.name == n; });
+        if (key == table.end()) {
+            std::string msg = about(prefix, name) + "unknown key";
+            if (const auto near = suggestion(name); !near.empty())
+                msg += " (did you mean '" + std::string(near) + "'?)";
+            problems.push_back(std::move(msg));
+            continue;
+        }
+        if (std::string why = key->read(value, c); !why.empty()) {
+            problems.push_back(about(prefix, name) + why);
+            bad.insert(key->name);
+        }
+    }
+    for (Issue& issue : check(c, prefix)) {
+        const bool involves_bad = std::any_of(issue.keys.begin(), issue.keys.end(),
+                                              [&](std::string_view k) { return bad.count(k); });
+        if (!involves_bad) problems.push_back(std::move(issue.message));
+    }
+    if (!problems.empty()) throw ConfigError(std::move(problems));
+    return c;
+}
+
+// Follows one level of nesting: the member `name` of `parent` must be an object when present.
+const json* member_object(const json& parent, const char* name, const std::string& path) {
+    const auto it = parent.find(name);
+    if (it == parent.end()) return nullptr;
+    if (!it->is_object()) throw ConfigError({"key '" + path + "': must be an object" + got(*it)});
+    return &*it;
+}
+
+std::string describe(const std::vector<std::string>& problems) {
+    std::string text = "invalid Selective Precision config:";
+    for (const std::string& p : problems) text += "\n  " + p;
+    return text;
+}
+
+}  // namespace
+
+std::string_view to_string(Mode m) {
+    switch (m) {
+        case Mode::off:
+            return "off";
+        case Mode::static_:
+            return "static";
+        case Mode::dynamic:
+            return "dynamic";
+    }
+    return "unknown";  // only for a value cast from outside the enum; validate() rejects it
+}
+
+bool parse_mode(std::string_view text, Mode& out) {
+    for (Mode m : {Mode::off, Mode::static_, Mode::dynamic}) {
+        if (to_string(m) == text) {
+            out = m;
+            return true;
+        }
+    }
+    return false;
+}
+
+ConfigError::ConfigError(std::vector<std::string> problems)
+    : std::runtime_error(describe(problems)), problems_(std::move(problems)) {}
+
+Config config_from_json(const json& j) {
+    if (!j.is_object()) throw ConfigError({"the configuration must be a JSON object" + got(j)});
+    // Wrapped forms: only the selective_precision object is ours; its siblings belong to others.
+    if (j.contains("selective_precision")) {
+        const json* sp = member_object(j, "selective_precision", "selective_precision");
+        return read_section(*sp, "selective_precision.");
+    }
+    if (const json* memory = member_object(j, "memory", "memory")) {
+        const json* stagehand = member_object(*memory, "stagehand", "memory.stagehand");
+        if (!stagehand) return Config{};
+        const json* sp =
+            member_object(*stagehand, "selective_precision", "memory.stagehand.selective_precision");
+        // A stagehand config without our section runs with the defaults, as a missing key would.
+        return sp ? read_section(*sp, "memory.stagehand.selective_precision.") : Config{};
+    }
+    return read_section(j, "");
+}
+
+Config parse_config(std::string_view json_text) {
+    json j;
+    try {
+        j = json::parse(json_text.begin(), json_text.end());
+    } catch (const json::parse_error& e) {
+        throw ConfigError({std::string("JSON syntax error: ") + e.what()});
+    }
+    return config_from_json(j);
+}
+
+Config load_config_file(const std::string& path) {
+    // A directory opens fine as an ifstream on Linux and then reads as empty, so ask first.
+    std::error_code ec;
+    if (std::filesystem::is_directory(path, ec))
+        throw ConfigError({path + ": cannot read the file (a directory)"});
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw ConfigError({path + ": cannot read the file"});
+    const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+    if (in.bad()) throw ConfigError({path + ": cannot read the file"});
+    try {
+        return parse_config(text);
+    } catch (const ConfigError& e) {
+        std::vector<std::string> problems;
+        for (const std::string& p : e.problems()) problems.push_back(path + ": " + p);
+        throw ConfigError(std::move(problems));
+    }
+}
+
+std::vector<std::string> validate(const Config& c) {
+    std::vector<std::string> problems;
+    for (Issue& issue : check(c, "")) problems.push_back(std::move(issue.message));
+    return problems;
+}
+
+json to_json(const Config& c) {
+    json j = json::object();
+    for (const Key& k : keys()) j[std::string(k.name)] = k.write(c);
+    return j;
+}
+
+}  // namespace sp

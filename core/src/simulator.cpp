@@ -1,1 +1,238 @@
-// placeholder
+#include "sp/simulator.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <optional>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "sp/command.h"
+#include "sp/policy.h"
+
+namespace sp {
+namespace {
+
+using nlohmann::json;
+
+struct StepInput {
+    std::int64_t step = 0;
+    std::optional<double> timestamp;
+    std::vector<BlockGradStats> stats;
+    std::uint64_t stats_line = 0;  // 0: no stats line for this step
+    std::vector<std::pair<Command, std::uint64_t>> commands;  // with their line numbers
+};
+
+struct ParsedInput {
+    std::optional<BlockLayout> layout;
+    std::vector<StepInput> steps;  // ascending
+    int max_block_id = -1;
+};
+
+class LineParser {
+public:
+    LineParser(std::string source) : source_(std::move(source)) {}
+
+    [[noreturn]] void fail(const std::string& what) const { throw SimulationError(source_, line_, what); }
+
+    void parse(std::istream& in, ParsedInput& out) {
+        std::string text;
+        bool seen_content = false;
+        while (std::getline(in, text)) {
+            ++line_;
+            if (text.find_first_not_of(" \t\r") == std::string::npos) continue;
+            json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+            if (j.is_discarded()) fail("not valid JSON");
+            if (!j.is_object()) fail("expected a JSON object, got " + std::string(j.type_name()));
+            if (j.contains("type")) {
+                if (j["type"] != "layout") fail("unknown line type " + j["type"].dump() + " (only \"layout\")");
+                if (seen_content) fail("the layout line must be the first line");
+                out.layout = parse_layout(j);
+            } else {
+                add_step_line(j, out);
+            }
+            seen_content = true;
+        }
+        if (in.bad()) fail("read error");
+    }
+
+private:
+    template <typename T>
+    T integer(const json& j, const char* key, T min) const {
+        const auto it = j.find(key);
+        if (it == j.end()) fail(std::string("missing field '") + key + "'");
+        if (!it->is_number_integer()) fail(std::string("field '") + key + "': expected an integer, got " + it->dump());
+        if (it->is_number_unsigned() ? it->get<std::uint64_t>() > std::uint64_t(std::numeric_limits<T>::max())
+                                     : it->get<std::int64_t>() < std::int64_t(min)) {
+            fail(std::string("field '") + key + "': out of range: " + it->dump());
+        }
+        return it->get<T>();
+    }
+
+    // A statistic: a non-negative number, or null (only meaningful alongside nonfinite_count > 0).
+    double statistic(const json& j, const char* key, bool required, bool may_be_negative = false) const {
+        const auto it = j.find(key);
+        if (it == j.end()) {
+            if (required) fail(std::string("missing field '") + key + "'");
+            return 0.0;
+        }
+        if (it->is_null()) return std::numeric_limits<double>::quiet_NaN();
+        if (!it->is_number()) fail(std::string("field '") + key + "': expected a number or null, got " + it->dump());
+        const double v = it->get<double>();
+        if (v < 0.0 && !may_be_negative) fail(std::string("field '") + key + "': must be >= 0, got " + it->dump());
+        return v;
+    }
+
+    BlockLayout parse_layout(const json& j) const {
+        const auto blocks = j.find("blocks");
+        if (blocks == j.end() || !blocks->is_array() || blocks->empty())
+            fail("layout: 'blocks' must be a non-empty array");
+        BlockLayout layout;
+        for (const json& b : *blocks) {
+            if (!b.is_object()) fail("layout: each block must be an object, got " + b.dump());
+            BlockInfo info;
+            info.id = integer<int>(b, "id", 0);
+            if (info.id != int(layout.size()))
+                fail("layout: block ids must be 0..n-1 in order; expected " + std::to_string(layout.size()) +
+                     ", got " + std::to_string(info.id));
+            const auto name = b.find("name");
+            info.name = (name != b.end() && name->is_string()) ? name->get<std::string>()
+                                                              : "blocks." + std::to_string(info.id);
+            info.bytes_bf16 = b.contains("bytes_bf16") ? integer<std::uint64_t>(b, "bytes_bf16", 0) : 1;
+            layout.push_back(std::move(info));
+        }
+        return layout;
+    }
+
+    StepInput& step_entry(std::int64_t step, ParsedInput& out) const {
+        if (!out.steps.empty() && step < out.steps.back().step)
+            fail("step " + std::to_string(step) + " comes after step " + std::to_string(out.steps.back().step) +
+                 "; steps must not decrease");
+        if (out.steps.empty() || out.steps.back().step != step) {
+            out.steps.emplace_back();
+            out.steps.back().step = step;
+        }
+        return out.steps.back();
+    }
+
+    void check_block(int id, ParsedInput& out) const {
+        if (out.layout && id >= int(out.layout->size()))
+            fail("unknown block " + std::to_string(id) + " (the layout has " + std::to_string(out.layout->size()) +
+                 " blocks)");
+        out.max_block_id = std::max(out.max_block_id, id);
+    }
+
+    void add_step_line(const json& j, ParsedInput& out) const {
+        const auto step = integer<std::int64_t>(j, "step", 0);
+        const bool has_blocks = j.contains("blocks"), has_command = j.contains("command");
+        if (has_blocks == has_command) fail("a step line needs exactly one of 'blocks' or 'command'");
+        StepInput& entry = step_entry(step, out);
+        if (has_command) {
+            Command c;
+            std::string error;
+            if (!parse_command(j["command"], c, error)) fail("command: " + error);
+            for (int id : c.blocks) check_block(id, out);
+            entry.commands.emplace_back(std::move(c), line_);
+            return;
+        }
+        if (entry.stats_line != 0)
+            fail("step " + std::to_string(step) + " already has a stats line (line " +
+                 std::to_string(entry.stats_line) + ")");
+        entry.stats_line = line_;
+        if (j.contains("timestamp")) {
+            if (!j["timestamp"].is_number()) fail("field 'timestamp': expected a number, got " + j["timestamp"].dump());
+            entry.timestamp = j["timestamp"].get<double>();
+        }
+        const json& blocks = j["blocks"];
+        if (!blocks.is_array()) fail("field 'blocks': expected an array, got " + blocks.dump());
+        std::set<int> seen;
+        for (const json& b : blocks) {
+            if (!b.is_object()) fail("each block entry must be an object, got " + b.dump());
+            BlockGradStats s;
+            s.block_id = integer<int>(b, "id", 0);
+            check_block(s.block_id, out);
+            if (!seen.insert(s.block_id).second) fail("block " + std::to_string(s.block_id) + " appears twice");
+            s.l2_norm = statistic(b, "l2_norm", true);
+            s.max_abs = statistic(b, "max_abs", true);
+            s.variance = statistic(b, "variance", true);
+            s.mean = statistic(b, "mean", false, /*may_be_negative=*/true);
+            s.numel = b.contains("numel") ? integer<std::uint64_t>(b, "numel", 0) : 0;
+            s.nonfinite_count = b.contains("nonfinite_count") ? integer<std::uint64_t>(b, "nonfinite_count", 0) : 0;
+            entry.stats.push_back(s);
+        }
+    }
+
+    std::string source_;
+    std::uint64_t line_ = 0;
+};
+
+}  // namespace
+
+SimulationError::SimulationError(std::string source, std::uint64_t line, const std::string& message)
+    : std::runtime_error(source + (line > 0 ? ":" + std::to_string(line) : std::string()) + ": " + message),
+      line_(line) {}
+
+std::map<int, double> parse_calibration(std::istream& in, const std::string& source) {
+    json j = json::parse(in, nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded()) throw SimulationError(source, 0, "not valid JSON");
+    const auto errors = j.is_object() ? j.find("errors") : j.end();
+    if (errors == j.end() || !errors->is_object())
+        throw SimulationError(source, 0, "expected {\"errors\": {\"<block id>\": <relative error>, ...}}");
+    std::map<int, double> out;
+    for (const auto& [key, value] : errors->items()) {
+        std::size_t used = 0;
+        int id = -1;
+        try {
+            id = std::stoi(key, &used);
+        } catch (const std::exception&) {
+        }
+        if (id < 0 || used != key.size())
+            throw SimulationError(source, 0, "errors: key '" + key + "' is not a block id (a non-negative integer)");
+        if (!value.is_number() || value.get<double>() < 0.0)
+            throw SimulationError(source, 0, "errors: block " + key + ": expected a number >= 0, got " + value.dump());
+        out[id] = value.get<double>();
+    }
+    return out;
+}
+
+SimulationResult simulate(std::istream& stats, const std::string& source, const Config& config,
+                          const std::map<int, double>& calibration, const std::function<double()>& now) {
+    ParsedInput input;
+    LineParser(source).parse(stats, input);
+
+    SimulationResult result;
+    result.layout = input.layout ? *input.layout : uniform_layout(input.max_block_id + 1);
+    const std::size_t n = result.layout.size();
+    std::vector<double> errors;
+    if (!calibration.empty()) {
+        errors.assign(n, 0.0);
+        for (const auto& [id, err] : calibration) {
+            if (id >= int(n))
+                throw SimulationError("calibration", 0, "block " + std::to_string(id) + " is not in the layout (" +
+                                                            std::to_string(n) + " blocks)");
+            errors[std::size_t(id)] = err;
+        }
+        for (std::size_t i = 0; i < n; ++i) {
+            if (!calibration.count(int(i)))
+                throw SimulationError("calibration", 0, "no error for block " + std::to_string(i));
+        }
+    }
+
+    Policy policy(config, result.layout, std::move(errors));  // ConfigError when config and layout disagree
+    for (const StepInput& step : input.steps) {
+        for (const auto& [command, line] : step.commands) {
+            const CommandOutcome outcome = policy.apply(command, step.step);
+            if (!outcome.ok) throw SimulationError(source, line, "command rejected: " + outcome.error);
+            ++result.commands;
+        }
+        for (const BlockGradStats& s : step.stats) policy.observe(step.step, s);
+        if (auto rec = policy.update(step.step, step.timestamp ? *step.timestamp : now())) {
+            result.records.push_back(std::move(*rec));
+        }
+        ++result.steps;
+    }
+    return result;
+}
+
+}  // namespace sp

@@ -1,1 +1,347 @@
-// placeholder
+// Serialisation of telemetry records, and the DOM-based parsing of the rare header/event lines.
+// Update records are written by hand with std::to_chars: they are the bulk of every file and the
+// writer runs once per policy update, so they avoid building an nlohmann DOM.
+#include <array>
+#include <charconv>
+#include <cmath>
+#include <stdexcept>
+
+#include <nlohmann/json.hpp>
+
+#include "sp/jsonl.h"
+
+namespace sp {
+
+namespace {
+
+constexpr std::array<std::string_view, 9> kReasonNames = {
+    "warmup", "mode", "initial", "policy", "hold", "cooldown", "nonfinite", "config", "pin"};
+
+using ojson = nlohmann::ordered_json;
+
+void put_double(std::string& s, double v) {
+    if (!std::isfinite(v)) {
+        s += "null";
+        return;
+    }
+    char buf[32];
+    const auto res = std::to_chars(buf, buf + sizeof buf, v);  // shortest exact round trip
+    s.append(buf, res.ptr);
+    // Keep a float recognisable as a float (as Python's json writes 2.0), for loose consumers.
+    for (const char* c = buf; c != res.ptr; ++c) {
+        if (*c == '.' || *c == 'e') return;
+    }
+    s += ".0";
+}
+
+void put_int(std::string& s, std::int64_t v) {
+    char buf[24];
+    const auto res = std::to_chars(buf, buf + sizeof buf, v);
+    s.append(buf, res.ptr);
+}
+
+// Keys and enum spellings we write never need escaping.
+void put_str(std::string& s, std::string_view v) {
+    s += '"';
+    s += v;
+    s += '"';
+}
+
+std::string_view forced_json(ForcedBy f) {
+    switch (f) {
+        case ForcedBy::config: return "\"config\"";
+        case ForcedBy::pin: return "\"pin\"";
+        case ForcedBy::none: break;
+    }
+    return "null";
+}
+
+ojson double_or_null(double v) { return std::isfinite(v) ? ojson(v) : ojson(nullptr); }
+
+std::string dump(const ojson& j) {
+    // Replace invalid UTF-8 instead of throwing: a bad run id must not lose the record.
+    return j.dump(-1, ' ', false, ojson::error_handler_t::replace);
+}
+
+// Same wording as the fast update parser: "expected an integer, got string".
+const char* json_type_name(const ojson& j) {
+    if (j.is_number()) return "number";
+    if (j.is_string()) return "string";
+    if (j.is_boolean()) return "boolean";
+    if (j.is_null()) return "null";
+    if (j.is_array()) return "array";
+    return "object";
+}
+
+// Field access with messages naming the field, matching the fast update parser's wording.
+struct FieldError : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+
+[[noreturn]] void wrong_type(const std::string& name, const char* expected, const ojson& v) {
+    throw FieldError("field '" + name + "': expected " + expected + ", got " + json_type_name(v));
+}
+
+const ojson& require(const ojson& obj, const char* key) {
+    const auto it = obj.find(key);
+    if (it == obj.end()) throw FieldError(std::string("missing field '") + key + "'");
+    return *it;
+}
+
+std::int64_t as_int(const ojson& v, const std::string& name) {
+    if (!v.is_number_integer()) wrong_type(name, "an integer", v);
+    if (v.is_number_unsigned() && v.get<std::uint64_t>() > std::uint64_t(INT64_MAX)) {
+        throw FieldError("field '" + name + "': integer out of range");
+    }
+    return v.get<std::int64_t>();
+}
+
+double as_double(const ojson& v, const std::string& name) {
+    if (v.is_null()) return kNoValue;
+    if (!v.is_number()) wrong_type(name, "a number", v);
+    return v.get<double>();
+}
+
+std::string as_string(const ojson& v, const std::string& name) {
+    if (!v.is_string()) wrong_type(name, "a string", v);
+    return v.get<std::string>();
+}
+
+RunHeader header_from_json(const ojson& j) {
+    RunHeader h;
+    h.schema_version = int(as_int(require(j, "schema_version"), "schema_version"));
+    if (j.contains("run_id")) h.run_id = as_string(j["run_id"], "run_id");
+    if (j.contains("producer")) h.producer = as_string(j["producer"], "producer");
+    if (j.contains("blocks")) {
+        const ojson& blocks = j["blocks"];
+        if (!blocks.is_array()) wrong_type("blocks", "an array", blocks);
+        for (std::size_t i = 0; i < blocks.size(); ++i) {
+            const ojson& b = blocks[i];
+            const std::string prefix = "blocks[" + std::to_string(i) + "]";
+            if (!b.is_object()) wrong_type(prefix, "an object", b);
+            BlockInfo info;
+            info.id = int(as_int(require(b, "id"), prefix + ".id"));
+            if (b.contains("name")) info.name = as_string(b["name"], prefix + ".name");
+            if (b.contains("bytes_bf16")) {
+                const std::int64_t bytes = as_int(b["bytes_bf16"], prefix + ".bytes_bf16");
+                if (bytes < 0) throw FieldError("field '" + prefix + ".bytes_bf16': negative");
+                info.bytes_bf16 = std::uint64_t(bytes);
+            }
+            h.blocks.push_back(std::move(info));
+        }
+    }
+    if (j.contains("config")) {
+        if (!j["config"].is_object()) wrong_type("config", "an object", j["config"]);
+        h.config_json = dump(j["config"]);
+    }
+    if (j.contains("calibration")) {
+        const ojson& cal = j["calibration"];
+        if (!cal.is_object()) wrong_type("calibration", "an object", cal);
+        if (cal.contains("errors")) {
+            const ojson& errors = cal["errors"];
+            if (!errors.is_object()) wrong_type("calibration.errors", "an object", errors);
+            for (const auto& [key, value] : errors.items()) {
+                int id = -1;
+                const auto res = std::from_chars(key.data(), key.data() + key.size(), id);
+                if (key.empty() || res.ec != std::errc() || res.ptr != key.data() + key.size() ||
+                    id < 0 || id > 1'000'000) {
+                    throw FieldError("calibration.errors: key '" + key +
+                                     "' is not a non-negative integer");
+                }
+                if (std::size_t(id) >= h.calibration_errors.size()) {
+                    h.calibration_errors.resize(std::size_t(id) + 1, kNoValue);
+                }
+                h.calibration_errors[std::size_t(id)] = as_double(value, "calibration.errors." + key);
+            }
+        }
+    }
+    return h;
+}
+
+EventRecord event_from_json(const ojson& j) {
+    EventRecord e;
+    e.kind = as_string(require(j, "kind"), "kind");
+    e.step = as_int(require(j, "step"), "step");
+    e.timestamp = as_double(require(j, "timestamp"), "timestamp");
+    e.payload_json = dump(j);
+    return e;
+}
+
+}  // namespace
+
+std::string_view to_string(Reason r) {
+    const auto i = std::size_t(r);
+    return i < kReasonNames.size() ? kReasonNames[i] : "hold";
+}
+
+std::optional<Reason> parse_reason(std::string_view text) {
+    for (std::size_t i = 0; i < kReasonNames.size(); ++i) {
+        if (kReasonNames[i] == text) return Reason(i);
+    }
+    return std::nullopt;
+}
+
+void append_json(std::string& s, const UpdateRecord& r) {
+    s += "{\"step_id\":";
+    put_int(s, r.step_id);
+    s += ",\"timestamp\":";
+    put_double(s, r.timestamp);
+    s += ",\"blocks_bf16\":";
+    put_int(s, r.blocks_bf16);
+    s += ",\"blocks_int8\":";
+    put_int(s, r.blocks_int8);
+    s += ",\"mean_sensitivity\":";
+    put_double(s, r.mean_sensitivity);
+    s += ",\"max_sensitivity\":";
+    put_double(s, r.max_sensitivity);
+    s += ",\"min_sensitivity\":";
+    put_double(s, r.min_sensitivity);
+    s += ",\"precision_changes\":";
+    put_int(s, r.precision_changes);
+    s += ",\"estimated_bandwidth_saving_pct\":";
+    put_double(s, r.estimated_bandwidth_saving_pct);
+    s += ",\"block_details\":{";
+    bool first = true;
+    for (const BlockDetail& d : r.block_details) {
+        if (!first) s += ',';
+        first = false;
+        s += '"';
+        put_int(s, d.id);
+        s += "\":{\"precision\":";
+        put_str(s, to_string(d.precision));
+        s += ",\"sensitivity\":";
+        put_double(s, d.sensitivity);
+        s += ",\"grad_score\":";
+        put_double(s, d.grad_score);
+        s += ",\"error_score\":";
+        put_double(s, d.error_score);
+        s += ",\"relative_magnitude\":";
+        put_double(s, d.relative_magnitude);
+        s += ",\"l2_norm\":";
+        put_double(s, d.l2_norm);
+        s += ",\"max_abs\":";
+        put_double(s, d.max_abs);
+        s += ",\"variance\":";
+        put_double(s, d.variance);
+        s += ",\"mean\":";
+        put_double(s, d.mean);
+        s += ",\"forced\":";
+        s += forced_json(d.forced);
+        s += d.changed ? ",\"changed\":true" : ",\"changed\":false";
+        s += ",\"reason\":";
+        put_str(s, to_string(d.reason));
+        s += ",\"window\":";
+        put_int(s, d.window);
+        s += ",\"last_change_step\":";
+        put_int(s, d.last_change_step);
+        s += ",\"switches\":";
+        put_int(s, d.switches);
+        s += '}';
+    }
+    s += "},\"blocks_fp8\":";
+    put_int(s, r.blocks_fp8);
+    if (r.mode) {
+        s += ",\"mode\":";
+        put_str(s, to_string(*r.mode));
+    }
+    if (r.measured_bandwidth_saving_pct) {
+        s += ",\"measured_bandwidth_saving_pct\":";
+        put_double(s, *r.measured_bandwidth_saving_pct);
+    }
+    s += '}';
+}
+
+std::string to_json_line(const UpdateRecord& r) {
+    std::string s;
+    s.reserve(256 + r.block_details.size() * 360);
+    append_json(s, r);
+    return s;
+}
+
+std::string to_json_line(const RunHeader& h) {
+    ojson j;
+    j["type"] = "header";
+    j["schema_version"] = h.schema_version;
+    j["run_id"] = h.run_id;
+    j["producer"] = h.producer;
+    j["blocks"] = ojson::array();
+    for (const BlockInfo& b : h.blocks) {
+        j["blocks"].push_back({{"id", b.id}, {"name", b.name}, {"bytes_bf16", b.bytes_bf16}});
+    }
+    ojson config = ojson::object();
+    if (!h.config_json.empty()) {
+        config = ojson::parse(h.config_json, nullptr, false);
+        if (!config.is_object()) throw std::invalid_argument("RunHeader.config_json is not a JSON object");
+    }
+    j["config"] = std::move(config);
+    if (!h.calibration_errors.empty()) {
+        ojson errors = ojson::object();
+        for (std::size_t i = 0; i < h.calibration_errors.size(); ++i) {
+            errors[std::to_string(i)] = double_or_null(h.calibration_errors[i]);
+        }
+        j["calibration"] = {{"errors", std::move(errors)}};
+    }
+    return dump(j);
+}
+
+std::string to_json_line(const EventRecord& e) {
+    ojson payload = ojson::object();
+    if (!e.payload_json.empty()) {
+        payload = ojson::parse(e.payload_json, nullptr, false);
+        if (!payload.is_object()) throw std::invalid_argument("EventRecord.payload_json is not a JSON object");
+    }
+    std::string kind = e.kind;
+    if (kind.empty()) {
+        const auto it = payload.find("kind");
+        if (it != payload.end() && it->is_string()) kind = it->get<std::string>();
+    }
+    if (kind.empty()) throw std::invalid_argument("EventRecord has no kind");
+    // The identifying fields first, then the kind-specific ones in their original order.
+    ojson j;
+    j["type"] = "event";
+    j["kind"] = kind;
+    j["step"] = e.step;
+    j["timestamp"] = double_or_null(e.timestamp);
+    for (auto& [key, value] : payload.items()) {
+        if (key != "type" && key != "kind" && key != "step" && key != "timestamp") j[key] = value;
+    }
+    return dump(j);
+}
+
+std::string to_json_line(const TelemetryRecord& rec) {
+    return std::visit([](const auto& r) { return to_json_line(r); }, rec);
+}
+
+std::optional<ParseStatus> detail::parse_typed_record_dom(std::string_view line, TelemetryRecord& out,
+                                                         std::string& error) {
+    ojson j;
+    try {
+        j = ojson::parse(line.begin(), line.end());
+    } catch (const ojson::parse_error& ex) {
+        error = std::string("invalid JSON: ") + ex.what();
+        return ParseStatus::corrupt;
+    }
+    if (!j.is_object()) {
+        error = "expected a JSON object";
+        return ParseStatus::corrupt;
+    }
+    const auto it = j.find("type");
+    if (it == j.end() || (it->is_string() && *it == "update")) return std::nullopt;
+    try {
+        const std::string type = as_string(*it, "type");
+        if (type == "header") {
+            out = header_from_json(j);
+        } else if (type == "event") {
+            out = event_from_json(j);
+        } else {
+            error = "unknown record type '" + type + "'";
+            return ParseStatus::unknown_type;
+        }
+    } catch (const FieldError& ex) {
+        error = ex.what();
+        return ParseStatus::corrupt;
+    }
+    return ParseStatus::ok;
+}
+
+}  // namespace sp

@@ -26,6 +26,10 @@ struct PrecisionChange {
     Reason reason = Reason::policy;
 };
 
+// The decision rules on their own (rules 5 and 6 of POLICY.md), for tests and tools.
+Precision initial_precision(double sensitivity, const Config& c);
+Precision hysteresis_precision(Precision current, double sensitivity, const Config& c);
+
 struct CommandOutcome {
     bool ok = false;
     std::string error;                     // set when !ok; nothing was applied then
@@ -54,9 +58,9 @@ public:
     // Runs an update when `step` is an update step; `timestamp` goes into the record verbatim.
     std::optional<UpdateRecord> update(std::int64_t step, double timestamp);
 
-    // Applies an operator command (at a step boundary). All-or-nothing: an invalid command
+    // Applies an operator command at the boundary of `step`. All-or-nothing: an invalid command
     // (unknown block, precision this build does not route) changes nothing.
-    CommandOutcome apply(const Command& command);
+    CommandOutcome apply(const Command& command, std::int64_t step);
 
     // The effective block -> precision map now.
     const std::vector<Precision>& precisions() const { return effective_; }
@@ -68,7 +72,6 @@ public:
 private:
 
     std::optional<Precision> forced_precision(int block, ForcedBy* by) const;
-    Precision mode_precision(int block) const;  // what off/static leave a non-forced block at
     void set_effective(int block, Precision p, std::int64_t step, Reason why,
                        std::vector<PrecisionChange>* changes);
 
@@ -92,7 +95,6 @@ private:
     std::vector<PrecisionChange> last_changes_;
     std::optional<std::int64_t> last_update_;
     bool dynamic_assigned_ = false;                     // the first dynamic update has happened
-    std::int64_t current_step_ = 0;                     // latest step seen (for change bookkeeping)
 };
 
 }  // namespace sp

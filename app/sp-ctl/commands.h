@@ -1,0 +1,13 @@
+#pragma once
+// sp-ctl subcommands. Each takes the arguments after its name and returns the process exit code:
+// 0 success, 1 the operation failed, 2 bad usage or bad input (the message names what is wrong).
+#include <string>
+#include <vector>
+
+namespace spctl {
+
+using Args = std::vector<std::string>;
+
+int run_simulate(const Args& args);
+
+}  // namespace spctl

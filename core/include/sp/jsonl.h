@@ -1,0 +1,143 @@
+#pragma once
+// JSONL telemetry: one record per line (update, header or event), serialisation, parsing,
+// a streaming reader that skips and reports corrupt lines, and an appending writer.
+// The wire format is documented in core/TELEMETRY.md.
+#include <cstdint>
+#include <cstdio>
+#include <fstream>
+#include <istream>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "sp/telemetry.h"
+
+namespace sp {
+
+using TelemetryRecord = std::variant<UpdateRecord, RunHeader, EventRecord>;
+
+// ---- Serialisation: one line of JSON, without the trailing newline. ----
+// Update records: the seed's ten fields in the seed's order, then the additive ones; no "type".
+// Non-finite doubles are written as null; finite doubles round-trip exactly.
+std::string to_json_line(const UpdateRecord& r);
+// Throws std::invalid_argument when config_json is not a JSON object (empty means {}).
+std::string to_json_line(const RunHeader& h);
+// payload_json (empty means {}) must be a JSON object; "type", "kind", "step" and "timestamp" are
+// set from the struct (kind from the payload when the struct's is empty). Throws
+// std::invalid_argument when the payload is not an object or no kind is known.
+std::string to_json_line(const EventRecord& e);
+std::string to_json_line(const TelemetryRecord& rec);
+// Appends the update record's line to `out` (no newline): lets a writer reuse one buffer.
+void append_json(std::string& out, const UpdateRecord& r);
+
+// ---- Parsing ----
+enum class ParseStatus : std::uint8_t {
+    ok,
+    corrupt,       // not JSON, not an object, or a known record with missing/mistyped fields
+    unknown_type,  // valid JSON object whose "type" this version does not know (a newer producer)
+};
+
+// Parses one line (surrounding whitespace allowed). On failure `error` says why and `out` is
+// unspecified. Unknown keys are ignored. An UpdateRecord already held by `out` is reused, so
+// parsing in a loop does not reallocate block_details.
+ParseStatus parse_record(std::string_view line, TelemetryRecord& out, std::string& error);
+inline bool parse_record_line(std::string_view line, TelemetryRecord& out, std::string& error) {
+    return parse_record(line, out, error) == ParseStatus::ok;
+}
+
+namespace detail {
+// Header/event/unknown-type lines through nlohmann's DOM (they are rare); used by parse_record.
+// nullopt: the line is a valid JSON object with no "type" or "type":"update" (an update record).
+std::optional<ParseStatus> parse_typed_record_dom(std::string_view line, TelemetryRecord& out,
+                                                  std::string& error);
+}  // namespace detail
+
+// ---- Streaming reader ----
+struct LineProblem {
+    std::uint64_t line = 0;  // 1-based
+    std::string reason;
+};
+
+class JsonlReader {
+public:
+    static constexpr std::size_t kMaxStoredProblems = 1000;
+
+    // Reads from `in`, which must outlive the reader.
+    explicit JsonlReader(std::istream& in);
+    // Opens `path`; throws std::runtime_error naming the path and the OS reason on failure.
+    explicit JsonlReader(const std::string& path);
+    JsonlReader(const JsonlReader&) = delete;
+    JsonlReader& operator=(const JsonlReader&) = delete;
+    ~JsonlReader();
+
+    // The next good record; false at end of input. Corrupt lines are recorded in problems(),
+    // unknown-type records are counted, blank lines are skipped silently.
+    bool next(TelemetryRecord& out);
+
+    // The first kMaxStoredProblems corrupt lines; problem_count() counts them all.
+    const std::vector<LineProblem>& problems() const { return problems_; }
+    std::uint64_t problem_count() const { return problem_count_; }
+    std::uint64_t unknown_type_count() const { return unknown_types_; }
+    std::uint64_t records_read() const { return records_; }
+    std::uint64_t lines_read() const { return lines_; }
+    std::uint64_t bytes_read() const { return bytes_; }  // bytes of the lines consumed so far
+
+private:
+    bool next_line(std::string_view& line, bool& had_newline);
+    void add_problem(std::string reason);
+
+    std::unique_ptr<std::ifstream> owned_;
+    std::istream* in_;
+    std::vector<char> buf_;
+    std::size_t pos_ = 0;  // start of the unconsumed data in buf_
+    std::size_t len_ = 0;  // end of the valid data in buf_
+    bool eof_ = false;
+    std::string error_;
+    std::vector<LineProblem> problems_;
+    std::uint64_t problem_count_ = 0;
+    std::uint64_t unknown_types_ = 0;
+    std::uint64_t records_ = 0;
+    std::uint64_t lines_ = 0;
+    std::uint64_t bytes_ = 0;
+};
+
+// ---- Writer ----
+class JsonlWriter {
+public:
+    enum class OpenMode : std::uint8_t { append, truncate };
+
+    // Throws std::runtime_error naming the path and the OS reason when it cannot be opened.
+    // In append mode a file whose last line lacks its newline (a crashed writer) gets one first,
+    // so the torn line stays a single bad line instead of corrupting our first record too.
+    explicit JsonlWriter(const std::string& path, OpenMode mode = OpenMode::append,
+                         bool flush_each_line = false);
+    JsonlWriter(const JsonlWriter&) = delete;
+    JsonlWriter& operator=(const JsonlWriter&) = delete;
+    ~JsonlWriter();
+
+    // Each writes one line plus '\n'; throws std::runtime_error on an I/O error.
+    void write(const UpdateRecord& r);
+    void write(const RunHeader& h);
+    void write(const EventRecord& e);
+    void write(const TelemetryRecord& rec);
+    void write_line(std::string_view json_line);  // an already serialised record
+
+    void flush();
+    const std::string& path() const { return path_; }
+    std::uint64_t lines_written() const { return lines_; }
+
+private:
+    void put(std::string_view line);
+    void fail(const char* what);
+
+    std::string path_;
+    std::FILE* file_ = nullptr;
+    bool flush_each_line_ = false;
+    std::string line_;  // reused serialisation buffer
+    std::uint64_t lines_ = 0;
+};
+
+}  // namespace sp

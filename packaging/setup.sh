@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# Set-up and entry point for a Debian 12 machine: installs what is missing, configures and builds
+# through the CMake presets, then runs the demo or the tests.
+#
+#   bash packaging/setup.sh demo    # build, then run the demo
+#   bash packaging/setup.sh test    # build, then run every test suite (CTest)
+#   bash packaging/setup.sh build   # build only
+# Options: --preset NAME (default: ci; see CMakePresets.json), --no-install (never call apt-get).
+# Idempotent: with everything installed and built it only checks and returns.
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$here"
+
+action=build
+preset=ci
+install=1
+while [ $# -gt 0 ]; do
+  case "$1" in
+    demo|test|build) action=$1 ;;
+    --preset) preset=${2:?--preset needs a name}; shift ;;
+    --no-install) install=0 ;;
+    -h|--help) sed -n '2,11p' "$0"; exit 0 ;;
+    *) echo "setup.sh: unknown argument '$1' (try --help)" >&2; exit 2 ;;
+  esac
+  shift
+done
+
+# Debian 12 packages the project builds, tests and packages with.
+packages=(
+  cmake ninja-build g++ ccache pkg-config dpkg-dev
+  nlohmann-json3-dev
+  libzmq3-dev cppzmq-dev
+  qt6-base-dev qt6-charts-dev libqt6opengl6-dev libgl-dev
+  libtorch-dev
+  xvfb xauth
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  status=$(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null || true)
+  [ "$status" = installed ] || missing+=("$p")
+done
+
+if [ ${#missing[@]} -gt 0 ]; then
+  cmd="apt-get install -y --no-install-recommends ${missing[*]}"
+  if [ "$install" = 1 ] && [ "$(id -u)" = 0 ]; then
+    echo "setup.sh: installing ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    # shellcheck disable=SC2086
+    $cmd -qq
+  else
+    echo "setup.sh: missing Debian packages: ${missing[*]}" >&2
+    echo "setup.sh: install them with:  sudo apt-get update && sudo $cmd" >&2
+    exit 1
+  fi
+fi
+
+cmake --preset "$preset" >/dev/null
+cmake --build --preset "$preset"
+
+bin="build/$preset"
+case "$action" in
+  build) ;;
+  demo)
+    echo
+    echo "== Selective Precision demo: the policy simulator on a recorded 48-block run =="
+    echo "   (resources/example: 200 steps with calibration; mid blocks 16-28 quiet between steps 50-140, a NaN burst in block 10 at step 95,"
+    echo "    blocks 3,4 pinned to bf16 at step 120 and released at 160; block 0 forced int8, 47 bf16)"
+    echo
+    "$bin/app/sp-ctl/sp-ctl" simulate --format table \
+      --config resources/example/config.json \
+      --stats resources/example/stats.jsonl \
+      --calibration resources/example/calibration.json
+    mkdir -p "$bin/demo"
+    "$bin/app/sp-ctl/sp-ctl" simulate \
+      --config resources/example/config.json \
+      --stats resources/example/stats.jsonl \
+      --calibration resources/example/calibration.json >"$bin/demo/telemetry.jsonl" 2>/dev/null
+    echo
+    echo "Full per-update telemetry (JSONL, the telemetry file's schema): $bin/demo/telemetry.jsonl"
+    ;;
+  test)
+    export QT_QPA_PLATFORM=offscreen
+    ctest --preset "$preset" -j "$(nproc)"
+    ;;
+esac

@@ -1,0 +1,193 @@
+// Telemetry read throughput: generates a >= 100 MB JSONL file of realistic update records
+// (48 blocks, every detail field, fixed seed), then measures in the same process, best of 3:
+//   raw      - splitting the file into lines with std::getline, no parsing (the floor)
+//   dom      - std::getline + nlohmann::json::parse of each line (the obvious implementation)
+//   sax-noop - std::getline + nlohmann::json::sax_parse with a handler that does nothing (an
+//              upper bound for any nlohmann SAX-based reader)
+//   reader   - sp::JsonlReader producing UpdateRecords
+// Usage: bench_jsonl_read [file.jsonl] [--keep] [--mb N]
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <random>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "sp/jsonl.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+sp::UpdateRecord make_record(std::mt19937_64& rng, std::int64_t step) {
+    std::uniform_real_distribution<double> unit(0.0, 1.0);
+    std::uniform_int_distribution<int> pick(0, 99);
+    sp::UpdateRecord r;
+    r.step_id = step;
+    r.timestamp = 1.7e9 + double(step) * 0.137 + unit(rng);
+    r.mode = sp::Mode::dynamic;
+    double sum = 0.0;
+    r.mean_sensitivity = 0.0;
+    r.min_sensitivity = 1.0;
+    for (int b = 0; b < 48; ++b) {
+        sp::BlockDetail d;
+        d.id = b;
+        const int roll = pick(rng);
+        d.precision = roll < 40 ? sp::Precision::bf16 : roll < 95 ? sp::Precision::int8 : sp::Precision::fp8_e4m3;
+        d.grad_score = unit(rng);
+        d.error_score = unit(rng) * 0.1;
+        d.sensitivity = 0.7 * d.grad_score + 0.3 * d.error_score;
+        d.relative_magnitude = unit(rng) * 3.0;
+        d.l2_norm = unit(rng) * 50.0;
+        d.max_abs = unit(rng) * 2.0;
+        d.variance = unit(rng) * 1e-4;
+        d.mean = pick(rng) < 3 ? sp::kNoValue : (unit(rng) - 0.5) * 1e-3;
+        d.forced = roll == 0 ? sp::ForcedBy::config : sp::ForcedBy::none;
+        d.changed = pick(rng) < 5;
+        d.reason = d.changed ? sp::Reason::policy : sp::Reason::hold;
+        d.window = 5;
+        d.last_change_step = d.changed ? step : -1;
+        d.switches = pick(rng) % 7;
+        r.blocks_bf16 += d.precision == sp::Precision::bf16;
+        r.blocks_int8 += d.precision == sp::Precision::int8;
+        r.blocks_fp8 += sp::is_fp8(d.precision);
+        r.precision_changes += d.changed;
+        sum += d.sensitivity;
+        r.max_sensitivity = std::max(r.max_sensitivity, d.sensitivity);
+        r.min_sensitivity = std::min(r.min_sensitivity, d.sensitivity);
+        r.block_details.push_back(d);
+    }
+    r.mean_sensitivity = sum / 48.0;
+    r.estimated_bandwidth_saving_pct = 100.0 * (r.blocks_int8 + r.blocks_fp8) / 48.0 / 2.0;
+    r.measured_bandwidth_saving_pct = r.estimated_bandwidth_saving_pct - unit(rng);
+    return r;
+}
+
+struct NoopSax : nlohmann::json_sax<nlohmann::json> {
+    bool null() override { return true; }
+    bool boolean(bool) override { return true; }
+    bool number_integer(number_integer_t) override { return true; }
+    bool number_unsigned(number_unsigned_t) override { return true; }
+    bool number_float(number_float_t, const string_t&) override { return true; }
+    bool string(string_t&) override { return true; }
+    bool binary(binary_t&) override { return true; }
+    bool start_object(std::size_t) override { return true; }
+    bool key(string_t&) override { return true; }
+    bool end_object() override { return true; }
+    bool start_array(std::size_t) override { return true; }
+    bool end_array() override { return true; }
+    bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override {
+        return false;
+    }
+};
+
+// Best of three runs of `body`, which returns a checksum so nothing is optimised away.
+double best_mbps(const char* name, std::uintmax_t bytes, const std::function<std::uint64_t()>& body) {
+    double best = 0.0;
+    for (int run = 0; run < 3; ++run) {
+        const auto t0 = Clock::now();
+        const std::uint64_t check = body();
+        const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+        const double mbps = double(bytes) / 1e6 / s;
+        std::printf("  %-9s run %d: %8.1f MB/s  (%.3f s, check %llu)\n", name, run + 1, mbps, s,
+                    static_cast<unsigned long long>(check));
+        best = std::max(best, mbps);
+    }
+    return best;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    namespace fs = std::filesystem;
+    fs::path path;
+    bool keep = false;
+    double target_mb = 110.0;
+    for (int i = 1; i < argc; ++i) {
+        if (std::strcmp(argv[i], "--keep") == 0) {
+            keep = true;
+        } else if (std::strcmp(argv[i], "--mb") == 0 && i + 1 < argc) {
+            target_mb = std::atof(argv[++i]);
+        } else {
+            path = argv[i];
+        }
+    }
+    if (path.empty()) path = fs::temp_directory_path() / "sp_bench_jsonl_read.jsonl";
+
+    // Generate (also a rough figure for the writer).
+    std::mt19937_64 rng(20240601);
+    std::int64_t records = 0;
+    const auto t0 = Clock::now();
+    {
+        sp::JsonlWriter writer(path.string(), sp::JsonlWriter::OpenMode::truncate);
+        std::uint64_t written = 0;
+        std::string line;
+        while (double(written) < target_mb * 1e6) {
+            line.clear();
+            sp::append_json(line, make_record(rng, records * 10));
+            writer.write_line(line);
+            written += line.size() + 1;
+            ++records;
+        }
+    }
+    const double gen_s = std::chrono::duration<double>(Clock::now() - t0).count();
+    const std::uintmax_t bytes = fs::file_size(path);
+    std::printf("file %s: %.1f MB, %lld update records of %.0f bytes (generated in %.2f s, %.0f MB/s)\n",
+                path.string().c_str(), double(bytes) / 1e6, static_cast<long long>(records),
+                double(bytes) / double(records), gen_s, double(bytes) / 1e6 / gen_s);
+
+    const double raw = best_mbps("raw", bytes, [&] {
+        std::ifstream in(path, std::ios::binary);
+        std::string line;
+        std::uint64_t n = 0;
+        while (std::getline(in, line)) n += line.size();
+        return n;
+    });
+    const double dom = best_mbps("dom", bytes, [&] {
+        std::ifstream in(path, std::ios::binary);
+        std::string line;
+        std::uint64_t n = 0;
+        while (std::getline(in, line)) n += nlohmann::json::parse(line)["block_details"].size();
+        return n;
+    });
+    const double sax = best_mbps("sax-noop", bytes, [&] {
+        std::ifstream in(path, std::ios::binary);
+        std::string line;
+        std::uint64_t n = 0;
+        NoopSax handler;
+        while (std::getline(in, line)) n += nlohmann::json::sax_parse(line, &handler);
+        return n;
+    });
+    std::uint64_t good = 0;
+    std::uint64_t problems = 0;
+    const double reader = best_mbps("reader", bytes, [&] {
+        sp::JsonlReader in(path.string());
+        sp::TelemetryRecord rec;
+        std::uint64_t n = 0;
+        good = 0;
+        while (in.next(rec)) {
+            n += std::get<sp::UpdateRecord>(rec).block_details.size();
+            ++good;
+        }
+        problems = in.problem_count();
+        return n;
+    });
+
+    std::printf("\n%-10s %10s %12s\n", "method", "MB/s", "vs raw");
+    std::printf("%-10s %10.1f %11.2fx\n", "raw", raw, 1.0);
+    std::printf("%-10s %10.1f %11.2fx\n", "dom", dom, dom / raw);
+    std::printf("%-10s %10.1f %11.2fx\n", "sax-noop", sax, sax / raw);
+    std::printf("%-10s %10.1f %11.2fx\n", "reader", reader, reader / raw);
+    std::printf("reader/dom = %.2fx, reader/raw = %.2fx; reader kept %llu of %lld records, %llu problems\n",
+                reader / dom, reader / raw, static_cast<unsigned long long>(good),
+                static_cast<long long>(records), static_cast<unsigned long long>(problems));
+
+    if (!keep) fs::remove(path);
+    return good == std::uint64_t(records) && problems == 0 ? 0 : 1;
+}
