@@ -152,16 +152,19 @@ void Policy::set_effective(int block, Precision p, std::int64_t step, Reason why
     ++switches_[b];
 }
 
-std::optional<UpdateRecord> Policy::update(std::int64_t step, double timestamp) {
+const UpdateRecord* Policy::update(std::int64_t step, double timestamp) {
     last_changes_.clear();
-    if (!is_update_step(step)) return std::nullopt;
+    if (!is_update_step(step)) return nullptr;
 
     const std::size_t n = layout_.size();
     const int w = config_.history_window;
-    UpdateRecord rec;
+    UpdateRecord& rec = record_;
     rec.step_id = step;
     rec.timestamp = timestamp;
+    rec.blocks_bf16 = rec.blocks_int8 = rec.blocks_fp8 = rec.precision_changes = 0;
+    rec.max_sensitivity = 0.0;
     rec.mode = mode_;
+    rec.measured_bandwidth_saving_pct.reset();
     rec.block_details.resize(n);
 
     // Window averages, oldest observation first so the sums are reproducible.
@@ -169,6 +172,7 @@ std::optional<UpdateRecord> Policy::update(std::int64_t step, double timestamp) 
     int with_window = 0;
     for (std::size_t b = 0; b < n; ++b) {
         BlockDetail& d = rec.block_details[b];
+        d = BlockDetail{};
         d.id = int(b);
         d.window = win_count_[b];
         if (d.window == 0) continue;
@@ -263,7 +267,7 @@ std::optional<UpdateRecord> Policy::update(std::int64_t step, double timestamp) 
     recorded_ = effective_;
     std::fill(nonfinite_since_update_.begin(), nonfinite_since_update_.end(), 0);
     last_update_ = step;
-    return rec;
+    return &rec;
 }
 
 CommandOutcome Policy::apply(const Command& command, std::int64_t step) {

@@ -51,7 +51,7 @@ BlockGradStats stat(int id, double l2, std::uint64_t nonfinite = 0) {
 }
 
 // Observes one L2 per block (NaN: no observation) and runs update(step).
-std::optional<UpdateRecord> step_with(Policy& p, std::int64_t step, const std::vector<double>& l2) {
+const UpdateRecord* step_with(Policy& p, std::int64_t step, const std::vector<double>& l2) {
     for (std::size_t i = 0; i < l2.size(); ++i) {
         if (!std::isnan(l2[i])) p.observe(step, stat(int(i), l2[i]));
     }
