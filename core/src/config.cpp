@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -12,6 +13,7 @@
 #include <iterator>
 #include <limits>
 #include <set>
+#include <system_error>
 #include <utility>
 
 #include <nlohmann/json.hpp>
@@ -29,6 +31,8 @@ constexpr std::string_view kAmbiguousNames = R"("bf16", "int8")";
 std::string show(double v) {
     if (std::isnan(v)) return "nan";
     if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+    // Integral values print as the user most likely wrote them ("2", not json's "2.0").
+    if (v == std::trunc(v) && std::fabs(v) < 1e15) return std::to_string(static_cast<std::int64_t>(v));
     return json(v).dump();
 }
 
@@ -414,7 +418,7 @@ Config parse_config(std::string_view json_text) {
     try {
         j = json::parse(json_text.begin(), json_text.end());
     } catch (const json::parse_error& e) {
-        throw ConfigError({std::string("JSON syntax error: ") + e.what()});
+        throw ConfigError({"JSON syntax error at byte " + std::to_string(e.byte) + ": " + e.what()});
     }
     return config_from_json(j);
 }
@@ -424,8 +428,12 @@ Config load_config_file(const std::string& path) {
     std::error_code ec;
     if (std::filesystem::is_directory(path, ec))
         throw ConfigError({path + ": cannot read the file (a directory)"});
+    errno = 0;
     std::ifstream in(path, std::ios::binary);
-    if (!in) throw ConfigError({path + ": cannot read the file"});
+    if (!in) {
+        const std::string why = errno ? " (" + std::generic_category().message(errno) + ")" : "";
+        throw ConfigError({path + ": cannot read the file" + why});
+    }
     const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
     if (in.bad()) throw ConfigError({path + ": cannot read the file"});
     try {
