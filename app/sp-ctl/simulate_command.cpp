@@ -47,7 +47,8 @@ std::string moved_to(const sp::UpdateRecord& rec, sp::Precision to) {
 }
 
 std::string format_table(const std::vector<sp::UpdateRecord>& records) {
-    std::string out = "  step  mode     bf16  int8  changes  sens mean/min/max   saving%  to int8         to bf16\n";
+    std::string out =
+        "  step  mode     bf16  int8  changes  sens mean/min/max   saving%  to int8         to bf16\n";
     char line[512];
     for (const sp::UpdateRecord& rec : records) {
         std::snprintf(line, sizeof line, "%6lld  %-7s  %4d  %4d  %7d  %.2f / %.2f / %.2f  %7.2f  %-14s  %s\n",
@@ -71,8 +72,8 @@ int run_simulate(const Args& args) {
             std::fputs(kUsage, stdout);
             return 0;
         }
-        std::string* target = a == "--config" ? &config_path
-                              : a == "--stats" ? &stats_path
+        std::string* target = a == "--config"        ? &config_path
+                              : a == "--stats"       ? &stats_path
                               : a == "--calibration" ? &calibration_path
                               : a == "--format"      ? &format
                                                      : nullptr;
@@ -87,7 +88,8 @@ int run_simulate(const Args& args) {
         *target = args[++i];
     }
     if (format != "jsonl" && format != "table") {
-        std::fprintf(stderr, "sp-ctl simulate: --format must be 'jsonl' or 'table', got '%s'\n", format.c_str());
+        std::fprintf(stderr, "sp-ctl simulate: --format must be 'jsonl' or 'table', got '%s'\n",
+                     format.c_str());
         return 2;
     }
     if (stats_path.empty()) {
@@ -101,7 +103,8 @@ int run_simulate(const Args& args) {
         if (!calibration_path.empty()) {
             std::ifstream cal(calibration_path);
             if (!cal) {
-                std::fprintf(stderr, "sp-ctl simulate: cannot open calibration file '%s'\n", calibration_path.c_str());
+                std::fprintf(stderr, "sp-ctl simulate: cannot open calibration file '%s'\n",
+                             calibration_path.c_str());
                 return 2;
             }
             calibration = sp::parse_calibration(cal, calibration_path);
@@ -115,10 +118,12 @@ int run_simulate(const Args& args) {
             }
         }
         std::istream& stats = stats_path == "-" ? std::cin : file;
-        const sp::SimulationResult result = sp::simulate(stats, stats_path, config, calibration, wall_clock_seconds);
+        const sp::SimulationResult result =
+            sp::simulate(stats, stats_path, config, calibration, wall_clock_seconds);
 
         // Everything was checked before this point: print the whole result at once.
-        const std::string out = format == "table" ? format_table(result.records) : format_jsonl(result.records);
+        const std::string out =
+            format == "table" ? format_table(result.records) : format_jsonl(result.records);
         std::fwrite(out.data(), 1, out.size(), stdout);
         if (std::fflush(stdout) != 0) {
             std::perror("sp-ctl simulate: writing stdout");
@@ -126,15 +131,17 @@ int run_simulate(const Args& args) {
         }
         if (result.records.empty()) {
             std::fprintf(stderr, "sp-ctl simulate: %llu steps, no update (warmup_steps is %lld)\n",
-                         static_cast<unsigned long long>(result.steps), static_cast<long long>(config.warmup_steps));
+                         static_cast<unsigned long long>(result.steps),
+                         static_cast<long long>(config.warmup_steps));
         } else {
             const sp::UpdateRecord& last = result.records.back();
             std::fprintf(stderr,
                          "sp-ctl simulate: %zu blocks, %llu steps, %zu updates, %llu commands; at step %lld: "
                          "%d bf16, %d int8, estimated bandwidth saving %.2f%%\n",
-                         result.layout.size(), static_cast<unsigned long long>(result.steps), result.records.size(),
-                         static_cast<unsigned long long>(result.commands), static_cast<long long>(last.step_id),
-                         last.blocks_bf16, last.blocks_int8, last.estimated_bandwidth_saving_pct);
+                         result.layout.size(), static_cast<unsigned long long>(result.steps),
+                         result.records.size(), static_cast<unsigned long long>(result.commands),
+                         static_cast<long long>(last.step_id), last.blocks_bf16, last.blocks_int8,
+                         last.estimated_bandwidth_saving_pct);
         }
         return 0;
     } catch (const sp::ConfigError& e) {

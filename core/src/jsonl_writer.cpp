@@ -13,8 +13,8 @@ JsonlWriter::JsonlWriter(const std::string& path, OpenMode mode, bool flush_each
     // "a+" rather than "a": we read the last byte to repair a torn final line (see the header).
     file_ = std::fopen(path.c_str(), mode == OpenMode::append ? "a+b" : "wb");
     if (file_ == nullptr) {
-        throw std::runtime_error("cannot open telemetry file '" + path + "' for writing: " +
-                                 std::strerror(errno));
+        throw std::runtime_error("cannot open telemetry file '" + path +
+                                 "' for writing: " + std::strerror(errno));
     }
     if (mode == OpenMode::append && std::fseek(file_, -1, SEEK_END) == 0) {
         const int last = std::fgetc(file_);
@@ -28,8 +28,8 @@ JsonlWriter::~JsonlWriter() {
 }
 
 void JsonlWriter::fail(const char* what) {
-    throw std::runtime_error(std::string(what) + " telemetry file '" + path_ + "' failed: " +
-                             std::strerror(errno));
+    throw std::runtime_error(std::string(what) + " telemetry file '" + path_ +
+                             "' failed: " + std::strerror(errno));
 }
 
 void JsonlWriter::put(std::string_view line) {
@@ -49,9 +49,13 @@ void JsonlWriter::write(const UpdateRecord& r) {
     write_line(line_);
 }
 
-void JsonlWriter::write(const RunHeader& h) { write_line(to_json_line(h)); }
+void JsonlWriter::write(const RunHeader& h) {
+    write_line(to_json_line(h));
+}
 
-void JsonlWriter::write(const EventRecord& e) { write_line(to_json_line(e)); }
+void JsonlWriter::write(const EventRecord& e) {
+    write_line(to_json_line(e));
+}
 
 void JsonlWriter::write(const TelemetryRecord& rec) {
     std::visit([this](const auto& r) { write(r); }, rec);

@@ -12,7 +12,9 @@ namespace {
 constexpr std::int64_t kNever = std::numeric_limits<std::int64_t>::min();
 
 // This build's runtimes handle BF16 and INT8; the FP8 tier arrives with its own issue.
-bool routable(Precision p) { return p == Precision::bf16 || p == Precision::int8; }
+bool routable(Precision p) {
+    return p == Precision::bf16 || p == Precision::int8;
+}
 
 bool all_finite(const BlockGradStats& s) {
     return s.finite() && std::isfinite(s.l2_norm) && std::isfinite(s.max_abs) && std::isfinite(s.variance) &&
@@ -72,8 +74,8 @@ Policy::Policy(Config config, BlockLayout layout, std::vector<double> calibratio
         for (std::size_t i = 0; i < calibration_errors_.size(); ++i) {
             const double e = calibration_errors_[i];
             if (!std::isfinite(e) || e < 0.0) {
-                problems.push_back("calibration: block " + std::to_string(i) +
-                                   " has error " + std::to_string(e) + "; must be finite and >= 0");
+                problems.push_back("calibration: block " + std::to_string(i) + " has error " +
+                                   std::to_string(e) + "; must be finite and >= 0");
             }
         }
     }
@@ -202,7 +204,8 @@ const UpdateRecord* Policy::update(std::int64_t step, double timestamp) {
     for (std::size_t b = 0; b < n; ++b) {
         BlockDetail& d = rec.block_details[b];
         const bool unsafe = nonfinite_since_update_[b] != 0;
-        d.relative_magnitude = (d.window > 0 && l2_mean > 0.0 && std::isfinite(l2_mean)) ? d.l2_norm / l2_mean : 0.0;
+        d.relative_magnitude =
+            (d.window > 0 && l2_mean > 0.0 && std::isfinite(l2_mean)) ? d.l2_norm / l2_mean : 0.0;
         d.grad_score = std::min(d.relative_magnitude / config_.grad_sensitivity_threshold, 1.0);
         d.error_score = calibration_errors_.empty()
                             ? 0.0
@@ -227,8 +230,8 @@ const UpdateRecord* Policy::update(std::int64_t step, double timestamp) {
             d.reason = Reason::initial;
         } else {
             const Precision wanted = hysteresis_precision(current, d.sensitivity, config_);
-            const bool cooling = cooldown_from_[b] != kNever &&
-                                 step < cooldown_from_[b] + config_.min_steps_between_switches;
+            const bool cooling =
+                cooldown_from_[b] != kNever && step < cooldown_from_[b] + config_.min_steps_between_switches;
             if (wanted == current) {
                 d.reason = Reason::hold;
             } else if (cooling) {
@@ -314,7 +317,8 @@ CommandOutcome Policy::apply(const Command& command, std::int64_t step) {
             if (mode_ != Mode::dynamic) {
                 ForcedBy by;
                 for (int b = 0; b < block_count(); ++b) {
-                    if (!forced_precision(b, &by)) set_effective(b, Precision::bf16, step, Reason::mode, &out.changes);
+                    if (!forced_precision(b, &by))
+                        set_effective(b, Precision::bf16, step, Reason::mode, &out.changes);
                 }
             }
             break;

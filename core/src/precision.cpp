@@ -4,10 +4,14 @@ namespace sp {
 
 std::string_view to_string(Precision p) {
     switch (p) {
-        case Precision::bf16: return "bf16";
-        case Precision::int8: return "int8";
-        case Precision::fp8_e4m3: return "fp8_e4m3";
-        case Precision::fp8_e5m2: return "fp8_e5m2";
+        case Precision::bf16:
+            return "bf16";
+        case Precision::int8:
+            return "int8";
+        case Precision::fp8_e4m3:
+            return "fp8_e4m3";
+        case Precision::fp8_e5m2:
+            return "fp8_e5m2";
     }
     return "bf16";
 }

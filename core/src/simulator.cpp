@@ -20,7 +20,7 @@ struct StepInput {
     std::int64_t step = 0;
     std::optional<double> timestamp;
     std::vector<BlockGradStats> stats;
-    std::uint64_t stats_line = 0;  // 0: no stats line for this step
+    std::uint64_t stats_line = 0;                             // 0: no stats line for this step
     std::vector<std::pair<Command, std::uint64_t>> commands;  // with their line numbers
 };
 
@@ -31,7 +31,7 @@ struct ParsedInput {
 };
 
 class LineParser {
-public:
+  public:
     LineParser(std::string source) : source_(std::move(source)) {}
 
     [[noreturn]] void fail(const std::string& what) const { throw SimulationError(source_, line_, what); }
@@ -46,7 +46,8 @@ public:
             if (j.is_discarded()) fail("not valid JSON");
             if (!j.is_object()) fail("expected a JSON object, got " + std::string(j.type_name()));
             if (j.contains("type")) {
-                if (j["type"] != "layout") fail("unknown line type " + j["type"].dump() + " (only \"layout\")");
+                if (j["type"] != "layout")
+                    fail("unknown line type " + j["type"].dump() + " (only \"layout\")");
                 if (seen_content) fail("the layout line must be the first line");
                 out.layout = parse_layout(j);
             } else {
@@ -57,12 +58,13 @@ public:
         if (in.bad()) fail("read error");
     }
 
-private:
+  private:
     template <typename T>
     T integer(const json& j, const char* key, T min) const {
         const auto it = j.find(key);
         if (it == j.end()) fail(std::string("missing field '") + key + "'");
-        if (!it->is_number_integer()) fail(std::string("field '") + key + "': expected an integer, got " + it->dump());
+        if (!it->is_number_integer())
+            fail(std::string("field '") + key + "': expected an integer, got " + it->dump());
         if (it->is_number_unsigned() ? it->get<std::uint64_t>() > std::uint64_t(std::numeric_limits<T>::max())
                                      : it->get<std::int64_t>() < std::int64_t(min)) {
             fail(std::string("field '") + key + "': out of range: " + it->dump());
@@ -78,9 +80,11 @@ private:
             return 0.0;
         }
         if (it->is_null()) return std::numeric_limits<double>::quiet_NaN();
-        if (!it->is_number()) fail(std::string("field '") + key + "': expected a number or null, got " + it->dump());
+        if (!it->is_number())
+            fail(std::string("field '") + key + "': expected a number or null, got " + it->dump());
         const double v = it->get<double>();
-        if (v < 0.0 && !may_be_negative) fail(std::string("field '") + key + "': must be >= 0, got " + it->dump());
+        if (v < 0.0 && !may_be_negative)
+            fail(std::string("field '") + key + "': must be >= 0, got " + it->dump());
         return v;
     }
 
@@ -98,7 +102,7 @@ private:
                      ", got " + std::to_string(info.id));
             const auto name = b.find("name");
             info.name = (name != b.end() && name->is_string()) ? name->get<std::string>()
-                                                              : "blocks." + std::to_string(info.id);
+                                                               : "blocks." + std::to_string(info.id);
             info.bytes_bf16 = b.contains("bytes_bf16") ? integer<std::uint64_t>(b, "bytes_bf16", 0) : 1;
             layout.push_back(std::move(info));
         }
@@ -107,8 +111,8 @@ private:
 
     StepInput& step_entry(std::int64_t step, ParsedInput& out) const {
         if (!out.steps.empty() && step < out.steps.back().step)
-            fail("step " + std::to_string(step) + " comes after step " + std::to_string(out.steps.back().step) +
-                 "; steps must not decrease");
+            fail("step " + std::to_string(step) + " comes after step " +
+                 std::to_string(out.steps.back().step) + "; steps must not decrease");
         if (out.steps.empty() || out.steps.back().step != step) {
             out.steps.emplace_back();
             out.steps.back().step = step;
@@ -118,8 +122,8 @@ private:
 
     void check_block(int id, ParsedInput& out) const {
         if (out.layout && id >= int(out.layout->size()))
-            fail("unknown block " + std::to_string(id) + " (the layout has " + std::to_string(out.layout->size()) +
-                 " blocks)");
+            fail("unknown block " + std::to_string(id) + " (the layout has " +
+                 std::to_string(out.layout->size()) + " blocks)");
         out.max_block_id = std::max(out.max_block_id, id);
     }
 
@@ -141,7 +145,8 @@ private:
                  std::to_string(entry.stats_line) + ")");
         entry.stats_line = line_;
         if (j.contains("timestamp")) {
-            if (!j["timestamp"].is_number()) fail("field 'timestamp': expected a number, got " + j["timestamp"].dump());
+            if (!j["timestamp"].is_number())
+                fail("field 'timestamp': expected a number, got " + j["timestamp"].dump());
             entry.timestamp = j["timestamp"].get<double>();
         }
         const json& blocks = j["blocks"];
@@ -152,13 +157,15 @@ private:
             BlockGradStats s;
             s.block_id = integer<int>(b, "id", 0);
             check_block(s.block_id, out);
-            if (!seen.insert(s.block_id).second) fail("block " + std::to_string(s.block_id) + " appears twice");
+            if (!seen.insert(s.block_id).second)
+                fail("block " + std::to_string(s.block_id) + " appears twice");
             s.l2_norm = statistic(b, "l2_norm", true);
             s.max_abs = statistic(b, "max_abs", true);
             s.variance = statistic(b, "variance", true);
             s.mean = statistic(b, "mean", false, /*may_be_negative=*/true);
             s.numel = b.contains("numel") ? integer<std::uint64_t>(b, "numel", 0) : 0;
-            s.nonfinite_count = b.contains("nonfinite_count") ? integer<std::uint64_t>(b, "nonfinite_count", 0) : 0;
+            s.nonfinite_count =
+                b.contains("nonfinite_count") ? integer<std::uint64_t>(b, "nonfinite_count", 0) : 0;
             entry.stats.push_back(s);
         }
     }
@@ -188,9 +195,11 @@ std::map<int, double> parse_calibration(std::istream& in, const std::string& sou
         } catch (const std::exception&) {
         }
         if (id < 0 || used != key.size())
-            throw SimulationError(source, 0, "errors: key '" + key + "' is not a block id (a non-negative integer)");
+            throw SimulationError(source, 0,
+                                  "errors: key '" + key + "' is not a block id (a non-negative integer)");
         if (!value.is_number() || value.get<double>() < 0.0)
-            throw SimulationError(source, 0, "errors: block " + key + ": expected a number >= 0, got " + value.dump());
+            throw SimulationError(source, 0,
+                                  "errors: block " + key + ": expected a number >= 0, got " + value.dump());
         out[id] = value.get<double>();
     }
     return out;
@@ -209,8 +218,9 @@ SimulationResult simulate(std::istream& stats, const std::string& source, const 
         errors.assign(n, 0.0);
         for (const auto& [id, err] : calibration) {
             if (id >= int(n))
-                throw SimulationError("calibration", 0, "block " + std::to_string(id) + " is not in the layout (" +
-                                                            std::to_string(n) + " blocks)");
+                throw SimulationError("calibration", 0,
+                                      "block " + std::to_string(id) + " is not in the layout (" +
+                                          std::to_string(n) + " blocks)");
             errors[std::size_t(id)] = err;
         }
         for (std::size_t i = 0; i < n; ++i) {

@@ -49,14 +49,19 @@ void put_str(std::string& s, std::string_view v) {
 
 std::string_view forced_json(ForcedBy f) {
     switch (f) {
-        case ForcedBy::config: return "\"config\"";
-        case ForcedBy::pin: return "\"pin\"";
-        case ForcedBy::none: break;
+        case ForcedBy::config:
+            return "\"config\"";
+        case ForcedBy::pin:
+            return "\"pin\"";
+        case ForcedBy::none:
+            break;
     }
     return "null";
 }
 
-ojson double_or_null(double v) { return std::isfinite(v) ? ojson(v) : ojson(nullptr); }
+ojson double_or_null(double v) {
+    return std::isfinite(v) ? ojson(v) : ojson(nullptr);
+}
 
 std::string dump(const ojson& j) {
     // Replace invalid UTF-8 instead of throwing: a bad run id must not lose the record.
@@ -143,10 +148,9 @@ RunHeader header_from_json(const ojson& j) {
             for (const auto& [key, value] : errors.items()) {
                 int id = -1;
                 const auto res = std::from_chars(key.data(), key.data() + key.size(), id);
-                if (key.empty() || res.ec != std::errc() || res.ptr != key.data() + key.size() ||
-                    id < 0 || id > 1'000'000) {
-                    throw FieldError("calibration.errors: key '" + key +
-                                     "' is not a non-negative integer");
+                if (key.empty() || res.ec != std::errc() || res.ptr != key.data() + key.size() || id < 0 ||
+                    id > 1'000'000) {
+                    throw FieldError("calibration.errors: key '" + key + "' is not a non-negative integer");
                 }
                 if (std::size_t(id) >= h.calibration_errors.size()) {
                     h.calibration_errors.resize(std::size_t(id) + 1, kNoValue);
@@ -288,7 +292,8 @@ std::string to_json_line(const EventRecord& e) {
     ojson payload = ojson::object();
     if (!e.payload_json.empty()) {
         payload = ojson::parse(e.payload_json, nullptr, false);
-        if (!payload.is_object()) throw std::invalid_argument("EventRecord.payload_json is not a JSON object");
+        if (!payload.is_object())
+            throw std::invalid_argument("EventRecord.payload_json is not a JSON object");
     }
     std::string kind = e.kind;
     if (kind.empty()) {
@@ -313,7 +318,7 @@ std::string to_json_line(const TelemetryRecord& rec) {
 }
 
 std::optional<ParseStatus> detail::parse_typed_record_dom(std::string_view line, TelemetryRecord& out,
-                                                         std::string& error) {
+                                                          std::string& error) {
     ojson j;
     try {
         j = ojson::parse(line.begin(), line.end());

@@ -39,7 +39,9 @@ sp::UpdateRecord make_record(std::mt19937_64& rng, std::int64_t step) {
         sp::BlockDetail d;
         d.id = b;
         const int roll = pick(rng);
-        d.precision = roll < 40 ? sp::Precision::bf16 : roll < 95 ? sp::Precision::int8 : sp::Precision::fp8_e4m3;
+        d.precision = roll < 40   ? sp::Precision::bf16
+                      : roll < 95 ? sp::Precision::int8
+                                  : sp::Precision::fp8_e4m3;
         d.grad_score = unit(rng);
         d.error_score = unit(rng) * 0.1;
         d.sensitivity = 0.7 * d.grad_score + 0.3 * d.error_score;

@@ -23,10 +23,17 @@ Run sp_ctl(const QStringList& args) {
             p.readAllStandardError()};
 }
 
-QString example(const char* file) { return QStringLiteral(SP_SOURCE_DIR "/resources/example/") + file; }
+QString example(const char* file) {
+    return QStringLiteral(SP_SOURCE_DIR "/resources/example/") + file;
+}
 
 QStringList example_args() {
-    return {"simulate", "--config", example("config.json"), "--stats", example("stats.jsonl"), "--calibration",
+    return {"simulate",
+            "--config",
+            example("config.json"),
+            "--stats",
+            example("stats.jsonl"),
+            "--calibration",
             example("calibration.json")};
 }
 
@@ -42,27 +49,29 @@ QString write_file(QTemporaryDir& dir, const char* name, const QByteArray& conte
 
 class TestSpCtlSimulate : public QObject {
     Q_OBJECT
-private slots:
+  private slots:
     void example_matches_the_seed_schema() {
         const Run r = sp_ctl(example_args());
         QVERIFY2(r.exit_code == 0, r.err.constData());
         const QList<QByteArray> lines = r.out.trimmed().split('\n');
         QCOMPARE(lines.size(), 19);  // 200 steps: updates at 10, 20, ..., 190
-        const std::vector<std::string> seed = {"step_id",          "timestamp",        "blocks_bf16",
-                                               "blocks_int8",      "mean_sensitivity", "max_sensitivity",
-                                               "min_sensitivity",  "precision_changes",
-                                               "estimated_bandwidth_saving_pct", "block_details"};
-        const std::vector<std::string> detail = {"precision",          "sensitivity", "grad_score", "error_score",
-                                                 "relative_magnitude", "l2_norm",     "max_abs",    "variance",
-                                                 "forced",             "changed"};
+        const std::vector<std::string> seed = {
+            "step_id",         "timestamp",         "blocks_bf16",
+            "blocks_int8",     "mean_sensitivity",  "max_sensitivity",
+            "min_sensitivity", "precision_changes", "estimated_bandwidth_saving_pct",
+            "block_details"};
+        const std::vector<std::string> detail = {
+            "precision", "sensitivity", "grad_score", "error_score", "relative_magnitude",
+            "l2_norm",   "max_abs",     "variance",   "forced",      "changed"};
         std::int64_t step = 0;
         for (const QByteArray& line : lines) {
-            const auto j = nlohmann::json::parse(line.toStdString());
+            const auto j = nlohmann::ordered_json::parse(line.toStdString());  // keeps the key order
             QVERIFY(!j.contains("type"));
             std::vector<std::string> keys;
             for (const auto& [k, v] : j.items()) keys.push_back(k);
             QVERIFY(keys.size() >= seed.size());
-            for (std::size_t i = 0; i < seed.size(); ++i) QCOMPARE(keys[i], seed[i]);  // seed fields, in order
+            for (std::size_t i = 0; i < seed.size(); ++i)
+                QCOMPARE(keys[i], seed[i]);  // seed fields, in order
             step += 10;
             QCOMPARE(j["step_id"].get<std::int64_t>(), step);
             QCOMPARE(j["blocks_bf16"].get<int>() + j["blocks_int8"].get<int>(), 48);
@@ -74,7 +83,8 @@ private slots:
             QCOMPARE(j["block_details"]["0"]["forced"].get<std::string>(), std::string("config"));
             QCOMPARE(j["block_details"]["47"]["precision"].get<std::string>(), std::string("bf16"));
             const int int8 = j["blocks_int8"].get<int>();
-            QCOMPARE(j["estimated_bandwidth_saving_pct"].get<double>(), 100.0 * (1.0 - (48.0 - int8 * 0.5) / 48.0));
+            QCOMPARE(j["estimated_bandwidth_saving_pct"].get<double>(),
+                     100.0 * (1.0 - (48.0 - int8 * 0.5) / 48.0));
         }
         // Block 10 (int8) has a NaN burst at step 95: at the update of step 100 it scores 1 and is
         // promoted to bf16 (the unit tests cover the promotion inside a cooldown).
@@ -115,7 +125,8 @@ private slots:
 
     void table_format() {
         QStringList args = example_args();
-        args << "--format" << "table";
+        args << "--format"
+             << "table";
         const Run r = sp_ctl(args);
         QCOMPARE(r.exit_code, 0);
         QCOMPARE(r.out.trimmed().split('\n').size(), 20);  // header + 19 updates
@@ -124,18 +135,22 @@ private slots:
 
     void bad_input_exits_2_and_prints_nothing() {
         QTemporaryDir dir;
-        const QString bad_stats = write_file(dir, "bad.jsonl",
-            "{\"step\":0,\"blocks\":[{\"id\":0,\"l2_norm\":1,\"max_abs\":1,\"variance\":1}]}\n{\"step\":1,\"blocks\":[{\"id\":0,\"l2_norm\":\"x\"");
+        const QString bad_stats =
+            write_file(dir, "bad.jsonl",
+                       "{\"step\":0,\"blocks\":[{\"id\":0,\"l2_norm\":1,\"max_abs\":1,\"variance\":1}]}\n{"
+                       "\"step\":1,\"blocks\":[{\"id\":0,\"l2_norm\":\"x\"");
         Run r = sp_ctl({"simulate", "--stats", bad_stats});
         QCOMPARE(r.exit_code, 2);
         QVERIFY(r.out.isEmpty());
         QVERIFY2(r.err.contains("bad.jsonl:2:"), r.err.constData());
 
-        const QString bad_config = write_file(dir, "cfg.json", R"({"selective_precision":{"bf16_treshold":0.5}})");
+        const QString bad_config =
+            write_file(dir, "cfg.json", R"({"selective_precision":{"bf16_treshold":0.5}})");
         r = sp_ctl({"simulate", "--stats", example("stats.jsonl"), "--config", bad_config});
         QCOMPARE(r.exit_code, 2);
         QVERIFY(r.out.isEmpty());
-        QVERIFY2(r.err.contains("bf16_treshold") && r.err.contains("did you mean 'bf16_threshold'"), r.err.constData());
+        QVERIFY2(r.err.contains("bf16_treshold") && r.err.contains("did you mean 'bf16_threshold'"),
+                 r.err.constData());
 
         r = sp_ctl({"simulate", "--stats", dir.filePath("missing.jsonl")});
         QCOMPARE(r.exit_code, 2);

@@ -86,7 +86,7 @@ constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 class TestPolicy : public QObject {
     Q_OBJECT
-private slots:
+  private slots:
     void rule1_nonfinite_observation_stays_out_of_window();
     void rule1_nan_statistic_counts_as_nonfinite();
     void rule2_window_keeps_last_finite_observations();
@@ -126,9 +126,9 @@ void TestPolicy::rule1_nonfinite_observation_stays_out_of_window() {
     auto rec = p.update(1, 0.0);
     QVERIFY(rec);
     const BlockDetail& d = rec->block_details[0];
-    QCOMPARE(d.window, 1);           // the non-finite observation was not added
+    QCOMPARE(d.window, 1);  // the non-finite observation was not added
     QCOMPARE(d.l2_norm, 1.0);
-    QCOMPARE(d.sensitivity, 1.0);    // but the block is unsafe at this update
+    QCOMPARE(d.sensitivity, 1.0);  // but the block is unsafe at this update
     QCOMPARE(d.reason, Reason::nonfinite);
     // The flag lasts until the update, not longer.
     p.observe(2, stat(0, 1.0));
@@ -236,7 +236,7 @@ void TestPolicy::rule4_all_zero_gradients() {
 
 void TestPolicy::rule4_empty_window_and_no_window_at_all() {
     Policy p(grad_only_config(), uniform_layout(3));
-    auto rec = step_with(p, 0, {2.0, kNaN, 6.0});  // block 1 had no gradient
+    auto rec = step_with(p, 0, {2.0, kNaN, 6.0});             // block 1 had no gradient
     QCOMPARE(rec->block_details[0].relative_magnitude, 0.5);  // mean over blocks with a window: 4
     QCOMPARE(rec->block_details[1].relative_magnitude, 0.0);
     QCOMPARE(rec->block_details[1].window, 0);
@@ -306,7 +306,8 @@ void TestPolicy::rule5_first_assignment_thresholds() {
     auto rec = p.update(0, 0.0);
     QVERIFY(rec);
     // >= 0.6 bf16; [0.3, 0.6) ambiguous -> ambiguous_default (bf16); < 0.3 int8.
-    const Precision want[] = {Precision::bf16, Precision::bf16, Precision::bf16, Precision::int8, Precision::int8};
+    const Precision want[] = {Precision::bf16, Precision::bf16, Precision::bf16, Precision::int8,
+                              Precision::int8};
     for (std::size_t b = 0; b < s.size(); ++b) {
         QCOMPARE(rec->block_details[b].sensitivity, s[b]);
         QCOMPARE(rec->block_details[b].precision, want[b]);
@@ -331,7 +332,8 @@ void TestPolicy::rule6_hysteresis_boundaries() {
     QCOMPARE(hysteresis_precision(Precision::bf16, 0.2, c), Precision::bf16);
     QCOMPARE(hysteresis_precision(Precision::bf16, 0.19999999999999998, c), Precision::bf16);
     QCOMPARE(hysteresis_precision(Precision::bf16, std::nextafter(edge, 0.0), c), Precision::int8);
-    QCOMPARE(hysteresis_precision(Precision::bf16, 0.25, c), Precision::bf16);  // below int8_threshold, not enough
+    QCOMPARE(hysteresis_precision(Precision::bf16, 0.25, c),
+             Precision::bf16);  // below int8_threshold, not enough
     QCOMPARE(hysteresis_precision(Precision::int8, 0.6, c), Precision::bf16);
     QCOMPARE(hysteresis_precision(Precision::int8, std::nextafter(0.6, 0.0), c), Precision::int8);
     QCOMPARE(hysteresis_precision(Precision::int8, 0.45, c), Precision::int8);
@@ -379,7 +381,7 @@ void TestPolicy::rule7_first_assignment_starts_cooldown_only_off_bf16() {
     Config c = grad_only_config();
     c.min_steps_between_switches = 5;
     Policy p(c, uniform_layout(2));
-    step_with(p, 0, {1.0, 3.0});  // block 0 -> int8 (cooldown), block 1 stays bf16 (no cooldown)
+    step_with(p, 0, {1.0, 3.0});             // block 0 -> int8 (cooldown), block 1 stays bf16 (no cooldown)
     auto rec = step_with(p, 1, {3.0, 0.2});  // both now want to move
     QCOMPARE(rec->block_details[0].precision, Precision::int8);
     QCOMPARE(rec->block_details[0].reason, Reason::cooldown);
@@ -466,7 +468,7 @@ void TestPolicy::rule9_release_returns_to_policy_without_cooldown() {
     step_with(p, 5, {0.1, 5.0});
     QVERIFY(p.apply(release({0}), 6).ok);
     QCOMPARE(p.precisions()[0], Precision::bf16);  // keeps its precision until the next update
-    auto rec = step_with(p, 6, {0.1, 5.0});     // decides with hysteresis, no cooldown
+    auto rec = step_with(p, 6, {0.1, 5.0});        // decides with hysteresis, no cooldown
     QCOMPARE(rec->block_details[0].precision, Precision::int8);
     QCOMPARE(rec->block_details[0].reason, Reason::policy);
     QCOMPARE(rec->block_details[0].forced, ForcedBy::none);

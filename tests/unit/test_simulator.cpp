@@ -35,7 +35,8 @@ void expect_error(const std::string& input, const std::string& line_tag, const s
     }
 }
 
-const char* kStep = R"({"step":%d,"blocks":[{"id":0,"l2_norm":%g,"max_abs":1,"variance":1},{"id":1,"l2_norm":3,"max_abs":1,"variance":1}]})";
+const char* kStep =
+    R"({"step":%d,"blocks":[{"id":0,"l2_norm":%g,"max_abs":1,"variance":1},{"id":1,"l2_norm":3,"max_abs":1,"variance":1}]})";
 
 std::string step_line(int step, double l2_block0) {
     char buf[256];
@@ -47,9 +48,10 @@ std::string step_line(int step, double l2_block0) {
 
 class TestSimulator : public QObject {
     Q_OBJECT
-private slots:
+  private slots:
     void without_layout_uses_ids_seen() {
-        const auto r = run(step_line(0, 1) + step_line(1, 1) + step_line(2, 1) + step_line(3, 1) + step_line(4, 1));
+        const auto r =
+            run(step_line(0, 1) + step_line(1, 1) + step_line(2, 1) + step_line(3, 1) + step_line(4, 1));
         QCOMPARE(int(r.layout.size()), 2);
         QCOMPARE(r.steps, std::uint64_t(5));
         QCOMPARE(int(r.records.size()), 2);  // steps 2 and 4
@@ -63,7 +65,9 @@ private slots:
         const std::string layout =
             R"({"type":"layout","blocks":[{"id":0,"name":"a","bytes_bf16":300},{"id":1,"bytes_bf16":100},{"id":2}]})"
             "\n";
-        const auto r = run(layout + R"({"step":2,"timestamp":7.5,"blocks":[{"id":0,"l2_norm":0,"max_abs":0,"variance":0}]})");
+        const auto r =
+            run(layout +
+                R"({"step":2,"timestamp":7.5,"blocks":[{"id":0,"l2_norm":0,"max_abs":0,"variance":0}]})");
         QCOMPARE(int(r.layout.size()), 3);
         QCOMPARE(r.layout[0].name, std::string("a"));
         QCOMPARE(r.layout[2].name, std::string("blocks.2"));
@@ -73,9 +77,11 @@ private slots:
 
     void commands_apply_before_the_steps_stats() {
         std::string in = step_line(0, 1) + step_line(1, 1);
-        in += R"({"step":2,"command":{"cmd":"pin","blocks":[0],"precision":"bf16"}})" "\n";
+        in += R"({"step":2,"command":{"cmd":"pin","blocks":[0],"precision":"bf16"}})"
+              "\n";
         in += step_line(2, 1) + step_line(3, 1);
-        in += R"({"step":4,"command":{"cmd":"release","blocks":[0]}})" "\n";
+        in += R"({"step":4,"command":{"cmd":"release","blocks":[0]}})"
+              "\n";
         in += step_line(4, 1);
         const auto r = run(in);
         QCOMPARE(r.commands, std::uint64_t(2));
@@ -87,7 +93,9 @@ private slots:
 
     void null_statistics_are_nonfinite() {
         std::string in = step_line(0, 1) + step_line(1, 1);
-        in += R"({"step":2,"blocks":[{"id":0,"l2_norm":null,"max_abs":null,"variance":null,"nonfinite_count":3}]})" "\n";
+        in +=
+            R"({"step":2,"blocks":[{"id":0,"l2_norm":null,"max_abs":null,"variance":null,"nonfinite_count":3}]})"
+            "\n";
         const auto r = run(in);
         QCOMPARE(r.records[0].block_details[0].sensitivity, 1.0);
         QCOMPARE(r.records[0].block_details[0].reason, Reason::nonfinite);
@@ -99,7 +107,8 @@ private slots:
         const auto r = run(step_line(0, 1) + step_line(2, 1), fast_config(), errors);
         QCOMPARE(r.records[0].block_details[0].error_score, 1.0);
         QVERIFY_THROWS_EXCEPTION(SimulationError, run(step_line(2, 1), fast_config(), {{0, 0.1}}));
-        QVERIFY_THROWS_EXCEPTION(SimulationError, run(step_line(2, 1), fast_config(), {{0, 0.1}, {1, 0.1}, {5, 0.1}}));
+        QVERIFY_THROWS_EXCEPTION(SimulationError,
+                                 run(step_line(2, 1), fast_config(), {{0, 0.1}, {1, 0.1}, {5, 0.1}}));
         std::istringstream bad_key(R"({"errors":{"x":0.1}})");
         QVERIFY_THROWS_EXCEPTION(SimulationError, parse_calibration(bad_key, "cal.json"));
         std::istringstream negative(R"({"errors":{"0":-0.1}})");
@@ -114,22 +123,30 @@ private slots:
         expect_error(ok + "[1,2]\n", "stats.jsonl:2:", "expected a JSON object");
         expect_error(ok + step_line(0, 1), "stats.jsonl:2:", "already has a stats line (line 1)");
         expect_error(step_line(5, 1) + step_line(4, 1), "stats.jsonl:2:", "must not decrease");
-        expect_error(R"({"step":1,"blocks":[{"id":0,"l2_norm":-1,"max_abs":1,"variance":1}]})", ":1:", "'l2_norm': must be >= 0");
-        expect_error(R"({"step":1,"blocks":[{"id":0,"l2_norm":"1","max_abs":1,"variance":1}]})", ":1:", "'l2_norm'");
-        expect_error(R"({"step":1,"blocks":[{"id":0,"max_abs":1,"variance":1}]})", ":1:", "missing field 'l2_norm'");
-        expect_error(R"({"step":1,"blocks":[{"id":-2,"l2_norm":1,"max_abs":1,"variance":1}]})", ":1:", "'id'");
+        expect_error(R"({"step":1,"blocks":[{"id":0,"l2_norm":-1,"max_abs":1,"variance":1}]})",
+                     ":1:", "'l2_norm': must be >= 0");
+        expect_error(R"({"step":1,"blocks":[{"id":0,"l2_norm":"1","max_abs":1,"variance":1}]})",
+                     ":1:", "'l2_norm'");
+        expect_error(R"({"step":1,"blocks":[{"id":0,"max_abs":1,"variance":1}]})",
+                     ":1:", "missing field 'l2_norm'");
+        expect_error(R"({"step":1,"blocks":[{"id":-2,"l2_norm":1,"max_abs":1,"variance":1}]})",
+                     ":1:", "'id'");
         expect_error(R"({"step":1.5,"blocks":[]})", ":1:", "'step': expected an integer");
-        expect_error(R"({"step":1,"blocks":[{"id":0,"l2_norm":1,"max_abs":1,"variance":1},{"id":0,"l2_norm":1,"max_abs":1,"variance":1}]})",
-                     ":1:", "block 0 appears twice");
+        expect_error(
+            R"({"step":1,"blocks":[{"id":0,"l2_norm":1,"max_abs":1,"variance":1},{"id":0,"l2_norm":1,"max_abs":1,"variance":1}]})",
+            ":1:", "block 0 appears twice");
         expect_error(R"({"step":1})", ":1:", "exactly one of 'blocks' or 'command'");
         expect_error(R"({"step":1,"command":{"cmd":"explode"}})", ":1:", "command:");
         expect_error(ok + R"({"type":"layout","blocks":[{"id":0}]})", ":2:", "must be the first line");
         expect_error(R"({"type":"layout","blocks":[{"id":1}]})", ":1:", "0..n-1");
-        expect_error(R"({"type":"layout","blocks":[{"id":0}]})" "\n" + ok, ":2:", "unknown block 1");
+        expect_error(R"({"type":"layout","blocks":[{"id":0}]})"
+                     "\n" +
+                         ok,
+                     ":2:", "unknown block 1");
         expect_error(R"({"type":"frobnicate"})", ":1:", "unknown line type");
         // Rejected by the policy at run time, still reported with its line.
-        expect_error(ok + R"({"step":1,"command":{"cmd":"pin","blocks":[0],"precision":"fp8_e4m3"}})", ":2:",
-                     "not routed");
+        expect_error(ok + R"({"step":1,"command":{"cmd":"pin","blocks":[0],"precision":"fp8_e4m3"}})",
+                     ":2:", "not routed");
     }
 
     void config_that_does_not_fit_the_layout() {

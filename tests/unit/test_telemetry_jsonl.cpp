@@ -97,10 +97,11 @@ std::vector<std::string> keys_of(const nlohmann::ordered_json& j) {
 class TestTelemetryJsonl : public QObject {
     Q_OBJECT
 
-private slots:
+  private slots:
     void reasonSpellings() {
-        const Reason all[] = {Reason::warmup, Reason::mode,      Reason::initial, Reason::policy, Reason::hold,
-                              Reason::cooldown, Reason::nonfinite, Reason::config, Reason::pin};
+        const Reason all[] = {Reason::warmup,    Reason::mode,   Reason::initial,
+                              Reason::policy,    Reason::hold,   Reason::cooldown,
+                              Reason::nonfinite, Reason::config, Reason::pin};
         for (Reason r : all) QCOMPARE(parse_reason(to_string(r)), std::optional<Reason>(r));
         QCOMPARE(to_string(Reason::nonfinite), std::string_view("nonfinite"));
         QVERIFY(!parse_reason("Hold").has_value());
@@ -170,10 +171,11 @@ private slots:
     }
 
     void updateHasExactKeyOrderAndNoType() {
-        const std::vector<std::string> seed = {"step_id",          "timestamp",         "blocks_bf16",
-                                               "blocks_int8",      "mean_sensitivity",  "max_sensitivity",
-                                               "min_sensitivity",  "precision_changes", "estimated_bandwidth_saving_pct",
-                                               "block_details"};
+        const std::vector<std::string> seed = {
+            "step_id",         "timestamp",         "blocks_bf16",
+            "blocks_int8",     "mean_sensitivity",  "max_sensitivity",
+            "min_sensitivity", "precision_changes", "estimated_bandwidth_saving_pct",
+            "block_details"};
         UpdateRecord r = sample_update();
         auto j = nlohmann::ordered_json::parse(to_json_line(r));
         std::vector<std::string> expected = seed;
@@ -182,10 +184,21 @@ private slots:
         QVERIFY(!j.contains("type"));
         QCOMPARE(j["mode"].get<std::string>(), std::string("static"));
         QCOMPARE(keys_of(j["block_details"]), (std::vector<std::string>{"0", "7", "12"}));
-        const std::vector<std::string> detail_keys = {
-            "precision", "sensitivity", "grad_score", "error_score", "relative_magnitude",
-            "l2_norm",   "max_abs",     "variance",   "mean",        "forced",
-            "changed",   "reason",      "window",     "last_change_step", "switches"};
+        const std::vector<std::string> detail_keys = {"precision",
+                                                      "sensitivity",
+                                                      "grad_score",
+                                                      "error_score",
+                                                      "relative_magnitude",
+                                                      "l2_norm",
+                                                      "max_abs",
+                                                      "variance",
+                                                      "mean",
+                                                      "forced",
+                                                      "changed",
+                                                      "reason",
+                                                      "window",
+                                                      "last_change_step",
+                                                      "switches"};
         for (const auto& [id, d] : j["block_details"].items()) QCOMPARE(keys_of(d), detail_keys);
         QVERIFY(j["block_details"]["0"]["mean"].is_null());
         QCOMPARE(j["block_details"]["0"]["forced"].get<std::string>(), std::string("config"));
@@ -242,7 +255,8 @@ private slots:
             "\"relative_magnitude\":0.5,\"error_score\":0,\"grad_score\":0,\"sensitivity\":0.25,"
             "\"precision\":\"\\u0069nt8\"} , \"2\" : " +
             std::string(kDetail0) +
-            " },\n\"step_\\u0069d\" : 7 , \"type\" : \"update\", \"note\": \"tab\\there \\u00e9\\ud83d\\ude00\", "
+            " },\n\"step_\\u0069d\" : 7 , \"type\" : \"update\", \"note\": \"tab\\there "
+            "\\u00e9\\ud83d\\ude00\", "
             "\"timestamp\":0.5,\"blocks_bf16\":1,\"blocks_int8\":1,\"mean_sensitivity\":0,"
             "\"max_sensitivity\":0,\"min_sensitivity\":0,\"precision_changes\":0,"
             "\"estimated_bandwidth_saving_pct\":0, \"mode\": \"dynamic\", \"extra\": {}} \r";
@@ -262,42 +276,50 @@ private slots:
     void rejectsBadLines_data() {
         QTest::addColumn<QString>("line");
         QTest::addColumn<QString>("error");
-        QTest::newRow("garbage") << "hello world" << "invalid JSON at column 1";
-        QTest::newRow("array") << "[1,2]" << "expected a JSON object";
-        QTest::newRow("truncated") << QString::fromStdString(minimal_line()).left(60) << "unexpected end of line";
+        QTest::newRow("garbage") << "hello world"
+                                 << "invalid JSON at column 1";
+        QTest::newRow("array") << "[1,2]"
+                               << "expected a JSON object";
+        QTest::newRow("truncated") << QString::fromStdString(minimal_line()).left(60)
+                                   << "unexpected end of line";
         QTest::newRow("trailing") << QString::fromStdString(minimal_line() + " x") << "unexpected characters";
-        QTest::newRow("wrong type")
-            << QString::fromStdString(minimal_line()).replace("\"blocks_int8\": 29", "\"blocks_int8\": \"29\"")
-            << "field 'blocks_int8': expected an integer, got string";
+        QTest::newRow("wrong type") << QString::fromStdString(minimal_line())
+                                           .replace("\"blocks_int8\": 29", "\"blocks_int8\": \"29\"")
+                                    << "field 'blocks_int8': expected an integer, got string";
         QTest::newRow("float for int")
             << QString::fromStdString(minimal_line()).replace("\"step_id\": 50", "\"step_id\": 50.5")
             << "field 'step_id': expected an integer, got number";
-        QTest::newRow("int overflow")
-            << QString::fromStdString(minimal_line()).replace("\"blocks_bf16\": 19", "\"blocks_bf16\": 3000000000")
-            << "field 'blocks_bf16': integer out of range";
+        QTest::newRow("int overflow") << QString::fromStdString(minimal_line())
+                                             .replace("\"blocks_bf16\": 19", "\"blocks_bf16\": 3000000000")
+                                      << "field 'blocks_bf16': integer out of range";
         QTest::newRow("missing")
             << QString::fromStdString(minimal_line()).replace("\"min_sensitivity\": 0.04, ", "")
             << "missing field 'min_sensitivity'";
-        QTest::newRow("bad number")
-            << QString::fromStdString(minimal_line()).replace("0.34", "1.") << "invalid number";
-        QTest::newRow("negative key") << QString::fromStdString(minimal_line(std::string("{\"-1\": ") + kDetail0 + "}"))
-                                      << "block_details: key '-1' is not a non-negative integer";
-        QTest::newRow("word key") << QString::fromStdString(minimal_line(std::string("{\"a\": ") + kDetail0 + "}"))
+        QTest::newRow("bad number") << QString::fromStdString(minimal_line()).replace("0.34", "1.")
+                                    << "invalid number";
+        QTest::newRow("negative key")
+            << QString::fromStdString(minimal_line(std::string("{\"-1\": ") + kDetail0 + "}"))
+            << "block_details: key '-1' is not a non-negative integer";
+        QTest::newRow("word key") << QString::fromStdString(
+                                         minimal_line(std::string("{\"a\": ") + kDetail0 + "}"))
                                   << "key 'a' is not a non-negative integer";
         QTest::newRow("duplicate id")
-            << QString::fromStdString(minimal_line(std::string("{\"1\": ") + kDetail0 + ", \"1\": " + kDetail0 + "}"))
+            << QString::fromStdString(
+                   minimal_line(std::string("{\"1\": ") + kDetail0 + ", \"1\": " + kDetail0 + "}"))
             << "duplicate block id 1";
         QTest::newRow("detail missing")
             << QString::fromStdString(minimal_line(R"({"4": {"precision": "bf16"}})"))
             << "block_details.4: missing field 'sensitivity'";
         QTest::newRow("detail precision")
-            << QString::fromStdString(minimal_line(std::string("{\"4\": ") + kDetail0 + "}")).replace("bf16", "fp4")
-            << "field 'block_details.4.precision': unknown precision 'fp4'";
-        QTest::newRow("detail type")
             << QString::fromStdString(minimal_line(std::string("{\"4\": ") + kDetail0 + "}"))
-                   .replace("\"changed\":false", "\"changed\":0")
-            << "field 'block_details.4.changed': expected a boolean, got number";
-        QTest::newRow("bad escape") << R"({"note": "\x"})" << "invalid escape";
+                   .replace("bf16", "fp4")
+            << "field 'block_details.4.precision': unknown precision 'fp4'";
+        QTest::newRow("detail type") << QString::fromStdString(
+                                            minimal_line(std::string("{\"4\": ") + kDetail0 + "}"))
+                                            .replace("\"changed\":false", "\"changed\":0")
+                                     << "field 'block_details.4.changed': expected a boolean, got number";
+        QTest::newRow("bad escape") << R"({"note": "\x"})"
+                                    << "invalid escape";
         QTest::newRow("header field") << R"({"type":"header","schema_version":"1"})"
                                       << "field 'schema_version': expected an integer, got string";
         QTest::newRow("event missing") << R"({"type":"event","kind":"warning","step":3})"
@@ -332,8 +354,8 @@ private slots:
         h.calibration_errors = {0.01, kNoValue, 0.30000000000000004};
         const std::string line = to_json_line(h);
         const auto j = nlohmann::ordered_json::parse(line);
-        QCOMPARE(keys_of(j), (std::vector<std::string>{"type", "schema_version", "run_id", "producer", "blocks",
-                                                       "config", "calibration"}));
+        QCOMPARE(keys_of(j), (std::vector<std::string>{"type", "schema_version", "run_id", "producer",
+                                                       "blocks", "config", "calibration"}));
         QCOMPARE(j["type"].get<std::string>(), std::string("header"));
         QCOMPARE(j["blocks"][2]["bytes_bf16"].get<std::uint64_t>(), std::uint64_t(4096));
         QVERIFY(j["calibration"]["errors"]["1"].is_null());
@@ -370,11 +392,12 @@ private slots:
         ev.kind = "precision_change";
         // Not a raw string: moc mis-tokenises \" inside raw strings and drops the whole class.
         ev.payload_json =
-            "{\"type\":\"wrong\",\"step\":1,\"block\":3,\"from\":\"bf16\",\"to\":\"int8\",\"note\":\"a\\\"b\\u00e9\"}";
+            "{\"type\":\"wrong\",\"step\":1,\"block\":3,\"from\":\"bf16\",\"to\":\"int8\",\"note\":"
+            "\"a\\\"b\\u00e9\"}";
         const std::string line = to_json_line(ev);
         const auto j = nlohmann::ordered_json::parse(line);
-        QCOMPARE(keys_of(j), (std::vector<std::string>{"type", "kind", "step", "timestamp", "block", "from", "to",
-                                                       "note"}));
+        QCOMPARE(keys_of(j), (std::vector<std::string>{"type", "kind", "step", "timestamp", "block", "from",
+                                                       "to", "note"}));
         QCOMPARE(j["type"].get<std::string>(), std::string("event"));
         QCOMPARE(j["step"].get<int>(), 120);  // the struct wins over the payload's copy
         QCOMPARE(j["note"].get<std::string>(), std::string("a\"b\xc3\xa9"));
@@ -391,7 +414,8 @@ private slots:
 
         EventRecord from_payload;  // kind taken from the payload when the struct has none
         from_payload.payload_json = R"({"kind":"warning","message":"x"})";
-        QCOMPARE(nlohmann::json::parse(to_json_line(from_payload))["kind"].get<std::string>(), std::string("warning"));
+        QCOMPARE(nlohmann::json::parse(to_json_line(from_payload))["kind"].get<std::string>(),
+                 std::string("warning"));
         EventRecord bad;
         bad.kind = "command";
         bad.payload_json = "not json";
@@ -404,19 +428,21 @@ private slots:
         std::string text;
         RunHeader h;
         h.run_id = "r1";
-        text += to_json_line(h) + "\n";                          // 1 header
+        text += to_json_line(h) + "\n";  // 1 header
         u.step_id = 10;
-        text += to_json_line(u) + "\n";                          // 2 good
-        text += "garbage {\n";                                    // 3 bad
-        text += "\n   \n";                                        // 4, 5 blank
+        text += to_json_line(u) + "\n";  // 2 good
+        text += "garbage {\n";           // 3 bad
+        text += "\n   \n";               // 4, 5 blank
         u.step_id = 20;
-        text += to_json_line(u) + "\r\n";                         // 6 good (CRLF)
-        text += to_json_line(u).substr(0, 500) + "\n";            // 7 truncated JSON
+        text += to_json_line(u) + "\r\n";                                              // 6 good (CRLF)
+        text += to_json_line(u).substr(0, 500) + "\n";                                 // 7 truncated JSON
         text += minimal_line().replace(minimal_line().find("19"), 2, "\"x\"") + "\n";  // 8 wrong type
-        text += minimal_line(std::string("{\"-3\": ") + kDetail0 + "}") + "\n";          // 9 negative key
-        text += R"({"type":"metrics_v9","step":1})" "\n";         // 10 unknown type
-        text += R"({"type":"event","kind":"warning","step":5,"timestamp":1.5,"message":"hot"})" "\n";  // 11
-        text += minimal_line() + "\n";                            // 12 good, original tool
+        text += minimal_line(std::string("{\"-3\": ") + kDetail0 + "}") + "\n";        // 9 negative key
+        text += R"({"type":"metrics_v9","step":1})"
+                "\n";  // 10 unknown type
+        text += R"({"type":"event","kind":"warning","step":5,"timestamp":1.5,"message":"hot"})"
+                "\n";                   // 11
+        text += minimal_line() + "\n";  // 12 good, original tool
         std::istringstream in(text);
         JsonlReader reader(in);
         TelemetryRecord rec;

@@ -17,9 +17,9 @@ namespace sp {
 struct Command {
     enum class Kind : std::uint8_t { pin, release, release_all, set_mode };
     Kind kind = Kind::release_all;
-    std::vector<int> blocks;                 // pin, release
-    Precision precision = Precision::bf16;   // pin
-    Mode mode = Mode::dynamic;               // set_mode
+    std::vector<int> blocks;                // pin, release
+    Precision precision = Precision::bf16;  // pin
+    Mode mode = Mode::dynamic;              // set_mode
 };
 
 std::string_view to_string(Command::Kind k);

@@ -48,18 +48,18 @@ struct Config {
 // Thrown when a configuration is rejected. what() lists every problem found, one per line,
 // each naming the key and the offending value.
 class ConfigError : public std::runtime_error {
-public:
+  public:
     explicit ConfigError(std::vector<std::string> problems);
     const std::vector<std::string>& problems() const { return problems_; }
 
-private:
+  private:
     std::vector<std::string> problems_;
 };
 
 // Accepts the bare object, {"selective_precision": {...}} or
 // {"memory": {"stagehand": {"selective_precision": {...}}}}. Missing keys keep their defaults.
 Config config_from_json(const nlohmann::json& j);
-Config parse_config(std::string_view json_text);  // also reports JSON syntax errors as ConfigError
+Config parse_config(std::string_view json_text);   // also reports JSON syntax errors as ConfigError
 Config load_config_file(const std::string& path);  // adds the path to every message
 
 // Checks the cross-key rules (ranges, threshold order, force lists) of an already-built Config.

@@ -62,7 +62,7 @@ struct LineProblem {
 };
 
 class JsonlReader {
-public:
+  public:
     static constexpr std::size_t kMaxStoredProblems = 1000;
 
     // Reads from `in`, which must outlive the reader.
@@ -85,7 +85,7 @@ public:
     std::uint64_t lines_read() const { return lines_; }
     std::uint64_t bytes_read() const { return bytes_; }  // bytes of the lines consumed so far
 
-private:
+  private:
     bool next_line(std::string_view& line, bool& had_newline);
     void add_problem(std::string reason);
 
@@ -106,7 +106,7 @@ private:
 
 // ---- Writer ----
 class JsonlWriter {
-public:
+  public:
     enum class OpenMode : std::uint8_t { append, truncate };
 
     // Throws std::runtime_error naming the path and the OS reason when it cannot be opened.
@@ -129,7 +129,7 @@ public:
     const std::string& path() const { return path_; }
     std::uint64_t lines_written() const { return lines_; }
 
-private:
+  private:
     void put(std::string_view line);
     void fail(const char* what);
 

@@ -9,8 +9,8 @@
 namespace sp {
 
 struct BlockInfo {
-    int id = 0;             // dense 0..n-1 in registration order
-    std::string name;       // e.g. "blocks.3"
+    int id = 0;                    // dense 0..n-1 in registration order
+    std::string name;              // e.g. "blocks.3"
     std::uint64_t bytes_bf16 = 0;  // parameter bytes when the block is held in BF16
 
     // Size at another precision, by element width (what the seed's estimate counts).

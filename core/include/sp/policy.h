@@ -37,7 +37,7 @@ struct CommandOutcome {
 };
 
 class Policy {
-public:
+  public:
     // Throws ConfigError when the config does not fit the layout (a forced block id the model
     // lacks, a calibration list of the wrong length or with negative/non-finite errors).
     Policy(Config config, BlockLayout layout, std::vector<double> calibration_errors = {});
@@ -71,8 +71,7 @@ public:
     // Changes made by the most recent update() (empty when it was not an update step).
     const std::vector<PrecisionChange>& last_changes() const { return last_changes_; }
 
-private:
-
+  private:
     std::optional<Precision> forced_precision(int block, ForcedBy* by) const;
     void set_effective(int block, Precision p, std::int64_t step, Reason why,
                        std::vector<PrecisionChange>* changes);
@@ -88,16 +87,16 @@ private:
     std::vector<char> nonfinite_since_update_;
 
     std::vector<Precision> effective_;
-    std::vector<Precision> recorded_;                  // as in the previous record
+    std::vector<Precision> recorded_;  // as in the previous record
     std::vector<std::optional<Precision>> pins_;
     std::vector<std::optional<Precision>> config_force_;
-    std::vector<std::int64_t> cooldown_from_;           // step of the last policy change, or none
+    std::vector<std::int64_t> cooldown_from_;  // step of the last policy change, or none
     std::vector<std::int64_t> last_change_step_;
     std::vector<int> switches_;
     std::vector<PrecisionChange> last_changes_;
     UpdateRecord record_;
     std::optional<std::int64_t> last_update_;
-    bool dynamic_assigned_ = false;                     // the first dynamic update has happened
+    bool dynamic_assigned_ = false;  // the first dynamic update has happened
 };
 
 }  // namespace sp

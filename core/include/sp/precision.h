@@ -19,7 +19,9 @@ constexpr double bytes_per_element(Precision p) {
 }
 
 // True for the 8-bit floating point formats.
-constexpr bool is_fp8(Precision p) { return p == Precision::fp8_e4m3 || p == Precision::fp8_e5m2; }
+constexpr bool is_fp8(Precision p) {
+    return p == Precision::fp8_e4m3 || p == Precision::fp8_e5m2;
+}
 
 // Wire/file spelling: "bf16", "int8", "fp8_e4m3", "fp8_e5m2".
 std::string_view to_string(Precision p);

@@ -19,15 +19,15 @@ inline constexpr int kTelemetrySchemaVersion = 1;
 
 // Why a block has its precision at this update (additive field "reason").
 enum class Reason : std::uint8_t {
-    warmup,       // no update has assigned it yet (bf16)
-    mode,         // mode off/static keeps it bf16
-    initial,      // first dynamic assignment (no hysteresis)
-    policy,       // hysteresis decision moved it
-    hold,         // hysteresis band or no strong enough signal: kept its precision
-    cooldown,     // the policy wanted a change but the cooldown forbids it
-    nonfinite,    // non-finite gradients since the previous update: promoted/kept bf16
-    config,       // force_bf16_blocks / force_int8_blocks
-    pin,          // operator pin
+    warmup,     // no update has assigned it yet (bf16)
+    mode,       // mode off/static keeps it bf16
+    initial,    // first dynamic assignment (no hysteresis)
+    policy,     // hysteresis decision moved it
+    hold,       // hysteresis band or no strong enough signal: kept its precision
+    cooldown,   // the policy wanted a change but the cooldown forbids it
+    nonfinite,  // non-finite gradients since the previous update: promoted/kept bf16
+    config,     // force_bf16_blocks / force_int8_blocks
+    pin,        // operator pin
 };
 std::string_view to_string(Reason r);
 std::optional<Reason> parse_reason(std::string_view text);
@@ -47,14 +47,14 @@ struct BlockDetail {
     double l2_norm = kNoValue;
     double max_abs = kNoValue;
     double variance = kNoValue;
-    double mean = kNoValue;          // additive
+    double mean = kNoValue;  // additive
     ForcedBy forced = ForcedBy::none;
-    bool changed = false;            // precision differs from the previous record's
+    bool changed = false;  // precision differs from the previous record's
     // Additive fields; absent in files written by the original tool.
     Reason reason = Reason::hold;
-    int window = 0;                  // finite observations in the window
+    int window = 0;                      // finite observations in the window
     std::int64_t last_change_step = -1;  // -1: never changed
-    int switches = 0;                // precision changes so far in this run
+    int switches = 0;                    // precision changes so far in this run
 };
 
 struct UpdateRecord {
@@ -71,24 +71,24 @@ struct UpdateRecord {
     std::vector<BlockDetail> block_details;  // sorted by id; JSON object keyed by the id as a string
     // Additive fields.
     int blocks_fp8 = 0;
-    std::optional<Mode> mode;                                // absent in original-tool files
-    std::optional<double> measured_bandwidth_saving_pct;     // set by a runtime that counts real bytes
+    std::optional<Mode> mode;                             // absent in original-tool files
+    std::optional<double> measured_bandwidth_saving_pct;  // set by a runtime that counts real bytes
 };
 
 struct RunHeader {
     int schema_version = kTelemetrySchemaVersion;
     std::string run_id;
-    std::string producer;           // e.g. "sp-ctl simulate 0.1.0"
+    std::string producer;  // e.g. "sp-ctl simulate 0.1.0"
     BlockLayout blocks;
-    std::string config_json;        // the effective config object, as JSON text
+    std::string config_json;                 // the effective config object, as JSON text
     std::vector<double> calibration_errors;  // per block id; empty when calibration did not run
 };
 
 struct EventRecord {
     std::int64_t step = 0;
     double timestamp = 0.0;
-    std::string kind;               // "precision_change", "command", "rollback", "warning", "dropped", ...
-    std::string payload_json;       // the whole event object as JSON text (kind-specific fields included)
+    std::string kind;          // "precision_change", "command", "rollback", "warning", "dropped", ...
+    std::string payload_json;  // the whole event object as JSON text (kind-specific fields included)
 };
 
 }  // namespace sp
