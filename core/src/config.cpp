@@ -196,6 +196,8 @@ const std::vector<Key>& keys() {
         flag("log_decisions", &Config::log_decisions),
         flag("telemetry_enabled", &Config::telemetry_enabled),
         text("telemetry_file", &Config::telemetry_file),
+        flag("telemetry_every_step", &Config::telemetry_every_step),
+        text("calibration_cache_dir", &Config::calibration_cache_dir),
     };
     return kKeys;
 }

@@ -248,9 +248,15 @@ void append_json(std::string& s, const UpdateRecord& r) {
         s += ",\"mode\":";
         put_str(s, to_string(*r.mode));
     }
-    if (r.measured_bandwidth_saving_pct) {
-        s += ",\"measured_bandwidth_saving_pct\":";
-        put_double(s, *r.measured_bandwidth_saving_pct);
+    const std::pair<const char*, const std::optional<double>*> optional_numbers[] = {
+        {",\"measured_bandwidth_saving_pct\":", &r.measured_bandwidth_saving_pct},
+        {",\"train_loss\":", &r.train_loss},
+        {",\"eval_loss\":", &r.eval_loss},
+    };
+    for (const auto& [key, value] : optional_numbers) {
+        if (!*value) continue;
+        s += key;
+        put_double(s, **value);
     }
     s += '}';
 }

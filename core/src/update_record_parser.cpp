@@ -19,9 +19,10 @@ struct TopField {
     std::string_view key;
     double UpdateRecord::*dbl;
     int UpdateRecord::*num;
+    std::optional<double> UpdateRecord::*opt = nullptr;  // optional additive numbers (null allowed)
 };
-enum TopIndex : std::size_t { kStepId, kBlockDetails = 9, kMode = 11, kMeasured, kType };
-constexpr std::array<TopField, 14> kTop = {{
+enum TopIndex : std::size_t { kStepId, kBlockDetails = 9, kMode = 11, kMeasured, kTrainLoss, kEvalLoss, kType };
+constexpr std::array<TopField, 16> kTop = {{
     {"step_id", nullptr, nullptr},
     {"timestamp", &UpdateRecord::timestamp, nullptr},
     {"blocks_bf16", nullptr, &UpdateRecord::blocks_bf16},
@@ -34,7 +35,9 @@ constexpr std::array<TopField, 14> kTop = {{
     {"block_details", nullptr, nullptr},
     {"blocks_fp8", nullptr, &UpdateRecord::blocks_fp8},
     {"mode", nullptr, nullptr},
-    {"measured_bandwidth_saving_pct", nullptr, nullptr},
+    {"measured_bandwidth_saving_pct", nullptr, nullptr, &UpdateRecord::measured_bandwidth_saving_pct},
+    {"train_loss", nullptr, nullptr, &UpdateRecord::train_loss},
+    {"eval_loss", nullptr, nullptr, &UpdateRecord::eval_loss},
     {"type", nullptr, nullptr},
 }};
 constexpr std::uint32_t kTopRequired = (1u << 10) - 1;  // the seed's ten fields
@@ -464,10 +467,12 @@ bool UpdateParser::top_member(UpdateRecord& r, std::size_t k) {
             return true;
         }
         case kMeasured:
-            r.measured_bandwidth_saving_pct.reset();
+        case kTrainLoss:
+        case kEvalLoss:
+            (r.*f.opt).reset();
             if (*p_ == 'n') return literal("null");
             if (!read_double(pct, f.key)) return false;
-            r.measured_bandwidth_saving_pct = pct;
+            r.*f.opt = pct;
             return true;
         case kType:
             if (!read_string(text, f.key)) return false;

@@ -548,12 +548,14 @@ class TestConfig : public QObject {
     void to_json_has_every_key() {
         const json j = sp::to_json(sp::Config{});
         QVERIFY(j.is_object());
-        QCOMPARE(j.size(), std::size_t(21));
+        QCOMPARE(j.size(), std::size_t(23));
         QCOMPARE(j.at("mode"), json("dynamic"));
         QCOMPARE(j.at("ambiguous_default"), json("bf16"));
         QCOMPARE(j.at("force_bf16_blocks"), json::array());
         QCOMPARE(j.at("warmup_steps"), json(10));
         QCOMPARE(j.at("telemetry_file"), json("selective_precision_telemetry.jsonl"));
+        QCOMPARE(j.at("telemetry_every_step"), json(false));
+        QCOMPARE(j.at("calibration_cache_dir"), json(""));
         // Every key to_json writes is a key the reader accepts on its own.
         for (const auto& [key, value] : j.items())
             QVERIFY2(problems_of(json{{key, value}}).empty(), key.c_str());

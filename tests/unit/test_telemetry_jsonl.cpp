@@ -37,6 +37,8 @@ UpdateRecord sample_update() {
     r.estimated_bandwidth_saving_pct = 30.208333333333336;
     r.mode = Mode::static_;
     r.measured_bandwidth_saving_pct = 29.5;
+    r.train_loss = 2.718281828459045;
+    r.eval_loss = 3.0;
     BlockDetail a;
     a.id = 0;
     a.precision = Precision::int8;
@@ -129,6 +131,9 @@ class TestTelemetryJsonl : public QObject {
         QCOMPARE(out.mode, std::optional<Mode>(Mode::static_));
         QVERIFY(out.measured_bandwidth_saving_pct.has_value());
         CHECK_SAME(*out.measured_bandwidth_saving_pct, 29.5);
+        QVERIFY(out.train_loss.has_value() && out.eval_loss.has_value());
+        CHECK_SAME(*out.train_loss, 2.718281828459045);
+        CHECK_SAME(*out.eval_loss, 3.0);
         QCOMPARE(out.block_details.size(), std::size_t(3));
         for (std::size_t i = 0; i < 3; ++i) {
             const BlockDetail& e = in.block_details[i];
@@ -179,7 +184,7 @@ class TestTelemetryJsonl : public QObject {
         UpdateRecord r = sample_update();
         auto j = nlohmann::ordered_json::parse(to_json_line(r));
         std::vector<std::string> expected = seed;
-        for (const char* k : {"blocks_fp8", "mode", "measured_bandwidth_saving_pct"}) expected.push_back(k);
+        for (const char* k : {"blocks_fp8", "mode", "measured_bandwidth_saving_pct", "train_loss", "eval_loss"}) expected.push_back(k);
         QCOMPARE(keys_of(j), expected);
         QVERIFY(!j.contains("type"));
         QCOMPARE(j["mode"].get<std::string>(), std::string("static"));
@@ -211,6 +216,8 @@ class TestTelemetryJsonl : public QObject {
         // Optional additive fields are omitted, not null, when unset.
         r.mode.reset();
         r.measured_bandwidth_saving_pct.reset();
+        r.train_loss.reset();
+        r.eval_loss.reset();
         j = nlohmann::ordered_json::parse(to_json_line(r));
         expected.resize(seed.size() + 1);
         QCOMPARE(keys_of(j), expected);
