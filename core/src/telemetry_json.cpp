@@ -356,3 +356,37 @@ std::optional<ParseStatus> detail::parse_typed_record_dom(std::string_view line,
 }
 
 }  // namespace sp
+
+namespace sp {
+
+std::string to_json_line(const StepStatsRecord& r) {
+    std::string s;
+    s.reserve(64 + r.blocks.size() * 160);
+    s += "{\"step\":";
+    put_int(s, r.step);
+    s += ",\"timestamp\":";
+    put_double(s, r.timestamp);
+    s += ",\"blocks\":[";
+    for (std::size_t i = 0; i < r.blocks.size(); ++i) {
+        const BlockGradStats& b = r.blocks[i];
+        s += i == 0 ? "{\"id\":" : ",{\"id\":";
+        put_int(s, b.block_id);
+        s += ",\"l2_norm\":";
+        put_double(s, b.l2_norm);
+        s += ",\"max_abs\":";
+        put_double(s, b.max_abs);
+        s += ",\"variance\":";
+        put_double(s, b.variance);
+        s += ",\"mean\":";
+        put_double(s, b.mean);
+        s += ",\"numel\":";
+        put_int(s, std::int64_t(b.numel));
+        s += ",\"nonfinite_count\":";
+        put_int(s, std::int64_t(b.nonfinite_count));
+        s += '}';
+    }
+    s += "]}";
+    return s;
+}
+
+}  // namespace sp

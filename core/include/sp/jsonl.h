@@ -30,6 +30,9 @@ std::string to_json_line(const RunHeader& h);
 // std::invalid_argument when the payload is not an object or no kind is known.
 std::string to_json_line(const EventRecord& e);
 std::string to_json_line(const TelemetryRecord& rec);
+// `{"step":S,"timestamp":T,"blocks":[{"id","l2_norm","max_abs","variance","mean","numel",
+// "nonfinite_count"}]}` with exact doubles, non-finite statistics as null (core/SIMULATOR.md).
+std::string to_json_line(const StepStatsRecord& r);
 // Appends the update record's line to `out` (no newline): lets a writer reuse one buffer.
 void append_json(std::string& out, const UpdateRecord& r);
 

@@ -12,6 +12,7 @@
 #include "sp/config.h"
 #include "sp/layout.h"
 #include "sp/precision.h"
+#include "sp/stats.h"
 
 namespace sp {
 
@@ -75,6 +76,14 @@ struct UpdateRecord {
     std::optional<double> measured_bandwidth_saving_pct;  // set by a runtime that counts real bytes
     std::optional<double> train_loss;  // the loss of the update's step, when known
     std::optional<double> eval_loss;   // the latest held-out loss, when known
+};
+
+// Per-step block statistics (written when telemetry_every_step is on), in `sp-ctl simulate`'s input
+// format: {"step":S,"timestamp":T,"blocks":[{"id":..,"l2_norm":..,...}]}.
+struct StepStatsRecord {
+    std::int64_t step = 0;
+    double timestamp = 0.0;
+    std::vector<BlockGradStats> blocks;
 };
 
 struct RunHeader {

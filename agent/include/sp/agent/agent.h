@@ -1,0 +1,129 @@
+#pragma once
+// sp::agent::Agent — Selective Precision inside a LibTorch trainer (ARCHITECTURE.md's lifecycle):
+//
+//   Agent agent(config);                      // validated config; opens the telemetry sink
+//   agent.register_blocks(modules);           // names, parameters, bytes per precision
+//   agent.calibrate(hooks);                   // optional; cached on disk by fingerprint
+//   agent.add_hint_sink(&runtime);            // the trainer's runtime receives the map
+//   for each step:
+//     agent.begin_step(step);                 // applies queued operator commands
+//     forward; backward;
+//     agent.collect_block_grad_stats();       // one pass over every gradient
+//     agent.compute_hints(step);              // policy update every update_interval_steps
+//     optimizer.step() (with the runtime's before/after hooks)
+//     agent.end_step(loss);                   // telemetry record
+//
+// Every method but enqueue() belongs to the training thread. Telemetry never blocks training.
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "sp/agent/block.h"
+#include "sp/agent/calibration.h"
+#include "sp/agent/grad_stats_collector.h"
+#include "sp/agent/hints.h"
+#include "sp/command.h"
+#include "sp/config.h"
+#include "sp/policy.h"
+
+namespace sp::agent {
+
+class TelemetrySink;
+
+struct AgentOptions {
+    std::string run_id;          // "" -> generated from the clock
+    std::string producer = "sp-agent";
+    std::string model_identity;  // part of the calibration fingerprint (model + weights)
+    std::unique_ptr<GradStatsCollector> collector;  // null -> the CPU collector
+    std::function<double()> clock;                  // wall-clock seconds; null -> system clock
+    std::function<void(const std::string&)> log;    // decision log; null -> stderr when log_decisions
+    std::size_t telemetry_queue_capacity = 1024;
+};
+
+// Called on the training thread when a queued command was applied (or rejected) at `step`.
+using CommandDone = std::function<void(const CommandOutcome& outcome, std::int64_t step)>;
+
+class Agent {
+public:
+    // Throws ConfigError for an invalid config, std::runtime_error when the telemetry file cannot be opened.
+    explicit Agent(Config config, AgentOptions options = {});
+    ~Agent();
+    Agent(const Agent&) = delete;
+    Agent& operator=(const Agent&) = delete;
+
+    // Once, before the first step. Throws std::logic_error when called twice, ConfigError when the
+    // config's force lists name blocks the model lacks.
+    void register_blocks(const std::vector<NamedModule>& modules);
+    void register_blocks(std::vector<AgentBlock> blocks);
+
+    // Runs (or loads from the cache) calibration when the config's run_calibration is on; the errors
+    // feed the error score. Call after register_blocks and before the first step.
+    const CalibrationResult& calibrate(const CalibrationHooks& hooks);
+
+    void add_hint_sink(HintSink* sink);
+
+    // Thread-safe: may be called from any thread. Applied at the next begin_step(), in order.
+    void enqueue(Command command, CommandDone done = {});
+
+    void begin_step(std::int64_t step);
+    void collect_block_grad_stats();
+    const PrecisionHints& compute_hints(std::int64_t step);
+    // Optional inputs to this step's record: the runtime's real bytes, the latest held-out loss.
+    void record_transfer(std::uint64_t bytes_copied, std::uint64_t bytes_bf16);
+    void record_eval_loss(double loss);
+    void end_step(double loss);
+
+    const Config& config() const { return config_; }
+    const std::vector<AgentBlock>& blocks() const { return blocks_; }
+    const Policy& policy() const { return *policy_; }
+    const PrecisionHints& hints() const { return hints_; }
+    const std::vector<BlockGradStats>& last_stats() const { return stats_; }
+    const std::string& run_id() const { return run_id_; }
+    // The last update record written (with loss and measured bytes), if any.
+    const std::optional<UpdateRecord>& last_record() const { return last_record_; }
+    std::uint64_t telemetry_dropped() const;
+
+    // Time the agent spent on the training thread, summed over all steps (for overhead figures).
+    struct Overhead {
+        double collect_s = 0, hints_s = 0, step_bookkeeping_s = 0;
+        std::uint64_t steps = 0;
+        double total_s() const { return collect_s + hints_s + step_bookkeeping_s; }
+    };
+    const Overhead& overhead() const { return overhead_; }
+
+private:
+    void emit_event(std::int64_t step, const std::string& kind, const std::string& payload_json);
+    void log_change(std::int64_t step, const PrecisionChange& change);
+    void write_header_once();
+    double now() const;
+
+    Config config_;
+    AgentOptions options_;
+    std::string run_id_;
+    std::vector<AgentBlock> blocks_;
+    std::unique_ptr<Policy> policy_;
+    std::vector<double> calibration_errors_;
+    CalibrationResult calibration_;
+    std::vector<HintSink*> hint_sinks_;
+    std::unique_ptr<TelemetrySink> sink_;
+    bool header_written_ = false;
+
+    std::mutex commands_mutex_;
+    std::vector<std::pair<Command, CommandDone>> queued_, applying_;
+
+    std::int64_t step_ = -1;
+    double step_timestamp_ = 0;
+    std::vector<BlockGradStats> stats_;
+    PrecisionHints hints_;
+    std::optional<UpdateRecord> pending_record_, last_record_;
+    std::optional<double> eval_loss_;
+    std::optional<std::pair<std::uint64_t, std::uint64_t>> transfer_;
+    Overhead overhead_;
+};
+
+}  // namespace sp::agent

@@ -1,0 +1,33 @@
+#pragma once
+// The blocks the agent routes, as LibTorch sees them: a name and the block's parameter tensors.
+// Only <ATen/core/Tensor.h> here: <torch/torch.h> costs seconds per file that includes it.
+#include <ATen/core/Tensor.h>
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "sp/layout.h"
+
+namespace torch::nn {
+class Module;
+}
+
+namespace sp::agent {
+
+struct AgentBlock {
+    int id = 0;                            // dense 0..n-1 in registration order
+    std::string name;                      // e.g. "blocks.3"
+    std::vector<std::string> param_names;  // as named_parameters() gives them, relative to the block
+    std::vector<at::Tensor> params;        // the parameters themselves (shared storage, not copies)
+};
+
+using NamedModule = std::pair<std::string, const torch::nn::Module*>;
+
+// One AgentBlock per module, with its parameters (recursively) in named_parameters() order.
+std::vector<AgentBlock> blocks_from_modules(const std::vector<NamedModule>& modules);
+
+// bytes_bf16 = 2 bytes per parameter element.
+BlockLayout layout_of(const std::vector<AgentBlock>& blocks);
+
+}  // namespace sp::agent
