@@ -1,1 +1,205 @@
-// placeholder
+#include "sp/agent/agent.h"
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <random>
+#include <stdexcept>
+
+#include <nlohmann/json.hpp>
+
+#include "sp/agent/telemetry_sink.h"
+
+namespace sp::agent {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) {
+    return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+double system_seconds() {
+    return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+std::string make_run_id(double now) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "run-%.0f-%04x", now * 1000.0, unsigned(std::random_device{}() & 0xffffu));
+    return buf;
+}
+
+}  // namespace
+
+Agent::Agent(Config config, AgentOptions options) : config_(std::move(config)), options_(std::move(options)) {
+    if (auto problems = validate(config_); !problems.empty()) throw ConfigError(std::move(problems));
+    if (!options_.clock) options_.clock = system_seconds;
+    if (!options_.collector) options_.collector = make_cpu_grad_stats_collector();
+    if (!options_.log && config_.log_decisions) {
+        options_.log = [](const std::string& line) { std::fprintf(stderr, "[sp] %s\n", line.c_str()); };
+    }
+    run_id_ = options_.run_id.empty() ? make_run_id(now()) : options_.run_id;
+    if (config_.telemetry_enabled) {
+        sink_ = std::make_unique<TelemetrySink>(config_.telemetry_file, options_.telemetry_queue_capacity);
+    }
+}
+
+Agent::~Agent() = default;  // the sink writes what is queued, then stops
+
+double Agent::now() const { return options_.clock(); }
+
+void Agent::register_blocks(const std::vector<NamedModule>& modules) { register_blocks(blocks_from_modules(modules)); }
+
+void Agent::register_blocks(std::vector<AgentBlock> blocks) {
+    if (policy_) throw std::logic_error("Agent::register_blocks: blocks are already registered");
+    blocks_ = std::move(blocks);
+    policy_ = std::make_unique<Policy>(config_, layout_of(blocks_));  // ConfigError: force ids vs. layout
+    options_.collector->prepare(blocks_);
+    hints_.precision = policy_->precisions();
+    hints_.reason.assign(blocks_.size(), Reason::hold);
+    for (std::size_t b = 0; b < blocks_.size(); ++b) {
+        if (hints_.precision[b] != Precision::bf16) hints_.reason[b] = Reason::config;
+    }
+}
+
+const CalibrationResult& Agent::calibrate(const CalibrationHooks& hooks) {
+    if (!policy_) throw std::logic_error("Agent::calibrate: register_blocks first");
+    if (step_ >= 0) throw std::logic_error("Agent::calibrate: call it before the first step");
+    if (!config_.run_calibration) return calibration_;
+    const std::string dir =
+        config_.calibration_cache_dir.empty() ? default_calibration_cache_dir() : config_.calibration_cache_dir;
+    calibration_ = sp::agent::calibrate(blocks_, hooks, config_.calibration_samples, options_.model_identity, dir);
+    policy_ = std::make_unique<Policy>(config_, layout_of(blocks_), calibration_.errors);
+    return calibration_;
+}
+
+void Agent::add_hint_sink(HintSink* sink) {
+    if (sink) hint_sinks_.push_back(sink);
+}
+
+void Agent::enqueue(Command command, CommandDone done) {
+    std::lock_guard<std::mutex> lock(commands_mutex_);
+    queued_.emplace_back(std::move(command), std::move(done));
+}
+
+void Agent::write_header_once() {
+    if (header_written_) return;
+    header_written_ = true;
+    if (!sink_) return;
+    RunHeader h;
+    h.run_id = run_id_;
+    h.producer = options_.producer;
+    h.blocks = policy_->layout();
+    h.config_json = to_json(config_).dump();
+    h.calibration_errors = calibration_.errors;
+    sink_->push(std::move(h));
+}
+
+void Agent::emit_event(std::int64_t step, const std::string& kind, const std::string& payload_json) {
+    if (!sink_) return;
+    EventRecord e;
+    e.step = step;
+    e.timestamp = now();
+    e.kind = kind;
+    e.payload_json = payload_json;
+    sink_->push(std::move(e));
+}
+
+void Agent::log_change(std::int64_t step, const PrecisionChange& c) {
+    nlohmann::json payload = {{"block", c.block_id},
+                              {"name", blocks_[std::size_t(c.block_id)].name},
+                              {"from", to_string(c.from)},
+                              {"to", to_string(c.to)},
+                              {"reason", to_string(c.reason)}};
+    emit_event(step, "precision_change", payload.dump());
+    hints_.reason[std::size_t(c.block_id)] = c.reason;
+    if (options_.log) {
+        options_.log("step " + std::to_string(step) + ": " + blocks_[std::size_t(c.block_id)].name + " " +
+                     std::string(to_string(c.from)) + " -> " + std::string(to_string(c.to)) + " (" +
+                     std::string(to_string(c.reason)) + ")");
+    }
+}
+
+void Agent::begin_step(std::int64_t step) {
+    if (!policy_) throw std::logic_error("Agent::begin_step: register_blocks first");
+    const auto t0 = Clock::now();
+    write_header_once();
+    step_ = step;
+    {
+        std::lock_guard<std::mutex> lock(commands_mutex_);
+        applying_.swap(queued_);
+    }
+    for (auto& [command, done] : applying_) {
+        const CommandOutcome outcome = policy_->apply(command, step);
+        nlohmann::json payload = {{"command", to_json(command)}, {"ok", outcome.ok}};
+        if (outcome.ok) {
+            payload["changes"] = outcome.changes.size();
+        } else {
+            payload["error"] = outcome.error;
+        }
+        emit_event(step, "command", payload.dump());
+        for (const PrecisionChange& c : outcome.changes) log_change(step, c);
+        if (!outcome.ok && options_.log) options_.log("step " + std::to_string(step) + ": command rejected: " + outcome.error);
+        if (done) done(outcome, step);
+    }
+    applying_.clear();
+    hints_.precision = policy_->precisions();
+    overhead_.step_bookkeeping_s += seconds_since(t0);
+}
+
+void Agent::collect_block_grad_stats() {
+    const auto t0 = Clock::now();
+    options_.collector->collect();
+    overhead_.collect_s += seconds_since(t0);
+}
+
+const PrecisionHints& Agent::compute_hints(std::int64_t step) {
+    const auto t0 = Clock::now();
+    stats_ = options_.collector->results();  // a GPU collector waits for its event here, not earlier
+    for (const BlockGradStats& s : stats_) policy_->observe(step, s);
+    step_timestamp_ = now();
+    if (sink_ && config_.telemetry_every_step) {
+        sink_->push(StepStatsRecord{step, step_timestamp_, stats_});
+    }
+    const UpdateRecord* rec = policy_->update(step, step_timestamp_);
+    hints_.step = step;
+    hints_.updated = rec != nullptr;
+    if (rec) {
+        pending_record_ = *rec;
+        for (const BlockDetail& d : rec->block_details) hints_.reason[std::size_t(d.id)] = d.reason;
+        for (const PrecisionChange& c : policy_->last_changes()) log_change(step, c);
+    }
+    hints_.precision = policy_->precisions();
+    overhead_.hints_s += seconds_since(t0);
+    for (HintSink* sink : hint_sinks_) sink->on_hints(hints_);  // the runtime's time is not the agent's
+    return hints_;
+}
+
+void Agent::record_transfer(std::uint64_t bytes_copied, std::uint64_t bytes_bf16) {
+    transfer_ = std::make_pair(bytes_copied, bytes_bf16);
+}
+
+void Agent::record_eval_loss(double loss) { eval_loss_ = loss; }
+
+void Agent::end_step(double loss) {
+    const auto t0 = Clock::now();
+    if (pending_record_) {
+        UpdateRecord& r = *pending_record_;
+        r.train_loss = loss;
+        r.eval_loss = eval_loss_;  // the held-out loss measured since the previous record, if any
+        eval_loss_.reset();
+        if (transfer_ && transfer_->second > 0) {
+            r.measured_bandwidth_saving_pct = 100.0 * (1.0 - double(transfer_->first) / double(transfer_->second));
+        }
+        last_record_ = r;
+        if (sink_) sink_->push(std::move(r));
+        pending_record_.reset();
+    }
+    transfer_.reset();
+    ++overhead_.steps;
+    overhead_.step_bookkeeping_s += seconds_since(t0);
+}
+
+std::uint64_t Agent::telemetry_dropped() const { return sink_ ? sink_->dropped() : 0; }
+
+}  // namespace sp::agent

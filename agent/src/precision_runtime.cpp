@@ -1,1 +1,110 @@
-// placeholder
+#include "sp/agent/precision_runtime.h"
+
+#include <ATen/core/grad_mode.h>
+
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+#include "materialize.h"
+
+namespace sp::agent {
+
+namespace {
+
+TransferBytes& operator+=(TransferBytes& into, const TransferBytes& more) {
+    into.copied += more.copied;
+    into.bf16 += more.bf16;
+    return into;
+}
+
+}  // namespace
+
+ReferencePrecisionRuntime::ReferencePrecisionRuntime(std::vector<AgentBlock> blocks) : blocks_(std::move(blocks)) {
+    const std::size_t n = blocks_.size();
+    masters_.resize(n);
+    for (std::size_t b = 0; b < n; ++b) {
+        for (std::size_t k = 0; k < blocks_[b].params.size(); ++k) {
+            const at::Tensor& p = blocks_[b].params[k];
+            const std::string what = "block '" + blocks_[b].name + "' parameter " +
+                                     (k < blocks_[b].param_names.size() ? "'" + blocks_[b].param_names[k] + "'"
+                                                                        : std::to_string(k));
+            if (!p.defined()) throw std::invalid_argument("ReferencePrecisionRuntime: " + what + " is undefined");
+            // The masters are the optimizer's values; anything but fp32 would make them lossy.
+            if (p.scalar_type() != at::kFloat)
+                throw std::invalid_argument("ReferencePrecisionRuntime: " + what + " is " +
+                                            std::string(c10::toString(p.scalar_type())) + ", not fp32");
+        }
+    }
+    at::NoGradGuard no_grad;
+    for (std::size_t b = 0; b < n; ++b) {
+        masters_[b].reserve(blocks_[b].params.size());
+        for (const at::Tensor& p : blocks_[b].params) masters_[b].push_back(p.detach().clone());
+    }
+    precision_.assign(n, Precision::bf16);
+    pending_per_block_.assign(n, TransferBytes{});
+    step_per_block_.assign(n, TransferBytes{});
+    for (std::size_t b = 0; b < n; ++b) total_ += materialize(b);  // the initial load: no step's
+}
+
+TransferBytes ReferencePrecisionRuntime::materialize(std::size_t block) {
+    TransferBytes bytes;
+    const Precision p = precision_[block];
+    const std::vector<at::Tensor>& params = blocks_[block].params;
+    for (std::size_t k = 0; k < params.size(); ++k) {
+        const at::Tensor& master = masters_[block][k];
+        detail::assign(params[k], detail::materialized(master, p));
+        bytes.copied += detail::materialized_bytes(master, p);
+        bytes.bf16 += detail::materialized_bytes(master, Precision::bf16);
+    }
+    return bytes;
+}
+
+void ReferencePrecisionRuntime::on_hints(const PrecisionHints& hints) {
+    // Validate everything first, so a bad map changes nothing.
+    if (hints.precision.size() != blocks_.size())
+        throw std::invalid_argument("ReferencePrecisionRuntime::on_hints: " + std::to_string(hints.precision.size()) +
+                                    " precisions for " + std::to_string(blocks_.size()) + " blocks");
+    for (const Precision p : hints.precision) detail::check_routable(p);
+
+    for (std::size_t b = 0; b < blocks_.size(); ++b) {
+        if (hints.precision[b] == precision_[b]) continue;
+        precision_[b] = hints.precision[b];
+        // While the parameters hold the masters the optimizer is about to step them; the
+        // materialization after the step picks up the new precision.
+        if (masters_in_params_) continue;
+        const TransferBytes bytes = materialize(b);
+        pending_per_block_[b] += bytes;
+        pending_total_ += bytes;
+    }
+}
+
+void ReferencePrecisionRuntime::before_optimizer_step() {
+    at::NoGradGuard no_grad;
+    for (std::size_t b = 0; b < blocks_.size(); ++b)
+        for (std::size_t k = 0; k < masters_[b].size(); ++k) detail::assign(blocks_[b].params[k], masters_[b][k]);
+    masters_in_params_ = true;
+}
+
+void ReferencePrecisionRuntime::after_optimizer_step() {
+    if (!masters_in_params_)
+        throw std::logic_error(
+            "ReferencePrecisionRuntime::after_optimizer_step without before_optimizer_step: the parameters "
+            "hold the compute (materialized) weights, not updated masters");
+    at::NoGradGuard no_grad;
+    for (std::size_t b = 0; b < blocks_.size(); ++b)
+        for (std::size_t k = 0; k < masters_[b].size(); ++k) masters_[b][k].copy_(blocks_[b].params[k]);
+    masters_in_params_ = false;
+    for (std::size_t b = 0; b < blocks_.size(); ++b) {
+        const TransferBytes bytes = materialize(b);
+        pending_per_block_[b] += bytes;
+        pending_total_ += bytes;
+    }
+    step_per_block_ = pending_per_block_;
+    step_total_ = pending_total_;
+    total_ += pending_total_;
+    pending_per_block_.assign(blocks_.size(), TransferBytes{});
+    pending_total_ = TransferBytes{};
+}
+
+}  // namespace sp::agent

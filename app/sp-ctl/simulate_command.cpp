@@ -20,7 +20,9 @@ constexpr const char* kUsage =
     "Re-runs the policy on recorded per-block gradient statistics and prints one per-update\n"
     "telemetry record per line on stdout (the telemetry file's schema); a summary goes to stderr.\n"
     "--format table prints one human-readable line per update instead.\n"
-    "STATS may be '-' for stdin. Without --config the seed's defaults apply.\n"
+    "STATS may be '-' for stdin, or a telemetry file recorded with telemetry_every_step: its header\n"
+    "gives the layout and, unless --config/--calibration are given, the run's config and calibration.\n"
+    "Without --config (and no header config) the seed's defaults apply.\n"
     "The input format is described in core/SIMULATOR.md. Exit codes: 0 ok, 2 bad usage or input.\n";
 
 double wall_clock_seconds() {
@@ -98,8 +100,9 @@ int run_simulate(const Args& args) {
     }
 
     try {
-        const sp::Config config = config_path.empty() ? sp::Config{} : sp::load_config_file(config_path);
-        std::map<int, double> calibration;
+        sp::SimulationOptions options;
+        options.now = wall_clock_seconds;
+        if (!config_path.empty()) options.config = sp::load_config_file(config_path);
         if (!calibration_path.empty()) {
             std::ifstream cal(calibration_path);
             if (!cal) {
@@ -107,7 +110,7 @@ int run_simulate(const Args& args) {
                              calibration_path.c_str());
                 return 2;
             }
-            calibration = sp::parse_calibration(cal, calibration_path);
+            options.calibration = sp::parse_calibration(cal, calibration_path);
         }
         std::ifstream file;
         if (stats_path != "-") {
@@ -118,8 +121,8 @@ int run_simulate(const Args& args) {
             }
         }
         std::istream& stats = stats_path == "-" ? std::cin : file;
-        const sp::SimulationResult result =
-            sp::simulate(stats, stats_path, config, calibration, wall_clock_seconds);
+        const sp::SimulationResult result = sp::simulate(stats, stats_path, options);
+        const sp::Config& config = result.config;
 
         // Everything was checked before this point: print the whole result at once.
         const std::string out =

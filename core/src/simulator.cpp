@@ -5,6 +5,7 @@
 #include <limits>
 #include <optional>
 #include <set>
+#include <sstream>
 
 #include <nlohmann/json.hpp>
 
@@ -26,6 +27,9 @@ struct StepInput {
 
 struct ParsedInput {
     std::optional<BlockLayout> layout;
+    std::optional<Config> header_config;
+    std::optional<std::map<int, double>> header_calibration;
+    std::uint64_t skipped_update_records = 0;
     std::vector<StepInput> steps;  // ascending
     int max_block_id = -1;
 };
@@ -45,11 +49,17 @@ class LineParser {
             json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
             if (j.is_discarded()) fail("not valid JSON");
             if (!j.is_object()) fail("expected a JSON object, got " + std::string(j.type_name()));
-            if (j.contains("type")) {
-                if (j["type"] != "layout")
-                    fail("unknown line type " + j["type"].dump() + " (only \"layout\")");
-                if (seen_content) fail("the layout line must be the first line");
+            const std::string type = j.contains("type") && j["type"].is_string() ? j["type"].get<std::string>() : "";
+            if (type == "layout" || type == "header") {
+                if (seen_content) fail("the " + type + " line must be the first line");
                 out.layout = parse_layout(j);
+                if (type == "header") read_header_settings(j, out);
+            } else if (type == "event") {
+                add_command_event(j, out);  // a recorded operator command; other events are skipped
+            } else if (!type.empty() || j.contains("type")) {
+                fail("unknown line type " + j["type"].dump() + " (expected \"layout\", \"header\" or \"event\")");
+            } else if (j.contains("step_id")) {
+                ++out.skipped_update_records;  // a telemetry file's own update records
             } else {
                 add_step_line(j, out);
             }
@@ -109,6 +119,45 @@ class LineParser {
         return layout;
     }
 
+    // A telemetry file's header carries the run's effective config and calibration: the defaults
+    // for a re-simulation that does not name its own.
+    void read_header_settings(const json& j, ParsedInput& out) const {
+        if (const auto c = j.find("config"); c != j.end() && c->is_object() && !c->empty()) {
+            try {
+                out.header_config = config_from_json(*c);
+            } catch (const ConfigError& e) {
+                fail(std::string("header config: ") + e.what());
+            }
+        }
+        const auto cal = j.find("calibration");
+        if (cal == j.end()) return;
+        std::istringstream text(cal->dump());
+        try {
+            out.header_calibration = parse_calibration(text, "header calibration");
+        } catch (const SimulationError& e) {
+            fail(e.what());
+        }
+    }
+
+    void add_command_event(const json& j, ParsedInput& out) const {
+        if (j.value("kind", std::string()) != "command") return;
+        const auto ok = j.find("ok");
+        if (ok == j.end() || !ok->is_boolean() || !ok->get<bool>()) return;  // rejected: never applied
+        const auto step = integer<std::int64_t>(j, "step", 0);
+        const auto command = j.find("command");
+        if (command == j.end()) fail("command event without 'command'");
+        add_command(step, *command, out);
+    }
+
+    void add_command(std::int64_t step, const json& command, ParsedInput& out) const {
+        StepInput& entry = step_entry(step, out);
+        Command c;
+        std::string error;
+        if (!parse_command(command, c, error)) fail("command: " + error);
+        for (int id : c.blocks) check_block(id, out);
+        entry.commands.emplace_back(std::move(c), line_);
+    }
+
     StepInput& step_entry(std::int64_t step, ParsedInput& out) const {
         if (!out.steps.empty() && step < out.steps.back().step)
             fail("step " + std::to_string(step) + " comes after step " +
@@ -131,15 +180,11 @@ class LineParser {
         const auto step = integer<std::int64_t>(j, "step", 0);
         const bool has_blocks = j.contains("blocks"), has_command = j.contains("command");
         if (has_blocks == has_command) fail("a step line needs exactly one of 'blocks' or 'command'");
-        StepInput& entry = step_entry(step, out);
         if (has_command) {
-            Command c;
-            std::string error;
-            if (!parse_command(j["command"], c, error)) fail("command: " + error);
-            for (int id : c.blocks) check_block(id, out);
-            entry.commands.emplace_back(std::move(c), line_);
+            add_command(step, j["command"], out);
             return;
         }
+        StepInput& entry = step_entry(step, out);
         if (entry.stats_line != 0)
             fail("step " + std::to_string(step) + " already has a stats line (line " +
                  std::to_string(entry.stats_line) + ")");
@@ -205,12 +250,17 @@ std::map<int, double> parse_calibration(std::istream& in, const std::string& sou
     return out;
 }
 
-SimulationResult simulate(std::istream& stats, const std::string& source, const Config& config,
-                          const std::map<int, double>& calibration, const std::function<double()>& now) {
+SimulationResult simulate(std::istream& stats, const std::string& source, const SimulationOptions& options) {
     ParsedInput input;
     LineParser(source).parse(stats, input);
 
     SimulationResult result;
+    result.config_from_header = !options.config && input.header_config;
+    result.config = options.config ? *options.config : input.header_config ? *input.header_config : Config{};
+    result.calibration_from_header = !options.calibration && input.header_calibration;
+    const std::map<int, double> calibration =
+        options.calibration ? *options.calibration : input.header_calibration.value_or(std::map<int, double>{});
+    result.skipped_update_records = input.skipped_update_records;
     result.layout = input.layout ? *input.layout : uniform_layout(input.max_block_id + 1);
     const std::size_t n = result.layout.size();
     std::vector<double> errors;
@@ -229,7 +279,7 @@ SimulationResult simulate(std::istream& stats, const std::string& source, const 
         }
     }
 
-    Policy policy(config, result.layout, std::move(errors));  // ConfigError when config and layout disagree
+    Policy policy(result.config, result.layout, std::move(errors));  // ConfigError when config and layout disagree
     for (const StepInput& step : input.steps) {
         for (const auto& [command, line] : step.commands) {
             const CommandOutcome outcome = policy.apply(command, step.step);
@@ -237,7 +287,7 @@ SimulationResult simulate(std::istream& stats, const std::string& source, const 
             ++result.commands;
         }
         for (const BlockGradStats& s : step.stats) policy.observe(step.step, s);
-        if (auto rec = policy.update(step.step, step.timestamp ? *step.timestamp : now())) {
+        if (auto rec = policy.update(step.step, step.timestamp ? *step.timestamp : options.now())) {
             result.records.push_back(std::move(*rec));
         }
         ++result.steps;

@@ -20,7 +20,11 @@ Config fast_config() {
 SimulationResult run(const std::string& input, const Config& c = fast_config(),
                      const std::map<int, double>& cal = {}) {
     std::istringstream in(input);
-    return simulate(in, "stats.jsonl", c, cal, [] { return 42.0; });
+    SimulationOptions options;
+    options.config = c;
+    if (!cal.empty()) options.calibration = cal;
+    options.now = [] { return 42.0; };
+    return simulate(in, "stats.jsonl", options);
 }
 
 // Expects a SimulationError whose message contains `line_tag` (e.g. "stats.jsonl:3:") and `text`.
@@ -147,6 +151,50 @@ class TestSimulator : public QObject {
         // Rejected by the policy at run time, still reported with its line.
         expect_error(ok + R"({"step":1,"command":{"cmd":"pin","blocks":[0],"precision":"fp8_e4m3"}})",
                      ":2:", "not routed");
+    }
+
+    void telemetry_file_is_simulator_input() {
+        // A header (layout + config + calibration), recorded commands (one rejected), the file's own
+        // update records and other events: only what the policy saw is replayed.
+        std::string in =
+            R"({"type":"header","schema_version":1,"run_id":"r","blocks":[{"id":0,"name":"blocks.0","bytes_bf16":10},)"
+            R"({"id":1,"name":"blocks.1","bytes_bf16":10}],"config":{"warmup_steps":1,"update_interval_steps":1,)"
+            R"("min_steps_between_switches":0},"calibration":{"errors":{"0":0.05,"1":0.0}}})"
+            "\n";
+        in += step_line(0, 1);
+        in += R"({"type":"event","kind":"command","step":1,"timestamp":1.0,"ok":true,"changes":1,)"
+              R"("command":{"cmd":"pin","blocks":[1],"precision":"bf16"}})"
+              "\n";
+        in += R"({"type":"event","kind":"command","step":1,"timestamp":1.0,"ok":false,"error":"x",)"
+              R"("command":{"cmd":"pin","blocks":[0],"precision":"int8"}})"
+              "\n";
+        in += R"({"type":"event","kind":"precision_change","step":1,"timestamp":1.0,"block":1})"
+              "\n";
+        in += step_line(1, 1);
+        in += R"({"step_id":1,"timestamp":1.0,"blocks_bf16":2,"blocks_int8":0,"mean_sensitivity":0,)"
+              R"("max_sensitivity":0,"min_sensitivity":0,"precision_changes":0,)"
+              R"("estimated_bandwidth_saving_pct":0,"block_details":{}})"
+              "\n";
+        std::istringstream stream(in);
+        SimulationOptions options;
+        const SimulationResult r = simulate(stream, "run.jsonl", options);
+        QVERIFY(r.config_from_header);
+        QVERIFY(r.calibration_from_header);
+        QCOMPARE(r.config.warmup_steps, std::int64_t(1));
+        QCOMPARE(r.layout[1].bytes_bf16, std::uint64_t(10));
+        QCOMPARE(r.commands, std::uint64_t(1));  // the rejected one is not replayed
+        QCOMPARE(r.skipped_update_records, std::uint64_t(1));
+        QCOMPARE(int(r.records.size()), 1);      // warmup 1: one update, at step 1
+        QCOMPARE(r.records[0].block_details[0].error_score, 1.0);
+        QCOMPARE(r.records[0].block_details[1].forced, ForcedBy::pin);
+
+        // --config overrides the header's config.
+        std::istringstream again(in);
+        options.config = fast_config();
+        const SimulationResult o = simulate(again, "run.jsonl", options);
+        QVERIFY(!o.config_from_header);
+        QCOMPARE(o.config.warmup_steps, std::int64_t(2));
+        QVERIFY(o.records.empty());
     }
 
     void config_that_does_not_fit_the_layout() {

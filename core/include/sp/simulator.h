@@ -6,6 +6,7 @@
 #include <functional>
 #include <istream>
 #include <map>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -26,7 +27,17 @@ class SimulationError : public std::runtime_error {
     std::uint64_t line_;
 };
 
+struct SimulationOptions {
+    std::optional<Config> config;                          // none: the input's header config, else defaults
+    std::optional<std::map<int, double>> calibration;      // none: the input's header calibration, if any
+    std::function<double()> now = [] { return 0.0; };      // timestamps for steps without one
+};
+
 struct SimulationResult {
+    Config config;                    // the configuration the policy ran with
+    bool config_from_header = false;  // taken from a telemetry file's header
+    bool calibration_from_header = false;
+    std::uint64_t skipped_update_records = 0;  // a telemetry file's own update records, not input
     BlockLayout layout;
     std::vector<UpdateRecord> records;
     std::uint64_t steps = 0;     // distinct steps simulated
@@ -36,9 +47,9 @@ struct SimulationResult {
 // `{"errors": {"0": 0.012, ...}}` -> block id -> relative error. `source` names the input in errors.
 std::map<int, double> parse_calibration(std::istream& in, const std::string& source);
 
-// Runs the policy over a stats stream. `calibration` (may be empty) must then cover every block.
-// `now` supplies timestamps for steps whose line has no "timestamp".
-SimulationResult simulate(std::istream& stats, const std::string& source, const Config& config,
-                          const std::map<int, double>& calibration, const std::function<double()>& now);
+// Runs the policy over a stats stream: a stats file as documented, or a telemetry file written with
+// telemetry_every_step (its header gives layout, config and calibration; recorded operator commands
+// are replayed; its update records are skipped). A calibration, when given, must cover every block.
+SimulationResult simulate(std::istream& stats, const std::string& source, const SimulationOptions& options);
 
 }  // namespace sp

@@ -24,34 +24,52 @@ struct TransferBytes {
 
 class ReferencePrecisionRuntime : public HintSink {
 public:
-    // Takes the blocks' parameters (fp32, CPU or CUDA); snapshots them as the masters and
-    // materializes every block in BF16.
+    // Takes the blocks' parameters (fp32; CPU, or CUDA through a slow host round trip for INT8;
+    // std::invalid_argument otherwise), snapshots them (clones) as the fp32 masters and materializes
+    // every block in BF16 into the parameters. Those bytes count into total_bytes() (the initial
+    // load), not into any step. The parameters stay the same tensor objects and storage throughout:
+    // every later write is an in-place copy, so an optimizer built on them keeps working.
     explicit ReferencePrecisionRuntime(std::vector<AgentBlock> blocks);
 
-    // Records the routed map; blocks whose precision changed are re-materialized at once (counted).
+    // Records the routed map (hints.precision, one per block; std::invalid_argument for another
+    // length or an FP8 precision, which this build does not route — nothing changes then). Every
+    // block whose precision changed is re-materialized from its master at once and its bytes count
+    // into the step being accumulated. Between before_optimizer_step() and after_optimizer_step()
+    // (the parameters hold the masters then) the map is only recorded; after_optimizer_step()
+    // materializes it.
     void on_hints(const PrecisionHints& hints) override;
 
-    // Puts the masters back into the parameters so the optimizer updates the fp32 master values.
+    // Copies every master back into its parameter, so the optimizer steps the fp32 master values
+    // with gradients that were taken at the compute (materialized) weights: straight-through.
     void before_optimizer_step();
-    // Takes the updated masters, materializes every block in its routed precision into the
-    // parameters (the compute copy) and counts the bytes of this step.
+    // Copies the updated parameters into the masters, materializes every block in its routed
+    // precision into the parameters (the compute copy) and adds those bytes to the step. That
+    // completes the step: step_bytes() and step_bytes_per_block() now report it (the copies made by
+    // on_hints since the previous completed step plus this materialization), total_bytes() grows by
+    // it, and accumulation restarts. std::logic_error without a preceding before_optimizer_step():
+    // the parameters hold quantized values then, and taking them as masters would lose the fp32
+    // values for good.
     void after_optimizer_step();
 
     const std::vector<Precision>& precisions() const { return precision_; }
-    // Bytes of the last completed step (since the previous after_optimizer_step), total and per block.
+    // Bytes of the last completed step, in all and per block (zero before the first one).
     const TransferBytes& step_bytes() const { return step_total_; }
     const std::vector<TransferBytes>& step_bytes_per_block() const { return step_per_block_; }
-    // Bytes since construction.
+    // Bytes since construction: the initial BF16 load plus every completed step.
     const TransferBytes& total_bytes() const { return total_; }
 
 private:
-    void materialize(std::size_t block);
+    // Materializes block `block` from its masters in precision_[block] into its parameters and
+    // returns the bytes that cost.
+    TransferBytes materialize(std::size_t block);
 
     std::vector<AgentBlock> blocks_;
     std::vector<std::vector<at::Tensor>> masters_;  // fp32, per block per parameter
     std::vector<Precision> precision_;
-    std::vector<TransferBytes> step_per_block_;     // being accumulated for the current step
-    TransferBytes step_total_, pending_total_, total_;
+    std::vector<TransferBytes> pending_per_block_;  // being accumulated for the current step
+    std::vector<TransferBytes> step_per_block_;     // the last completed step
+    TransferBytes pending_total_, step_total_, total_;
+    bool masters_in_params_ = false;  // between before_optimizer_step() and after_optimizer_step()
 };
 
 }  // namespace sp::agent

@@ -1,0 +1,85 @@
+#pragma once
+// A small GPT-style decoder-only transformer (byte-level, vocab 256) written with the LibTorch C++
+// frontend, and the AdamW optimizer that trains it. The implementation lives in gpt_model.cpp, the
+// only file of sp-trainer that includes <torch/torch.h>: everything here is declared with the
+// narrow ATen headers so that main.cpp compiles in a fraction of the time.
+//
+// Structure: token embedding + learned positional embedding -> N pre-norm blocks
+// (LayerNorm -> causal multi-head self-attention -> residual; LayerNorm -> MLP 4d with GELU ->
+// residual) -> final LayerNorm -> LM head. The N blocks are what Selective Precision routes; the
+// embeddings, the final norm and the head stay fp32 and unrouted.
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "sp/agent/block.h"
+
+namespace sp::trainer {
+
+struct GptShape {
+    int vocab = 256;  // byte-level
+    int blocks = 4;
+    int d_model = 128;
+    int heads = 4;
+    int seq_len = 64;  // the longest sequence the positional embedding covers
+};
+
+class GptModel {
+public:
+    // Initial weights are a function of `shape` and `seed` alone (GPT-2 style normal(0, 0.02) init,
+    // residual projections scaled by 1/sqrt(2 * blocks)), drawn on the CPU and then moved to
+    // `device` ("cpu" or "cuda"), so the same seed gives the same model on either device.
+    GptModel(const GptShape& shape, std::uint64_t seed, const std::string& device);
+    ~GptModel();
+    GptModel(const GptModel&) = delete;
+    GptModel& operator=(const GptModel&) = delete;
+
+    const GptShape& shape() const { return shape_; }
+
+    // tokens: int64 [B, T] with T <= seq_len. Returns logits [B, T, vocab].
+    at::Tensor forward(const at::Tensor& tokens);
+    // Mean cross-entropy of predicting `targets` (int64 [B, T]) from `tokens`; differentiable.
+    at::Tensor loss(const at::Tensor& tokens, const at::Tensor& targets);
+
+    // The pieces calibration needs: the embedding output (the activation entering block 0) and one
+    // block applied to an activation [B, T, d_model]. Neither records autograd history.
+    at::Tensor embed(const at::Tensor& tokens);
+    at::Tensor run_block(int block, const at::Tensor& x);
+
+    // The routed blocks as the agent registers them: "blocks.0" .. "blocks.<N-1>".
+    std::vector<sp::agent::NamedModule> named_blocks() const;
+
+    std::int64_t parameter_count() const;
+    std::int64_t block_parameter_count() const;  // the routed part
+
+    // Every trainable parameter (for the optimizer).
+    std::vector<at::Tensor> parameters() const;
+
+private:
+    struct Impl;
+    GptShape shape_;
+    std::unique_ptr<Impl> impl_;
+};
+
+// torch::optim::AdamW over all of the model's parameters. Weight decay applies to matrices
+// (linear and embedding weights) only, as usual for transformers: decaying LayerNorm gains and
+// biases towards zero only hurts.
+class AdamW {
+public:
+    AdamW(const GptModel& model, double lr, double weight_decay = 0.01);
+    ~AdamW();
+    AdamW(const AdamW&) = delete;
+    AdamW& operator=(const AdamW&) = delete;
+
+    void zero_grad();
+    void step();
+
+private:
+    struct Impl;
+    std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace sp::trainer
