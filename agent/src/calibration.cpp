@@ -35,7 +35,7 @@ constexpr std::string_view kSchemeTag = "bf16-rne+int8-per-row-absmax-v1";
 // is written as 8 little-endian bytes, so ("ab","c") and ("a","bc") differ and the value does not
 // depend on the host's endianness or type sizes.
 class Fnv1a {
-public:
+  public:
     void bytes(const void* data, std::size_t n) {
         const auto* p = static_cast<const unsigned char*>(data);
         for (std::size_t i = 0; i < n; ++i) {
@@ -59,7 +59,7 @@ public:
         return out;
     }
 
-private:
+  private:
     std::uint64_t hash_ = 0xcbf29ce484222325ULL;
 };
 
@@ -85,7 +85,8 @@ std::optional<std::vector<double>> load_cache(const fs::path& file, const std::s
         const auto errors = j.find("errors");
         if (fp == j.end() || !fp->is_string() || fp->get<std::string>() != fingerprint) return std::nullopt;
         // The fingerprint already covers these; checking them guards against a hash collision.
-        if (id == j.end() || !id->is_string() || id->get<std::string>() != model_identity) return std::nullopt;
+        if (id == j.end() || !id->is_string() || id->get<std::string>() != model_identity)
+            return std::nullopt;
         if (n == j.end() || !n->is_number_integer() || n->get<std::int64_t>() != samples) return std::nullopt;
         if (errors == j.end() || !errors->is_object() || errors->size() != blocks) return std::nullopt;
         std::vector<double> out(blocks);
@@ -211,6 +212,8 @@ double calibrate_block(const AgentBlock& block, int id, const CalibrationHooks& 
 
 std::string calibration_fingerprint(const std::string& model_identity, const std::vector<AgentBlock>& blocks,
                                     int samples) {
+    // Parameter values are not hashed (model_identity stands for them: hashing every weight would
+    // cost as much as a forward pass), and neither is the device.
     Fnv1a h;
     h.str(kFormatTag);
     h.str(model_identity);
@@ -258,7 +261,7 @@ double relative_output_error(const at::Tensor& out_bf16, const at::Tensor& out_i
     if (!a.isfinite().all().item<bool>() || !b.isfinite().all().item<bool>()) return 1.0;
     const double norm_a = a.norm().item<double>();
     if (norm_a == 0.0) return b.ne(0.0).any().item<bool>() ? 1.0 : 0.0;
-    const double ratio = (a - b).norm().item<double>() / norm_a;
+    const double ratio = a.sub(b).norm().item<double>() / norm_a;
     return std::isfinite(ratio) ? ratio : 1.0;  // overflow of a huge error: the ceiling as well
 }
 

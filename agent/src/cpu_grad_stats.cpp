@@ -1,1 +1,373 @@
-// placeholder
+// CPU gradient statistics: every gradient of every block is cut into chunks of kChunkElems elements,
+// the chunks are reduced in parallel (at::parallel_for) into one Partial each, and each block's
+// partials are merged in chunk order with Chan's formula. A chunk's result does not depend on which
+// thread computed it and the merge order is fixed, so results are bitwise identical for any thread
+// count.
+//
+// Inside a chunk: one vectorizable pass accumulates sum, sum of squares (double, in kLanes
+// independent lanes so the compiler can use SIMD without reassociating a reduction) and
+// max |g| (float lanes; exact). A non-finite element turns the chunk's sum of squares into Inf or NaN,
+// which is how the fast pass notices it: only such chunks are redone by a per-element loop that
+// skips non-finite values. M2 comes from sumsq - sum * mean when that is well conditioned (the
+// chunk's mean is small next to its spread, the usual case for gradients); otherwise a second pass
+// over the chunk, still in cache, computes the corrected two-pass sum of squared deviations.
+//
+// Note: at::parallel_for is header-only under LibTorch's OpenMP backend; this file must be compiled
+// with -fopenmp for the chunks to run on more than one thread (results are the same either way).
+#include <ATen/Parallel.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty_like.h>
+#include <c10/util/BFloat16.h>
+#include <c10/util/Half.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <numeric>
+#include <stdexcept>
+#include <string>
+
+#include "sp/agent/grad_stats_collector.h"
+
+namespace sp::agent {
+namespace {
+
+// 64K elements: 256 KB of fp32, small enough to stay in L2 for the occasional second pass, large
+// enough that per-chunk overhead is noise.
+constexpr std::int64_t kChunkElems = std::int64_t{1} << 16;
+// Below this many elements in all, the whole collect runs on the calling thread: waking the pool
+// costs more than the work.
+constexpr std::int64_t kSerialBelowElems = std::int64_t{1} << 17;
+// Independent accumulators per quantity, i.e. the chunk is read as rows of kLanes elements and each
+// column is summed on its own. The inner loop over a row is then element-wise (no reduction), which
+// GCC and Clang vectorize without -ffast-math (with 8 lanes GCC 12 fully unrolls it and gives up).
+constexpr int kLanes = 32;
+// sumsq - sum * mean loses about log2(sumsq / M2) bits to cancellation; beyond 6 bits (mean^2 more
+// than ~63x the variance) the chunk takes the two-pass route instead.
+constexpr double kMaxCancellation = 64.0;
+
+// One chunk's reduction. mean and m2 are over the finite elements only.
+struct Partial {
+    std::uint64_t finite = 0;
+    std::uint64_t nonfinite = 0;
+    double mean = 0.0;
+    double m2 = 0.0;
+    double sumsq = 0.0;
+    double max_abs = 0.0;
+};
+
+template <typename T>
+inline float to_float(T v) {
+    return static_cast<float>(v);
+}
+
+// Corrected two-pass M2 (Chan, Golub, LeVeque): sum (x - mean)^2 - (sum (x - mean))^2 / n, the second
+// term cancelling the rounding error of `mean`. With kFiniteOnly, non-finite elements are skipped.
+template <bool kFiniteOnly, typename T>
+double centered_m2(const T* p, std::int64_t n, double mean, std::uint64_t count) {
+    double dev[kLanes] = {};
+    double dev2[kLanes] = {};
+    std::int64_t i = 0;
+    if constexpr (!kFiniteOnly) {
+        for (; i + kLanes <= n; i += kLanes) {
+            for (int k = 0; k < kLanes; ++k) {
+                const double d = double(to_float(p[i + k])) - mean;
+                dev[k] += d;
+                dev2[k] += d * d;
+            }
+        }
+    }
+    for (; i < n; ++i) {
+        const float x = to_float(p[i]);
+        if (kFiniteOnly && !std::isfinite(x)) continue;
+        const double d = double(x) - mean;
+        dev[0] += d;
+        dev2[0] += d * d;
+    }
+    double s = 0.0;
+    double s2 = 0.0;
+    for (int k = 0; k < kLanes; ++k) {
+        s += dev[k];
+        s2 += dev2[k];
+    }
+    return std::max(0.0, s2 - s * s / double(count));
+}
+
+// The rare path: a chunk that holds at least one NaN or Inf, one element at a time.
+template <typename T>
+Partial chunk_stats_careful(const T* p, std::int64_t n) {
+    Partial r;
+    double sum = 0.0;
+    float mx = 0.0f;
+    for (std::int64_t i = 0; i < n; ++i) {
+        const float x = to_float(p[i]);
+        if (!std::isfinite(x)) {
+            ++r.nonfinite;
+            continue;
+        }
+        ++r.finite;
+        const double d = x;
+        sum += d;
+        r.sumsq += d * d;
+        mx = std::max(mx, std::fabs(x));
+    }
+    r.max_abs = mx;
+    if (r.finite > 0) {
+        r.mean = sum / double(r.finite);
+        r.m2 = centered_m2<true>(p, n, r.mean, r.finite);
+    }
+    return r;
+}
+
+template <typename T>
+Partial chunk_stats(const T* p, std::int64_t n) {
+    // Fast pass, assuming every element is finite. A float squared is exact in double, and no sum of
+    // at most 2^63 finite squares overflows a double, so sumsq is finite iff every element was.
+    double s[kLanes] = {};
+    double q[kLanes] = {};
+    float m[kLanes] = {};
+    std::int64_t i = 0;
+    for (; i + kLanes <= n; i += kLanes) {
+        for (int k = 0; k < kLanes; ++k) {
+            const float x = to_float(p[i + k]);
+            const double d = x;
+            s[k] += d;
+            q[k] += d * d;
+            const float a = std::fabs(x);
+            m[k] = a > m[k] ? a : m[k];
+        }
+    }
+    for (; i < n; ++i) {
+        const float x = to_float(p[i]);
+        const double d = x;
+        s[0] += d;
+        q[0] += d * d;
+        const float a = std::fabs(x);
+        m[0] = a > m[0] ? a : m[0];
+    }
+    double sum = 0.0;
+    double sumsq = 0.0;
+    float mx = 0.0f;
+    for (int k = 0; k < kLanes; ++k) {
+        sum += s[k];
+        sumsq += q[k];
+        mx = std::max(mx, m[k]);
+    }
+    if (!std::isfinite(sumsq)) return chunk_stats_careful(p, n);
+
+    Partial r;
+    if (n == 0) return r;
+    r.finite = std::uint64_t(n);
+    r.sumsq = sumsq;
+    r.max_abs = mx;
+    r.mean = sum / double(n);
+    r.m2 = sumsq - sum * r.mean;
+    if (!(r.m2 * kMaxCancellation >= sumsq)) r.m2 = centered_m2<false>(p, n, r.mean, r.finite);
+    return r;
+}
+
+// Chan et al.'s pairwise update of (count, mean, M2), plus the order-free parts.
+void merge_into(Partial& a, const Partial& b) {
+    a.nonfinite += b.nonfinite;
+    a.sumsq += b.sumsq;
+    a.max_abs = std::max(a.max_abs, b.max_abs);
+    if (b.finite == 0) return;
+    if (a.finite == 0) {
+        a.finite = b.finite;
+        a.mean = b.mean;
+        a.m2 = b.m2;
+        return;
+    }
+    const double na = double(a.finite);
+    const double nb = double(b.finite);
+    const double n = na + nb;
+    const double delta = b.mean - a.mean;
+    a.mean += delta * (nb / n);
+    a.m2 += b.m2 + delta * delta * (na * nb / n);
+    a.finite += b.finite;
+}
+
+bool supported_dtype(at::ScalarType t) {
+    return t == at::kFloat || t == at::kBFloat16 || t == at::kHalf;
+}
+
+class CpuGradStatsCollector final : public GradStatsCollector {
+  public:
+    void prepare(const std::vector<AgentBlock>& blocks) override {
+        std::vector<const AgentBlock*> order;
+        order.reserve(blocks.size());
+        for (const auto& b : blocks) order.push_back(&b);
+        std::stable_sort(order.begin(), order.end(),
+                         [](const AgentBlock* x, const AgentBlock* y) { return x->id < y->id; });
+
+        blocks_.clear();
+        slots_.clear();
+        for (const AgentBlock* b : order) {
+            BlockPlan bp;
+            bp.id = b->id;
+            bp.first_slot = slots_.size();
+            for (const auto& p : b->params) {
+                Slot s;
+                s.param = p;
+                slots_.push_back(std::move(s));
+            }
+            bp.end_slot = slots_.size();
+            blocks_.push_back(bp);
+        }
+        results_.clear();
+        results_.reserve(blocks_.size());
+        planned_ = false;  // grads usually do not exist yet; the plan waits for the first collect()
+    }
+
+    void collect() override {
+        if (!planned_ || plan_stale()) rebuild_plan();
+
+        // Storage may move between steps (zero_grad(set_to_none), optimizers replacing .grad), so the
+        // data pointers are read afresh every time; only the chunk plan is kept.
+        for (auto& s : slots_) {
+            if (!s.defined) continue;
+            const at::Tensor& g = s.param.grad();
+            if (!g.is_cpu()) throw std::invalid_argument("cpu grad stats: gradient is not on the CPU");
+            if (s.contiguous) {
+                s.data = g.data_ptr();
+            } else {
+                s.staging.copy_(g);
+                s.data = s.staging.data_ptr();
+            }
+        }
+
+        const auto n_chunks = static_cast<std::int64_t>(chunks_.size());
+        auto body = [this](std::int64_t begin, std::int64_t end) {
+            for (std::int64_t c = begin; c < end; ++c) partials_[c] = run_chunk(chunks_[c]);
+        };
+        if (total_elems_ < kSerialBelowElems) {
+            body(0, n_chunks);
+        } else {
+            at::parallel_for(0, n_chunks, 1, body);
+        }
+
+        results_.clear();
+        for (const auto& bp : blocks_) {
+            if (!bp.present) continue;
+            Partial acc;
+            for (std::size_t c = bp.first_chunk; c < bp.end_chunk; ++c) merge_into(acc, partials_[c]);
+            BlockGradStats st;
+            st.block_id = bp.id;
+            st.numel = bp.numel;
+            st.nonfinite_count = acc.nonfinite;
+            st.l2_norm = std::sqrt(acc.sumsq);
+            st.max_abs = acc.max_abs;
+            st.mean = acc.mean;
+            st.variance = acc.finite > 0 ? acc.m2 / double(acc.finite) : 0.0;
+            results_.push_back(st);
+        }
+    }
+
+    const std::vector<BlockGradStats>& results() override { return results_; }
+
+  private:
+    // One parameter. The signature fields (defined .. contiguous) are what the plan was built for.
+    struct Slot {
+        at::Tensor param;
+        bool defined = false;
+        std::int64_t numel = 0;
+        at::ScalarType dtype = at::kFloat;
+        bool contiguous = true;
+        at::Tensor staging;  // contiguous copy target for a non-contiguous grad, reused every step
+        const void* data = nullptr;
+    };
+    struct BlockPlan {
+        int id = 0;
+        std::size_t first_slot = 0, end_slot = 0;
+        std::size_t first_chunk = 0, end_chunk = 0;
+        bool present = false;  // at least one defined grad
+        std::uint64_t numel = 0;
+    };
+    struct Chunk {
+        std::size_t slot = 0;
+        std::int64_t begin = 0, end = 0;
+    };
+
+    // True when some grad appeared, vanished, or changed size, dtype, layout or shape (the staging
+    // copy needs the exact shape).
+    bool plan_stale() const {
+        for (const auto& s : slots_) {
+            const at::Tensor& g = s.param.grad();
+            if (g.defined() != s.defined) return true;
+            if (!g.defined()) continue;
+            if (g.numel() != s.numel || g.scalar_type() != s.dtype || g.is_contiguous() != s.contiguous)
+                return true;
+            if (!s.contiguous && !g.sizes().equals(s.staging.sizes())) return true;
+        }
+        return false;
+    }
+
+    void rebuild_plan() {
+        chunks_.clear();
+        total_elems_ = 0;
+        for (auto& bp : blocks_) {
+            bp.present = false;
+            bp.numel = 0;
+            bp.first_chunk = chunks_.size();
+            for (std::size_t i = bp.first_slot; i < bp.end_slot; ++i) {
+                Slot& s = slots_[i];
+                const at::Tensor& g = s.param.grad();
+                s.defined = g.defined();
+                s.data = nullptr;
+                if (!s.defined) {
+                    s.staging = at::Tensor();
+                    continue;
+                }
+                if (!supported_dtype(g.scalar_type()))
+                    throw std::invalid_argument(std::string("cpu grad stats: unsupported gradient dtype ") +
+                                                c10::toString(g.scalar_type()));
+                if (g.layout() != at::kStrided)
+                    throw std::invalid_argument(
+                        "cpu grad stats: only strided (dense) gradients are supported");
+                s.numel = g.numel();
+                s.dtype = g.scalar_type();
+                s.contiguous = g.is_contiguous();
+                s.staging = s.contiguous ? at::Tensor() : at::empty_like(g, at::MemoryFormat::Contiguous);
+                bp.present = true;
+                bp.numel += std::uint64_t(s.numel);
+                total_elems_ += s.numel;
+                for (std::int64_t off = 0; off < s.numel; off += kChunkElems)
+                    chunks_.push_back(Chunk{i, off, std::min(off + kChunkElems, s.numel)});
+            }
+            bp.end_chunk = chunks_.size();
+        }
+        partials_.assign(chunks_.size(), Partial{});
+        planned_ = true;
+    }
+
+    Partial run_chunk(const Chunk& c) const {
+        const Slot& s = slots_[c.slot];
+        const std::int64_t n = c.end - c.begin;
+        switch (s.dtype) {
+            case at::kFloat:
+                return chunk_stats(static_cast<const float*>(s.data) + c.begin, n);
+            case at::kBFloat16:
+                return chunk_stats(static_cast<const c10::BFloat16*>(s.data) + c.begin, n);
+            case at::kHalf:
+                return chunk_stats(static_cast<const c10::Half*>(s.data) + c.begin, n);
+            default:
+                return Partial{};  // unreachable: rebuild_plan() rejects other dtypes
+        }
+    }
+
+    std::vector<BlockPlan> blocks_;  // ascending by id
+    std::vector<Slot> slots_;
+    std::vector<Chunk> chunks_;  // grouped by block, in slot order, then by offset
+    std::vector<Partial> partials_;
+    std::vector<BlockGradStats> results_;
+    std::int64_t total_elems_ = 0;
+    bool planned_ = false;
+};
+
+}  // namespace
+
+std::unique_ptr<GradStatsCollector> make_cpu_grad_stats_collector() {
+    return std::make_unique<CpuGradStatsCollector>();
+}
+
+}  // namespace sp::agent

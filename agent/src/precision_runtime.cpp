@@ -20,16 +20,19 @@ TransferBytes& operator+=(TransferBytes& into, const TransferBytes& more) {
 
 }  // namespace
 
-ReferencePrecisionRuntime::ReferencePrecisionRuntime(std::vector<AgentBlock> blocks) : blocks_(std::move(blocks)) {
+ReferencePrecisionRuntime::ReferencePrecisionRuntime(std::vector<AgentBlock> blocks)
+    : blocks_(std::move(blocks)) {
     const std::size_t n = blocks_.size();
     masters_.resize(n);
     for (std::size_t b = 0; b < n; ++b) {
         for (std::size_t k = 0; k < blocks_[b].params.size(); ++k) {
             const at::Tensor& p = blocks_[b].params[k];
-            const std::string what = "block '" + blocks_[b].name + "' parameter " +
-                                     (k < blocks_[b].param_names.size() ? "'" + blocks_[b].param_names[k] + "'"
-                                                                        : std::to_string(k));
-            if (!p.defined()) throw std::invalid_argument("ReferencePrecisionRuntime: " + what + " is undefined");
+            const std::string what =
+                "block '" + blocks_[b].name + "' parameter " +
+                (k < blocks_[b].param_names.size() ? "'" + blocks_[b].param_names[k] + "'"
+                                                   : std::to_string(k));
+            if (!p.defined())
+                throw std::invalid_argument("ReferencePrecisionRuntime: " + what + " is undefined");
             // The masters are the optimizer's values; anything but fp32 would make them lossy.
             if (p.scalar_type() != at::kFloat)
                 throw std::invalid_argument("ReferencePrecisionRuntime: " + what + " is " +
@@ -63,8 +66,9 @@ TransferBytes ReferencePrecisionRuntime::materialize(std::size_t block) {
 void ReferencePrecisionRuntime::on_hints(const PrecisionHints& hints) {
     // Validate everything first, so a bad map changes nothing.
     if (hints.precision.size() != blocks_.size())
-        throw std::invalid_argument("ReferencePrecisionRuntime::on_hints: " + std::to_string(hints.precision.size()) +
-                                    " precisions for " + std::to_string(blocks_.size()) + " blocks");
+        throw std::invalid_argument(
+            "ReferencePrecisionRuntime::on_hints: " + std::to_string(hints.precision.size()) +
+            " precisions for " + std::to_string(blocks_.size()) + " blocks");
     for (const Precision p : hints.precision) detail::check_routable(p);
 
     for (std::size_t b = 0; b < blocks_.size(); ++b) {
@@ -82,7 +86,8 @@ void ReferencePrecisionRuntime::on_hints(const PrecisionHints& hints) {
 void ReferencePrecisionRuntime::before_optimizer_step() {
     at::NoGradGuard no_grad;
     for (std::size_t b = 0; b < blocks_.size(); ++b)
-        for (std::size_t k = 0; k < masters_[b].size(); ++k) detail::assign(blocks_[b].params[k], masters_[b][k]);
+        for (std::size_t k = 0; k < masters_[b].size(); ++k)
+            detail::assign(blocks_[b].params[k], masters_[b][k]);
     masters_in_params_ = true;
 }
 

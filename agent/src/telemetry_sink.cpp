@@ -6,7 +6,9 @@
 #include <chrono>
 #include <exception>
 #include <stdexcept>
+#include <type_traits>
 #include <utility>
+#include <variant>
 
 #include <nlohmann/json.hpp>
 
@@ -214,8 +216,8 @@ void TelemetrySink::write_dropped_event(std::int64_t step, std::uint64_t total) 
     e.step = step;
     e.timestamp = now_seconds();
     e.kind = "dropped";
-    e.payload_json =
-        "{\"count\":" + std::to_string(total - reported_dropped_) + ",\"total\":" + std::to_string(total) + "}";
+    e.payload_json = "{\"count\":" + std::to_string(total - reported_dropped_) +
+                     ",\"total\":" + std::to_string(total) + "}";
     try {
         line_ = to_json_line(e);
     } catch (const std::exception& ex) {

@@ -12,7 +12,7 @@ namespace {
 
 // One pre-norm transformer block. Its parameters are exactly what the agent routes as "blocks.<i>".
 class BlockImpl : public torch::nn::Module {
-public:
+  public:
     BlockImpl(int d_model, int heads, int seq_len) : heads_(heads), head_dim_(d_model / heads) {
         ln_attn_ = register_module("ln_attn", torch::nn::LayerNorm(torch::nn::LayerNormOptions({d_model})));
         qkv_ = register_module("qkv", torch::nn::Linear(d_model, 3 * d_model));
@@ -41,7 +41,7 @@ public:
     // The projections that write into the residual stream (GPT-2 scales their init down).
     std::vector<torch::Tensor> residual_projections() const { return {attn_out_->weight, mlp_out_->weight}; }
 
-private:
+  private:
     std::int64_t heads_, head_dim_;
     torch::nn::LayerNorm ln_attn_{nullptr}, ln_mlp_{nullptr};
     torch::nn::Linear qkv_{nullptr}, attn_out_{nullptr}, mlp_in_{nullptr}, mlp_out_{nullptr};
@@ -64,7 +64,8 @@ GptModel::GptModel(const GptShape& shape, std::uint64_t seed, const std::string&
     : shape_(shape), impl_(std::make_unique<Impl>()) {
     if (shape.d_model % shape.heads != 0) throw std::invalid_argument("d_model must be divisible by heads");
     auto& m = *impl_;
-    m.token_embedding = m.register_module("token_embedding", torch::nn::Embedding(shape.vocab, shape.d_model));
+    m.token_embedding =
+        m.register_module("token_embedding", torch::nn::Embedding(shape.vocab, shape.d_model));
     m.position_embedding =
         m.register_module("position_embedding", torch::nn::Embedding(shape.seq_len, shape.d_model));
     m.blocks = m.register_module("blocks", torch::nn::ModuleList());
@@ -74,7 +75,8 @@ GptModel::GptModel(const GptShape& shape, std::uint64_t seed, const std::string&
     }
     m.final_norm =
         m.register_module("final_norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({shape.d_model})));
-    m.lm_head = m.register_module("lm_head", torch::nn::Linear(torch::nn::LinearOptions(shape.d_model, shape.vocab).bias(false)));
+    m.lm_head = m.register_module(
+        "lm_head", torch::nn::Linear(torch::nn::LinearOptions(shape.d_model, shape.vocab).bias(false)));
 
     // Our own generator rather than the global one: the initial weights depend on the seed only,
     // which is what the calibration cache's model identity promises.
@@ -86,7 +88,7 @@ GptModel::GptModel(const GptShape& shape, std::uint64_t seed, const std::string&
             p.normal_(0.0, 0.02, generator);  // linear and embedding weights
         } else if (named.key().size() >= 4 && named.key().compare(named.key().size() - 4, 4, "bias") == 0) {
             p.zero_();  // linear and LayerNorm biases
-        }  // LayerNorm gains keep LibTorch's deterministic 1
+        }               // LayerNorm gains keep LibTorch's deterministic 1
     }
     const double residual_scale = 1.0 / std::sqrt(2.0 * shape.blocks);
     for (auto& block : m.block_list)
@@ -100,7 +102,8 @@ GptModel::~GptModel() = default;
 
 at::Tensor GptModel::embed(const at::Tensor& tokens) {
     auto& m = *impl_;
-    const auto positions = torch::arange(tokens.size(1), torch::TensorOptions().dtype(torch::kLong).device(m.device));
+    const auto positions =
+        torch::arange(tokens.size(1), torch::TensorOptions().dtype(torch::kLong).device(m.device));
     return m.token_embedding(tokens) + m.position_embedding(positions);
 }
 
@@ -129,7 +132,9 @@ std::vector<sp::agent::NamedModule> GptModel::named_blocks() const {
     return out;
 }
 
-std::vector<at::Tensor> GptModel::parameters() const { return impl_->parameters(); }
+std::vector<at::Tensor> GptModel::parameters() const {
+    return impl_->parameters();
+}
 
 std::int64_t GptModel::parameter_count() const {
     std::int64_t n = 0;
@@ -160,12 +165,15 @@ AdamW::AdamW(const GptModel& model, double lr, double weight_decay) : impl_(std:
     std::vector<torch::optim::OptimizerParamGroup> groups;
     groups.emplace_back(decay, options(weight_decay));
     groups.emplace_back(no_decay, options(0.0));
-    impl_->optimizer = std::make_unique<torch::optim::AdamW>(std::move(groups), torch::optim::AdamWOptions(lr));
+    impl_->optimizer =
+        std::make_unique<torch::optim::AdamW>(std::move(groups), torch::optim::AdamWOptions(lr));
 }
 
 AdamW::~AdamW() = default;
 
-void AdamW::zero_grad() { impl_->optimizer->zero_grad(); }
+void AdamW::zero_grad() {
+    impl_->optimizer->zero_grad();
+}
 
 void AdamW::step() {
     // Clipping here, after the agent has read the gradients: the agent sees the raw gradients,

@@ -28,7 +28,7 @@ struct GptShape {
 };
 
 class GptModel {
-public:
+  public:
     // Initial weights are a function of `shape` and `seed` alone (GPT-2 style normal(0, 0.02) init,
     // residual projections scaled by 1/sqrt(2 * blocks)), drawn on the CPU and then moved to
     // `device` ("cpu" or "cuda"), so the same seed gives the same model on either device.
@@ -58,7 +58,7 @@ public:
     // Every trainable parameter (for the optimizer).
     std::vector<at::Tensor> parameters() const;
 
-private:
+  private:
     struct Impl;
     GptShape shape_;
     std::unique_ptr<Impl> impl_;
@@ -68,7 +68,7 @@ private:
 // (linear and embedding weights) only, as usual for transformers: decaying LayerNorm gains and
 // biases towards zero only hurts.
 class AdamW {
-public:
+  public:
     AdamW(const GptModel& model, double lr, double weight_decay = 0.01);
     ~AdamW();
     AdamW(const AdamW&) = delete;
@@ -77,7 +77,7 @@ public:
     void zero_grad();
     void step();
 
-private:
+  private:
     struct Impl;
     std::unique_ptr<Impl> impl_;
 };

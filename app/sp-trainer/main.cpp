@@ -1,1 +1,284 @@
-int main() { return 0; }
+// sp-trainer: the reference integration of Selective Precision. Trains a small byte-level GPT on a
+// text file; the agent watches every block's gradients and routes the blocks to BF16 or INT8, and
+// the reference precision runtime makes that routing real (the weights the forward pass uses are
+// materialized in the routed precision after every optimizer step). Exit codes: 0 done, 1 a
+// failure while running, 2 a bad command line or config (nothing written).
+#include <ATen/Parallel.h>
+#include <ATen/core/grad_mode.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdarg>
+#include <cstdio>
+#include <exception>
+#include <iostream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "gpt_model.h"
+#include "sp/agent/agent.h"
+#include "sp/agent/precision_runtime.h"
+#include "text_data.h"
+#include "trainer_options.h"
+
+namespace sp::trainer {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) {
+    return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// printf-style formatting into a std::string (progress lines are fixed-width tables).
+std::string format(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+std::string format(const char* fmt, ...) {
+    char buffer[512];
+    va_list args;
+    va_start(args, fmt);
+    std::vsnprintf(buffer, sizeof buffer, fmt, args);
+    va_end(args);
+    return buffer;
+}
+
+// Distinct streams from one --seed: training batches, held-out batches and calibration inputs must
+// not share a generator, or adding an eval batch would change the training data.
+constexpr std::uint64_t kEvalStream = 0x9e3779b97f4a7c15ULL;
+constexpr std::uint64_t kCalibrationStream = 0xc2b2ae3d27d4eb4fULL;
+
+// The calibration fingerprint's model identity: the model's shape, its initial weights (seed) and
+// the calibration inputs (seed, batch, text) — any of them changing invalidates the cached errors.
+std::string model_identity(const TrainerOptions& o, std::size_t text_bytes) {
+    return format("sp-trainer gpt v1 blocks=%d d=%d heads=%d seq=%d seed=%llu batch=%d text=%zu", o.blocks,
+                  o.d_model, o.heads, o.seq_len, static_cast<unsigned long long>(o.seed), o.batch,
+                  text_bytes);
+}
+
+std::string telemetry_description(const TrainerOptions& o) {
+    const Config& c = o.config;
+    if (!c.telemetry_enabled) return o.no_telemetry ? "off (--no-telemetry)" : "off (config)";
+    if (o.telemetry_path) return c.telemetry_file;
+    if (o.config_path.empty())
+        return c.telemetry_file +
+               " (the default config's file, in the current directory; "
+               "--telemetry FILE or --no-telemetry to change)";
+    return c.telemetry_file + " (from " + o.config_path + ")";
+}
+
+struct RunTotals {
+    double train_step_s = 0;  // begin_step .. end_step, summed (what the overhead is relative to)
+    double eval_s = 0;
+    std::int64_t block_steps_bf16 = 0, block_steps_int8 = 0;
+    std::int64_t switches = 0;
+    double saving_pct_sum = 0;
+    double initial_eval = NAN, final_eval = NAN;
+};
+
+void print_summary(const TrainerOptions& o, const agent::Agent& agent,
+                   const agent::ReferencePrecisionRuntime& runtime, const RunTotals& t, double loop_s) {
+    const auto& overhead = agent.overhead();
+    const double block_steps = double(t.block_steps_bf16 + t.block_steps_int8);
+    std::cout
+        << "summary\n"
+        << format(
+               "  steps            %lld in %.1f s (%.2f steps/s; training steps %.1f s, evaluation %.1f s)\n",
+               static_cast<long long>(o.steps), loop_s, double(o.steps) / loop_s, t.train_step_s, t.eval_s)
+        << format("  eval loss        %.4f -> %.4f (initial -> final)\n", t.initial_eval, t.final_eval)
+        << format("  precision        %lld block-steps BF16, %lld block-steps INT8 (%.1f%% INT8)\n",
+                  static_cast<long long>(t.block_steps_bf16), static_cast<long long>(t.block_steps_int8),
+                  block_steps > 0 ? 100.0 * double(t.block_steps_int8) / block_steps : 0.0)
+        << format("  switches         %lld block precision changes\n", static_cast<long long>(t.switches))
+        << format("  measured saving  %.2f%% average per step (%.2f%% of all bytes copied vs all-BF16)\n",
+                  t.saving_pct_sum / double(o.steps), runtime.total_bytes().saving_pct())
+        << format(
+               "  agent overhead   %.3f s = %.2f%% of training-step time (collect %.3f s, hints %.3f s, "
+               "bookkeeping %.3f s)\n",
+               overhead.total_s(), t.train_step_s > 0 ? 100.0 * overhead.total_s() / t.train_step_s : 0.0,
+               overhead.collect_s, overhead.hints_s, overhead.step_bookkeeping_s);
+    if (o.config.telemetry_enabled)
+        std::cout << format("  telemetry        %s (%llu records dropped)\n", o.config.telemetry_file.c_str(),
+                            static_cast<unsigned long long>(agent.telemetry_dropped()));
+    else
+        std::cout << "  telemetry        off\n";
+    std::cout.flush();
+}
+
+int run(const TrainerOptions& o) {
+    const auto run_start = Clock::now();
+    if (o.threads) at::set_num_threads(*o.threads);
+    auto say = [&](const std::string& line) {
+        if (!o.quiet) std::cout << line << std::endl;
+    };
+
+    TextData text(o.text_path, std::size_t(o.seq_len) * 20);
+    GptShape shape;
+    shape.blocks = o.blocks;
+    shape.d_model = o.d_model;
+    shape.heads = o.heads;
+    shape.seq_len = o.seq_len;
+    GptModel model(shape, o.seed, o.device);
+    say(format("sp-trainer: %d blocks, d_model %d, %d heads, seq %d, batch %d; %lld parameters (%lld routed)",
+               o.blocks, o.d_model, o.heads, o.seq_len, o.batch,
+               static_cast<long long>(model.parameter_count()),
+               static_cast<long long>(model.block_parameter_count())));
+    say(format("text: %s, %zu bytes (%zu train, %zu held out); device %s, %d threads", o.text_path.c_str(),
+               text.size(), text.split_size(Split::train), text.split_size(Split::heldout), o.device.c_str(),
+               at::get_num_threads()));
+    say("precision: " + std::string(to_string(o.precision)) + " (config mode " +
+        std::string(to_string(o.config.effective_mode())) + ")");
+    say("telemetry: " + telemetry_description(o));
+
+    agent::AgentOptions agent_options;
+    agent_options.producer = "sp-trainer";
+    agent_options.model_identity = model_identity(o, text.size());
+    agent_options.log = [quiet = o.quiet](const std::string& line) {
+        if (!quiet) std::cout << "  agent: " << line << std::endl;
+    };
+    agent::Agent agent(o.config, std::move(agent_options));
+    agent.register_blocks(model.named_blocks());
+
+    if (o.config.run_calibration) {
+        // One fixed batch per sample from the training split, drawn from its own generator.
+        std::mt19937_64 calibration_rng(o.seed ^ kCalibrationStream);
+        std::vector<Batch> samples;
+        for (int s = 0; s < o.config.calibration_samples; ++s)
+            samples.push_back(text.sample(Split::train, calibration_rng, o.batch, o.seq_len, o.device));
+        agent::CalibrationHooks hooks;
+        hooks.input = [&](int block, int sample) {
+            at::NoGradGuard no_grad;
+            auto x = model.embed(samples.at(std::size_t(sample)).tokens);
+            for (int b = 0; b < block; ++b) x = model.run_block(b, x);
+            return x;
+        };
+        hooks.forward = [&](int block, const at::Tensor& x) { return model.run_block(block, x); };
+        const auto t0 = Clock::now();
+        const auto& result = agent.calibrate(hooks);
+        std::string errors;
+        for (double e : result.errors) errors += format(" %.4f", e);
+        say(format("calibration: %s in %.2f s; INT8 relative output error per block:",
+                   result.from_cache ? "loaded from cache" : "measured", seconds_since(t0)) +
+            errors + (result.cache_path.empty() ? "" : " (cache " + result.cache_path + ")"));
+    } else {
+        say("calibration: off (config run_calibration false)");
+    }
+
+    agent::ReferencePrecisionRuntime runtime(agent.blocks());
+    agent.add_hint_sink(&runtime);
+    AdamW optimizer(model, o.lr);
+
+    std::mt19937_64 train_rng(o.seed);
+    std::mt19937_64 eval_rng(o.seed ^ kEvalStream);
+    std::vector<Batch> eval_set;
+    for (int i = 0; i < o.eval_batches; ++i)
+        eval_set.push_back(text.sample(Split::heldout, eval_rng, o.batch, o.seq_len, o.device));
+    auto evaluate = [&] {
+        at::NoGradGuard no_grad;
+        double sum = 0;
+        for (const auto& b : eval_set) sum += model.loss(b.tokens, b.targets).item<double>();
+        return sum / double(eval_set.size());
+    };
+
+    RunTotals totals;
+    {
+        const auto t0 = Clock::now();
+        totals.initial_eval = totals.final_eval = evaluate();
+        totals.eval_s += seconds_since(t0);
+    }
+    say(format("setup %.2f s; initial eval loss %.4f", seconds_since(run_start), totals.initial_eval));
+
+    std::vector<Precision> previous = runtime.precisions();
+    double loss_sum_since_print = 0;
+    int losses_since_print = 0;
+    auto last_print = Clock::now();
+    std::int64_t last_print_step = -1;
+    const auto loop_start = Clock::now();
+
+    for (std::int64_t step = 0; step < o.steps; ++step) {
+        const auto step_start = Clock::now();
+        agent.begin_step(step);
+        const Batch batch = text.sample(Split::train, train_rng, o.batch, o.seq_len, o.device);
+        at::Tensor loss = model.loss(batch.tokens, batch.targets);
+        optimizer.zero_grad();
+        loss.backward();
+        agent.collect_block_grad_stats();
+        agent.compute_hints(step);  // delivers the map to the runtime (on_hints)
+        runtime.before_optimizer_step();
+        optimizer.step();
+        runtime.after_optimizer_step();
+        const agent::TransferBytes bytes = runtime.step_bytes();
+        agent.record_transfer(bytes.copied, bytes.bf16);
+
+        // Step 0 carries the held-out loss measured before training; later ones a fresh evaluation.
+        const bool eval_step = step == 0 || step % o.eval_every == 0 || step == o.steps - 1;
+        double this_eval_s = 0;
+        if (eval_step) {
+            if (step > 0) {
+                const auto t0 = Clock::now();
+                totals.final_eval = evaluate();
+                this_eval_s = seconds_since(t0);
+            }
+            agent.record_eval_loss(totals.final_eval);
+        }
+        const double loss_value = loss.item<double>();
+        agent.end_step(loss_value);
+        // The evaluation is not part of the training step the agent's overhead is compared with.
+        totals.eval_s += this_eval_s;
+        totals.train_step_s += seconds_since(step_start) - this_eval_s;
+
+        const auto& now_precisions = runtime.precisions();
+        int int8_blocks = 0;
+        for (std::size_t b = 0; b < now_precisions.size(); ++b) {
+            if (now_precisions[b] == Precision::int8) ++int8_blocks;
+            if (now_precisions[b] != previous[b]) ++totals.switches;
+        }
+        previous = now_precisions;
+        totals.block_steps_int8 += int8_blocks;
+        totals.block_steps_bf16 += std::int64_t(now_precisions.size()) - int8_blocks;
+        totals.saving_pct_sum += bytes.saving_pct();
+        loss_sum_since_print += loss_value;
+        ++losses_since_print;
+
+        if (!o.quiet && (step % 10 == 0 || eval_step || step == o.steps - 1)) {
+            const double rate = double(step - last_print_step) / seconds_since(last_print);
+            std::cout << format("step %5lld/%lld  train %.4f", static_cast<long long>(step),
+                                static_cast<long long>(o.steps), loss_sum_since_print / losses_since_print)
+                      << (eval_step ? format("  eval %.4f", totals.final_eval) : std::string(13, ' '))
+                      << format("  %6.2f steps/s  int8 %d/%zu  saving %5.1f%%", rate, int8_blocks,
+                                now_precisions.size(), bytes.saving_pct())
+                      << std::endl;
+            loss_sum_since_print = 0;
+            losses_since_print = 0;
+            last_print = Clock::now();
+            last_print_step = step;
+        }
+    }
+    const double loop_s = seconds_since(loop_start);
+    print_summary(o, agent, runtime, totals, loop_s);
+    return 0;
+}
+
+}  // namespace
+}  // namespace sp::trainer
+
+int main(int argc, char** argv) {
+    using namespace sp::trainer;
+    const std::vector<std::string> args(argv + 1, argv + argc);
+    TrainerOptions options;
+    try {
+        options = parse_trainer_options(args, SP_DEFAULT_TEXT);
+    } catch (const UsageError& e) {
+        std::cerr << "sp-trainer: " << e.what() << "\nTry 'sp-trainer --help' for usage.\n";
+        return 2;
+    }
+    if (options.help) {
+        std::cout << usage_text("sp-trainer");
+        return 0;
+    }
+    try {
+        return run(options);
+    } catch (const std::exception& e) {
+        std::cerr << "sp-trainer: " << e.what() << '\n';
+        return 1;
+    }
+}

@@ -14,8 +14,8 @@ TextData::TextData(const std::string& path, std::size_t min_bytes) {
     bytes_.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
     if (in.bad()) throw std::runtime_error("error reading '" + path + "'");
     if (bytes_.size() < min_bytes)
-        throw std::runtime_error("'" + path + "' holds " + std::to_string(bytes_.size()) + " bytes, at least " +
-                                 std::to_string(min_bytes) + " are needed");
+        throw std::runtime_error("'" + path + "' holds " + std::to_string(bytes_.size()) +
+                                 " bytes, at least " + std::to_string(min_bytes) + " are needed");
     // The held-out part is the end of the file: contiguous text the model never trains on.
     train_end_ = bytes_.size() - bytes_.size() / 10;
 }

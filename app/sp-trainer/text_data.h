@@ -19,7 +19,7 @@ struct Batch {
 };
 
 class TextData {
-public:
+  public:
     // Reads the whole file. Throws std::runtime_error when it cannot be read or holds fewer than
     // `min_bytes` bytes.
     TextData(const std::string& path, std::size_t min_bytes);
@@ -29,9 +29,10 @@ public:
 
     // `batch` windows of `seq_len` + 1 bytes at uniformly random offsets within `split`, on `device`.
     // The split must hold at least seq_len + 1 bytes.
-    Batch sample(Split split, std::mt19937_64& generator, int batch, int seq_len, const std::string& device) const;
+    Batch sample(Split split, std::mt19937_64& generator, int batch, int seq_len,
+                 const std::string& device) const;
 
-private:
+  private:
     std::vector<std::uint8_t> bytes_;
     std::size_t train_end_ = 0;  // [0, train_end_) train, [train_end_, size) held out
 };

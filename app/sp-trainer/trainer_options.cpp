@@ -1,0 +1,254 @@
+#include "trainer_options.h"
+
+#include <ATen/Context.h>
+#include <torch/cuda.h>
+
+#include <charconv>
+#include <cmath>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <sstream>
+#include <system_error>
+
+namespace sp::trainer {
+namespace {
+
+std::string quoted(const std::string& s) {
+    return "'" + s + "'";
+}
+
+// A whole-string integer in [lo, hi]; "12abc", "", "1e3" and out-of-range values are rejected.
+template <typename Int>
+Int parse_int(const std::string& flag, const std::string& text, Int lo, Int hi) {
+    Int value{};
+    const auto* end = text.data() + text.size();
+    const auto [ptr, ec] = std::from_chars(text.data(), end, value);
+    if (ec == std::errc::result_out_of_range ||
+        (ec == std::errc() && ptr == end && (value < lo || value > hi)))
+        throw UsageError(flag + ": " + quoted(text) + " is out of range (" + std::to_string(lo) + " .. " +
+                         std::to_string(hi) + ")");
+    if (ec != std::errc() || ptr != end)
+        throw UsageError(flag + ": expected an integer, got " + quoted(text));
+    return value;
+}
+
+// A whole-string finite number in (lo, hi].
+double parse_positive_double(const std::string& flag, const std::string& text, double hi) {
+    double value = 0;
+    const auto* end = text.data() + text.size();
+    const auto [ptr, ec] = std::from_chars(text.data(), end, value);
+    if (ec == std::errc::invalid_argument || ptr != end)
+        throw UsageError(flag + ": expected a number, got " + quoted(text));
+    if (ec != std::errc() || !std::isfinite(value) || value <= 0 || value > hi) {
+        std::ostringstream range;
+        range << "(0, " << hi << "]";
+        throw UsageError(flag + ": " + quoted(text) + " is out of range " + range.str());
+    }
+    return value;
+}
+
+// --precision int8 and bf16 override the config's routing; ids in the config's force lists must
+// exist in this model for --precision policy.
+void apply_flags_to_config(TrainerOptions& o) {
+    Config& c = o.config;
+    if (o.telemetry_path) {
+        c.telemetry_enabled = true;
+        c.telemetry_file = *o.telemetry_path;
+    }
+    if (o.no_telemetry) c.telemetry_enabled = false;
+    if (o.every_step_stats) c.telemetry_every_step = true;
+    switch (o.precision) {
+        case PrecisionChoice::policy:
+            for (const auto* list : {&c.force_bf16_blocks, &c.force_int8_blocks})
+                for (int id : *list)
+                    if (id >= o.blocks)
+                        throw UsageError("--config: " +
+                                         std::string(list == &c.force_bf16_blocks ? "force_bf16_blocks"
+                                                                                  : "force_int8_blocks") +
+                                         " names block " + std::to_string(id) + ", but the model has " +
+                                         std::to_string(o.blocks) + " blocks (--blocks)");
+            break;
+        case PrecisionChoice::bf16:
+            // Force lists hold in every mode (POLICY.md rule 9): clear them so "off" means all BF16.
+            c.enabled = true;
+            c.mode = Mode::off;
+            c.force_bf16_blocks.clear();
+            c.force_int8_blocks.clear();
+            break;
+        case PrecisionChoice::int8:
+            c.enabled = true;
+            c.mode = Mode::static_;
+            c.force_bf16_blocks.clear();
+            c.force_int8_blocks.clear();
+            for (int i = 0; i < o.blocks; ++i) c.force_int8_blocks.push_back(i);
+            break;
+    }
+    if (const auto problems = validate(c); !problems.empty()) {
+        std::string message = "the effective Selective Precision config is invalid:";
+        for (const auto& p : problems) message += "\n  " + p;
+        throw UsageError(message);
+    }
+}
+
+void validate_text(const TrainerOptions& o) {
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    const auto status = fs::status(o.text_path, ec);
+    if (ec || !fs::exists(status)) throw UsageError("--text: " + quoted(o.text_path) + " does not exist");
+    if (!fs::is_regular_file(status))
+        throw UsageError("--text: " + quoted(o.text_path) + " is not a regular file");
+    const auto size = fs::file_size(o.text_path, ec);
+    // 20 windows: the held-out 10% then still holds two windows, enough for distinct eval batches.
+    const std::uintmax_t needed = std::uintmax_t(o.seq_len) * 20;
+    if (ec || size < needed)
+        throw UsageError("--text: " + quoted(o.text_path) + " holds " + std::to_string(ec ? 0 : size) +
+                         " bytes; --seq-len " + std::to_string(o.seq_len) + " needs at least " +
+                         std::to_string(needed));
+}
+
+}  // namespace
+
+std::string_view to_string(PrecisionChoice p) {
+    switch (p) {
+        case PrecisionChoice::policy:
+            return "policy";
+        case PrecisionChoice::bf16:
+            return "bf16";
+        case PrecisionChoice::int8:
+            return "int8";
+    }
+    return "?";
+}
+
+std::string usage_text(const std::string& program) {
+    return "Usage: " + program + R"( [options]
+Trains a small byte-level GPT on a text file while Selective Precision routes its transformer
+blocks to BF16 or INT8 from their gradient statistics.
+
+Model and training:
+  --steps N            training steps (default 300)
+  --blocks N           transformer blocks, the units the agent routes (default 4)
+  --d-model N          model width, divisible by --heads (default 128)
+  --heads N            attention heads (default 4)
+  --seq-len N          tokens (bytes) per sequence (default 64)
+  --batch N            sequences per step (default 16)
+  --lr X               AdamW learning rate (default 3e-3)
+  --seed S             initial weights, batches and calibration inputs (default 1)
+  --eval-every N       held-out loss every N steps (default 50)
+  --eval-batches N     held-out batches per evaluation (default 8)
+  --text FILE          training text, >= 20 * seq-len bytes (default: the bundled KJV Torah)
+  --device cpu|cuda    where to train (default cpu)
+  --threads N          intra-op CPU threads (default: LibTorch's choice)
+Selective Precision:
+  --config CFG.json    policy configuration (core/CONFIG.md); default: built-in defaults
+  --precision P        policy (route per the config, default) | bf16 (all blocks BF16) |
+                       int8 (all blocks INT8); the agent collects statistics in every case
+  --telemetry FILE     write telemetry JSONL to FILE (overrides the config; turns it on)
+  --no-telemetry       write no telemetry
+  --every-step-stats   also write per-step block statistics (input for `sp-ctl simulate`)
+Output:
+  --quiet              no progress lines, only the summary
+  --help               this text
+
+Example: )" +
+           program + " --steps 300 --telemetry run.jsonl\n";
+}
+
+TrainerOptions parse_trainer_options(const std::vector<std::string>& args, const std::string& default_text) {
+    TrainerOptions o;
+    o.text_path = default_text;
+
+    using ValueHandler = std::function<void(const std::string& flag, const std::string& value)>;
+    const std::map<std::string, ValueHandler> with_value = {
+        {"--steps", [&](auto& f, auto& v) { o.steps = parse_int<std::int64_t>(f, v, 1, 1'000'000'000); }},
+        {"--blocks", [&](auto& f, auto& v) { o.blocks = parse_int<int>(f, v, 1, 1024); }},
+        {"--d-model", [&](auto& f, auto& v) { o.d_model = parse_int<int>(f, v, 1, 65536); }},
+        {"--heads", [&](auto& f, auto& v) { o.heads = parse_int<int>(f, v, 1, 4096); }},
+        {"--seq-len", [&](auto& f, auto& v) { o.seq_len = parse_int<int>(f, v, 1, 1 << 20); }},
+        {"--batch", [&](auto& f, auto& v) { o.batch = parse_int<int>(f, v, 1, 1 << 20); }},
+        {"--lr", [&](auto& f, auto& v) { o.lr = parse_positive_double(f, v, 1.0); }},
+        {"--config", [&](auto&, auto& v) { o.config_path = v; }},
+        {"--telemetry",
+         [&](auto& f, auto& v) {
+             if (v.empty()) throw UsageError(f + ": the file name is empty");
+             o.telemetry_path = v;
+         }},
+        {"--seed", [&](auto& f, auto& v) { o.seed = parse_int<std::uint64_t>(f, v, 0, UINT64_MAX); }},
+        {"--eval-every",
+         [&](auto& f, auto& v) { o.eval_every = parse_int<std::int64_t>(f, v, 1, 1'000'000'000); }},
+        {"--eval-batches", [&](auto& f, auto& v) { o.eval_batches = parse_int<int>(f, v, 1, 100'000); }},
+        {"--device",
+         [&](auto& f, auto& v) {
+             if (v != "cpu" && v != "cuda") throw UsageError(f + ": expected cpu or cuda, got " + quoted(v));
+             o.device = v;
+         }},
+        {"--precision",
+         [&](auto& f, auto& v) {
+             if (v == "policy")
+                 o.precision = PrecisionChoice::policy;
+             else if (v == "bf16")
+                 o.precision = PrecisionChoice::bf16;
+             else if (v == "int8")
+                 o.precision = PrecisionChoice::int8;
+             else
+                 throw UsageError(f + ": expected policy, bf16 or int8, got " + quoted(v));
+         }},
+        {"--text", [&](auto&, auto& v) { o.text_path = v; }},
+        {"--threads", [&](auto& f, auto& v) { o.threads = parse_int<int>(f, v, 1, 1024); }},
+    };
+    const std::map<std::string, bool*> switches = {
+        {"--no-telemetry", &o.no_telemetry},
+        {"--every-step-stats", &o.every_step_stats},
+        {"--quiet", &o.quiet},
+        {"--help", &o.help},
+        {"-h", &o.help},
+    };
+
+    for (std::size_t i = 0; i < args.size(); ++i) {
+        const std::string& arg = args[i];
+        const auto eq = arg.find('=');
+        const std::string flag = arg.rfind("--", 0) == 0 ? arg.substr(0, eq) : arg;
+        if (auto it = switches.find(flag); it != switches.end()) {
+            if (flag != arg) throw UsageError(flag + " takes no value");
+            *it->second = true;
+        } else if (auto handler = with_value.find(flag); handler != with_value.end()) {
+            std::string value;
+            if (eq != std::string::npos && flag != arg) {
+                value = arg.substr(eq + 1);
+            } else if (i + 1 < args.size()) {
+                value = args[++i];
+            } else {
+                throw UsageError(flag + " needs a value");
+            }
+            handler->second(flag, value);
+        } else if (arg.rfind("-", 0) == 0) {
+            throw UsageError("unknown flag " + quoted(flag));
+        } else {
+            throw UsageError("unexpected argument " + quoted(arg) + " (sp-trainer takes flags only)");
+        }
+    }
+    if (o.help) return o;
+
+    if (o.d_model % o.heads != 0)
+        throw UsageError("--d-model " + std::to_string(o.d_model) + " is not divisible by --heads " +
+                         std::to_string(o.heads));
+    if (o.telemetry_path && o.no_telemetry)
+        throw UsageError("--telemetry and --no-telemetry contradict each other");
+    if (o.device == "cuda" && !torch::cuda::is_available())
+        throw UsageError("--device cuda: no CUDA device available (this LibTorch build: " +
+                         std::string(at::hasCUDA() ? "built with CUDA, but no device found" : "CPU only") +
+                         ")");
+    validate_text(o);
+    if (!o.config_path.empty()) {
+        try {
+            o.config = load_config_file(o.config_path);
+        } catch (const ConfigError& e) {
+            throw UsageError(std::string("--config: ") + e.what());
+        }
+    }
+    apply_flags_to_config(o);
+    return o;
+}
+
+}  // namespace sp::trainer

@@ -1,5 +1,277 @@
-// placeholder, replaced by the real suite
+// The reference precision runtime: byte accounting, materialization in the routed precision,
+// the straight-through update of the fp32 masters, and that parameters keep their storage.
+#include <torch/torch.h>
+
 #include <QtTest>
-class Placeholder : public QObject { Q_OBJECT };
-QTEST_APPLESS_MAIN(Placeholder)
+
+#include <cstdint>
+#include <stdexcept>
+#include <vector>
+
+#include "sp/agent/precision_runtime.h"
+#include "sp/quantize.h"
+
+using sp::Precision;
+using sp::agent::AgentBlock;
+using sp::agent::PrecisionHints;
+using sp::agent::ReferencePrecisionRuntime;
+
+namespace {
+
+// The expected values, computed here straight from the core reference (not through the runtime's
+// own helper): INT8 rows = size(0) for dim >= 2, one row otherwise.
+torch::Tensor ref_int8(const torch::Tensor& t) {
+    const torch::Tensor c = t.detach().to(torch::kFloat).contiguous();
+    const auto rows = static_cast<std::size_t>(c.dim() >= 2 ? c.size(0) : 1);
+    const auto cols = static_cast<std::size_t>(c.numel()) / rows;
+    std::vector<float> v = sp::int8_roundtrip_rows(c.data_ptr<float>(), rows, cols);
+    return torch::from_blob(v.data(), c.sizes(), torch::kFloat).clone();
+}
+
+torch::Tensor ref_bf16(const torch::Tensor& t) {
+    return t.detach().to(torch::kBFloat16).to(torch::kFloat);
+}
+
+AgentBlock block_of(int id, const std::string& name, const torch::nn::Module& m) {
+    AgentBlock b;
+    b.id = id;
+    b.name = name;
+    for (const auto& item : m.named_parameters()) {
+        b.param_names.push_back(item.key());
+        b.params.push_back(item.value());
+    }
+    return b;
+}
+
+PrecisionHints hints_of(std::vector<Precision> p) {
+    PrecisionHints h;
+    h.updated = true;
+    h.precision = std::move(p);
+    h.reason.assign(h.precision.size(), sp::Reason::policy);
+    return h;
+}
+
+bool same(const torch::Tensor& a, const torch::Tensor& b) {
+    return a.sizes() == b.sizes() && torch::equal(a, b);
+}
+
+// Linear(64 -> 32): weight [32, 64] + bias [32].
+constexpr std::uint64_t kLinearBf16 = 2 * (2048 + 32);
+constexpr std::uint64_t kLinearInt8 = (2048 + 4 * 32) + (32 + 4 * 1);
+
+}  // namespace
+
+class TestPrecisionRuntime : public QObject {
+    Q_OBJECT
+
+  private slots:
+    void init() { torch::manual_seed(7); }
+
+    void initialLoadIsBf16AndNotAStep() {
+        torch::nn::Linear lin(64, 32);
+        const torch::Tensor w0 = lin->weight.detach().clone(), b0 = lin->bias.detach().clone();
+        ReferencePrecisionRuntime rt({block_of(0, "blocks.0", *lin)});
+        QCOMPARE(rt.precisions(), std::vector<Precision>{Precision::bf16});
+        QCOMPARE(rt.total_bytes().copied, kLinearBf16);
+        QCOMPARE(rt.total_bytes().bf16, kLinearBf16);
+        QCOMPARE(rt.step_bytes().copied, std::uint64_t{0});
+        QCOMPARE(rt.step_bytes().bf16, std::uint64_t{0});
+        QCOMPARE(rt.step_bytes().saving_pct(), 0.0);
+        QCOMPARE(rt.step_bytes_per_block().size(), std::size_t{1});
+        QVERIFY(same(lin->weight, ref_bf16(w0)));
+        QVERIFY(same(lin->bias, ref_bf16(b0)));
+        QVERIFY(!same(lin->weight, w0));  // random normal weights are not all bf16-representable
+    }
+
+    void stepBytesBf16AndInt8() {
+        torch::nn::Linear lin(64, 32);
+        ReferencePrecisionRuntime rt({block_of(0, "blocks.0", *lin)});
+
+        // A step in BF16: only the after-step materialization.
+        rt.before_optimizer_step();
+        rt.after_optimizer_step();
+        QCOMPARE(rt.step_bytes().copied, kLinearBf16);
+        QCOMPARE(rt.step_bytes().bf16, kLinearBf16);
+        QCOMPARE(rt.step_bytes().saving_pct(), 0.0);
+
+        // A step with a switch to INT8: the switch's copy plus the after-step materialization.
+        rt.on_hints(hints_of({Precision::int8}));
+        QCOMPARE(rt.step_bytes().copied, kLinearBf16);  // still the last completed step
+        rt.before_optimizer_step();
+        rt.after_optimizer_step();
+        QCOMPARE(rt.step_bytes().copied, 2 * kLinearInt8);
+        QCOMPARE(rt.step_bytes().bf16, 2 * kLinearBf16);
+        QCOMPARE(rt.step_bytes_per_block()[0].copied, 2 * kLinearInt8);
+
+        // A steady INT8 step.
+        rt.before_optimizer_step();
+        rt.after_optimizer_step();
+        QCOMPARE(rt.step_bytes().copied, kLinearInt8);
+        QCOMPARE(rt.step_bytes().bf16, kLinearBf16);
+        const double expected = 100.0 * (1.0 - 2212.0 / 4160.0);  // 46.83 %
+        QVERIFY(std::abs(rt.step_bytes().saving_pct() - expected) < 1e-12);
+
+        QCOMPARE(rt.total_bytes().copied, kLinearBf16 + kLinearBf16 + 2 * kLinearInt8 + kLinearInt8);
+        QCOMPARE(rt.total_bytes().bf16, kLinearBf16 + kLinearBf16 + 2 * kLinearBf16 + kLinearBf16);
+    }
+
+    void rowsOfEveryRank() {
+        // 0-D: one row of one; 1-D: one row; 3-D: size(0) rows.
+        const torch::Tensor s = torch::tensor(0.7f), v = torch::randn({5}), t = torch::randn({4, 3, 2});
+        const torch::Tensor s0 = s.clone(), v0 = v.clone(), t0 = t.clone();  // the masters
+        AgentBlock b{0, "odd", {"s", "v", "t"}, {s, v, t}};
+        ReferencePrecisionRuntime rt({b});
+        QCOMPARE(rt.total_bytes().copied, std::uint64_t{2 * (1 + 5 + 24)});
+        rt.on_hints(hints_of({Precision::int8}));
+        rt.before_optimizer_step();
+        rt.after_optimizer_step();
+        QCOMPARE(rt.step_bytes().copied, std::uint64_t{2 * ((1 + 4) + (5 + 4) + (24 + 4 * 4))});
+        QVERIFY(same(t, ref_int8(t0)));
+        QVERIFY(same(v, ref_int8(v0)));
+        QVERIFY(same(s, ref_int8(s0)));
+        QCOMPARE(s.dim(), std::int64_t{0});
+        // Per-row scales of the 3-D tensor: its 4 rows of 6 quantize independently.
+        const torch::Tensor by_row = ref_int8(t0.reshape({4, 6})).reshape({4, 3, 2});
+        QVERIFY(same(t, by_row));
+    }
+
+    void perBlockBytes() {
+        torch::nn::Linear a(64, 32), b(16, 8);
+        ReferencePrecisionRuntime rt({block_of(0, "blocks.0", *a), block_of(1, "blocks.1", *b)});
+        rt.on_hints(hints_of({Precision::bf16, Precision::int8}));
+        rt.before_optimizer_step();
+        rt.after_optimizer_step();
+        const auto& per = rt.step_bytes_per_block();
+        QCOMPARE(per.size(), std::size_t{2});
+        QCOMPARE(per[0].copied, kLinearBf16);
+        QCOMPARE(per[0].bf16, kLinearBf16);
+        const std::uint64_t small_int8 = (128 + 4 * 8) + (8 + 4);
+        const std::uint64_t small_bf16 = 2 * (128 + 8);
+        QCOMPARE(per[1].copied, 2 * small_int8);
+        QCOMPARE(per[1].bf16, 2 * small_bf16);
+        QCOMPARE(rt.step_bytes().copied, kLinearBf16 + 2 * small_int8);
+        QCOMPARE(rt.step_bytes().bf16, kLinearBf16 + 2 * small_bf16);
+    }
+
+    void hintsMaterializeAtOnce() {
+        torch::nn::Linear lin(64, 32);
+        const torch::Tensor w0 = lin->weight.detach().clone(), b0 = lin->bias.detach().clone();
+        const void* w_ptr = lin->weight.data_ptr();
+        ReferencePrecisionRuntime rt({block_of(0, "blocks.0", *lin)});
+
+        rt.on_hints(hints_of({Precision::int8}));
+        QCOMPARE(rt.precisions()[0], Precision::int8);
+        QVERIFY(same(lin->weight, ref_int8(w0)));
+        QVERIFY(same(lin->bias, ref_int8(b0)));
+        QVERIFY(!same(ref_int8(w0), ref_bf16(w0)));
+
+        // An unchanged map copies nothing more.
+        rt.on_hints(hints_of({Precision::int8}));
+        rt.on_hints(hints_of({Precision::bf16}));
+        QVERIFY(same(lin->weight, ref_bf16(w0)));  // from the master, not from the INT8 values
+        QVERIFY(same(lin->bias, ref_bf16(b0)));
+        rt.before_optimizer_step();
+        QVERIFY(same(lin->weight, w0));
+        rt.after_optimizer_step();
+        QCOMPARE(rt.step_bytes().copied, kLinearInt8 + kLinearBf16 + kLinearBf16);
+        QVERIFY(lin->weight.data_ptr() == w_ptr);
+    }
+
+    void straightThrough() {
+        torch::nn::Linear lin(torch::nn::LinearOptions(8, 4).bias(false));
+        torch::Tensor& w = lin->weight;
+        const torch::Tensor master0 = w.detach().clone();
+        const void* ptr = w.data_ptr();
+        const auto* impl = w.unsafeGetTensorImpl();
+        torch::optim::SGD opt({w}, torch::optim::SGDOptions(1.0));
+
+        ReferencePrecisionRuntime rt({block_of(0, "blocks.0", *lin)});
+        rt.on_hints(hints_of({Precision::int8}));
+        const torch::Tensor w_q = ref_int8(master0);
+        QVERIFY(same(w, w_q));
+
+        // y = ||x W^T||^2 / 2: dy/dW = (x W^T)^T x depends on W, so it tells where it was taken.
+        const torch::Tensor x = torch::randn({3, 8});
+        opt.zero_grad();
+        const torch::Tensor h = lin->forward(x);
+        (h * h).sum().mul(0.5).backward();
+        const torch::Tensor grad = w.grad().clone();
+        const torch::Tensor at_quantized = torch::matmul(torch::matmul(x, w_q.t()).t(), x);
+        const torch::Tensor at_master = torch::matmul(torch::matmul(x, master0.t()).t(), x);
+        QVERIFY(torch::allclose(grad, at_quantized, 1e-5, 1e-6));
+        QVERIFY(!torch::allclose(grad, at_master, 1e-5, 1e-6));
+
+        rt.before_optimizer_step();
+        QVERIFY(same(w, master0));
+        opt.step();
+        const torch::Tensor master1 = master0 - grad;
+        QVERIFY(same(w, master1));
+        rt.after_optimizer_step();
+        QVERIFY(same(w, ref_int8(master1)));
+
+        // The master kept the exact fp32 result of the step.
+        rt.before_optimizer_step();
+        QVERIFY(same(w, master1));
+        rt.after_optimizer_step();
+        QVERIFY(same(w, ref_int8(master1)));
+
+        QVERIFY(w.data_ptr() == ptr);
+        QVERIFY(w.unsafeGetTensorImpl() == impl);
+        QVERIFY(w.requires_grad());
+        QVERIFY(w.is_leaf());
+    }
+
+    void hintsWhileMastersAreInTheParameters() {
+        torch::nn::Linear lin(64, 32);
+        const torch::Tensor w0 = lin->weight.detach().clone();
+        ReferencePrecisionRuntime rt({block_of(0, "blocks.0", *lin)});
+        rt.before_optimizer_step();
+        rt.on_hints(hints_of({Precision::int8}));  // recorded only: the optimizer steps the masters
+        QCOMPARE(rt.precisions()[0], Precision::int8);
+        QVERIFY(same(lin->weight, w0));
+        rt.after_optimizer_step();
+        QVERIFY(same(lin->weight, ref_int8(w0)));
+        QCOMPARE(rt.step_bytes().copied, kLinearInt8);
+    }
+
+    void fp8AndBadMapsThrow() {
+        torch::nn::Linear lin(64, 32);
+        const torch::Tensor w0 = lin->weight.detach().clone();
+        ReferencePrecisionRuntime rt({block_of(0, "a", *lin), block_of(1, "b", *torch::nn::Linear(4, 4))});
+        QVERIFY_THROWS_EXCEPTION(std::invalid_argument,
+                                 rt.on_hints(hints_of({Precision::int8, Precision::fp8_e4m3})));
+        QVERIFY_THROWS_EXCEPTION(std::invalid_argument,
+                                 rt.on_hints(hints_of({Precision::fp8_e5m2, Precision::bf16})));
+        QVERIFY_THROWS_EXCEPTION(std::invalid_argument, rt.on_hints(hints_of({Precision::int8})));
+        // Nothing changed: not the map, not the weights, not the bytes.
+        QCOMPARE(rt.precisions(), (std::vector<Precision>{Precision::bf16, Precision::bf16}));
+        QVERIFY(same(lin->weight, ref_bf16(w0)));
+        rt.before_optimizer_step();
+        rt.after_optimizer_step();
+        QCOMPARE(rt.step_bytes().copied, kLinearBf16 + std::uint64_t{2 * (16 + 4)});
+    }
+
+    void misuseThrows() {
+        torch::nn::Linear lin(4, 4);
+        ReferencePrecisionRuntime rt({block_of(0, "a", *lin)});
+        QVERIFY_THROWS_EXCEPTION(std::logic_error, rt.after_optimizer_step());
+        rt.before_optimizer_step();
+        rt.after_optimizer_step();
+        QVERIFY_THROWS_EXCEPTION(std::logic_error, rt.after_optimizer_step());
+
+        AgentBlock d{0, "double", {"w"}, {torch::randn({2, 2}, torch::kDouble)}};
+        QVERIFY_THROWS_EXCEPTION(std::invalid_argument, ReferencePrecisionRuntime({d}));
+    }
+
+    void noBlocks() {
+        ReferencePrecisionRuntime rt(std::vector<AgentBlock>{});
+        rt.on_hints(hints_of({}));
+        rt.before_optimizer_step();
+        rt.after_optimizer_step();
+        QCOMPARE(rt.total_bytes().copied, std::uint64_t{0});
+        QCOMPARE(rt.step_bytes().saving_pct(), 0.0);
+    }
+};
+
+QTEST_APPLESS_MAIN(TestPrecisionRuntime)
 #include "test_precision_runtime.moc"

@@ -36,7 +36,8 @@ std::string calibration_fingerprint(const std::string& model_identity, const std
 std::string default_calibration_cache_dir();
 
 // Relative output error of one sample: ||a - b|| / ||a|| in double. When ||a|| is 0 the sample's error
-// is 0 if b is all zero too, else 1 (the error score's ceiling); never NaN or infinite.
+// is 0 if b is all zero too, else 1 (the error score's ceiling); a non-finite value in either gives 1.
+// Never NaN or infinite.
 double relative_output_error(const at::Tensor& out_bf16, const at::Tensor& out_int8);
 
 // Runs (or loads) calibration. With an empty `cache_dir` nothing is read or written. The block's

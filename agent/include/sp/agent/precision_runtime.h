@@ -17,13 +17,13 @@
 namespace sp::agent {
 
 struct TransferBytes {
-    std::uint64_t copied = 0;      // bytes materialized and copied this step
-    std::uint64_t bf16 = 0;        // what the same copies would have cost in BF16
+    std::uint64_t copied = 0;  // bytes materialized and copied this step
+    std::uint64_t bf16 = 0;    // what the same copies would have cost in BF16
     double saving_pct() const { return bf16 == 0 ? 0.0 : 100.0 * (1.0 - double(copied) / double(bf16)); }
 };
 
 class ReferencePrecisionRuntime : public HintSink {
-public:
+  public:
     // Takes the blocks' parameters (fp32; CPU, or CUDA through a slow host round trip for INT8;
     // std::invalid_argument otherwise), snapshots them (clones) as the fp32 masters and materializes
     // every block in BF16 into the parameters. Those bytes count into total_bytes() (the initial
@@ -58,7 +58,7 @@ public:
     // Bytes since construction: the initial BF16 load plus every completed step.
     const TransferBytes& total_bytes() const { return total_; }
 
-private:
+  private:
     // Materializes block `block` from its masters in precision_[block] into its parameters and
     // returns the bytes that cost.
     TransferBytes materialize(std::size_t block);

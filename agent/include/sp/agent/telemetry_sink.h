@@ -24,7 +24,7 @@
 namespace sp::agent {
 
 class TelemetrySink {
-public:
+  public:
     using Item = std::variant<UpdateRecord, RunHeader, EventRecord, StepStatsRecord>;
 
     // Opens (truncates) `path`; throws std::runtime_error naming the path when it cannot.
@@ -43,15 +43,15 @@ public:
     // Blocks until everything pushed so far is written and flushed (for tests and shutdown).
     void drain();
 
-    std::uint64_t dropped() const;   // records dropped so far
-    std::uint64_t written() const;   // records written so far (drop events included)
+    std::uint64_t dropped() const;  // records dropped so far
+    std::uint64_t written() const;  // records written so far (drop events included)
     const std::string& path() const { return path_; }
     // The first write error, if any (the sink then drops everything and counts it). A record that
     // cannot be serialised (a header whose config_json is not an object, an event without a kind)
     // is not an error: a "warning" event with the reason takes its place in the file.
     std::string error() const;
 
-private:
+  private:
     // A queued record and the drop total when it was accepted: the writer reports the drops that
     // happened before it right in front of it, so the file shows where the gap is.
     struct Entry {

@@ -1,0 +1,62 @@
+#pragma once
+// sp-trainer's command line: parsing, validation and the effective Selective Precision config.
+// Everything is checked here, before the trainer creates any file: a bad flag or value, an invalid
+// config, a missing text file or an unavailable device all end in a UsageError.
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "sp/config.h"
+
+namespace sp::trainer {
+
+// How the routed blocks run. The agent collects statistics and writes telemetry in all three, so
+// their runs are comparable.
+enum class PrecisionChoice {
+    policy,  // Selective Precision as the config says
+    bf16,    // config mode "off": every block BF16
+    int8,    // config mode "static", every block in force_int8_blocks
+};
+
+struct TrainerOptions {
+    std::int64_t steps = 300;
+    int blocks = 4;
+    int d_model = 128;
+    int heads = 4;
+    int seq_len = 64;
+    int batch = 16;
+    double lr = 3e-3;
+    std::string config_path;                    // "" -> the built-in defaults
+    std::optional<std::string> telemetry_path;  // --telemetry
+    bool no_telemetry = false;                  // --no-telemetry
+    bool every_step_stats = false;              // --every-step-stats
+    std::uint64_t seed = 1;
+    std::int64_t eval_every = 50;
+    int eval_batches = 8;
+    std::string device = "cpu";  // "cpu" or "cuda"
+    PrecisionChoice precision = PrecisionChoice::policy;
+    std::string text_path;       // defaults to the bundled corpus
+    std::optional<int> threads;  // at::set_num_threads; unset -> LibTorch's default
+    bool quiet = false;
+    bool help = false;
+
+    // The config the agent runs with: the file's (or the defaults), then the flags applied.
+    Config config;
+};
+
+// A rejected command line; what() names the flag (or config key) and the offending value.
+class UsageError : public std::runtime_error {
+  public:
+    using std::runtime_error::runtime_error;
+};
+
+// Parses and validates argv. With --help only `help` is meaningful. Throws UsageError.
+TrainerOptions parse_trainer_options(const std::vector<std::string>& args, const std::string& default_text);
+
+std::string usage_text(const std::string& program);
+
+std::string_view to_string(PrecisionChoice p);
+
+}  // namespace sp::trainer
