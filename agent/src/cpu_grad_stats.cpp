@@ -4,13 +4,17 @@
 // thread computed it and the merge order is fixed, so results are bitwise identical for any thread
 // count.
 //
-// Inside a chunk: one vectorizable pass accumulates sum, sum of squares (double, in kLanes
-// independent lanes so the compiler can use SIMD without reassociating a reduction) and
-// max |g| (float lanes; exact). A non-finite element turns the chunk's sum of squares into Inf or NaN,
-// which is how the fast pass notices it: only such chunks are redone by a per-element loop that
-// skips non-finite values. M2 comes from sumsq - sum * mean when that is well conditioned (the
-// chunk's mean is small next to its spread, the usual case for gradients); otherwise a second pass
+// Inside a chunk, one pass computes sum and sum of squares (in double: a float squared is exact in
+// double) and max |g| (in float: exact), assuming every element is finite. A NaN or Inf turns the
+// sum of squares into Inf or NaN, which is how the pass notices one; only such chunks are redone by a
+// per-element loop that skips non-finite values. M2 is sumsq - sum * mean when that is well
+// conditioned (mean small next to the spread, the usual case for gradients); otherwise a second pass
 // over the chunk, still in cache, computes the corrected two-pass sum of squared deviations.
+//
+// The pass has two implementations: a portable loop the compiler vectorizes (any ISA, SSE2 on
+// x86-64), and on x86-64 CPUs with AVX2 and F16C an intrinsics version selected at run time: GCC 12
+// lowers float -> double widening of generic vectors poorly, and F16C converts fp16 in one
+// instruction. The two sum in different orders, so their last bits may differ (each is deterministic).
 //
 // Note: at::parallel_for is header-only under LibTorch's OpenMP backend; this file must be compiled
 // with -fopenmp for the chunks to run on more than one thread (results are the same either way).
@@ -23,9 +27,15 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <numeric>
+#include <cstdlib>
+#include <cstring>
 #include <stdexcept>
 #include <string>
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#define SP_GRAD_STATS_AVX2 1
+#include <immintrin.h>
+#endif
 
 #include "sp/agent/grad_stats_collector.h"
 
@@ -38,9 +48,10 @@ constexpr std::int64_t kChunkElems = std::int64_t{1} << 16;
 // Below this many elements in all, the whole collect runs on the calling thread: waking the pool
 // costs more than the work.
 constexpr std::int64_t kSerialBelowElems = std::int64_t{1} << 17;
-// Independent accumulators per quantity, i.e. the chunk is read as rows of kLanes elements and each
-// column is summed on its own. The inner loop over a row is then element-wise (no reduction), which
-// GCC and Clang vectorize without -ffast-math (with 8 lanes GCC 12 fully unrolls it and gives up).
+// Independent accumulators per quantity in the portable loops: the chunk is read as rows of kLanes
+// elements and each column is summed on its own. The inner loop over a row is then element-wise (no
+// reduction to reassociate), which GCC and Clang vectorize without -ffast-math; with 8 lanes GCC 12
+// fully unrolls it and gives up.
 constexpr int kLanes = 32;
 // sumsq - sum * mean loses about log2(sumsq / M2) bits to cancellation; beyond 6 bits (mean^2 more
 // than ~63x the variance) the chunk takes the two-pass route instead.
@@ -56,10 +67,149 @@ struct Partial {
     double max_abs = 0.0;
 };
 
+// The single pass's results, valid only when sumsq is finite.
+struct Sums {
+    double sum = 0.0;
+    double sumsq = 0.0;
+    float max_abs = 0.0f;
+};
+
+inline float float_from_bits(std::uint32_t u) {
+    float f;
+    std::memcpy(&f, &u, sizeof f);
+    return f;
+}
+inline std::uint32_t bits_from_float(float f) {
+    std::uint32_t u;
+    std::memcpy(&u, &f, sizeof u);
+    return u;
+}
+
 template <typename T>
 inline float to_float(T v) {
     return static_cast<float>(v);
 }
+template <>
+inline float to_float<c10::BFloat16>(c10::BFloat16 v) {
+    return float_from_bits(std::uint32_t{v.x} << 16);
+}
+// c10's fp16_ieee_to_fp32_value, with its final ?: turned into a bit mask: GCC 12 does not
+// if-convert the original, and the loop that calls it stays scalar (4x slower).
+template <>
+inline float to_float<c10::Half>(c10::Half v) {
+    const std::uint32_t w = std::uint32_t{v.x} << 16;
+    const std::uint32_t sign = w & 0x80000000u;
+    const std::uint32_t two_w = w + w;
+    const float normalized = float_from_bits((two_w >> 4) + (0xE0u << 23)) * 0x1.0p-112f;
+    const float denormalized = float_from_bits((two_w >> 17) | (126u << 23)) - 0.5f;
+    const std::uint32_t denormal_mask = 0u - std::uint32_t{two_w < (1u << 27)};
+    return float_from_bits(sign | (bits_from_float(denormalized) & denormal_mask) |
+                           (bits_from_float(normalized) & ~denormal_mask));
+}
+
+template <typename T>
+Sums sums_portable(const T* p, std::int64_t n) {
+    double s[kLanes] = {};
+    double q[kLanes] = {};
+    float m[kLanes] = {};
+    std::int64_t i = 0;
+    for (; i + kLanes <= n; i += kLanes) {
+        for (int k = 0; k < kLanes; ++k) {
+            const float x = to_float(p[i + k]);
+            const double d = x;
+            s[k] += d;
+            q[k] += d * d;
+            const float a = std::fabs(x);
+            m[k] = a > m[k] ? a : m[k];
+        }
+    }
+    Sums r;
+    for (int k = 0; k < kLanes; ++k) {
+        r.sum += s[k];
+        r.sumsq += q[k];
+        r.max_abs = std::max(r.max_abs, m[k]);
+    }
+    for (; i < n; ++i) {
+        const float x = to_float(p[i]);
+        r.sum += double(x);
+        r.sumsq += double(x) * double(x);
+        r.max_abs = std::max(r.max_abs, std::fabs(x));
+    }
+    return r;
+}
+
+#ifdef SP_GRAD_STATS_AVX2
+#define SP_AVX2 __attribute__((target("avx2,f16c")))
+
+SP_AVX2 inline __m256 load8(const float* p) {
+    return _mm256_loadu_ps(p);
+}
+SP_AVX2 inline __m256 load8(const c10::BFloat16* p) {
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+SP_AVX2 inline __m256 load8(const c10::Half* p) {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+
+// 16 elements per iteration in two independent sets of accumulators, enough to hide the latency of
+// the double adds.
+template <typename T>
+SP_AVX2 Sums sums_avx2(const T* p, std::int64_t n) {
+    __m256d s0 = _mm256_setzero_pd(), s1 = s0, s2 = s0, s3 = s0;
+    __m256d q0 = s0, q1 = s0, q2 = s0, q3 = s0;
+    __m256 m0 = _mm256_setzero_ps(), m1 = m0;
+    const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    std::int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        const __m256 x0 = load8(p + i);
+        const __m256 x1 = load8(p + i + 8);
+        const __m256d a = _mm256_cvtps_pd(_mm256_castps256_ps128(x0));
+        const __m256d b = _mm256_cvtps_pd(_mm256_extractf128_ps(x0, 1));
+        const __m256d c = _mm256_cvtps_pd(_mm256_castps256_ps128(x1));
+        const __m256d d = _mm256_cvtps_pd(_mm256_extractf128_ps(x1, 1));
+        s0 = _mm256_add_pd(s0, a);
+        s1 = _mm256_add_pd(s1, b);
+        s2 = _mm256_add_pd(s2, c);
+        s3 = _mm256_add_pd(s3, d);
+        q0 = _mm256_add_pd(q0, _mm256_mul_pd(a, a));
+        q1 = _mm256_add_pd(q1, _mm256_mul_pd(b, b));
+        q2 = _mm256_add_pd(q2, _mm256_mul_pd(c, c));
+        q3 = _mm256_add_pd(q3, _mm256_mul_pd(d, d));
+        m0 = _mm256_max_ps(m0, _mm256_and_ps(x0, abs_mask));
+        m1 = _mm256_max_ps(m1, _mm256_and_ps(x1, abs_mask));
+    }
+    alignas(32) double sl[4];
+    alignas(32) double ql[4];
+    alignas(32) float ml[8];
+    _mm256_store_pd(sl, _mm256_add_pd(_mm256_add_pd(s0, s1), _mm256_add_pd(s2, s3)));
+    _mm256_store_pd(ql, _mm256_add_pd(_mm256_add_pd(q0, q1), _mm256_add_pd(q2, q3)));
+    _mm256_store_ps(ml, _mm256_max_ps(m0, m1));
+    Sums r;
+    for (int k = 0; k < 4; ++k) {
+        r.sum += sl[k];
+        r.sumsq += ql[k];
+    }
+    for (int k = 0; k < 8; ++k) r.max_abs = std::max(r.max_abs, ml[k]);
+    for (; i < n; ++i) {
+        const float x = to_float(p[i]);
+        r.sum += double(x);
+        r.sumsq += double(x) * double(x);
+        r.max_abs = std::max(r.max_abs, std::fabs(x));
+    }
+    return r;
+}
+#undef SP_AVX2
+
+bool cpu_has_avx2() {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+}
+#else
+bool cpu_has_avx2() {
+    return false;
+}
+#endif
 
 // Corrected two-pass M2 (Chan, Golub, LeVeque): sum (x - mean)^2 - (sum (x - mean))^2 / n, the second
 // term cancelling the rounding error of `mean`. With kFiniteOnly, non-finite elements are skipped.
@@ -120,49 +270,24 @@ Partial chunk_stats_careful(const T* p, std::int64_t n) {
 }
 
 template <typename T>
-Partial chunk_stats(const T* p, std::int64_t n) {
-    // Fast pass, assuming every element is finite. A float squared is exact in double, and no sum of
-    // at most 2^63 finite squares overflows a double, so sumsq is finite iff every element was.
-    double s[kLanes] = {};
-    double q[kLanes] = {};
-    float m[kLanes] = {};
-    std::int64_t i = 0;
-    for (; i + kLanes <= n; i += kLanes) {
-        for (int k = 0; k < kLanes; ++k) {
-            const float x = to_float(p[i + k]);
-            const double d = x;
-            s[k] += d;
-            q[k] += d * d;
-            const float a = std::fabs(x);
-            m[k] = a > m[k] ? a : m[k];
-        }
-    }
-    for (; i < n; ++i) {
-        const float x = to_float(p[i]);
-        const double d = x;
-        s[0] += d;
-        q[0] += d * d;
-        const float a = std::fabs(x);
-        m[0] = a > m[0] ? a : m[0];
-    }
-    double sum = 0.0;
-    double sumsq = 0.0;
-    float mx = 0.0f;
-    for (int k = 0; k < kLanes; ++k) {
-        sum += s[k];
-        sumsq += q[k];
-        mx = std::max(mx, m[k]);
-    }
-    if (!std::isfinite(sumsq)) return chunk_stats_careful(p, n);
-
+Partial chunk_stats(const T* p, std::int64_t n, bool avx2) {
     Partial r;
     if (n == 0) return r;
+#ifdef SP_GRAD_STATS_AVX2
+    const Sums f = avx2 ? sums_avx2(p, n) : sums_portable(p, n);
+#else
+    (void)avx2;
+    const Sums f = sums_portable(p, n);
+#endif
+    // No sum of at most 2^63 finite float squares overflows a double: sumsq is finite iff every
+    // element was.
+    if (!std::isfinite(f.sumsq)) return chunk_stats_careful(p, n);
     r.finite = std::uint64_t(n);
-    r.sumsq = sumsq;
-    r.max_abs = mx;
-    r.mean = sum / double(n);
-    r.m2 = sumsq - sum * r.mean;
-    if (!(r.m2 * kMaxCancellation >= sumsq)) r.m2 = centered_m2<false>(p, n, r.mean, r.finite);
+    r.sumsq = f.sumsq;
+    r.max_abs = f.max_abs;
+    r.mean = f.sum / double(n);
+    r.m2 = f.sumsq - f.sum * r.mean;
+    if (!(r.m2 * kMaxCancellation >= f.sumsq)) r.m2 = centered_m2<false>(p, n, r.mean, r.finite);
     return r;
 }
 
@@ -345,11 +470,11 @@ class CpuGradStatsCollector final : public GradStatsCollector {
         const std::int64_t n = c.end - c.begin;
         switch (s.dtype) {
             case at::kFloat:
-                return chunk_stats(static_cast<const float*>(s.data) + c.begin, n);
+                return chunk_stats(static_cast<const float*>(s.data) + c.begin, n, avx2_);
             case at::kBFloat16:
-                return chunk_stats(static_cast<const c10::BFloat16*>(s.data) + c.begin, n);
+                return chunk_stats(static_cast<const c10::BFloat16*>(s.data) + c.begin, n, avx2_);
             case at::kHalf:
-                return chunk_stats(static_cast<const c10::Half*>(s.data) + c.begin, n);
+                return chunk_stats(static_cast<const c10::Half*>(s.data) + c.begin, n, avx2_);
             default:
                 return Partial{};  // unreachable: rebuild_plan() rejects other dtypes
         }
@@ -362,6 +487,8 @@ class CpuGradStatsCollector final : public GradStatsCollector {
     std::vector<BlockGradStats> results_;
     std::int64_t total_elems_ = 0;
     bool planned_ = false;
+    // SP_GRAD_STATS_PORTABLE (any value) forces the portable pass: how tests cover it on AVX2 machines.
+    const bool avx2_ = cpu_has_avx2() && std::getenv("SP_GRAD_STATS_PORTABLE") == nullptr;
 };
 
 }  // namespace

@@ -175,6 +175,11 @@ void AdamW::zero_grad() {
     impl_->optimizer->zero_grad();
 }
 
+void AdamW::set_learning_rate(double lr) {
+    for (auto& group : impl_->optimizer->param_groups())
+        static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr);
+}
+
 void AdamW::step() {
     // Clipping here, after the agent has read the gradients: the agent sees the raw gradients,
     // the update is kept bounded in the first, noisy steps at the demo's fairly high learning rate.

@@ -76,6 +76,7 @@ class AdamW {
 
     void zero_grad();
     void step();
+    void set_learning_rate(double lr);
 
   private:
     struct Impl;

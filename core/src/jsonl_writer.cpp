@@ -57,6 +57,10 @@ void JsonlWriter::write(const EventRecord& e) {
     write_line(to_json_line(e));
 }
 
+void JsonlWriter::write(const StepStatsRecord& r) {
+    write_line(to_json_line(r));
+}
+
 void JsonlWriter::write(const TelemetryRecord& rec) {
     std::visit([this](const auto& r) { write(r); }, rec);
 }

@@ -1,6 +1,8 @@
 // Serialisation of telemetry records, and the DOM-based parsing of the rare header/event lines.
 // Update records are written by hand with std::to_chars: they are the bulk of every file and the
 // writer runs once per policy update, so they avoid building an nlohmann DOM.
+#include <algorithm>
+#include <limits>
 #include <array>
 #include <charconv>
 #include <cmath>
@@ -160,6 +162,39 @@ RunHeader header_from_json(const ojson& j) {
         }
     }
     return h;
+}
+
+double statistic_from_json(const ojson& b, const char* key, const std::string& prefix) {
+    const auto it = b.find(key);
+    if (it == b.end() || it->is_null()) return std::numeric_limits<double>::quiet_NaN();
+    return as_double(*it, prefix + "." + key);
+}
+
+StepStatsRecord stats_from_json(const ojson& j) {
+    StepStatsRecord r;
+    r.step = as_int(require(j, "step"), "step");
+    if (j.contains("timestamp")) r.timestamp = as_double(j["timestamp"], "timestamp");
+    const ojson& blocks = require(j, "blocks");
+    if (!blocks.is_array()) throw FieldError(std::string("field 'blocks': expected an array, got ") + json_type_name(blocks));
+    r.blocks.reserve(blocks.size());
+    for (std::size_t i = 0; i < blocks.size(); ++i) {
+        const ojson& b = blocks[i];
+        const std::string prefix = "blocks[" + std::to_string(i) + "]";
+        if (!b.is_object()) throw FieldError("field '" + prefix + "': expected an object, got " + json_type_name(b));
+        BlockGradStats s;
+        const std::int64_t id = as_int(require(b, "id"), prefix + ".id");
+        if (id < 0 || id > std::numeric_limits<int>::max()) throw FieldError("field '" + prefix + ".id': out of range");
+        s.block_id = int(id);
+        s.l2_norm = statistic_from_json(b, "l2_norm", prefix);
+        s.max_abs = statistic_from_json(b, "max_abs", prefix);
+        s.variance = statistic_from_json(b, "variance", prefix);
+        s.mean = statistic_from_json(b, "mean", prefix);
+        if (b.contains("numel")) s.numel = std::uint64_t(std::max<std::int64_t>(0, as_int(b["numel"], prefix + ".numel")));
+        if (b.contains("nonfinite_count"))
+            s.nonfinite_count = std::uint64_t(std::max<std::int64_t>(0, as_int(b["nonfinite_count"], prefix + ".nonfinite_count")));
+        r.blocks.push_back(s);
+    }
+    return r;
 }
 
 EventRecord event_from_json(const ojson& j) {
@@ -337,8 +372,12 @@ std::optional<ParseStatus> detail::parse_typed_record_dom(std::string_view line,
         return ParseStatus::corrupt;
     }
     const auto it = j.find("type");
-    if (it == j.end() || (it->is_string() && *it == "update")) return std::nullopt;
     try {
+        if (it == j.end() && j.contains("step") && j.contains("blocks") && !j.contains("step_id")) {
+            out = stats_from_json(j);
+            return ParseStatus::ok;
+        }
+        if (it == j.end() || (it->is_string() && *it == "update")) return std::nullopt;
         const std::string type = as_string(*it, "type");
         if (type == "header") {
             out = header_from_json(j);

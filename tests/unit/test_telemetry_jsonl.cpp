@@ -223,6 +223,41 @@ class TestTelemetryJsonl : public QObject {
         QCOMPARE(keys_of(j), expected);
     }
 
+    void stepStatsLinesRoundTrip() {
+        StepStatsRecord r;
+        r.step = 17;
+        r.timestamp = 1763700000.125;
+        BlockGradStats a;
+        a.block_id = 0;
+        a.l2_norm = 0.1 + 0.2;
+        a.max_abs = 1e-300;
+        a.variance = 3.0;
+        a.mean = -0.5;
+        a.numel = 1234567;
+        BlockGradStats b;
+        b.block_id = 3;
+        b.l2_norm = std::numeric_limits<double>::quiet_NaN();
+        b.nonfinite_count = 9;
+        r.blocks = {a, b};
+        const std::string line = to_json_line(r);
+        QVERIFY(line.find("\"l2_norm\":null") != std::string::npos);
+        TelemetryRecord rec;
+        std::string error;
+        QCOMPARE(parse_record(line, rec, error), ParseStatus::ok);
+        QVERIFY2(std::holds_alternative<StepStatsRecord>(rec), error.c_str());
+        const auto& back = std::get<StepStatsRecord>(rec);
+        QCOMPARE(back.step, std::int64_t(17));
+        CHECK_SAME(back.timestamp, 1763700000.125);
+        QCOMPARE(back.blocks.size(), std::size_t(2));
+        CHECK_SAME(back.blocks[0].l2_norm, 0.1 + 0.2);
+        CHECK_SAME(back.blocks[0].max_abs, 1e-300);
+        QCOMPARE(back.blocks[0].numel, std::uint64_t(1234567));
+        QVERIFY(std::isnan(back.blocks[1].l2_norm));
+        QCOMPARE(back.blocks[1].nonfinite_count, std::uint64_t(9));
+        QCOMPARE(parse_record(R"({"step":1,"blocks":[{"id":"x"}]})", rec, error), ParseStatus::corrupt);
+        QVERIFY2(error.find("blocks[0].id") != std::string::npos, error.c_str());
+    }
+
     void loadsOriginalToolRecord() {
         const UpdateRecord r = parse_update(minimal_line());
         QCOMPARE(r.step_id, std::int64_t(50));

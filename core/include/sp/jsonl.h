@@ -17,7 +17,8 @@
 
 namespace sp {
 
-using TelemetryRecord = std::variant<UpdateRecord, RunHeader, EventRecord>;
+// Every kind of line a telemetry file holds (StepStatsRecord: only with telemetry_every_step).
+using TelemetryRecord = std::variant<UpdateRecord, RunHeader, EventRecord, StepStatsRecord>;
 
 // ---- Serialisation: one line of JSON, without the trailing newline. ----
 // Update records: the seed's ten fields in the seed's order, then the additive ones; no "type".
@@ -54,6 +55,7 @@ inline bool parse_record_line(std::string_view line, TelemetryRecord& out, std::
 namespace detail {
 // Header/event/unknown-type lines through nlohmann's DOM (they are rare); used by parse_record.
 // nullopt: the line is a valid JSON object with no "type" or "type":"update" (an update record).
+// A line without "type" that has "step" and "blocks" but no "step_id" is a StepStatsRecord.
 std::optional<ParseStatus> parse_typed_record_dom(std::string_view line, TelemetryRecord& out,
                                                   std::string& error);
 }  // namespace detail
@@ -125,6 +127,7 @@ class JsonlWriter {
     void write(const UpdateRecord& r);
     void write(const RunHeader& h);
     void write(const EventRecord& e);
+    void write(const StepStatsRecord& r);
     void write(const TelemetryRecord& rec);
     void write_line(std::string_view json_line);  // an already serialised record
 

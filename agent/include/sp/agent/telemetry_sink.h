@@ -25,7 +25,7 @@ namespace sp::agent {
 
 class TelemetrySink {
   public:
-    using Item = std::variant<UpdateRecord, RunHeader, EventRecord, StepStatsRecord>;
+    using Item = TelemetryRecord;  // every kind of telemetry line
 
     // Opens (truncates) `path`; throws std::runtime_error naming the path when it cannot.
     // `capacity` is the most records waiting to be written (0 is taken as 1).
