@@ -22,7 +22,7 @@ namespace sp::trainer {
 struct GptShape {
     int vocab = 256;  // byte-level
     int blocks = 4;
-    int d_model = 128;
+    int d_model = 64;
     int heads = 4;
     int seq_len = 64;  // the longest sequence the positional embedding covers
 };

@@ -251,7 +251,7 @@ int run(const TrainerOptions& o) {
         loss_sum_since_print += loss_value;
         ++losses_since_print;
 
-        if (!o.quiet && (step % 10 == 0 || getenv("SPDBG") || eval_step || step == o.steps - 1)) {
+        if (!o.quiet && (step % 10 == 0 || eval_step || step == o.steps - 1)) {
             const double rate = double(step - last_print_step) / seconds_since(last_print);
             std::cout << format("step %5lld/%lld  train %.4f", static_cast<long long>(step),
                                 static_cast<long long>(o.steps), loss_sum_since_print / losses_since_print)

@@ -129,10 +129,10 @@ blocks to BF16 or INT8 from their gradient statistics.
 Model and training:
   --steps N            training steps (default 300)
   --blocks N           transformer blocks, the units the agent routes (default 4)
-  --d-model N          model width, divisible by --heads (default 128)
+  --d-model N          model width, divisible by --heads (default 64)
   --heads N            attention heads (default 4)
   --seq-len N          tokens (bytes) per sequence (default 64)
-  --batch N            sequences per step (default 16)
+  --batch N            sequences per step (default 8)
   --lr X               AdamW learning rate (default 3e-3)
   --seed S             initial weights, batches and calibration inputs (default 1)
   --eval-every N       held-out loss every N steps (default 50)

@@ -23,10 +23,12 @@ enum class PrecisionChoice {
 struct TrainerOptions {
     std::int64_t steps = 300;
     int blocks = 4;
-    int d_model = 128;
+    // Sized for Debian's default reference BLAS (libblas3, single-threaded, ~8x slower than
+    // OpenBLAS): 300 steps take about a minute of one core. See README.md for the measurements.
+    int d_model = 64;
     int heads = 4;
     int seq_len = 64;
-    int batch = 16;
+    int batch = 8;
     double lr = 3e-3;
     std::string config_path;                    // "" -> the built-in defaults
     std::optional<std::string> telemetry_path;  // --telemetry

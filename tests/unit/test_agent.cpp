@@ -1,7 +1,8 @@
 // sp::agent::Agent: lifecycle, commands at step boundaries, hints, telemetry, re-simulation.
-#include <QtTest>
-
+// LibTorch before Qt: Qt's `slots` macro breaks LibTorch's headers when it comes first.
 #include <torch/torch.h>
+
+#include <QtTest>
 
 #include <atomic>
 #include <fstream>
@@ -120,7 +121,7 @@ private slots:
         QCOMPARE(agent.last_record()->step_id, std::int64_t(4));
         QCOMPARE(sink.last.precision[0], Precision::int8);  // the quiet block
         QCOMPARE(sink.last.precision[3], Precision::bf16);  // the loud one
-        QCOMPARE(sink.last.reason[0], Reason::initial);
+        QCOMPARE(sink.last.reason[0], Reason::hold);
         QCOMPARE(*agent.last_record()->train_loss, 3.0 - 0.04);
         QCOMPARE(*agent.last_record()->eval_loss, 2.0 - 0.04);
         QCOMPARE(*agent.last_record()->measured_bandwidth_saving_pct, 30.0);
