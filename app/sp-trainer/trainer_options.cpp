@@ -10,6 +10,7 @@
 #include <map>
 #include <sstream>
 #include <system_error>
+#include <type_traits>
 
 namespace sp::trainer {
 namespace {
@@ -24,7 +25,8 @@ Int parse_int(const std::string& flag, const std::string& text, Int lo, Int hi) 
     Int value{};
     const auto* end = text.data() + text.size();
     const auto [ptr, ec] = std::from_chars(text.data(), end, value);
-    if (ec == std::errc::result_out_of_range ||
+    const bool negative_unsigned = std::is_unsigned_v<Int> && !text.empty() && text[0] == '-';
+    if (negative_unsigned || ec == std::errc::result_out_of_range ||
         (ec == std::errc() && ptr == end && (value < lo || value > hi)))
         throw UsageError(flag + ": " + quoted(text) + " is out of range (" + std::to_string(lo) + " .. " +
                          std::to_string(hi) + ")");
@@ -107,6 +109,20 @@ void validate_text(const TrainerOptions& o) {
                          std::to_string(needed));
 }
 
+// The agent opens the telemetry file when it starts; a missing folder is a bad value, found here.
+void validate_telemetry_path(const TrainerOptions& o) {
+    namespace fs = std::filesystem;
+    if (!o.config.telemetry_enabled) return;
+    const std::string source = o.telemetry_path ? "--telemetry" : "--config: telemetry_file";
+    const fs::path file(o.config.telemetry_file);
+    std::error_code ec;
+    if (fs::is_directory(file, ec))
+        throw UsageError(source + ": " + quoted(o.config.telemetry_file) + " is a directory");
+    const fs::path folder = file.has_parent_path() ? file.parent_path() : fs::path(".");
+    if (!fs::is_directory(folder, ec))
+        throw UsageError(source + ": the folder " + quoted(folder.string()) + " does not exist");
+}
+
 }  // namespace
 
 std::string_view to_string(PrecisionChoice p) {
@@ -122,37 +138,42 @@ std::string_view to_string(PrecisionChoice p) {
 }
 
 std::string usage_text(const std::string& program) {
-    return "Usage: " + program + R"( [options]
-Trains a small byte-level GPT on a text file while Selective Precision routes its transformer
-blocks to BF16 or INT8 from their gradient statistics.
-
-Model and training:
-  --steps N            training steps (default 300)
-  --blocks N           transformer blocks, the units the agent routes (default 4)
-  --d-model N          model width, divisible by --heads (default 64)
-  --heads N            attention heads (default 4)
-  --seq-len N          tokens (bytes) per sequence (default 64)
-  --batch N            sequences per step (default 8)
-  --lr X               AdamW learning rate (default 3e-3)
-  --seed S             initial weights, batches and calibration inputs (default 1)
-  --eval-every N       held-out loss every N steps (default 50)
-  --eval-batches N     held-out batches per evaluation (default 8)
-  --text FILE          training text, >= 20 * seq-len bytes (default: the bundled KJV Torah)
-  --device cpu|cuda    where to train (default cpu)
-  --threads N          intra-op CPU threads (default: LibTorch's choice)
-Selective Precision:
-  --config CFG.json    policy configuration (core/CONFIG.md); default: built-in defaults
-  --precision P        policy (route per the config, default) | bf16 (all blocks BF16) |
-                       int8 (all blocks INT8); the agent collects statistics in every case
-  --telemetry FILE     write telemetry JSONL to FILE (overrides the config; turns it on)
-  --no-telemetry       write no telemetry
-  --every-step-stats   also write per-step block statistics (input for `sp-ctl simulate`)
-Output:
-  --quiet              no progress lines, only the summary
-  --help               this text
-
-Example: )" +
-           program + " --steps 300 --telemetry run.jsonl\n";
+    const TrainerOptions d;  // the defaults, so the text cannot drift from the code
+    std::ostringstream u;
+    u << "Usage: " << program << " [options]\n"
+      << "Trains a small byte-level GPT on a text file while Selective Precision routes its transformer\n"
+         "blocks to BF16 or INT8 from their gradient statistics.\n\n"
+         "Model and training:\n"
+      << "  --steps N            training steps (default " << d.steps << ")\n"
+      << "  --blocks N           transformer blocks, the units the agent routes (default " << d.blocks
+      << ")\n"
+      << "  --d-model N          model width, divisible by --heads (default " << d.d_model << ")\n"
+      << "  --heads N            attention heads (default " << d.heads << ")\n"
+      << "  --seq-len N          tokens (bytes) per sequence (default " << d.seq_len << ")\n"
+      << "  --batch N            sequences per step (default " << d.batch << ")\n"
+      << "  --lr X               peak AdamW learning rate (default " << d.lr
+      << "; warm-up, then cosine decay to lr/10)\n"
+      << "  --seed S             initial weights, batches and calibration inputs (default " << d.seed << ")\n"
+      << "  --eval-every N       held-out loss every N steps (default " << d.eval_every << ")\n"
+      << "  --eval-batches N     held-out batches per evaluation (default " << d.eval_batches << ")\n"
+      << "  --text FILE          training text, >= 20 * seq-len bytes (default: the bundled KJV Torah)\n"
+         "  --device cpu|cuda    where to train (default cpu)\n"
+         "  --threads N          intra-op CPU threads (default: LibTorch's choice)\n"
+         "Selective Precision:\n"
+         "  --config CFG.json    policy configuration (core/CONFIG.md); default: built-in defaults\n"
+         "  --precision P        policy (route per the config; default) | bf16 (every block BF16) |\n"
+         "                       int8 (every block INT8); the agent collects statistics in every case\n"
+         "  --telemetry FILE     write telemetry JSONL to FILE (overrides the config; turns it on)\n"
+         "  --no-telemetry       write no telemetry\n"
+         "  --every-step-stats   also write per-step block statistics (input for `sp-ctl simulate`)\n"
+         "Output:\n"
+         "  --quiet              no progress lines, only the summary\n"
+         "  --help               this text\n\n"
+         "Without --telemetry or --no-telemetry the config decides; the default config writes\n"
+         "selective_precision_telemetry.jsonl in the current directory.\n"
+         "Exit status: 0 done, 1 failed while running, 2 bad flag, value or config (nothing written).\n\n"
+      << "Example: " << program << " --steps 300 --telemetry run.jsonl\n";
+    return u.str();
 }
 
 TrainerOptions parse_trainer_options(const std::vector<std::string>& args, const std::string& default_text) {
@@ -248,6 +269,7 @@ TrainerOptions parse_trainer_options(const std::vector<std::string>& args, const
         }
     }
     apply_flags_to_config(o);
+    validate_telemetry_path(o);
     return o;
 }
 

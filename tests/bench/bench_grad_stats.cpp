@@ -16,12 +16,16 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <functional>
 #include <thread>
 #include <vector>
 
 #include "sp/agent/grad_stats_collector.h"
 
 namespace {
+
+constexpr int kWarmup = 3;
+constexpr int kRuns = 15;
 
 using Clock = std::chrono::steady_clock;
 
@@ -51,16 +55,22 @@ std::vector<sp::agent::AgentBlock> make_blocks(at::ScalarType dtype) {
     return blocks;
 }
 
-template <typename F>
-double median_ms(F&& f, int warmup, int runs) {
-    for (int i = 0; i < warmup; ++i) f();
-    std::vector<double> ms;
-    for (int i = 0; i < runs; ++i) {
-        const auto t0 = Clock::now();
-        f();
-        ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+// Runs the methods round-robin, warm-up rounds first, and returns each one's median in ms. Interleaving
+// makes every method see the same background load (the machine is shared), so the ratios hold even
+// when absolute times drift.
+std::vector<double> median_ms(const std::vector<std::function<void()>>& methods, int warmup, int runs) {
+    std::vector<std::vector<double>> ms(methods.size());
+    for (int r = 0; r < warmup + runs; ++r) {
+        for (std::size_t m = 0; m < methods.size(); ++m) {
+            const auto t0 = Clock::now();
+            methods[m]();
+            const double t = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+            if (r >= warmup) ms[m].push_back(t);
+        }
     }
-    return median(ms);
+    std::vector<double> medians;
+    for (auto& v : ms) medians.push_back(median(v));
+    return medians;
 }
 
 void run_case(const char* label, at::ScalarType dtype, int threads) {
@@ -78,38 +88,30 @@ void run_case(const char* label, at::ScalarType dtype, int threads) {
     auto collector = sp::agent::make_cpu_grad_stats_collector();
     collector->prepare(blocks);
     volatile double sink = 0;
-    constexpr int kWarmup = 3;
-    constexpr int kRuns = 15;
-
-    const double coll = median_ms(
-        [&] {
-            collector->collect();
-            sink = sink + collector->results().front().l2_norm;
-        },
-        kWarmup, kRuns);
-    const double sum = median_ms(
-        [&] {
-            for (const auto& g : grads) sink = sink + g.sum().item<double>();
-        },
-        kWarmup, kRuns);
-    const double naive = median_ms(
-        [&] {
-            for (const auto& g : grads) {
-                sink = sink + g.norm().item<double>();
-                sink = sink + g.abs().max().item<double>();
-                sink = sink + g.var().item<double>();
-                sink = sink + double(g.isfinite().logical_not().sum().item<std::int64_t>());
-            }
-        },
-        kWarmup, kRuns);
+    const auto collect = [&] {
+        collector->collect();
+        sink = sink + collector->results().front().l2_norm;
+    };
+    const auto sum = [&] {
+        for (const auto& g : grads) sink = sink + g.sum().item<double>();
+    };
+    const auto naive = [&] {
+        for (const auto& g : grads) {
+            sink = sink + g.norm().item<double>();
+            sink = sink + g.abs().max().item<double>();
+            sink = sink + g.var().item<double>();
+            sink = sink + double(g.isfinite().logical_not().sum().item<std::int64_t>());
+        }
+    };
+    const std::vector<double> t = median_ms({collect, sum, naive}, kWarmup, kRuns);
 
     const double gb = bytes / 1e9;
-    std::printf("%-5s %7d %9.1f  %-10s %9.2f %8.2f %8.2fx\n", label, threads, bytes / 1e6, "collector", coll,
-                gb / (coll / 1e3), coll / sum);
-    std::printf("%-5s %7d %9.1f  %-10s %9.2f %8.2f %8.2fx\n", label, threads, bytes / 1e6, "sum", sum,
-                gb / (sum / 1e3), 1.0);
-    std::printf("%-5s %7d %9.1f  %-10s %9.2f %8.2f %8.2fx\n", label, threads, bytes / 1e6, "naive", naive,
-                gb / (naive / 1e3), naive / sum);
+    std::printf("%-5s %7d %9.1f  %-10s %9.2f %8.2f %8.2fx\n", label, threads, bytes / 1e6, "collector", t[0],
+                gb / (t[0] / 1e3), t[0] / t[1]);
+    std::printf("%-5s %7d %9.1f  %-10s %9.2f %8.2f %8.2fx\n", label, threads, bytes / 1e6, "sum", t[1],
+                gb / (t[1] / 1e3), 1.0);
+    std::printf("%-5s %7d %9.1f  %-10s %9.2f %8.2f %8.2fx\n", label, threads, bytes / 1e6, "naive", t[2],
+                gb / (t[2] / 1e3), t[2] / t[1]);
 }
 
 }  // namespace

@@ -266,12 +266,12 @@ void TestTelemetrySink::writesEveryKindInOrder() {
     QCOMPARE(lines.size(), std::size_t{5});
     QVERIFY(text.back() == '\n');
 
-    // The step-stats line has no "type", so JsonlReader takes it for an update record missing its
-    // fields and reports it as line 4; check it directly and everything else through the reader.
+    // Every line reads back through JsonlReader as its own kind, in order.
     const ReadBack back = read_records(text);
-    QCOMPARE(back.problems.size(), std::size_t{1});
-    QCOMPARE(back.problems[0].line, std::uint64_t{4});
-    QCOMPARE(back.records.size(), std::size_t{4});
+    QCOMPARE(back.problems.size(), std::size_t{0});
+    QCOMPARE(back.records.size(), std::size_t{5});
+    QVERIFY(std::holds_alternative<StepStatsRecord>(back.records[3]));
+    QCOMPARE(std::get<StepStatsRecord>(back.records[3]).step, std::int64_t{11});
     QVERIFY(std::holds_alternative<RunHeader>(back.records[0]));
     QCOMPARE(QString::fromStdString(std::get<RunHeader>(back.records[0]).run_id), QStringLiteral("test-run"));
     QCOMPARE(std::get<RunHeader>(back.records[0]).blocks.size(), std::size_t{2});
@@ -282,8 +282,8 @@ void TestTelemetrySink::writesEveryKindInOrder() {
     QCOMPARE(QString::fromStdString(std::get<EventRecord>(back.records[2]).kind),
              QStringLiteral("precision_change"));
     QCOMPARE(std::get<EventRecord>(back.records[2]).step, std::int64_t{10});
-    QVERIFY(std::holds_alternative<UpdateRecord>(back.records[3]));
-    QCOMPARE(std::get<UpdateRecord>(back.records[3]).step_id, std::int64_t{20});
+    QVERIFY(std::holds_alternative<UpdateRecord>(back.records[4]));
+    QCOMPARE(std::get<UpdateRecord>(back.records[4]).step_id, std::int64_t{20});
 
     // Same bytes as the core serialiser, so the sink adds nothing of its own to a line.
     QCOMPARE(lines[3], to_json_line(step_stats(11)));
