@@ -34,6 +34,7 @@
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #define SP_GRAD_STATS_AVX2 1
+#include <cpuid.h>
 #include <immintrin.h>
 #endif
 
@@ -201,9 +202,12 @@ SP_AVX2 Sums sums_avx2(const T* p, std::int64_t n) {
 }
 #undef SP_AVX2
 
+// F16C through cpuid: Clang's __builtin_cpu_supports does not know "f16c".
 bool cpu_has_avx2() {
     __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    return __builtin_cpu_supports("avx2") && __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 &&
+           (ecx & bit_F16C) != 0;
 }
 #else
 bool cpu_has_avx2() {

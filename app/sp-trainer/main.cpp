@@ -35,12 +35,15 @@ double seconds_since(Clock::time_point t0) {
 // printf-style formatting into a std::string (progress lines are fixed-width tables).
 std::string format(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 std::string format(const char* fmt, ...) {
-    char buffer[512];
-    va_list args;
+    va_list args, again;
     va_start(args, fmt);
-    std::vsnprintf(buffer, sizeof buffer, fmt, args);
+    va_copy(again, args);
+    const int size = std::vsnprintf(nullptr, 0, fmt, args);
     va_end(args);
-    return buffer;
+    std::string out(size > 0 ? std::size_t(size) : 0, '\0');
+    if (size > 0) std::vsnprintf(out.data(), out.size() + 1, fmt, again);  // C++17: data() is writable
+    va_end(again);
+    return out;
 }
 
 // Distinct streams from one --seed: training batches, held-out batches and calibration inputs must
@@ -84,6 +87,7 @@ struct RunTotals {
     std::int64_t switches = 0;
     double saving_pct_sum = 0;
     double initial_eval = NAN, final_eval = NAN;
+    std::string calibration;  // where the INT8 errors came from
 };
 
 void print_summary(const TrainerOptions& o, const agent::Agent& agent,
@@ -107,12 +111,43 @@ void print_summary(const TrainerOptions& o, const agent::Agent& agent,
                "bookkeeping %.3f s)\n",
                overhead.total_s(), t.train_step_s > 0 ? 100.0 * overhead.total_s() / t.train_step_s : 0.0,
                overhead.collect_s, overhead.hints_s, overhead.step_bookkeeping_s);
+    std::cout << "  calibration      " << t.calibration << '\n';
     if (o.config.telemetry_enabled)
         std::cout << format("  telemetry        %s (%llu records dropped)\n", o.config.telemetry_file.c_str(),
                             static_cast<unsigned long long>(agent.telemetry_dropped()));
     else
         std::cout << "  telemetry        off\n";
     std::cout.flush();
+}
+
+// Calibration inputs: one fixed batch per sample from the training split, drawn from its own
+// generator; the activation entering block b is the embedding run through blocks 0..b-1.
+// Returns the line to print; `summary` says where the errors came from.
+std::string run_calibration(const TrainerOptions& o, const TextData& text, GptModel& model,
+                            agent::Agent& agent, std::string& summary) {
+    std::mt19937_64 calibration_rng(o.seed ^ kCalibrationStream);
+    std::vector<Batch> samples;
+    for (int s = 0; s < o.config.calibration_samples; ++s)
+        samples.push_back(text.sample(Split::train, calibration_rng, o.batch, o.seq_len, o.device));
+    agent::CalibrationHooks hooks;
+    hooks.input = [&](int block, int sample) {
+        at::NoGradGuard no_grad;
+        auto x = model.embed(samples.at(std::size_t(sample)).tokens);
+        for (int b = 0; b < block; ++b) x = model.run_block(b, x);
+        return x;
+    };
+    hooks.forward = [&](int block, const at::Tensor& x) { return model.run_block(block, x); };
+    const auto t0 = Clock::now();
+    const auto& result = agent.calibrate(hooks);
+    std::string line = format("calibration: %s in %.2f s; INT8 relative output error per block:",
+                              result.from_cache ? "loaded from cache" : "measured", seconds_since(t0));
+    for (double e : result.errors) line += format(" %.4f", e);
+    if (!result.cache_path.empty()) line += " (cache " + result.cache_path + ")";
+    summary = result.from_cache
+                  ? "loaded from cache " + result.cache_path
+                  : "measured" + (result.cache_path.empty() ? std::string(" (not cached)")
+                                                            : ", cached in " + result.cache_path);
+    return line;
 }
 
 int run(const TrainerOptions& o) {
@@ -149,29 +184,12 @@ int run(const TrainerOptions& o) {
     agent::Agent agent(o.config, std::move(agent_options));
     agent.register_blocks(model.named_blocks());
 
+    RunTotals totals;
     if (o.config.run_calibration) {
-        // One fixed batch per sample from the training split, drawn from its own generator.
-        std::mt19937_64 calibration_rng(o.seed ^ kCalibrationStream);
-        std::vector<Batch> samples;
-        for (int s = 0; s < o.config.calibration_samples; ++s)
-            samples.push_back(text.sample(Split::train, calibration_rng, o.batch, o.seq_len, o.device));
-        agent::CalibrationHooks hooks;
-        hooks.input = [&](int block, int sample) {
-            at::NoGradGuard no_grad;
-            auto x = model.embed(samples.at(std::size_t(sample)).tokens);
-            for (int b = 0; b < block; ++b) x = model.run_block(b, x);
-            return x;
-        };
-        hooks.forward = [&](int block, const at::Tensor& x) { return model.run_block(block, x); };
-        const auto t0 = Clock::now();
-        const auto& result = agent.calibrate(hooks);
-        std::string errors;
-        for (double e : result.errors) errors += format(" %.4f", e);
-        say(format("calibration: %s in %.2f s; INT8 relative output error per block:",
-                   result.from_cache ? "loaded from cache" : "measured", seconds_since(t0)) +
-            errors + (result.cache_path.empty() ? "" : " (cache " + result.cache_path + ")"));
+        say(run_calibration(o, text, model, agent, totals.calibration));
     } else {
-        say("calibration: off (config run_calibration false)");
+        totals.calibration = "off (config run_calibration false)";
+        say("calibration: " + totals.calibration);
     }
 
     agent::ReferencePrecisionRuntime runtime(agent.blocks());
@@ -190,7 +208,6 @@ int run(const TrainerOptions& o) {
         return sum / double(eval_set.size());
     };
 
-    RunTotals totals;
     {
         const auto t0 = Clock::now();
         totals.initial_eval = totals.final_eval = evaluate();
@@ -213,8 +230,10 @@ int run(const TrainerOptions& o) {
         optimizer.zero_grad();
         loss.backward();
         agent.collect_block_grad_stats();
-        agent.compute_hints(step);  // delivers the map to the runtime (on_hints)
+        // Masters back into the parameters first: the map compute_hints delivers (on_hints) is then
+        // only recorded, and materialized once, after the optimizer step, with the updated weights.
         runtime.before_optimizer_step();
+        agent.compute_hints(step);
         optimizer.set_learning_rate(learning_rate_at(step, o.steps, o.lr));
         optimizer.step();
         runtime.after_optimizer_step();

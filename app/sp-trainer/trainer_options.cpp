@@ -35,7 +35,7 @@ Int parse_int(const std::string& flag, const std::string& text, Int lo, Int hi) 
     return value;
 }
 
-// A whole-string finite number in (lo, hi].
+// A whole-string finite number in (0, hi].
 double parse_positive_double(const std::string& flag, const std::string& text, double hi) {
     double value = 0;
     const auto* end = text.data() + text.size();

@@ -6,8 +6,10 @@
 // taken at the compute weights and applied to the master (straight-through). Bytes are counted per
 // block per step: BF16 = 2 bytes per element, INT8 = 1 byte per element + 4 bytes per row scale.
 //
-// Trainer step: forward; backward; agent.collect...; hints = agent.compute_hints(step) (delivered to
-// on_hints); runtime.before_optimizer_step(); optimizer.step(); runtime.after_optimizer_step().
+// Trainer step: forward; backward; agent.collect_block_grad_stats(); runtime.before_optimizer_step();
+// agent.compute_hints(step) (delivered to on_hints, which then only records the map);
+// optimizer.step(); runtime.after_optimizer_step() (materializes every block once, in its new precision).
+// Hints that arrive outside that window are materialized at once.
 #include <cstdint>
 #include <vector>
 

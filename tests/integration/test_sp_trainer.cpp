@@ -1,0 +1,152 @@
+// sp-trainer end to end on CPU: a short real training run with the agent and the reference runtime,
+// its telemetry, the measured bytes against the routed map, and an exact re-simulation with sp-ctl.
+#include <QtTest>
+
+#include <QProcess>
+#include <QTemporaryDir>
+
+#include <cmath>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+namespace {
+
+struct Run {
+    int exit_code = -1;
+    QByteArray out, err;
+};
+
+Run run(const char* program, const QStringList& args, const QString& cwd = {}) {
+    QProcess p;
+    if (!cwd.isEmpty()) p.setWorkingDirectory(cwd);
+    p.start(QString::fromUtf8(program), args);
+    if (!p.waitForFinished(300000)) qFatal("%s did not finish", program);
+    return {p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1, p.readAllStandardOutput(),
+            p.readAllStandardError()};
+}
+
+std::vector<nlohmann::json> read_jsonl(const QString& path) {
+    std::ifstream in(path.toStdString());
+    std::vector<nlohmann::json> out;
+    std::string line;
+    while (std::getline(in, line)) out.push_back(nlohmann::json::parse(line));
+    return out;
+}
+
+std::vector<nlohmann::json> parse_lines(const QByteArray& text) {
+    std::vector<nlohmann::json> out;
+    for (const QByteArray& line : text.trimmed().split('\n')) out.push_back(nlohmann::json::parse(line.toStdString()));
+    return out;
+}
+
+// A small model and a config that routes early: quick enough for CI, real all the same.
+QStringList small_run(const QString& telemetry, const QString& config) {
+    return {"--steps", "60", "--blocks", "3", "--d-model", "32", "--heads", "2", "--seq-len", "32", "--batch", "8",
+            "--eval-every", "20", "--eval-batches", "2", "--config", config, "--telemetry", telemetry,
+            "--every-step-stats", "--seed", "7", "--quiet"};
+}
+
+QString write_config(QTemporaryDir& dir) {
+    const QString path = dir.filePath("cfg.json");
+    QFile f(path);
+    if (!f.open(QIODevice::WriteOnly)) qFatal("cannot write config");
+    f.write(R"({"selective_precision": {"warmup_steps": 5, "update_interval_steps": 5, "min_steps_between_switches": 10,
+              "run_calibration": true, "calibration_samples": 2, "calibration_cache_dir": ")" +
+            dir.filePath("cache").toUtf8() + R"(", "log_decisions": false}})");
+    return path;
+}
+
+}  // namespace
+
+class TestSpTrainer : public QObject {
+    Q_OBJECT
+private slots:
+    void trains_routes_measures_and_resimulates() {
+        QTemporaryDir dir;
+        const QString telemetry = dir.filePath("run.jsonl");
+        const Run r = run(SP_TRAINER_PATH, small_run(telemetry, write_config(dir)));
+        QVERIFY2(r.exit_code == 0, r.err.constData());
+
+        const auto lines = read_jsonl(telemetry);
+        QVERIFY(!lines.empty());
+        QCOMPARE(lines[0]["type"].get<std::string>(), std::string("header"));
+        QCOMPARE(lines[0]["blocks"].size(), std::size_t(3));
+        QVERIFY(lines[0].contains("calibration"));  // calibration ran and is recorded
+        std::vector<nlohmann::json> updates;
+        int stats_lines = 0;
+        for (const auto& j : lines) {
+            if (j.contains("step_id")) updates.push_back(j);
+            if (!j.contains("type") && j.contains("blocks") && !j.contains("step_id")) ++stats_lines;
+        }
+        QCOMPARE(stats_lines, 60);
+        QCOMPARE(updates.size(), std::size_t(11));  // steps 5, 10, ..., 55
+        double first_eval = NAN, last_eval = NAN;
+        for (const auto& u : updates) {
+            QVERIFY(u.contains("train_loss"));
+            QVERIFY(u.contains("measured_bandwidth_saving_pct"));
+            // Measured bytes follow the routed map: INT8 halves a block's bytes, less its row scales.
+            const double estimated = u["estimated_bandwidth_saving_pct"].get<double>();
+            const double measured = u["measured_bandwidth_saving_pct"].get<double>();
+            QVERIFY2(measured <= estimated + 1e-9 && measured >= estimated - 3.0,
+                     qPrintable(QString("step %1: measured %2, estimated %3")
+                                    .arg(u["step_id"].get<qint64>()).arg(measured).arg(estimated)));
+            if (u.contains("eval_loss")) {
+                if (std::isnan(first_eval)) first_eval = u["eval_loss"].get<double>();
+                last_eval = u["eval_loss"].get<double>();
+            }
+        }
+        QVERIFY(!std::isnan(first_eval));
+        QVERIFY2(last_eval < first_eval, qPrintable(QString("eval %1 -> %2").arg(first_eval).arg(last_eval)));
+
+        // Re-simulating the recorded run with its own settings gives the same decisions, bit for bit.
+        const Run sim = run(SP_CTL_PATH, {"simulate", "--stats", telemetry});
+        QVERIFY2(sim.exit_code == 0, sim.err.constData());
+        const auto replayed = parse_lines(sim.out);
+        QCOMPARE(replayed.size(), updates.size());
+        for (std::size_t i = 0; i < updates.size(); ++i) {
+            QCOMPARE(replayed[i]["step_id"], updates[i]["step_id"]);
+            QCOMPARE(replayed[i]["blocks_int8"], updates[i]["blocks_int8"]);
+            for (const auto& [id, d] : updates[i]["block_details"].items()) {
+                QCOMPARE(replayed[i]["block_details"][id]["precision"], d["precision"]);
+                QCOMPARE(replayed[i]["block_details"][id]["sensitivity"], d["sensitivity"]);
+                QCOMPARE(replayed[i]["block_details"][id]["error_score"], d["error_score"]);
+            }
+        }
+
+        // The same run again hits the calibration cache.
+        const QString second = dir.filePath("run2.jsonl");
+        const Run again = run(SP_TRAINER_PATH, small_run(second, dir.filePath("cfg.json")));
+        QVERIFY2(again.exit_code == 0, again.err.constData());
+        QVERIFY2(again.out.contains("cache"), again.out.constData());
+    }
+
+    void bad_flags_exit_2_and_write_nothing() {
+        QTemporaryDir dir;
+        const QString telemetry = dir.filePath("bad.jsonl");
+        const QList<QStringList> bad = {
+            {"--steps", "ten"},          {"--steps", "0"},       {"--d-model", "30", "--heads", "4"},
+            {"--precision", "fp4"},      {"--device", "tpu"},    {"--bogus"},
+            {"--config", dir.filePath("missing.json")},          {"--text", dir.filePath("missing.txt")},
+        };
+        for (QStringList args : bad) {
+            args << "--telemetry" << telemetry;
+            const Run r = run(SP_TRAINER_PATH, args);
+            QVERIFY2(r.exit_code == 2, qPrintable(args.join(' ') + " -> " + QString::number(r.exit_code)));
+            QVERIFY2(!r.err.isEmpty(), qPrintable(args.join(' ')));
+            QVERIFY2(!QFile::exists(telemetry), qPrintable(args.join(' ')));
+        }
+        const QString cfg = dir.filePath("cfg.json");
+        QFile f(cfg);
+        QVERIFY(f.open(QIODevice::WriteOnly));
+        f.write(R"({"bf16_treshold": 0.5})");
+        f.close();
+        const Run r = run(SP_TRAINER_PATH, {"--config", cfg, "--telemetry", telemetry});
+        QCOMPARE(r.exit_code, 2);
+        QVERIFY2(r.err.contains("did you mean 'bf16_threshold'"), r.err.constData());
+        QVERIFY(!QFile::exists(telemetry));
+    }
+};
+
+QTEST_GUILESS_MAIN(TestSpTrainer)
+#include "test_sp_trainer.moc"
