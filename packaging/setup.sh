@@ -64,22 +64,22 @@ bin="build/$preset"
 case "$action" in
   build) ;;
   demo)
+    demo="$bin/demo"
+    mkdir -p "$demo"
     echo
-    echo "== Selective Precision demo: the policy simulator on a recorded 48-block run =="
-    echo "   (resources/example: 200 steps with calibration; mid blocks 16-28 quiet between steps 50-140, a NaN burst in block 10 at step 95,"
-    echo "    blocks 3,4 pinned to bf16 at step 120 and released at 160; block 0 forced int8, 47 bf16)"
+    echo "== Selective Precision demo: a GPT trainer on CPU with the agent routing its blocks =="
+    echo "   sp-trainer: byte-level GPT on the bundled KJV text (resources/text), 300 steps, seed defaults;"
+    echo "   the reference runtime really materializes each block in its routed precision and counts bytes."
     echo
-    "$bin/app/sp-ctl/sp-ctl" simulate --format table \
-      --config resources/example/config.json \
-      --stats resources/example/stats.jsonl \
-      --calibration resources/example/calibration.json
-    mkdir -p "$bin/demo"
-    "$bin/app/sp-ctl/sp-ctl" simulate \
-      --config resources/example/config.json \
-      --stats resources/example/stats.jsonl \
-      --calibration resources/example/calibration.json >"$bin/demo/telemetry.jsonl" 2>/dev/null
+    "$bin/app/sp-trainer/sp-trainer" --steps 300 --every-step-stats --telemetry "$demo/run.jsonl"
     echo
-    echo "Full per-update telemetry (JSONL, the telemetry file's schema): $bin/demo/telemetry.jsonl"
+    echo "== The recorded run, re-simulated offline by sp-ctl (same decisions, from the file alone) =="
+    "$bin/app/sp-ctl/sp-ctl" simulate --format table --stats "$demo/run.jsonl"
+    echo
+    echo "Telemetry (JSONL): $demo/run.jsonl"
+    echo "Try other thresholds offline: $bin/app/sp-ctl/sp-ctl simulate --stats $demo/run.jsonl --config CFG.json"
+    echo "Policy simulator on a recorded 48-block run: $bin/app/sp-ctl/sp-ctl simulate --format table \\"
+    echo "    --config resources/example/config.json --stats resources/example/stats.jsonl --calibration resources/example/calibration.json"
     ;;
   test)
     export QT_QPA_PLATFORM=offscreen
