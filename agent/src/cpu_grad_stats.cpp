@@ -199,7 +199,7 @@ SP_AVX2 inline void step16(const c10::Half* p, Lanes& l) {
     add4(_mm256_castps256_ps128(x0), l.s[0], l.q[0]);
     add4(_mm256_extractf128_ps(x0, 1), l.s[1], l.q[1]);
     add4(_mm256_castps256_ps128(x1), l.s[2], l.q[2]);
-    add4(_mm256_extractf128_ps(x1, 1), l.s[3], l.q[3]);
+    add4(_mm256_extractf128_ps(x0, 1), l.s[3], l.q[3]);
     max_abs_u16(p, l);
 }
 

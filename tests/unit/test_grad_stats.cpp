@@ -307,6 +307,36 @@ class GradStatsTest : public QObject {
         }
     }
 
+    // Magnitudes at the ends of each format: squares that overflow float (but not double), subnormals,
+    // and the largest magnitude on the negative side (max |g| must see through the sign).
+    void extremeValues() {
+        struct Case {
+            at::ScalarType t;
+            double big, tiny;
+        };
+        for (const Case& k : {Case{at::kFloat, 3.0e38, 1.0e-44}, Case{at::kBFloat16, 3.0e38, 1.0e-40},
+                              Case{at::kHalf, 65504.0, 6.0e-8}}) {
+            at::Tensor g = random_grad({1000}, k.t, 1.0);
+            g[17].fill_(-k.big);
+            g[500].fill_(k.big / 2);
+            g[999].fill_(k.tiny);
+            g[3].fill_(-k.tiny);
+            at::Tensor tiny_only = torch::full({40}, k.tiny, torch::dtype(k.t));
+            tiny_only[33].fill_(-2 * k.tiny);
+            std::vector<AgentBlock> blocks = {make_block(0, {param_with_grad({1000}, k.t, g)}),
+                                              make_block(1, {param_with_grad({40}, k.t, tiny_only)})};
+            check_all(blocks, QString("extreme %1").arg(c10::toString(k.t)));
+            if (QTest::currentTestFailed()) return;
+            auto c = make_collector(false);
+            c->prepare(blocks);
+            c->collect();
+            QVERIFY(c->results()[0].finite());
+            QCOMPARE(c->results()[0].max_abs, double(g[17].abs().item<float>()));
+            QVERIFY(c->results()[0].l2_norm > 1.1 * c->results()[0].max_abs);
+            QVERIFY(c->results()[1].max_abs > 0.0);
+        }
+    }
+
     // A block is absent only when none of its parameters has a grad.
     void missingGrads() {
         std::vector<AgentBlock> blocks;
