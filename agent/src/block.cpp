@@ -1,5 +1,5 @@
-// AgentBlocks from LibTorch modules, and the layout the policy sees. Only this file (of the two
-// functions' users) needs the module API, so <torch/nn/module.h> stays here.
+// AgentBlocks from LibTorch modules, and the layout the policy sees. block.h only forward-declares
+// torch::nn::Module; the module API (<torch/nn/module.h>, seconds to compile) stays in this file.
 #include <torch/nn/module.h>
 
 #include <stdexcept>

@@ -1,7 +1,7 @@
 // Gradient statistics throughput: the CPU collector against what the same gradients cost otherwise.
 //
 // Gradients of 8 transformer-like blocks (d_model 512: qkv 512x1536, out 512x512, fc1 512x2048,
-// fc2 2048x512, their biases and two layer norms), ~101 MB in fp32 and ~50 MB in bf16, set directly as
+// fc2 2048x512, their biases and two layer norms), ~101 MB in fp32, ~50 MB in bf16 or fp16, set as
 // .grad() of leaf parameters. Rows, each the median of N runs after warm-up:
 //   collector   make_cpu_grad_stats_collector(): collect() + results(), every statistic of every block
 //   sum         t.sum() over every gradient: one plain reduction, the floor for a single read
@@ -9,14 +9,17 @@
 // GB/s = gradient bytes read once / time. The ratios are time / time of `sum` at the same thread count;
 // the aim is collector <= 1.5x. Each case runs at LibTorch's default thread count and, when different,
 // at the hardware thread count. The collector runs its chunks in parallel only when sp_agent's
-// cpu_grad_stats.cpp is compiled with -fopenmp (see there).
+// cpu_grad_stats.cpp is compiled with -fopenmp (see there). SP_GRAD_STATS_PORTABLE=1 in the
+// environment measures the portable pass instead of the AVX2 one.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <functional>
+#include <string>
 #include <thread>
 #include <vector>
 

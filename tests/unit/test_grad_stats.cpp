@@ -10,15 +10,48 @@
 
 #include <QtTest>
 
+#include <atomic>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <limits>
 #include <memory>
+#include <new>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "sp/agent/block.h"
 #include "sp/agent/grad_stats_collector.h"
+
+// Counts operator new calls while armed: collect() must not allocate once its plan exists. (The
+// replacement is global, so LibTorch's own allocations through operator new count too.)
+namespace {
+std::atomic<bool> g_count_allocations{false};
+std::atomic<long> g_allocations{0};
+}  // namespace
+
+void* operator new(std::size_t n) {
+    if (g_count_allocations.load(std::memory_order_relaxed))
+        g_allocations.fetch_add(1, std::memory_order_relaxed);
+    if (void* p = std::malloc(n == 0 ? 1 : n)) return p;
+    throw std::bad_alloc();
+}
+void* operator new[](std::size_t n) {
+    return operator new(n);
+}
+void operator delete(void* p) noexcept {
+    std::free(p);
+}
+void operator delete[](void* p) noexcept {
+    std::free(p);
+}
+void operator delete(void* p, std::size_t) noexcept {
+    std::free(p);
+}
+void operator delete[](void* p, std::size_t) noexcept {
+    std::free(p);
+}
 
 using sp::BlockGradStats;
 using sp::agent::AgentBlock;
@@ -279,27 +312,32 @@ class GradStatsTest : public QObject {
         QCOMPARE(quint64(c->results()[1].numel), quint64(50));
     }
 
-    // Transposed, strided slices, an expanded (stride 0) grad; then the same grads changed in place.
+    // Transposed and channels-last (dense: read in place), strided slices and an expanded (stride 0)
+    // grad (copied); then the same grads changed in place.
     void nonContiguous() {
         for (at::ScalarType t : {at::kFloat, at::kBFloat16, at::kHalf}) {
             const at::Tensor transposed = random_grad({300, 257}, t, 1e-2).t();
             const at::Tensor sliced = random_grad({90, 2 * 301}, t).slice(1, 0, 2 * 301, 2);
             const at::Tensor expanded = random_grad({1, 129}, t, 1.0, 0.5).expand({40, 129});
             const at::Tensor offset = random_grad({1000}, t).slice(0, 3, 1000);  // contiguous, offset storage
+            const at::Tensor channels_last =
+                random_grad({3, 5, 7, 9}, t, 1.0, -0.5).contiguous(at::MemoryFormat::ChannelsLast);
             QVERIFY(!transposed.is_contiguous() && !sliced.is_contiguous() && !expanded.is_contiguous());
+            QVERIFY(!channels_last.is_contiguous());
             std::vector<AgentBlock> blocks;
             blocks.push_back(make_block(0, {param_with_grad({257, 300}, t, transposed)}));
-            blocks.push_back(
-                make_block(1, {param_with_grad({90, 301}, t, sliced), param_with_grad({40, 129}, t, expanded),
-                               param_with_grad({997}, t, offset)}));
+            blocks.push_back(make_block(
+                1, {param_with_grad({90, 301}, t, sliced), param_with_grad({40, 129}, t, expanded),
+                    param_with_grad({997}, t, offset), param_with_grad({3, 5, 7, 9}, t, channels_last)}));
             check_all(blocks, QString("nonContiguous %1").arg(c10::toString(t)));
             if (QTest::currentTestFailed()) return;
 
             auto c = make_collector(false);
             c->prepare(blocks);
             c->collect();
-            transposed.mul_(-3.0);  // in place, through the strided view: the next collect must see it
+            transposed.mul_(-3.0);  // in place, through the strided views: the next collect must see it
             sliced.add_(1.0);
+            channels_last.mul_(0.5);
             c->collect();
             check_block(c->results()[0], reference(grads_of(blocks[0])), "nonContiguous, changed in place");
             check_block(c->results()[1], reference(grads_of(blocks[1])), "nonContiguous, changed in place");
@@ -454,6 +492,42 @@ class GradStatsTest : public QObject {
             b.mutable_grad() = random_grad({300}, at::kFloat);
             v.mutable_grad() = random_grad({1000}, at::kFloat);
         }
+    }
+
+    // After the first collect, a step allocates nothing, even when a grad's storage moved (same size),
+    // a chunk holds a NaN, or a grad is transposed (dense: read in place). Grads that are not dense
+    // are left out: their staging copy_ is LibTorch's.
+    void noAllocationPerStep() {
+        at::Tensor nan_grad = random_grad({70000}, at::kHalf);
+        nan_grad[66000].fill_(kNaN);
+        std::vector<AgentBlock> blocks;
+        blocks.push_back(
+            make_block(0, {param_with_grad({300000}, at::kFloat, random_grad({300000}, at::kFloat)),
+                           param_with_grad({70000}, at::kHalf, nan_grad)}));
+        blocks.push_back(
+            make_block(1, {param_with_grad({8}, at::kFloat, at::Tensor()),
+                           param_with_grad({64, 48}, at::kFloat, random_grad({48, 64}, at::kFloat).t()),
+                           param_with_grad({5000}, at::kBFloat16, random_grad({5000}, at::kBFloat16))}));
+        const int threads = at::get_num_threads();
+        for (bool portable : {false, true}) {
+            auto c = make_collector(portable);
+            c->prepare(blocks);
+            for (int t : {1, 2}) {
+                at::set_num_threads(t);
+                c->collect();  // a first collect at this thread count: pools are warm afterwards
+                blocks[0].params[0].mutable_grad() = random_grad({300000}, at::kFloat);  // storage moves
+                g_allocations = 0;
+                g_count_allocations = true;
+                c->collect();
+                const auto& r = c->results();
+                g_count_allocations = false;
+                QCOMPARE(g_allocations.load(), 0L);
+                QCOMPARE(int(r.size()), 2);
+            }
+            check_block(c->results()[0], reference(grads_of(blocks[0])), "noAllocation: block 0");
+            if (QTest::currentTestFailed()) break;
+        }
+        at::set_num_threads(threads);
     }
 
     // results() ascend by block id whatever order prepare() got the blocks in.
