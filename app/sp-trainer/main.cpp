@@ -176,7 +176,7 @@ int run(const TrainerOptions& o) {
     say("telemetry: " + telemetry_description(o));
 
     agent::AgentOptions agent_options;
-    agent_options.producer = "sp-trainer";
+    agent_options.producer = "sp-trainer " SP_VERSION;
     agent_options.model_identity = model_identity(o, text.size());
     agent_options.log = [quiet = o.quiet](const std::string& line) {
         if (!quiet) std::cout << "  agent: " << line << std::endl;

@@ -37,7 +37,7 @@ class TelemetrySink;
 
 struct AgentOptions {
     std::string run_id;          // "" -> generated from the clock
-    std::string producer = "sp-agent";
+    std::string producer = "sp-agent " SP_VERSION;
     std::string model_identity;  // part of the calibration fingerprint (model + weights)
     std::unique_ptr<GradStatsCollector> collector;  // null -> the CPU collector
     std::function<double()> clock;                  // wall-clock seconds; null -> system clock
