@@ -46,9 +46,13 @@ Agent::Agent(Config config, AgentOptions options) : config_(std::move(config)), 
 
 Agent::~Agent() = default;  // the sink writes what is queued, then stops
 
-double Agent::now() const { return options_.clock(); }
+double Agent::now() const {
+    return options_.clock();
+}
 
-void Agent::register_blocks(const std::vector<NamedModule>& modules) { register_blocks(blocks_from_modules(modules)); }
+void Agent::register_blocks(const std::vector<NamedModule>& modules) {
+    register_blocks(blocks_from_modules(modules));
+}
 
 void Agent::register_blocks(std::vector<AgentBlock> blocks) {
     if (policy_) throw std::logic_error("Agent::register_blocks: blocks are already registered");
@@ -66,9 +70,10 @@ const CalibrationResult& Agent::calibrate(const CalibrationHooks& hooks) {
     if (!policy_) throw std::logic_error("Agent::calibrate: register_blocks first");
     if (step_ >= 0) throw std::logic_error("Agent::calibrate: call it before the first step");
     if (!config_.run_calibration) return calibration_;
-    const std::string dir =
-        config_.calibration_cache_dir.empty() ? default_calibration_cache_dir() : config_.calibration_cache_dir;
-    calibration_ = sp::agent::calibrate(blocks_, hooks, config_.calibration_samples, options_.model_identity, dir);
+    const std::string dir = config_.calibration_cache_dir.empty() ? default_calibration_cache_dir()
+                                                                  : config_.calibration_cache_dir;
+    calibration_ =
+        sp::agent::calibrate(blocks_, hooks, config_.calibration_samples, options_.model_identity, dir);
     policy_ = std::make_unique<Policy>(config_, layout_of(blocks_), calibration_.errors);
     return calibration_;
 }
@@ -139,7 +144,8 @@ void Agent::begin_step(std::int64_t step) {
         }
         emit_event(step, "command", payload.dump());
         for (const PrecisionChange& c : outcome.changes) log_change(step, c);
-        if (!outcome.ok && options_.log) options_.log("step " + std::to_string(step) + ": command rejected: " + outcome.error);
+        if (!outcome.ok && options_.log)
+            options_.log("step " + std::to_string(step) + ": command rejected: " + outcome.error);
         if (done) done(outcome, step);
     }
     applying_.clear();
@@ -179,7 +185,9 @@ void Agent::record_transfer(std::uint64_t bytes_copied, std::uint64_t bytes_bf16
     transfer_ = std::make_pair(bytes_copied, bytes_bf16);
 }
 
-void Agent::record_eval_loss(double loss) { eval_loss_ = loss; }
+void Agent::record_eval_loss(double loss) {
+    eval_loss_ = loss;
+}
 
 void Agent::end_step(double loss) {
     const auto t0 = Clock::now();
@@ -189,7 +197,8 @@ void Agent::end_step(double loss) {
         r.eval_loss = eval_loss_;  // the held-out loss measured since the previous record, if any
         eval_loss_.reset();
         if (transfer_ && transfer_->second > 0) {
-            r.measured_bandwidth_saving_pct = 100.0 * (1.0 - double(transfer_->first) / double(transfer_->second));
+            r.measured_bandwidth_saving_pct =
+                100.0 * (1.0 - double(transfer_->first) / double(transfer_->second));
         }
         last_record_ = r;
         if (sink_) sink_->push(std::move(r));
@@ -200,6 +209,8 @@ void Agent::end_step(double loss) {
     overhead_.step_bookkeeping_s += seconds_since(t0);
 }
 
-std::uint64_t Agent::telemetry_dropped() const { return sink_ ? sink_->dropped() : 0; }
+std::uint64_t Agent::telemetry_dropped() const {
+    return sink_ ? sink_->dropped() : 0;
+}
 
 }  // namespace sp::agent

@@ -49,7 +49,8 @@ class LineParser {
             json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
             if (j.is_discarded()) fail("not valid JSON");
             if (!j.is_object()) fail("expected a JSON object, got " + std::string(j.type_name()));
-            const std::string type = j.contains("type") && j["type"].is_string() ? j["type"].get<std::string>() : "";
+            const std::string type =
+                j.contains("type") && j["type"].is_string() ? j["type"].get<std::string>() : "";
             if (type == "layout" || type == "header") {
                 if (seen_content) fail("the " + type + " line must be the first line");
                 out.layout = parse_layout(j);
@@ -57,7 +58,8 @@ class LineParser {
             } else if (type == "event") {
                 add_command_event(j, out);  // a recorded operator command; other events are skipped
             } else if (!type.empty() || j.contains("type")) {
-                fail("unknown line type " + j["type"].dump() + " (expected \"layout\", \"header\" or \"event\")");
+                fail("unknown line type " + j["type"].dump() +
+                     " (expected \"layout\", \"header\" or \"event\")");
             } else if (j.contains("step_id")) {
                 ++out.skipped_update_records;  // a telemetry file's own update records
             } else {
@@ -259,7 +261,8 @@ SimulationResult simulate(std::istream& stats, const std::string& source, const 
     result.config = options.config ? *options.config : input.header_config ? *input.header_config : Config{};
     result.calibration_from_header = !options.calibration && input.header_calibration;
     const std::map<int, double> calibration =
-        options.calibration ? *options.calibration : input.header_calibration.value_or(std::map<int, double>{});
+        options.calibration ? *options.calibration
+                            : input.header_calibration.value_or(std::map<int, double>{});
     result.skipped_update_records = input.skipped_update_records;
     result.layout = input.layout ? *input.layout : uniform_layout(input.max_block_id + 1);
     const std::size_t n = result.layout.size();
@@ -279,7 +282,8 @@ SimulationResult simulate(std::istream& stats, const std::string& source, const 
         }
     }
 
-    Policy policy(result.config, result.layout, std::move(errors));  // ConfigError when config and layout disagree
+    Policy policy(result.config, result.layout,
+                  std::move(errors));  // ConfigError when config and layout disagree
     for (const StepInput& step : input.steps) {
         for (const auto& [command, line] : step.commands) {
             const CommandOutcome outcome = policy.apply(command, step.step);

@@ -2,10 +2,10 @@
 // Update records are written by hand with std::to_chars: they are the bulk of every file and the
 // writer runs once per policy update, so they avoid building an nlohmann DOM.
 #include <algorithm>
-#include <limits>
 #include <array>
 #include <charconv>
 #include <cmath>
+#include <limits>
 #include <stdexcept>
 
 #include <nlohmann/json.hpp>
@@ -175,23 +175,28 @@ StepStatsRecord stats_from_json(const ojson& j) {
     r.step = as_int(require(j, "step"), "step");
     if (j.contains("timestamp")) r.timestamp = as_double(j["timestamp"], "timestamp");
     const ojson& blocks = require(j, "blocks");
-    if (!blocks.is_array()) throw FieldError(std::string("field 'blocks': expected an array, got ") + json_type_name(blocks));
+    if (!blocks.is_array())
+        throw FieldError(std::string("field 'blocks': expected an array, got ") + json_type_name(blocks));
     r.blocks.reserve(blocks.size());
     for (std::size_t i = 0; i < blocks.size(); ++i) {
         const ojson& b = blocks[i];
         const std::string prefix = "blocks[" + std::to_string(i) + "]";
-        if (!b.is_object()) throw FieldError("field '" + prefix + "': expected an object, got " + json_type_name(b));
+        if (!b.is_object())
+            throw FieldError("field '" + prefix + "': expected an object, got " + json_type_name(b));
         BlockGradStats s;
         const std::int64_t id = as_int(require(b, "id"), prefix + ".id");
-        if (id < 0 || id > std::numeric_limits<int>::max()) throw FieldError("field '" + prefix + ".id': out of range");
+        if (id < 0 || id > std::numeric_limits<int>::max())
+            throw FieldError("field '" + prefix + ".id': out of range");
         s.block_id = int(id);
         s.l2_norm = statistic_from_json(b, "l2_norm", prefix);
         s.max_abs = statistic_from_json(b, "max_abs", prefix);
         s.variance = statistic_from_json(b, "variance", prefix);
         s.mean = statistic_from_json(b, "mean", prefix);
-        if (b.contains("numel")) s.numel = std::uint64_t(std::max<std::int64_t>(0, as_int(b["numel"], prefix + ".numel")));
+        if (b.contains("numel"))
+            s.numel = std::uint64_t(std::max<std::int64_t>(0, as_int(b["numel"], prefix + ".numel")));
         if (b.contains("nonfinite_count"))
-            s.nonfinite_count = std::uint64_t(std::max<std::int64_t>(0, as_int(b["nonfinite_count"], prefix + ".nonfinite_count")));
+            s.nonfinite_count = std::uint64_t(
+                std::max<std::int64_t>(0, as_int(b["nonfinite_count"], prefix + ".nonfinite_count")));
         r.blocks.push_back(s);
     }
     return r;

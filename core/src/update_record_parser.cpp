@@ -21,7 +21,15 @@ struct TopField {
     int UpdateRecord::*num;
     std::optional<double> UpdateRecord::*opt = nullptr;  // optional additive numbers (null allowed)
 };
-enum TopIndex : std::size_t { kStepId, kBlockDetails = 9, kMode = 11, kMeasured, kTrainLoss, kEvalLoss, kType };
+enum TopIndex : std::size_t {
+    kStepId,
+    kBlockDetails = 9,
+    kMode = 11,
+    kMeasured,
+    kTrainLoss,
+    kEvalLoss,
+    kType
+};
 constexpr std::array<TopField, 16> kTop = {{
     {"step_id", nullptr, nullptr},
     {"timestamp", &UpdateRecord::timestamp, nullptr},

@@ -36,24 +36,27 @@ std::vector<nlohmann::json> read_jsonl(const QString& path) {
 
 std::vector<nlohmann::json> parse_lines(const QByteArray& text) {
     std::vector<nlohmann::json> out;
-    for (const QByteArray& line : text.trimmed().split('\n')) out.push_back(nlohmann::json::parse(line.toStdString()));
+    for (const QByteArray& line : text.trimmed().split('\n'))
+        out.push_back(nlohmann::json::parse(line.toStdString()));
     return out;
 }
 
 // A small model and a config that routes early: quick enough for CI, real all the same.
 QStringList small_run(const QString& telemetry, const QString& config) {
-    return {"--steps", "60", "--blocks", "3", "--d-model", "32", "--heads", "2", "--seq-len", "32", "--batch", "8",
-            "--eval-every", "20", "--eval-batches", "2", "--config", config, "--telemetry", telemetry,
-            "--every-step-stats", "--seed", "7", "--quiet"};
+    return {"--steps",      "60",      "--blocks",           "3",      "--d-model", "32",
+            "--heads",      "2",       "--seq-len",          "32",     "--batch",   "8",
+            "--eval-every", "20",      "--eval-batches",     "2",      "--config",  config,
+            "--telemetry",  telemetry, "--every-step-stats", "--seed", "7",         "--quiet"};
 }
 
 QString write_config(QTemporaryDir& dir) {
     const QString path = dir.filePath("cfg.json");
     QFile f(path);
     if (!f.open(QIODevice::WriteOnly)) qFatal("cannot write config");
-    f.write(R"({"selective_precision": {"warmup_steps": 5, "update_interval_steps": 5, "min_steps_between_switches": 10,
+    f.write(
+        R"({"selective_precision": {"warmup_steps": 5, "update_interval_steps": 5, "min_steps_between_switches": 10,
               "run_calibration": true, "calibration_samples": 2, "calibration_cache_dir": ")" +
-            dir.filePath("cache").toUtf8() + R"(", "log_decisions": false}})");
+        dir.filePath("cache").toUtf8() + R"(", "log_decisions": false}})");
     return path;
 }
 
@@ -61,7 +64,7 @@ QString write_config(QTemporaryDir& dir) {
 
 class TestSpTrainer : public QObject {
     Q_OBJECT
-private slots:
+  private slots:
     void trains_routes_measures_and_resimulates() {
         QTemporaryDir dir;
         const QString telemetry = dir.filePath("run.jsonl");
@@ -90,7 +93,9 @@ private slots:
             const double measured = u["measured_bandwidth_saving_pct"].get<double>();
             QVERIFY2(measured <= estimated + 1e-9 && measured >= estimated - 3.0,
                      qPrintable(QString("step %1: measured %2, estimated %3")
-                                    .arg(u["step_id"].get<qint64>()).arg(measured).arg(estimated)));
+                                    .arg(u["step_id"].get<qint64>())
+                                    .arg(measured)
+                                    .arg(estimated)));
             if (u.contains("eval_loss")) {
                 if (std::isnan(first_eval)) first_eval = u["eval_loss"].get<double>();
                 last_eval = u["eval_loss"].get<double>();
@@ -125,9 +130,14 @@ private slots:
         QTemporaryDir dir;
         const QString telemetry = dir.filePath("bad.jsonl");
         const QList<QStringList> bad = {
-            {"--steps", "ten"},          {"--steps", "0"},       {"--d-model", "30", "--heads", "4"},
-            {"--precision", "fp4"},      {"--device", "tpu"},    {"--bogus"},
-            {"--config", dir.filePath("missing.json")},          {"--text", dir.filePath("missing.txt")},
+            {"--steps", "ten"},
+            {"--steps", "0"},
+            {"--d-model", "30", "--heads", "4"},
+            {"--precision", "fp4"},
+            {"--device", "tpu"},
+            {"--bogus"},
+            {"--config", dir.filePath("missing.json")},
+            {"--text", dir.filePath("missing.txt")},
         };
         for (QStringList args : bad) {
             args << "--telemetry" << telemetry;

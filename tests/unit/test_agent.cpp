@@ -27,7 +27,8 @@ struct Model {
     }
     std::vector<NamedModule> named() const {
         std::vector<NamedModule> out;
-        for (std::size_t i = 0; i < blocks.size(); ++i) out.emplace_back("blocks." + std::to_string(i), blocks[i].get());
+        for (std::size_t i = 0; i < blocks.size(); ++i)
+            out.emplace_back("blocks." + std::to_string(i), blocks[i].get());
         return out;
     }
     // Gradients whose size grows with the block index: early blocks quiet, late blocks loud.
@@ -63,7 +64,7 @@ AgentOptions fixed_clock() {
 }
 
 class CountingSink : public HintSink {
-public:
+  public:
     void on_hints(const PrecisionHints& h) override {
         ++calls;
         last = h;
@@ -104,7 +105,7 @@ Command pin(std::vector<int> blocks, Precision p) {
 
 class TestAgent : public QObject {
     Q_OBJECT
-private slots:
+  private slots:
     void lifecycle_routes_and_notifies_sinks() {
         Model model(4);
         Agent agent(small_config({}), fixed_clock());
@@ -136,8 +137,9 @@ private slots:
         agent.register_blocks(model.named());
         std::atomic<int> applied_at{-1};
         std::thread producer([&] {
-            agent.enqueue(pin({1}, Precision::int8),
-                          [&](const CommandOutcome& o, std::int64_t step) { applied_at = o.ok ? int(step) : -2; });
+            agent.enqueue(pin({1}, Precision::int8), [&](const CommandOutcome& o, std::int64_t step) {
+                applied_at = o.ok ? int(step) : -2;
+            });
         });
         producer.join();
         QCOMPARE(agent.policy().precisions()[1], Precision::bf16);  // queued, not applied
@@ -152,7 +154,8 @@ private slots:
         QCOMPARE(agent.hints().precision[1], Precision::int8);
 
         std::string error;
-        agent.enqueue(pin({9}, Precision::int8), [&](const CommandOutcome& o, std::int64_t) { error = o.error; });
+        agent.enqueue(pin({9}, Precision::int8),
+                      [&](const CommandOutcome& o, std::int64_t) { error = o.error; });
         agent.begin_step(2);
         QVERIFY2(error.find("unknown block 9") != std::string::npos, error.c_str());
     }

@@ -184,7 +184,7 @@ class TestSimulator : public QObject {
         QCOMPARE(r.layout[1].bytes_bf16, std::uint64_t(10));
         QCOMPARE(r.commands, std::uint64_t(1));  // the rejected one is not replayed
         QCOMPARE(r.skipped_update_records, std::uint64_t(1));
-        QCOMPARE(int(r.records.size()), 1);      // warmup 1: one update, at step 1
+        QCOMPARE(int(r.records.size()), 1);  // warmup 1: one update, at step 1
         QCOMPARE(r.records[0].block_details[0].error_score, 1.0);
         QCOMPARE(r.records[0].block_details[1].forced, ForcedBy::pin);
 

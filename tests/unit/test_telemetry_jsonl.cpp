@@ -184,7 +184,9 @@ class TestTelemetryJsonl : public QObject {
         UpdateRecord r = sample_update();
         auto j = nlohmann::ordered_json::parse(to_json_line(r));
         std::vector<std::string> expected = seed;
-        for (const char* k : {"blocks_fp8", "mode", "measured_bandwidth_saving_pct", "train_loss", "eval_loss"}) expected.push_back(k);
+        for (const char* k :
+             {"blocks_fp8", "mode", "measured_bandwidth_saving_pct", "train_loss", "eval_loss"})
+            expected.push_back(k);
         QCOMPARE(keys_of(j), expected);
         QVERIFY(!j.contains("type"));
         QCOMPARE(j["mode"].get<std::string>(), std::string("static"));

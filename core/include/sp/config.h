@@ -41,8 +41,8 @@ struct Config {
     bool telemetry_enabled = true;
     std::string telemetry_file = "selective_precision_telemetry.jsonl";
     // Beyond the seed:
-    bool telemetry_every_step = false;   // also write per-step block statistics (sp-ctl simulate's input)
-    std::string calibration_cache_dir;   // "" -> $XDG_CACHE_HOME or ~/.cache, + /selective-precision
+    bool telemetry_every_step = false;  // also write per-step block statistics (sp-ctl simulate's input)
+    std::string calibration_cache_dir;  // "" -> $XDG_CACHE_HOME or ~/.cache, + /selective-precision
 
     // The mode the policy actually runs in (`enabled: false` means off).
     Mode effective_mode() const { return enabled ? mode : Mode::off; }

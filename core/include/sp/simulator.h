@@ -28,9 +28,9 @@ class SimulationError : public std::runtime_error {
 };
 
 struct SimulationOptions {
-    std::optional<Config> config;                          // none: the input's header config, else defaults
-    std::optional<std::map<int, double>> calibration;      // none: the input's header calibration, if any
-    std::function<double()> now = [] { return 0.0; };      // timestamps for steps without one
+    std::optional<Config> config;                      // none: the input's header config, else defaults
+    std::optional<std::map<int, double>> calibration;  // none: the input's header calibration, if any
+    std::function<double()> now = [] { return 0.0; };  // timestamps for steps without one
 };
 
 struct SimulationResult {

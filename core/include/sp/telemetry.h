@@ -74,8 +74,8 @@ struct UpdateRecord {
     int blocks_fp8 = 0;
     std::optional<Mode> mode;                             // absent in original-tool files
     std::optional<double> measured_bandwidth_saving_pct;  // set by a runtime that counts real bytes
-    std::optional<double> train_loss;  // the loss of the update's step, when known
-    std::optional<double> eval_loss;   // the latest held-out loss, when known
+    std::optional<double> train_loss;                     // the loss of the update's step, when known
+    std::optional<double> eval_loss;                      // the latest held-out loss, when known
 };
 
 // Per-step block statistics (written when telemetry_every_step is on), in `sp-ctl simulate`'s input

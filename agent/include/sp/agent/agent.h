@@ -36,9 +36,9 @@ namespace sp::agent {
 class TelemetrySink;
 
 struct AgentOptions {
-    std::string run_id;          // "" -> generated from the clock
+    std::string run_id;  // "" -> generated from the clock
     std::string producer = "sp-agent " SP_VERSION;
-    std::string model_identity;  // part of the calibration fingerprint (model + weights)
+    std::string model_identity;                     // part of the calibration fingerprint (model + weights)
     std::unique_ptr<GradStatsCollector> collector;  // null -> the CPU collector
     std::function<double()> clock;                  // wall-clock seconds; null -> system clock
     std::function<void(const std::string&)> log;    // decision log; null -> stderr when log_decisions
@@ -49,7 +49,7 @@ struct AgentOptions {
 using CommandDone = std::function<void(const CommandOutcome& outcome, std::int64_t step)>;
 
 class Agent {
-public:
+  public:
     // Throws ConfigError for an invalid config, std::runtime_error when the telemetry file cannot be opened.
     explicit Agent(Config config, AgentOptions options = {});
     ~Agent();
@@ -96,7 +96,7 @@ public:
     };
     const Overhead& overhead() const { return overhead_; }
 
-private:
+  private:
     void emit_event(std::int64_t step, const std::string& kind, const std::string& payload_json);
     void log_change(std::int64_t step, const PrecisionChange& change);
     void write_header_once();

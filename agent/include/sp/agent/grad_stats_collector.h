@@ -11,7 +11,7 @@
 namespace sp::agent {
 
 class GradStatsCollector {
-public:
+  public:
     virtual ~GradStatsCollector() = default;
 
     // Called once after registration: the blocks whose parameters' .grad() will be read.

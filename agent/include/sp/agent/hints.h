@@ -12,14 +12,14 @@ namespace sp::agent {
 
 struct PrecisionHints {
     std::int64_t step = 0;
-    bool updated = false;             // this step ran a policy update (the map may have changed)
+    bool updated = false;              // this step ran a policy update (the map may have changed)
     std::vector<Precision> precision;  // by block id
     std::vector<Reason> reason;        // by block id; reasons as of the latest update or command
 };
 
 // Implemented by the trainer's runtime; called from compute_hints() on the training thread.
 class HintSink {
-public:
+  public:
     virtual ~HintSink() = default;
     virtual void on_hints(const PrecisionHints& hints) = 0;
 };
