@@ -9,5 +9,7 @@ namespace spctl {
 using Args = std::vector<std::string>;
 
 int run_simulate(const Args& args);
+int run_validate(const Args& args);
+int run_summarize(const Args& args);
 
 }  // namespace spctl

@@ -15,6 +15,8 @@ struct Subcommand {
 
 constexpr Subcommand kSubcommands[] = {
     {"simulate", spctl::run_simulate, "re-run the policy offline on recorded gradient statistics"},
+    {"validate", spctl::run_validate, "check a telemetry file: parse errors and inconsistent records"},
+    {"summarize", spctl::run_summarize, "per-block precision time, switches and savings of a telemetry file"},
 };
 
 void print_usage(std::FILE* to) {

@@ -5,6 +5,7 @@
 #include <iostream>
 #include <string>
 
+#include "cli_util.h"
 #include "commands.h"
 #include "sp/config.h"
 #include "sp/jsonl.h"
@@ -67,28 +68,13 @@ std::string format_table(const std::vector<sp::UpdateRecord>& records) {
 }  // namespace
 
 int run_simulate(const Args& args) {
-    std::string config_path, stats_path, calibration_path, format = "jsonl";
-    for (std::size_t i = 0; i < args.size(); ++i) {
-        const std::string& a = args[i];
-        if (a == "--help" || a == "-h") {
-            std::fputs(kUsage, stdout);
-            return 0;
-        }
-        std::string* target = a == "--config"        ? &config_path
-                              : a == "--stats"       ? &stats_path
-                              : a == "--calibration" ? &calibration_path
-                              : a == "--format"      ? &format
-                                                     : nullptr;
-        if (!target) {
-            std::fprintf(stderr, "sp-ctl simulate: unknown option '%s'\n\n%s", a.c_str(), kUsage);
-            return 2;
-        }
-        if (i + 1 >= args.size()) {
-            std::fprintf(stderr, "sp-ctl simulate: option '%s' needs a value\n", a.c_str());
-            return 2;
-        }
-        *target = args[++i];
-    }
+    ParsedArgs parsed;
+    const std::vector<OptionSpec> spec = {
+        {"--config", true}, {"--stats", true}, {"--calibration", true}, {"--format", true}};
+    if (const auto exit = parse_args("simulate", args, spec, kUsage, 0, parsed)) return *exit;
+    const std::string config_path = parsed.value("--config"), stats_path = parsed.value("--stats"),
+                      calibration_path = parsed.value("--calibration"),
+                      format = parsed.value("--format", "jsonl");
     if (format != "jsonl" && format != "table") {
         std::fprintf(stderr, "sp-ctl simulate: --format must be 'jsonl' or 'table', got '%s'\n",
                      format.c_str());

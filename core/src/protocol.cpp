@@ -1,0 +1,507 @@
+// The wire protocol's message layer (agent/PROTOCOL.md). Requests arrive from the network, so
+// their parser is defensive: size and nesting are checked on the raw bytes before nlohmann sees
+// them, and every failure becomes a message that names the field. Replies and rare telemetry
+// messages are built with nlohmann's ordered DOM (readable key order); the per-record path
+// (with_seq, seq_of) splices text instead, because it runs for every published message.
+#include "sp/protocol.h"
+
+#include <algorithm>
+#include <charconv>
+#include <stdexcept>
+
+#include <nlohmann/json.hpp>
+
+#include "sp/jsonl.h"
+
+namespace sp::protocol {
+namespace {
+
+using json = nlohmann::json;
+using ojson = nlohmann::ordered_json;
+
+constexpr std::string_view kRequestNames = "pin, release, release_all, set_mode, snapshot, ping";
+
+// Replies must go out even when a client sent (and we echo) invalid UTF-8.
+std::string dump(const ojson& j) {
+    return j.dump(-1, ' ', false, ojson::error_handler_t::replace);
+}
+
+// A client-supplied string inside an error message: quoted and cut to a readable length.
+std::string single_quoted(std::string_view text) {
+    constexpr std::size_t kMax = 64;
+    std::string out = "'";
+    out += text.substr(0, kMax);
+    if (text.size() > kMax) out += "...";
+    return out + "'";
+}
+
+bool is_space(char c) {
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+}
+
+std::string_view trim(std::string_view s) {
+    while (!s.empty() && is_space(s.front())) s.remove_prefix(1);
+    while (!s.empty() && is_space(s.back())) s.remove_suffix(1);
+    return s;
+}
+
+// True when arrays/objects nest deeper than `limit` (strings are skipped, escapes honoured).
+// Runs on unparsed bytes, so it must accept anything.
+bool nests_deeper_than(std::string_view text, int limit) {
+    int depth = 0;
+    bool in_string = false;
+    for (std::size_t i = 0; i < text.size(); ++i) {
+        const char c = text[i];
+        if (in_string) {
+            if (c == '\\') {
+                ++i;
+            } else if (c == '"') {
+                in_string = false;
+            }
+        } else if (c == '"') {
+            in_string = true;
+        } else if (c == '[' || c == '{') {
+            if (++depth > limit) return true;
+        } else if (c == ']' || c == '}') {
+            --depth;
+        }
+    }
+    return false;
+}
+
+std::string model_blocks(int n) {
+    if (n == 0) return "the model has no blocks";
+    if (n == 1) return "the model has 1 block: 0";
+    return "the model has " + std::to_string(n) + " blocks: 0.." + std::to_string(n - 1);
+}
+
+// "field 'blocks': unknown block 12 (the model has 4 blocks: 0..3)"; empty when all are known.
+std::string check_block_range(const std::vector<int>& blocks, int block_count) {
+    std::vector<int> unknown;
+    for (int id : blocks) {
+        if (id >= block_count) unknown.push_back(id);
+    }
+    if (unknown.empty()) return {};
+    constexpr std::size_t kListed = 10;
+    std::string list;
+    for (std::size_t i = 0; i < unknown.size() && i < kListed; ++i) {
+        list += (i ? ", " : "") + std::to_string(unknown[i]);
+    }
+    if (unknown.size() > kListed) list += ", ...";
+    return std::string("field 'blocks': unknown block") + (unknown.size() > 1 ? "s " : " ") + list + " (" +
+           model_blocks(block_count) + ")";
+}
+
+// The value after "[json.exception.parse_error.101] ".
+std::string strip_exception_prefix(const char* what) {
+    std::string_view w = what;
+    if (!w.empty() && w.front() == '[') {
+        const auto end = w.find("] ");
+        if (end != std::string_view::npos) w.remove_prefix(end + 2);
+    }
+    return std::string(w);
+}
+
+std::variant<Request, RequestError> parse_request_unchecked(std::string_view frame, int block_count) {
+    if (frame.size() > kMaxRequestBytes) {
+        return RequestError{std::nullopt, "request too large: " + std::to_string(frame.size()) +
+                                              " bytes (limit " + std::to_string(kMaxRequestBytes) + ")"};
+    }
+    if (trim(frame).empty()) return RequestError{std::nullopt, "not valid JSON: empty frame"};
+    if (nests_deeper_than(frame, kMaxRequestDepth)) {
+        return RequestError{std::nullopt, "request nests too deep: more than " +
+                                              std::to_string(kMaxRequestDepth) + " levels of arrays/objects"};
+    }
+    json j;
+    try {
+        j = json::parse(frame);
+    } catch (const json::parse_error& e) {
+        return RequestError{std::nullopt, "not valid JSON: " + strip_exception_prefix(e.what())};
+    }
+    if (!j.is_object()) {
+        return RequestError{std::nullopt, std::string("request must be a JSON object, got ") + j.type_name()};
+    }
+
+    const auto id_it = j.find("id");
+    if (id_it == j.end()) {
+        return RequestError{std::nullopt, "field 'id': missing (every request needs a non-empty string id)"};
+    }
+    if (!id_it->is_string() || id_it->get_ref<const std::string&>().empty()) {
+        return RequestError{std::nullopt, std::string("field 'id': must be a non-empty string, got ") +
+                                              (id_it->is_string() ? "\"\"" : id_it->type_name())};
+    }
+    const std::string& id = id_it->get_ref<const std::string&>();
+    if (id.size() > kMaxIdBytes) {
+        return RequestError{std::nullopt, "field 'id': too long: " + std::to_string(id.size()) +
+                                              " bytes (limit " + std::to_string(kMaxIdBytes) + ")"};
+    }
+
+    const auto cmd_it = j.find("cmd");
+    if (cmd_it == j.end()) {
+        return RequestError{id, "field 'cmd': missing (expected one of " + std::string(kRequestNames) + ")"};
+    }
+    if (!cmd_it->is_string()) {
+        return RequestError{id, "field 'cmd': must be a string (one of " + std::string(kRequestNames) +
+                                    "), got " + cmd_it->type_name()};
+    }
+    const std::string& cmd = cmd_it->get_ref<const std::string&>();
+    Request r;
+    r.id = id;
+    if (cmd == "snapshot" || cmd == "ping") {
+        r.kind = cmd == "ping" ? Request::Kind::ping : Request::Kind::snapshot;
+        return r;
+    }
+    if (cmd != "pin" && cmd != "release" && cmd != "release_all" && cmd != "set_mode") {
+        return RequestError{id, "field 'cmd': unknown command " + single_quoted(cmd) + " (expected one of " +
+                                    std::string(kRequestNames) + ")"};
+    }
+    // Routing commands: core's parser names the field at fault; the model's size is ours to check.
+    r.kind = Request::Kind::command;
+    std::string error;
+    if (!parse_command(j, r.command, error)) return RequestError{id, error};
+    if (block_count != kUnknownBlockCount) {
+        error = check_block_range(r.command.blocks, std::max(block_count, 0));
+        if (!error.empty()) return RequestError{id, error};
+    }
+    return r;
+}
+
+ojson layout_json(const BlockLayout& layout) {
+    ojson blocks = ojson::array();
+    for (const BlockInfo& b : layout) {
+        blocks.push_back({{"id", b.id}, {"name", b.name}, {"bytes_bf16", b.bytes_bf16}});
+    }
+    return blocks;
+}
+
+ojson config_object(const std::string& config_json, const char* who) {
+    if (config_json.empty()) return ojson::object();
+    ojson config = ojson::parse(config_json, nullptr, false);
+    if (!config.is_object())
+        throw std::invalid_argument(std::string(who) + ": config_json is not a JSON object");
+    return config;
+}
+
+ojson reply_head(const std::optional<std::string>& id, bool ok) {
+    ojson j;
+    j["id"] = id ? ojson(*id) : ojson(nullptr);
+    j["ok"] = ok;
+    return j;
+}
+
+// Snapshot parsing: a FieldError carries the message parse_snapshot returns.
+struct FieldError : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+
+const json& field(const json& obj, const char* key, bool (json::*is)() const noexcept, const char* expected) {
+    const auto it = obj.find(key);
+    if (it == obj.end()) throw FieldError(std::string("field 'snapshot.") + key + "': missing");
+    if (!((*it).*is)()) {
+        throw FieldError(std::string("field 'snapshot.") + key + "': expected " + expected + ", got " +
+                         it->type_name());
+    }
+    return *it;
+}
+
+Precision precision_of(const json& v, const std::string& where) {
+    const auto p = v.is_string() ? parse_precision(v.get_ref<const std::string&>()) : std::nullopt;
+    if (!p) throw FieldError("field '" + where + "': expected a precision name, got " + v.dump());
+    return *p;
+}
+
+}  // namespace
+
+std::string_view to_string(Topic t) {
+    switch (t) {
+        case Topic::hello:
+            return "hello";
+        case Topic::update:
+            return "update";
+        case Topic::stats:
+            return "stats";
+        case Topic::event:
+            return "event";
+        case Topic::heartbeat:
+            return "heartbeat";
+    }
+    return "unknown";
+}
+
+std::optional<Topic> parse_topic(std::string_view text) {
+    for (Topic t : {Topic::hello, Topic::update, Topic::stats, Topic::event, Topic::heartbeat}) {
+        if (to_string(t) == text) return t;
+    }
+    return std::nullopt;
+}
+
+std::string_view cmd_name(const Request& r) {
+    switch (r.kind) {
+        case Request::Kind::command:
+            return to_string(r.command.kind);
+        case Request::Kind::snapshot:
+            return "snapshot";
+        case Request::Kind::ping:
+            return "ping";
+    }
+    return "unknown";
+}
+
+std::variant<Request, RequestError> parse_request(std::string_view frame, int block_count) {
+    // The checks above cover the input; this only guards against allocation failure and our own bugs,
+    // which must not take down the agent's I/O thread.
+    try {
+        return parse_request_unchecked(frame, block_count);
+    } catch (const std::exception& e) {
+        return RequestError{std::nullopt,
+                            std::string("internal error while parsing the request: ") + e.what()};
+    } catch (...) {
+        return RequestError{std::nullopt, "internal error while parsing the request"};
+    }
+}
+
+std::string ack(const Request& r, std::int64_t effective_step) {
+    ojson j = reply_head(r.id, true);
+    j["cmd"] = cmd_name(r);
+    j["effective_step"] = effective_step;
+    return dump(j);
+}
+
+std::string pong(const Request& r, std::int64_t step, double time) {
+    ojson j = reply_head(r.id, true);
+    j["pong"] = true;
+    j["step"] = step;
+    j["time"] = time;
+    j["protocol"] = kVersion;
+    return dump(j);
+}
+
+std::string reject(const std::optional<std::string>& id, const std::string& error) {
+    ojson j = reply_head(id, false);
+    j["error"] = error;
+    return dump(j);
+}
+
+std::string snapshot_reply(const Request& r, const Snapshot& s) {
+    const std::size_t n = s.layout.size();
+    if (s.precision.size() != n || s.pins.size() != n) {
+        throw std::invalid_argument("snapshot_reply: precision and pins need one entry per block (" +
+                                    std::to_string(n) + ")");
+    }
+    ojson snap;
+    snap["protocol"] = kVersion;
+    snap["seq"] = s.seq;
+    snap["step"] = s.step;
+    snap["run_id"] = s.run_id;
+    snap["rank"] = s.rank;
+    snap["mode"] = to_string(s.mode);
+    ojson blocks = layout_json(s.layout);
+    for (std::size_t i = 0; i < n; ++i) {
+        blocks[i]["precision"] = to_string(s.precision[i]);
+        blocks[i]["pin"] = s.pins[i] ? ojson(to_string(*s.pins[i])) : ojson(nullptr);
+    }
+    snap["blocks"] = std::move(blocks);
+    snap["config"] = config_object(s.config_json, "snapshot_reply");
+    snap["last_update"] = s.last_update ? ojson::parse(to_json_line(*s.last_update)) : ojson(nullptr);
+    ojson j = reply_head(r.id, true);
+    j["snapshot"] = std::move(snap);
+    return dump(j);
+}
+
+std::string hello(std::uint64_t seq, const std::string& run_id, int rank, const BlockLayout& layout,
+                  const std::string& config_json, double time) {
+    ojson j;
+    j["seq"] = seq;
+    j["protocol"] = kVersion;
+    j["telemetry_schema"] = kTelemetrySchemaVersion;
+#ifdef SP_VERSION
+    j["version"] = SP_VERSION;
+#endif
+    j["run_id"] = run_id;
+    j["rank"] = rank;
+    j["time"] = time;
+    j["blocks"] = layout_json(layout);
+    j["config"] = config_object(config_json, "hello");
+    return dump(j);
+}
+
+std::string heartbeat(std::uint64_t seq, std::int64_t step, double time) {
+    ojson j;
+    j["seq"] = seq;
+    j["step"] = step;
+    j["time"] = time;
+    return dump(j);
+}
+
+std::string with_seq(std::string_view json_line, std::uint64_t seq) {
+    const std::string_view line = trim(json_line);
+    if (line.size() < 2 || line.front() != '{' || line.back() != '}') {
+        throw std::invalid_argument("with_seq: not a JSON object line");
+    }
+    const std::string_view rest = line.substr(1);  // everything after '{', including the '}'
+    char digits[24];
+    const auto end = std::to_chars(digits, digits + sizeof digits, seq).ptr;
+    std::string out;
+    out.reserve(line.size() + 32);
+    out += "{\"seq\":";
+    out.append(digits, end);
+    if (trim(rest) != "}") out += ',';
+    out += rest;
+    return out;
+}
+
+std::optional<std::uint64_t> seq_of(std::string_view text) {
+    // Fast path: the shape with_seq/hello/heartbeat write, {"seq":N,... (any whitespace).
+    std::string_view s = trim(text);
+    auto skip = [&s](std::string_view token) {
+        while (!s.empty() && is_space(s.front())) s.remove_prefix(1);
+        if (s.substr(0, token.size()) != token) return false;
+        s.remove_prefix(token.size());
+        while (!s.empty() && is_space(s.front())) s.remove_prefix(1);
+        return true;
+    };
+    if (skip("{") && skip("\"seq\"") && skip(":")) {
+        std::uint64_t value = 0;
+        const auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), value);
+        const std::size_t len = static_cast<std::size_t>(ptr - s.data());
+        s.remove_prefix(len);
+        const bool leading_zero = len > 1 && s.data()[-static_cast<std::ptrdiff_t>(len)] == '0';
+        if (ec == std::errc() && !leading_zero && skip("") && !s.empty() &&
+            (s.front() == ',' || s.front() == '}'))
+            return value;
+    }
+    // Anything else (another producer's key order, exotic numbers): let the DOM decide.
+    const json j = json::parse(text, nullptr, false);
+    if (!j.is_object()) return std::nullopt;
+    const auto it = j.find("seq");
+    if (it == j.end() || !it->is_number_unsigned()) return std::nullopt;
+    return it->get<std::uint64_t>();
+}
+
+std::string make_request(const std::string& id, const Command& c) {
+    const json body = to_json(c);
+    ojson j;
+    j["id"] = id;
+    j["cmd"] = body.at("cmd").get<std::string>();
+    for (const auto& [key, value] : body.items()) {
+        if (key != "cmd") j[key] = value;
+    }
+    return dump(j);
+}
+
+std::string make_request(const std::string& id, Request::Kind kind) {
+    if (kind == Request::Kind::command) {
+        throw std::invalid_argument("make_request: a routing command needs its Command");
+    }
+    ojson j;
+    j["id"] = id;
+    j["cmd"] = kind == Request::Kind::ping ? "ping" : "snapshot";
+    return dump(j);
+}
+
+std::optional<Reply> parse_reply(std::string_view frame, std::string& error) {
+    const json j = json::parse(frame, nullptr, false);
+    if (j.is_discarded()) {
+        error = "reply is not valid JSON";
+        return std::nullopt;
+    }
+    if (!j.is_object()) {
+        error = std::string("reply must be a JSON object, got ") + j.type_name();
+        return std::nullopt;
+    }
+    Reply r;
+    const auto id = j.find("id");
+    if (id == j.end() || !(id->is_string() || id->is_null())) {
+        error = id == j.end()
+                    ? "reply: field 'id': missing"
+                    : std::string("reply: field 'id': expected a string or null, got ") + id->type_name();
+        return std::nullopt;
+    }
+    if (id->is_string()) r.id = id->get<std::string>();
+    const auto ok = j.find("ok");
+    if (ok == j.end() || !ok->is_boolean()) {
+        error = "reply: field 'ok': missing or not a boolean";
+        return std::nullopt;
+    }
+    r.ok = ok->get<bool>();
+    if (!r.ok) {
+        const auto e = j.find("error");
+        if (e == j.end() || !e->is_string() || e->get_ref<const std::string&>().empty()) {
+            error = "reply: ok is false but field 'error' is missing or not a non-empty string";
+            return std::nullopt;
+        }
+        r.error = e->get<std::string>();
+    }
+    const auto step = j.find("effective_step");
+    if (step != j.end()) {
+        if (!step->is_number_integer()) {
+            error =
+                std::string("reply: field 'effective_step': expected an integer, got ") + step->type_name();
+            return std::nullopt;
+        }
+        r.effective_step = step->get<std::int64_t>();
+    }
+    r.text = std::string(frame);
+    error.clear();
+    return r;
+}
+
+bool parse_snapshot(std::string_view reply_text, Snapshot& out, std::string& error) {
+    try {
+        const json j = json::parse(reply_text, nullptr, false);
+        if (!j.is_object()) throw FieldError("reply is not a JSON object");
+        const auto ok = j.find("ok");
+        if (ok == j.end() || !ok->is_boolean() || !ok->get<bool>()) throw FieldError("reply is not ok");
+        const auto snap_it = j.find("snapshot");
+        if (snap_it == j.end() || !snap_it->is_object())
+            throw FieldError("field 'snapshot': missing or not an object");
+        const json& snap = *snap_it;
+
+        Snapshot s;
+        s.seq = field(snap, "seq", &json::is_number_unsigned, "an unsigned integer").get<std::uint64_t>();
+        s.step = field(snap, "step", &json::is_number_integer, "an integer").get<std::int64_t>();
+        s.run_id = field(snap, "run_id", &json::is_string, "a string").get<std::string>();
+        s.rank = field(snap, "rank", &json::is_number_integer, "an integer").get<int>();
+        if (!parse_mode(field(snap, "mode", &json::is_string, "a string").get<std::string>(), s.mode)) {
+            throw FieldError("field 'snapshot.mode': unknown mode");
+        }
+        const json& blocks = field(snap, "blocks", &json::is_array, "an array");
+        for (std::size_t i = 0; i < blocks.size(); ++i) {
+            const json& b = blocks[i];
+            const std::string where = "snapshot.blocks[" + std::to_string(i) + "]";
+            if (!b.is_object()) throw FieldError("field '" + where + "': expected an object");
+            BlockInfo info;
+            info.id = b.at("id").get<int>();
+            info.name = b.at("name").get<std::string>();
+            info.bytes_bf16 = b.at("bytes_bf16").get<std::uint64_t>();
+            s.layout.push_back(std::move(info));
+            s.precision.push_back(precision_of(b.at("precision"), where + ".precision"));
+            const json& pin = b.at("pin");
+            s.pins.push_back(pin.is_null() ? std::nullopt
+                                           : std::optional<Precision>(precision_of(pin, where + ".pin")));
+        }
+        s.config_json = field(snap, "config", &json::is_object, "an object").dump();
+        const auto last_it = snap.find("last_update");  // absent or null: no update yet
+        if (last_it != snap.end() && !last_it->is_null()) {
+            const json& last = *last_it;
+            TelemetryRecord rec;
+            std::string why;
+            if (parse_record(last.dump(), rec, why) != ParseStatus::ok ||
+                !std::holds_alternative<UpdateRecord>(rec)) {
+                throw FieldError("field 'snapshot.last_update': " +
+                                 (why.empty() ? "not an update record" : why));
+            }
+            s.last_update = std::get<UpdateRecord>(std::move(rec));
+        }
+        out = std::move(s);
+        error.clear();
+        return true;
+    } catch (const FieldError& e) {
+        error = e.what();
+    } catch (const std::exception& e) {  // nlohmann's at()/get() on a wrong shape
+        error = "snapshot: " + strip_exception_prefix(e.what());
+    }
+    return false;
+}
+
+}  // namespace sp::protocol

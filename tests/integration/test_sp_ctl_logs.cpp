@@ -1,0 +1,380 @@
+// `sp-ctl validate` and `sp-ctl summarize` end to end: counts, problems with their line numbers,
+// exit codes, exact per-block step accounting, and the bundled example's simulated output.
+#include <QtTest>
+
+#include <QProcess>
+#include <QTemporaryDir>
+
+#include <nlohmann/json.hpp>
+
+#include "sp/jsonl.h"
+
+namespace {
+
+using sp::Precision;
+
+struct Run {
+    int exit_code = -1;
+    QByteArray out, err;
+};
+
+Run sp_ctl(const QStringList& args) {
+    QProcess p;
+    p.start(QStringLiteral(SP_CTL_PATH), args);
+    if (!p.waitForFinished(120000)) qFatal("sp-ctl did not finish");
+    return {p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1, p.readAllStandardOutput(),
+            p.readAllStandardError()};
+}
+
+nlohmann::json json_of(const Run& r) {
+    return nlohmann::json::parse(r.out.toStdString());
+}
+
+QString write_file(QTemporaryDir& dir, const char* name, const std::string& content) {
+    const QString path = dir.filePath(name);
+    QFile f(path);
+    if (!f.open(QIODevice::WriteOnly)) qFatal("cannot write temp file");
+    f.write(content.data(), qint64(content.size()));
+    return path;
+}
+
+// Three blocks of 100, 100 and 200 bytes: an int8 block 0 or 1 saves 12.5%, block 2 saves 25%.
+const std::vector<std::uint64_t> kBytes = {100, 100, 200};
+
+std::string header_line() {
+    sp::RunHeader h;
+    h.run_id = "run-1";
+    h.producer = "test 1.0";
+    for (int i = 0; i < 3; ++i)
+        h.blocks.push_back({i, "blocks." + std::to_string(i), kBytes[std::size_t(i)]});
+    return sp::to_json_line(h) + "\n";
+}
+
+// A consistent update record: counts, changed flags (against `prev`) and saving from the details.
+sp::UpdateRecord update(std::int64_t step, const std::vector<Precision>& precs,
+                        const std::vector<Precision>& prev,
+                        const std::vector<double>& sens = {0.25, 0.5, 0.75}) {
+    sp::UpdateRecord r;
+    r.step_id = step;
+    r.timestamp = 1000.0 + double(step);
+    r.mode = sp::Mode::dynamic;
+    double total = 0.0, moved = 0.0;
+    for (std::size_t i = 0; i < precs.size(); ++i) {
+        sp::BlockDetail d;
+        d.id = int(i);
+        d.precision = precs[i];
+        d.sensitivity = sens[i];
+        d.changed = precs[i] != prev[i];
+        d.reason = sp::Reason::policy;
+        r.block_details.push_back(d);
+        (precs[i] == Precision::bf16 ? r.blocks_bf16 : r.blocks_int8)++;
+        r.precision_changes += d.changed ? 1 : 0;
+        total += double(kBytes[i]);
+        moved += double(kBytes[i]) * (precs[i] == Precision::bf16 ? 1.0 : 0.5);
+    }
+    r.estimated_bandwidth_saving_pct = 100.0 * (1.0 - moved / total);
+    return r;
+}
+
+std::string line(const sp::UpdateRecord& r) {
+    return sp::to_json_line(r) + "\n";
+}
+
+std::string event_line(std::int64_t step, const char* kind, const char* payload) {
+    sp::EventRecord e;
+    e.step = step;
+    e.timestamp = 1000.0;
+    e.kind = kind;
+    e.payload_json = payload;
+    return sp::to_json_line(e) + "\n";
+}
+
+std::string stats_line(std::int64_t step) {
+    sp::StepStatsRecord s;
+    s.step = step;
+    s.timestamp = 1000.0;
+    for (int i = 0; i < 3; ++i) s.blocks.push_back({i, 1.0, 0.1, 0.01, 0.0, 10, 0});
+    return sp::to_json_line(s) + "\n";
+}
+
+constexpr Precision B = Precision::bf16, I = Precision::int8;
+
+// Updates at 10 {bf16,int8,bf16}, 20 {int8,bf16,bf16}, 40 {int8,int8,bf16}; the last step seen is 49.
+std::string clean_file() {
+    sp::UpdateRecord u10 = update(10, {B, I, B}, {B, B, B});
+    u10.train_loss = 3.0;
+    sp::UpdateRecord u20 = update(20, {I, B, B}, {B, I, B});
+    u20.train_loss = 2.5;
+    u20.eval_loss = 2.75;
+    sp::UpdateRecord u40 = update(40, {I, I, B}, {I, B, B});
+    u40.train_loss = 2.0;
+    u40.measured_bandwidth_saving_pct = 20.0;
+    return header_line() + stats_line(9) +
+           event_line(10, "command", R"({"command":{"op":"pin"},"ok":true})") + line(u10) +
+           event_line(15, "command", R"({"command":{"op":"pin"},"ok":false})") + line(u20) +
+           event_line(20, "precision_change", R"({"block":0,"from":"bf16","to":"int8"})") +
+           "{\"type\":\"from_the_future\",\"step\":30}\n" + line(u40) +
+           event_line(-1, "dropped", R"({"count":3,"total":3})") + stats_line(49);
+}
+
+std::vector<std::uint64_t> problem_lines(const nlohmann::json& j) {
+    std::vector<std::uint64_t> lines;
+    for (const auto& p : j["problems"]) lines.push_back(p["line"].get<std::uint64_t>());
+    return lines;
+}
+
+}  // namespace
+
+class TestSpCtlLogs : public QObject {
+    Q_OBJECT
+  private slots:
+    void validate_clean_file() {
+        QTemporaryDir dir;
+        const QString path = write_file(dir, "clean.jsonl", clean_file());
+        Run r = sp_ctl({"validate", path});
+        QVERIFY2(r.exit_code == 0, r.out + r.err);
+        QVERIFY2(
+            r.out.contains("update        3") && r.out.contains("command 2") && r.out.endsWith("clean\n"),
+            r.out.constData());
+
+        r = sp_ctl({"validate", path, "--json"});
+        QCOMPARE(r.exit_code, 0);
+        const auto j = json_of(r);
+        QCOMPARE(j["lines"].get<int>(), 11);
+        QCOMPARE(j["counts"]["header"].get<int>(), 1);
+        QCOMPARE(j["counts"]["update"].get<int>(), 3);
+        QCOMPARE(j["counts"]["event"].get<int>(), 4);
+        QCOMPARE(j["counts"]["step_stats"].get<int>(), 2);
+        QCOMPARE(j["counts"]["unknown_type"].get<int>(), 1);
+        QCOMPARE(j["counts"]["bad_lines"].get<int>(), 0);
+        QCOMPARE(j["events"]["command"].get<int>(), 2);
+        QCOMPARE(j["events"]["dropped"].get<int>(), 1);
+        QCOMPARE(j["events"]["precision_change"].get<int>(), 1);
+        QCOMPARE(j["blocks"].get<int>(), 3);
+        QVERIFY(j["clean"].get<bool>());
+        QVERIFY(j["problems"].empty());
+    }
+
+    void validate_original_tool_format() {
+        QTemporaryDir dir;
+        const QString path = write_file(
+            dir, "seed.jsonl",
+            R"({"step_id":10,"timestamp":1717171717.25,"blocks_bf16":48,"blocks_int8":0,"mean_sensitivity":0.5,"max_sensitivity":0.7,"min_sensitivity":0.2,"precision_changes":0,"estimated_bandwidth_saving_pct":0.0,"block_details":{}})"
+            "\n"
+            R"({"step_id":20,"timestamp":1717171727.25,"blocks_bf16":19,"blocks_int8":29,"mean_sensitivity":0.4,"max_sensitivity":0.7,"min_sensitivity":0.1,"precision_changes":29,"estimated_bandwidth_saving_pct":30.208333333333336,"block_details":{}})"
+            "\n");
+        Run r = sp_ctl({"validate", path, "--json"});
+        QVERIFY2(r.exit_code == 0, r.out.constData());
+        QCOMPARE(json_of(r)["counts"]["update"].get<int>(), 2);
+        r = sp_ctl({"summarize", path, "--json"});
+        QCOMPARE(r.exit_code, 0);
+        const auto j = json_of(r);
+        QCOMPARE(j["updates"].get<int>(), 2);
+        QVERIFY(j["blocks"].empty());
+        QVERIFY(j["run_id"].is_null());
+        // 30.2083...% holds for the last step only (20), 0% for steps 10..19.
+        QCOMPARE(j["totals"]["estimated_saving_pct"].get<double>(), 30.208333333333336 / 11.0);
+    }
+
+    void validate_reports_corrupt_and_truncated_lines() {
+        QTemporaryDir dir;
+        const std::string text = header_line() + line(update(10, {B, I, B}, {B, B, B})) +
+                                 "this is not json\n" + line(update(20, {B, I, B}, {B, I, B})) + "\n" +
+                                 "{\"step_id\":30,\"timest";
+        const QString path = write_file(dir, "corrupt.jsonl", text);
+        Run r = sp_ctl({"validate", path});
+        QCOMPARE(r.exit_code, 1);
+        QVERIFY2(
+            r.out.contains("corrupt.jsonl:3: ") && r.out.contains("corrupt.jsonl:6: truncated last line"),
+            r.out.constData());
+        r = sp_ctl({"validate", path, "--json"});
+        QCOMPARE(r.exit_code, 1);
+        const auto j = json_of(r);
+        QCOMPARE(j["counts"]["bad_lines"].get<int>(), 2);
+        QCOMPARE(j["counts"]["update"].get<int>(), 2);
+        QCOMPARE(problem_lines(j), (std::vector<std::uint64_t>{3, 6}));
+        QVERIFY(!j["clean"].get<bool>());
+
+        // summarize skips them, says so, and still succeeds.
+        r = sp_ctl({"summarize", path});
+        QCOMPARE(r.exit_code, 0);
+        QVERIFY2(r.err.contains("skipped 2 bad line(s)") && r.err.contains("corrupt.jsonl:3:"),
+                 r.err.constData());
+    }
+
+    void validate_reports_inconsistent_records() {
+        sp::UpdateRecord wrong_sum = update(20, {B, I, B}, {B, I, B});
+        wrong_sum.blocks_bf16 += 1;
+        sp::UpdateRecord wrong_changes = update(30, {B, I, B}, {B, I, B});
+        wrong_changes.precision_changes = 2;
+        sp::UpdateRecord wrong_saving = update(40, {B, I, B}, {B, I, B});
+        wrong_saving.estimated_bandwidth_saving_pct += 0.5;
+        sp::UpdateRecord stranger = update(50, {B, I, B}, {B, I, B});
+        sp::BlockDetail extra;
+        extra.id = 7;
+        stranger.block_details.push_back(extra);  // bf16, so the counts and the saving still agree
+        stranger.blocks_bf16 += 1;
+        sp::UpdateRecord swapped = update(60, {I, B, B}, {B, I, B});
+        std::swap(swapped.blocks_bf16, swapped.blocks_int8);
+        const std::string text = header_line() + line(update(10, {B, I, B}, {B, B, B})) +
+                                 line(update(5, {B, I, B}, {B, I, B})) + line(wrong_sum) +
+                                 line(wrong_changes) + line(wrong_saving) + line(stranger) + header_line() +
+                                 line(swapped);
+        QTemporaryDir dir;
+        const QString path = write_file(dir, "inconsistent.jsonl", text);
+        Run r = sp_ctl({"validate", path, "--json"});
+        QCOMPARE(r.exit_code, 1);
+        const auto j = json_of(r);
+        QCOMPARE(j["counts"]["bad_lines"].get<int>(), 0);
+        QCOMPARE(j["counts"]["inconsistencies"].get<int>(), 7);
+        QCOMPARE(problem_lines(j), (std::vector<std::uint64_t>{3, 4, 5, 6, 7, 8, 9}));
+
+        r = sp_ctl({"validate", path});
+        QCOMPARE(r.exit_code, 1);
+        for (const char* expected :
+             {"inconsistent.jsonl:3: step_id 5 does not increase", "inconsistent.jsonl:4: blocks_bf16+",
+              "inconsistent.jsonl:5: precision_changes 2 but 0", "inconsistent.jsonl:6: estimated_bandwidth",
+              "inconsistent.jsonl:7: block 7 is not in the header's layout",
+              "inconsistent.jsonl:8: another header", "inconsistent.jsonl:9: precision counts"}) {
+            QVERIFY2(r.out.contains(expected), (QByteArray(expected) + " missing in\n" + r.out).constData());
+        }
+        r = sp_ctl({"validate", path, "--max-problems", "2"});
+        QCOMPARE(r.exit_code, 1);
+        QVERIFY(r.out.contains("inconsistent.jsonl:4:") && !r.out.contains("inconsistent.jsonl:5:"));
+        QVERIFY2(r.out.contains("5 more problem(s) not shown"), r.out.constData());
+
+        // A header after another record.
+        const QString late =
+            write_file(dir, "late.jsonl", line(update(10, {B, I, B}, {B, B, B})) + header_line());
+        r = sp_ctl({"validate", late, "--json"});
+        QCOMPARE(r.exit_code, 1);
+        QCOMPARE(problem_lines(json_of(r)), (std::vector<std::uint64_t>{2}));
+    }
+
+    void usage_errors_exit_2() {
+        QTemporaryDir dir;
+        const QString ok = write_file(dir, "ok.jsonl", clean_file());
+        const QString missing = dir.filePath("missing.jsonl");
+        for (const char* command : {"validate", "summarize"}) {
+            Run r = sp_ctl({command, missing});
+            QCOMPARE(r.exit_code, 2);
+            QVERIFY2(r.err.contains(missing.toUtf8()), r.err.constData());
+            r = sp_ctl({command, ok, "--bogus"});
+            QCOMPARE(r.exit_code, 2);
+            QVERIFY2(r.err.contains("unknown option '--bogus'"), r.err.constData());
+            r = sp_ctl({command});
+            QCOMPARE(r.exit_code, 2);
+            r = sp_ctl({command, ok, ok});
+            QCOMPARE(r.exit_code, 2);
+            r = sp_ctl({command, dir.path()});
+            QCOMPARE(r.exit_code, 2);
+            QVERIFY2(r.err.contains("directory"), r.err.constData());
+            r = sp_ctl({command, "--help"});
+            QCOMPARE(r.exit_code, 0);
+            QVERIFY(r.out.startsWith("usage: sp-ctl " + QByteArray(command)));
+        }
+        Run r = sp_ctl({"validate", ok, "--max-problems", "many"});
+        QCOMPARE(r.exit_code, 2);
+        QVERIFY2(r.err.contains("--max-problems"), r.err.constData());
+        r = sp_ctl({"validate", ok, "--max-problems"});
+        QCOMPARE(r.exit_code, 2);
+    }
+
+    void summarize_counts_steps_switches_and_savings() {
+        QTemporaryDir dir;
+        const QString path = write_file(dir, "clean.jsonl", clean_file());
+        Run r = sp_ctl({"summarize", path, "--json"});
+        QVERIFY2(r.exit_code == 0, r.err.constData());
+        QVERIFY(r.err.isEmpty());
+        const auto j = json_of(r);
+        QCOMPARE(j["run_id"].get<std::string>(), std::string("run-1"));
+        QCOMPARE(j["producer"].get<std::string>(), std::string("test 1.0"));
+        QCOMPARE(j["first_step"].get<int>(), 10);
+        QCOMPARE(j["last_update_step"].get<int>(), 40);
+        QCOMPARE(j["last_step"].get<int>(), 49);  // the stats line; the dropped event's -1 does not count
+        QCOMPARE(j["updates"].get<int>(), 3);
+        QCOMPARE(j["block_count"].get<int>(), 3);
+        const auto& blocks = j["blocks"];
+        QCOMPARE(int(blocks.size()), 3);
+        // block 0: bf16 10..19, int8 20..49; block 1: int8 10..19, bf16 20..39, int8 40..49.
+        const int expected[3][3] = {{10, 30, 1}, {20, 20, 2}, {40, 0, 0}};  // bf16, int8, switches
+        for (int b = 0; b < 3; ++b) {
+            QCOMPARE(blocks[b]["name"].get<std::string>(), "blocks." + std::to_string(b));
+            QCOMPARE(blocks[b]["steps"]["bf16"].get<int>(), expected[b][0]);
+            QCOMPARE(blocks[b]["steps"]["int8"].get<int>(), expected[b][1]);
+            QCOMPARE(blocks[b]["steps"]["fp8_e4m3"].get<int>(), 0);
+            QCOMPARE(blocks[b]["switches"].get<int>(), expected[b][2]);
+        }
+        QCOMPARE(blocks[0]["final"].get<std::string>(), std::string("int8"));
+        QCOMPARE(blocks[1]["final"].get<std::string>(), std::string("int8"));
+        QCOMPARE(blocks[2]["final"].get<std::string>(), std::string("bf16"));
+        QCOMPARE(blocks[1]["mean_sensitivity"].get<double>(), 0.5);
+        const auto& t = j["totals"];
+        // 12.5% for 10 steps, 12.5% for 20, 25% for 10: exactly 15.625.
+        QCOMPARE(t["estimated_saving_pct"].get<double>(), 15.625);
+        QCOMPARE(t["measured_saving_pct"].get<double>(), 20.0);
+        QCOMPARE(t["final_train_loss"].get<double>(), 2.0);
+        QCOMPARE(t["final_eval_loss"].get<double>(), 2.75);
+        QCOMPARE(t["commands"].get<int>(), 2);
+        QCOMPARE(t["commands_rejected"].get<int>(), 1);
+        QCOMPARE(t["dropped_records"].get<int>(), 3);
+        QCOMPARE(t["events"]["precision_change"].get<int>(), 1);
+
+        r = sp_ctl({"summarize", path});
+        QCOMPARE(r.exit_code, 0);
+        QVERIFY2(r.out.contains("run-1") && r.out.contains("estimated 15.62%") && r.out.contains("blocks.1"),
+                 r.out.constData());
+    }
+
+    void summarize_without_updates_exits_1() {
+        QTemporaryDir dir;
+        const QString path = write_file(dir, "empty.jsonl", header_line() + stats_line(1));
+        const Run r = sp_ctl({"summarize", path});
+        QCOMPARE(r.exit_code, 1);
+        QVERIFY2(r.err.contains("no update record"), r.err.constData());
+    }
+
+    void simulated_example_validates_and_summarizes() {
+        const QString example = QStringLiteral(SP_SOURCE_DIR "/resources/example/");
+        Run r = sp_ctl({"simulate", "--config", example + "config.json", "--stats", example + "stats.jsonl",
+                        "--calibration", example + "calibration.json"});
+        QCOMPARE(r.exit_code, 0);
+        QTemporaryDir dir;
+        const QString path = write_file(dir, "sim.jsonl", r.out.toStdString());
+
+        r = sp_ctl({"validate", path, "--json"});
+        QVERIFY2(r.exit_code == 0, r.out.constData());
+        auto j = json_of(r);
+        QCOMPARE(j["blocks"].get<int>(), 48);
+        QCOMPARE(j["counts"]["update"].get<int>(), 19);
+
+        r = sp_ctl({"summarize", path, "--json"});
+        QCOMPARE(r.exit_code, 0);
+        j = json_of(r);
+        QCOMPARE(j["updates"].get<int>(), 19);
+        QCOMPARE(j["block_count"].get<int>(), 48);
+        QCOMPARE(int(j["blocks"].size()), 48);
+        for (const auto& b : j["blocks"]) {  // updates 10..190: every block is accounted for 181 steps
+            QCOMPARE(b["steps"]["bf16"].get<int>() + b["steps"]["int8"].get<int>(), 181);
+        }
+        QVERIFY(j["blocks"][10]["switches"].get<int>() >= 1);  // int8, promoted to bf16 at step 100
+
+        // The step-weighted saving, recomputed from the records: 10 steps each, 1 for the last update.
+        const QList<QByteArray> lines =
+            QByteArray(sp_ctl({"simulate", "--config", example + "config.json", "--stats",
+                               example + "stats.jsonl", "--calibration", example + "calibration.json"})
+                           .out)
+                .trimmed()
+                .split('\n');
+        double sum = 0.0;
+        for (int i = 0; i < lines.size(); ++i) {
+            const double saving =
+                nlohmann::json::parse(lines[i].toStdString())["estimated_bandwidth_saving_pct"].get<double>();
+            sum += saving * (i + 1 < lines.size() ? 10.0 : 1.0);
+        }
+        QCOMPARE(j["totals"]["estimated_saving_pct"].get<double>(), sum / 181.0);
+    }
+};
+
+QTEST_GUILESS_MAIN(TestSpCtlLogs)
+#include "test_sp_ctl_logs.moc"

@@ -1,0 +1,590 @@
+// The wire protocol's message layer: every request and every rejection (exact wording), the reply
+// and telemetry shapes read back with nlohmann, seq splicing and lookup, the client round trips,
+// and a deterministic fuzz loop over parse_request.
+#include <QtTest>
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "sp/jsonl.h"
+#include "sp/protocol.h"
+
+using nlohmann::json;
+namespace proto = sp::protocol;
+
+namespace {
+
+// JSON written with single quotes for readability (and because moc mis-parses raw strings that
+// contain quote-paren sequences); none of the test texts needs a literal single quote.
+std::string q(std::string text) {
+    std::replace(text.begin(), text.end(), '\'', '"');
+    return text;
+}
+
+// The rejection of `frame`; error "<accepted>" when it parsed.
+proto::RequestError error_of(const std::string& frame, int blocks = 4) {
+    auto result = proto::parse_request(frame, blocks);
+    if (auto* e = std::get_if<proto::RequestError>(&result)) return *e;
+    return {std::nullopt, "<accepted>"};
+}
+
+// The request `frame` holds; kind ping with id "<rejected: ...>" when it was rejected.
+proto::Request request_of(const std::string& frame, int blocks = 4) {
+    auto result = proto::parse_request(frame, blocks);
+    if (auto* r = std::get_if<proto::Request>(&result)) return *r;
+    proto::Request r;
+    r.id = "<rejected: " + std::get<proto::RequestError>(result).error + ">";
+    return r;
+}
+
+bool contains(const std::string& s, const std::string& part) {
+    return s.find(part) != std::string::npos;
+}
+
+const std::string kNames = "pin, release, release_all, set_mode, snapshot, ping";
+
+sp::UpdateRecord sample_update() {
+    sp::UpdateRecord r;
+    r.step_id = 50;
+    r.timestamp = 1717171717.25;
+    r.blocks_bf16 = 1;
+    r.blocks_int8 = 1;
+    r.mean_sensitivity = 0.45;
+    r.precision_changes = 1;
+    r.estimated_bandwidth_saving_pct = 25.0;
+    r.mode = sp::Mode::dynamic;
+    for (int i = 0; i < 2; ++i) {
+        sp::BlockDetail d;
+        d.id = i;
+        d.precision = i == 0 ? sp::Precision::int8 : sp::Precision::bf16;
+        d.sensitivity = 0.2 + 0.5 * i;
+        d.reason = sp::Reason::policy;
+        r.block_details.push_back(d);
+    }
+    return r;
+}
+
+proto::Snapshot sample_snapshot() {
+    proto::Snapshot s;
+    s.seq = 41;
+    s.step = 120;
+    s.run_id = "run-7";
+    s.rank = 0;
+    s.mode = sp::Mode::static_;
+    s.layout = sp::uniform_layout(2, 4096);
+    s.precision = {sp::Precision::int8, sp::Precision::bf16};
+    s.pins = {sp::Precision::int8, std::nullopt};
+    s.config_json = q("{'mode':'dynamic','warmup_steps':10}");
+    s.last_update = sample_update();
+    return s;
+}
+
+}  // namespace
+
+class TestProtocol : public QObject {
+    Q_OBJECT
+
+  private slots:
+    void topics() {
+        for (proto::Topic t : {proto::Topic::hello, proto::Topic::update, proto::Topic::stats,
+                               proto::Topic::event, proto::Topic::heartbeat}) {
+            QVERIFY(proto::parse_topic(proto::to_string(t)) == t);
+        }
+        QCOMPARE(proto::to_string(proto::Topic::heartbeat), std::string_view("heartbeat"));
+        QVERIFY(!proto::parse_topic("updates"));
+        QVERIFY(!proto::parse_topic(""));
+    }
+
+    void parse_every_command() {
+        proto::Request r = request_of(q("{'id':'c1','cmd':'pin','blocks':[3,1,3],'precision':'int8'}"));
+        QCOMPARE(r.id, std::string("c1"));
+        QVERIFY(r.kind == proto::Request::Kind::command);
+        QVERIFY(r.command.kind == sp::Command::Kind::pin);
+        QCOMPARE(r.command.blocks, (std::vector<int>{1, 3}));
+        QVERIFY(r.command.precision == sp::Precision::int8);
+        QCOMPARE(proto::cmd_name(r), std::string_view("pin"));
+
+        r = request_of(q("{'id':'c2','cmd':'release','blocks':[0]}"));
+        QVERIFY(r.kind == proto::Request::Kind::command && r.command.kind == sp::Command::Kind::release);
+        QCOMPARE(r.command.blocks, std::vector<int>{0});
+
+        r = request_of(q("{'cmd':'release_all','id':'c3','extra':{'ignored':[1,2]}}"));
+        QVERIFY(r.kind == proto::Request::Kind::command && r.command.kind == sp::Command::Kind::release_all);
+        QCOMPARE(r.id, std::string("c3"));
+
+        r = request_of(q("{'id':'c4','cmd':'set_mode','mode':'static'}"));
+        QVERIFY(r.command.kind == sp::Command::Kind::set_mode && r.command.mode == sp::Mode::static_);
+
+        r = request_of(q("{'id':'c5','cmd':'snapshot'}"));
+        QVERIFY(r.kind == proto::Request::Kind::snapshot);
+        QCOMPARE(proto::cmd_name(r), std::string_view("snapshot"));
+
+        r = request_of(q(" \n{ 'id' : 'c6' , 'cmd' : 'ping' }\r\n"));
+        QVERIFY(r.kind == proto::Request::Kind::ping);
+        QCOMPARE(r.id, std::string("c6"));
+
+        // FP8 is valid protocol; this build's policy rejects it later, at apply time.
+        r = request_of(q("{'id':'c7','cmd':'pin','blocks':[2],'precision':'fp8_e4m3'}"));
+        QVERIFY(r.kind == proto::Request::Kind::command && r.command.precision == sp::Precision::fp8_e4m3);
+
+        // Without a known model only the shape of block ids is checked (client-side validation).
+        r = request_of(q("{'id':'c8','cmd':'release','blocks':[1000]}"), proto::kUnknownBlockCount);
+        QCOMPARE(r.command.blocks, std::vector<int>{1000});
+    }
+
+    void size_limit() {
+        const std::string big(70000, ' ');
+        proto::RequestError e = error_of(big);
+        QCOMPARE(e.error, std::string("request too large: 70000 bytes (limit 65536)"));
+        QVERIFY(!e.id);
+
+        // The limit is inclusive and counts raw bytes, whitespace included.
+        std::string exact = q("{'id':'a','cmd':'ping'}");
+        exact.resize(proto::kMaxRequestBytes, ' ');
+        QCOMPARE(request_of(exact).id, std::string("a"));
+        exact += ' ';
+        QCOMPARE(error_of(exact).error, std::string("request too large: 65537 bytes (limit 65536)"));
+    }
+
+    void malformed_json() {
+        for (const std::string& frame :
+             {std::string("{"), std::string("{'id':'a'"), q("{'id':'a','cmd':'ping'} x"), std::string("nul"),
+              q("{'id':'a\xff','cmd':'ping'}")}) {
+            const proto::RequestError e = error_of(frame);
+            QVERIFY2(e.error.rfind("not valid JSON: ", 0) == 0 && contains(e.error, "parse error"),
+                     e.error.c_str());
+            QVERIFY(!e.id);
+        }
+        QCOMPARE(error_of("").error, std::string("not valid JSON: empty frame"));
+        QCOMPARE(error_of(" \r\n\t").error, std::string("not valid JSON: empty frame"));
+        QVERIFY(contains(error_of("{").error, "at line 1, column 2: "));
+    }
+
+    void not_an_object() {
+        QCOMPARE(error_of("[1,2]").error, std::string("request must be a JSON object, got array"));
+        QCOMPARE(error_of(q("'ping'")).error, std::string("request must be a JSON object, got string"));
+        QCOMPARE(error_of("42").error, std::string("request must be a JSON object, got number"));
+        QCOMPARE(error_of("null").error, std::string("request must be a JSON object, got null"));
+    }
+
+    void bad_id() {
+        const std::string must = "field 'id': must be a non-empty string, got ";
+        QCOMPARE(error_of(q("{'cmd':'ping'}")).error,
+                 std::string("field 'id': missing (every request needs a non-empty string id)"));
+        QCOMPARE(error_of(q("{'id':7,'cmd':'ping'}")).error, must + "number");
+        QCOMPARE(error_of(q("{'id':'','cmd':'ping'}")).error, must + "\"\"");
+        QCOMPARE(error_of(q("{'id':null,'cmd':'ping'}")).error, must + "null");
+        QCOMPARE(error_of(q("{'id':['a'],'cmd':'ping'}")).error, must + "array");
+        const std::string long_id(300, 'x');
+        QCOMPARE(error_of(q("{'id':'" + long_id + "','cmd':'ping'}")).error,
+                 std::string("field 'id': too long: 300 bytes (limit 256)"));
+        QVERIFY(!error_of(q("{'id':7,'cmd':'ping'}")).id);  // an unreadable id is answered with null
+    }
+
+    void bad_cmd() {
+        proto::RequestError e = error_of(q("{'id':'a'}"));
+        QCOMPARE(e.error, "field 'cmd': missing (expected one of " + kNames + ")");
+        QCOMPARE(e.id.value_or("?"), std::string("a"));  // a readable id is echoed
+        QCOMPARE(error_of(q("{'id':'a','cmd':3}")).error,
+                 "field 'cmd': must be a string (one of " + kNames + "), got number");
+        e = error_of(q("{'id':'b','cmd':'explode'}"));
+        QCOMPARE(e.error, "field 'cmd': unknown command 'explode' (expected one of " + kNames + ")");
+        QCOMPARE(e.id.value_or("?"), std::string("b"));
+        const std::string blob(200, 'z');  // a long unknown name is cut in the message
+        e = error_of(q("{'id':'b','cmd':'" + blob + "'}"));
+        QVERIFY(contains(e.error, "'" + std::string(64, 'z') + "...'"));
+        QVERIFY(!contains(e.error, std::string(65, 'z')));
+    }
+
+    void unknown_blocks() {
+        proto::RequestError e = error_of(q("{'id':'a','cmd':'pin','blocks':[12],'precision':'int8'}"));
+        QCOMPARE(e.error, std::string("field 'blocks': unknown block 12 (the model has 4 blocks: 0..3)"));
+        QCOMPARE(e.id.value_or("?"), std::string("a"));
+        QCOMPARE(error_of(q("{'id':'a','cmd':'release','blocks':[1,4,9,4]}")).error,
+                 std::string("field 'blocks': unknown blocks 4, 9 (the model has 4 blocks: 0..3)"));
+        QCOMPARE(error_of(q("{'id':'a','cmd':'release','blocks':[1]}"), 1).error,
+                 std::string("field 'blocks': unknown block 1 (the model has 1 block: 0)"));
+        QCOMPARE(error_of(q("{'id':'a','cmd':'release','blocks':[0]}"), 0).error,
+                 std::string("field 'blocks': unknown block 0 (the model has no blocks)"));
+        std::string many = "{'id':'a','cmd':'release','blocks':[";
+        for (int i = 0; i < 20; ++i) many += std::to_string(100 + i) + (i < 19 ? "," : "]}");
+        QCOMPARE(error_of(q(many)).error,
+                 std::string("field 'blocks': unknown blocks 100, 101, 102, 103, 104, 105, 106, 107, 108, "
+                             "109, ... (the model has 4 blocks: 0..3)"));
+        QCOMPARE(request_of(q("{'id':'a','cmd':'release','blocks':[3]}")).id, std::string("a"));
+    }
+
+    void bad_precision_and_types() {
+        proto::RequestError e = error_of(q("{'id':'a','cmd':'pin','blocks':[1],'precision':'fp4'}"));
+        QVERIFY2(e.error.rfind("field 'precision': unknown precision ", 0) == 0, e.error.c_str());
+        QVERIFY(contains(e.error, "fp4") && contains(e.error, "bf16, int8, fp8_e4m3, fp8_e5m2"));
+        QCOMPARE(e.id.value_or("?"), std::string("a"));
+
+        struct Case {
+            std::string frame, starts;
+        };
+        const std::vector<Case> cases = {
+            {"{'id':'a','cmd':'pin','blocks':[1],'precision':8}", "field 'precision': must be a string"},
+            {"{'id':'a','cmd':'pin','blocks':[1]}", "field 'precision': missing"},
+            {"{'id':'a','cmd':'pin','precision':'int8'}", "field 'blocks': missing"},
+            {"{'id':'a','cmd':'pin','blocks':'3','precision':'int8'}",
+             "field 'blocks': must be a non-empty array"},
+            {"{'id':'a','cmd':'release','blocks':[]}", "field 'blocks': must be a non-empty array"},
+            {"{'id':'a','cmd':'release','blocks':[1,-1]}",
+             "field 'blocks': element [1] must be a non-negative"},
+            {"{'id':'a','cmd':'release','blocks':[1.5]}",
+             "field 'blocks': element [0] must be a non-negative"},
+            {"{'id':'a','cmd':'set_mode','mode':'fast'}", "field 'mode': unknown mode"},
+            {"{'id':'a','cmd':'set_mode'}", "field 'mode': missing"},
+            {"{'id':'a','cmd':'set_mode','mode':true}", "field 'mode': must be a string"},
+        };
+        for (const Case& c : cases) {
+            e = error_of(q(c.frame));
+            QVERIFY2(e.error.rfind(c.starts, 0) == 0, (c.frame + " -> " + e.error).c_str());
+            QCOMPARE(e.id.value_or("?"), std::string("a"));
+        }
+    }
+
+    void deep_nesting() {
+        const std::string deep(10000, '[');
+        QCOMPARE(error_of(deep).error,
+                 std::string("request nests too deep: more than 32 levels of arrays/objects"));
+        std::string inner = q("{'id':'a','cmd':'pin','precision':'int8','blocks':");
+        inner += std::string(40, '[') + "1" + std::string(40, ']') + "}";
+        QVERIFY(contains(error_of(inner).error, "nests too deep"));
+        // Brackets inside strings do not count.
+        const std::string quoted = q("{'id':'" + std::string(100, '[') + "','cmd':'ping'}");
+        QCOMPARE(request_of(quoted).id, std::string(100, '['));
+        // Within the limit, the value is named (and cut) in the message.
+        inner = q("{'id':'a','cmd':'release','blocks':") + std::string(20, '[') + "1" + std::string(20, ']') +
+                "}";
+        QVERIFY(contains(error_of(inner).error, "element [0]"));
+    }
+
+    void ack_pong_reject_shapes() {
+        const proto::Request pin = request_of(q("{'id':'c1','cmd':'pin','blocks':[1],'precision':'int8'}"));
+        json j = json::parse(proto::ack(pin, 121));
+        QCOMPARE(j.size(), std::size_t(4));
+        QCOMPARE(j["id"].get<std::string>(), std::string("c1"));
+        QCOMPARE(j["ok"].get<bool>(), true);
+        QCOMPARE(j["cmd"].get<std::string>(), std::string("pin"));
+        QCOMPARE(j["effective_step"].get<std::int64_t>(), std::int64_t(121));
+
+        const proto::Request ping = request_of(q("{'id':'p','cmd':'ping'}"));
+        j = json::parse(proto::pong(ping, 7, 12.5));
+        QCOMPARE(j["id"].get<std::string>(), std::string("p"));
+        QVERIFY(j["ok"].get<bool>() && j["pong"].get<bool>());
+        QCOMPARE(j["step"].get<std::int64_t>(), std::int64_t(7));
+        QCOMPARE(j["time"].get<double>(), 12.5);
+        QCOMPARE(j["protocol"].get<int>(), proto::kVersion);
+
+        j = json::parse(proto::reject(std::nullopt, "not valid JSON: x"));
+        QVERIFY(j["id"].is_null());
+        QCOMPARE(j["ok"].get<bool>(), false);
+        QCOMPARE(j["error"].get<std::string>(), std::string("not valid JSON: x"));
+        j = json::parse(proto::reject(error_of(q("{'id':'z','cmd':'explode'}"))));
+        QCOMPARE(j["id"].get<std::string>(), std::string("z"));
+        QVERIFY(contains(j["error"].get<std::string>(), "unknown command 'explode'"));
+        // Invalid UTF-8 in an error (echoed client bytes) must not break the reply.
+        j = json::parse(proto::reject(std::string("a\xff"), "bad \xfe"));
+        QCOMPARE(j["ok"].get<bool>(), false);
+    }
+
+    void snapshot_shape_and_round_trip() {
+        const proto::Request r = request_of(q("{'id':'s1','cmd':'snapshot'}"));
+        const proto::Snapshot s = sample_snapshot();
+        const std::string text = proto::snapshot_reply(r, s);
+        const json j = json::parse(text);
+        QCOMPARE(j["id"].get<std::string>(), std::string("s1"));
+        QVERIFY(j["ok"].get<bool>());
+        const json& snap = j["snapshot"];
+        QCOMPARE(snap["protocol"].get<int>(), 1);
+        QCOMPARE(snap["seq"].get<std::uint64_t>(), std::uint64_t(41));
+        QCOMPARE(snap["step"].get<std::int64_t>(), std::int64_t(120));
+        QCOMPARE(snap["run_id"].get<std::string>(), std::string("run-7"));
+        QCOMPARE(snap["mode"].get<std::string>(), std::string("static"));
+        QCOMPARE(snap["blocks"].size(), std::size_t(2));
+        QCOMPARE(snap["blocks"][0]["name"].get<std::string>(), std::string("blocks.0"));
+        QCOMPARE(snap["blocks"][0]["bytes_bf16"].get<std::uint64_t>(), std::uint64_t(4096));
+        QCOMPARE(snap["blocks"][0]["precision"].get<std::string>(), std::string("int8"));
+        QCOMPARE(snap["blocks"][0]["pin"].get<std::string>(), std::string("int8"));
+        QVERIFY(snap["blocks"][1]["pin"].is_null());
+        QCOMPARE(snap["config"]["warmup_steps"].get<int>(), 10);
+        QCOMPARE(snap["last_update"]["step_id"].get<int>(), 50);
+        QCOMPARE(snap["last_update"]["block_details"]["0"]["precision"].get<std::string>(),
+                 std::string("int8"));
+
+        proto::Snapshot back;
+        std::string error;
+        QVERIFY2(proto::parse_snapshot(text, back, error), error.c_str());
+        QCOMPARE(back.seq, s.seq);
+        QCOMPARE(back.step, s.step);
+        QCOMPARE(back.run_id, s.run_id);
+        QVERIFY(back.mode == s.mode);
+        QCOMPARE(back.layout.size(), std::size_t(2));
+        QCOMPARE(back.layout[1].name, std::string("blocks.1"));
+        QVERIFY(back.precision == s.precision);
+        QVERIFY(back.pins == s.pins);
+        QCOMPARE(json::parse(back.config_json), json::parse(s.config_json));
+        QVERIFY(back.last_update.has_value());
+        QCOMPARE(sp::to_json_line(*back.last_update), sp::to_json_line(*s.last_update));
+
+        // No update yet: null; and a state that does not cover the layout is the caller's bug.
+        proto::Snapshot fresh = s;
+        fresh.last_update.reset();
+        fresh.config_json.clear();
+        QVERIFY(json::parse(proto::snapshot_reply(r, fresh))["snapshot"]["last_update"].is_null());
+        QVERIFY(proto::parse_snapshot(proto::snapshot_reply(r, fresh), back, error) && !back.last_update);
+        fresh.pins.pop_back();
+        QVERIFY_THROWS_EXCEPTION(std::invalid_argument, proto::snapshot_reply(r, fresh));
+        fresh = s;
+        fresh.config_json = "[1]";
+        QVERIFY_THROWS_EXCEPTION(std::invalid_argument, proto::snapshot_reply(r, fresh));
+
+        QVERIFY(!proto::parse_snapshot(proto::reject(std::string("s1"), "no"), back, error));
+        QVERIFY(!proto::parse_snapshot(q("{'id':'s1','ok':true,'snapshot':{'seq':-1}}"), back, error));
+        QVERIFY2(contains(error, "snapshot.seq"), error.c_str());
+        QVERIFY(!proto::parse_snapshot("{", back, error) && !error.empty());
+    }
+
+    void hello_and_heartbeat() {
+        const std::string h = proto::hello(1, "run-7", 2, sp::uniform_layout(3, 8), "", 5.25);
+        const json j = json::parse(h);
+        QVERIFY(h.rfind("{\"seq\":1,", 0) == 0);
+        QCOMPARE(j["protocol"].get<int>(), 1);
+        QCOMPARE(j["telemetry_schema"].get<int>(), sp::kTelemetrySchemaVersion);
+        QCOMPARE(j["run_id"].get<std::string>(), std::string("run-7"));
+        QCOMPARE(j["rank"].get<int>(), 2);
+        QCOMPARE(j["time"].get<double>(), 5.25);
+        QCOMPARE(j["blocks"].size(), std::size_t(3));
+        QCOMPARE(j["blocks"][2]["id"].get<int>(), 2);
+        QVERIFY(j["config"].is_object() && j["config"].empty());
+        QVERIFY(j.contains("version"));
+        QCOMPARE(proto::seq_of(h).value_or(0), std::uint64_t(1));
+        QVERIFY_THROWS_EXCEPTION(std::invalid_argument, proto::hello(1, "r", 0, {}, "nope", 0.0));
+
+        const std::string b = proto::heartbeat(9, 300, 6.5);
+        QCOMPARE(json::parse(b), json::parse(q("{'seq':9,'step':300,'time':6.5}")));
+        QCOMPARE(proto::seq_of(b).value_or(0), std::uint64_t(9));
+    }
+
+    void with_seq_on_record_lines() {
+        // Update: nested block_details; the line must read back as the same record.
+        const std::string update = sp::to_json_line(sample_update());
+        std::string line = proto::with_seq(update, 17);
+        json j = json::parse(line);
+        QCOMPARE(j["seq"].get<std::uint64_t>(), std::uint64_t(17));
+        j.erase("seq");
+        QCOMPARE(j, json::parse(update));
+        sp::TelemetryRecord rec;
+        std::string error;
+        QVERIFY2(sp::parse_record_line(line, rec, error), error.c_str());
+        QCOMPARE(sp::to_json_line(rec), update);
+
+        // Event with a nested payload object.
+        sp::EventRecord ev;
+        ev.step = 120;
+        ev.timestamp = 3.5;
+        ev.kind = "command";
+        ev.payload_json = q("{'command':{'cmd':'pin','blocks':[1],'precision':'int8'},'ok':true,'id':'c1'}");
+        const std::string event = sp::to_json_line(ev);
+        line = proto::with_seq(event, 18);
+        j = json::parse(line);
+        QCOMPARE(j["seq"].get<std::uint64_t>(), std::uint64_t(18));
+        QCOMPARE(j["command"]["blocks"][0].get<int>(), 1);
+        j.erase("seq");
+        QCOMPARE(j, json::parse(event));
+
+        // Step stats (an array of objects).
+        sp::StepStatsRecord st;
+        st.step = 4;
+        st.blocks.resize(2);
+        st.blocks[1].block_id = 1;
+        const std::string stats = sp::to_json_line(st);
+        line = proto::with_seq(stats, std::numeric_limits<std::uint64_t>::max());
+        j = json::parse(line);
+        QCOMPARE(j["seq"].get<std::uint64_t>(), std::numeric_limits<std::uint64_t>::max());
+        j.erase("seq");
+        QCOMPARE(j, json::parse(stats));
+
+        // Edge shapes: an empty object, surrounding whitespace and a newline.
+        QCOMPARE(proto::with_seq("{}", 1), std::string("{\"seq\":1}"));
+        QCOMPARE(proto::with_seq(" { \n} \n", 2), std::string("{\"seq\":2 \n}"));
+        QCOMPARE(json::parse(proto::with_seq(" {\"a\":1}\n", 3)), json::parse(q("{'seq':3,'a':1}")));
+        for (const char* bad : {"", "{", "[1]", "x{}", "}{"}) {
+            QVERIFY_THROWS_EXCEPTION(std::invalid_argument, proto::with_seq(bad, 1));
+        }
+    }
+
+    void seq_lookup() {
+        QCOMPARE(proto::seq_of(proto::with_seq(sp::to_json_line(sample_update()), 5)).value_or(0),
+                 std::uint64_t(5));
+        QCOMPARE(proto::seq_of(q("  { 'seq' : 12 , 'a':1}")).value_or(0), std::uint64_t(12));
+        QCOMPARE(proto::seq_of(q("{'seq':0}")).value_or(99), std::uint64_t(0));
+        QCOMPARE(proto::seq_of(q("{'seq':18446744073709551615}")).value_or(0),
+                 std::numeric_limits<std::uint64_t>::max());
+        // Not first: the slow path still finds it.
+        QCOMPARE(proto::seq_of(q("{'a':{'seq':1},'seq':4}")).value_or(0), std::uint64_t(4));
+        for (const std::string& none :
+             {q("{'a':{'seq':3}}"), q("{'seq':-1}"), q("{'seq':1.5}"), q("{'seq':1e3}"), q("{'seq':'7'}"),
+              q("{'seq':18446744073709551616}"), q("{'seq':01}"), std::string("[1]"), std::string("{"),
+              std::string(""), q("{'seq':}"), q("{'seq':5")}) {
+            QVERIFY2(!proto::seq_of(none), none.c_str());
+        }
+    }
+
+    void client_round_trips() {
+        std::vector<sp::Command> commands(4);
+        commands[0].kind = sp::Command::Kind::pin;
+        commands[0].blocks = {0, 2};
+        commands[0].precision = sp::Precision::int8;
+        commands[1].kind = sp::Command::Kind::release;
+        commands[1].blocks = {2};
+        commands[2].kind = sp::Command::Kind::release_all;
+        commands[3].kind = sp::Command::Kind::set_mode;
+        commands[3].mode = sp::Mode::off;
+        for (const sp::Command& c : commands) {
+            const std::string text = proto::make_request("cli-1", c);
+            QVERIFY(text.rfind("{\"id\":\"cli-1\",\"cmd\":", 0) == 0);
+            const proto::Request r = request_of(text);
+            QCOMPARE(r.id, std::string("cli-1"));
+            QVERIFY(r.kind == proto::Request::Kind::command);
+            QCOMPARE(sp::to_json(r.command), sp::to_json(c));
+
+            std::string error;
+            const auto reply = proto::parse_reply(proto::ack(r, 11), error);
+            QVERIFY2(reply.has_value(), error.c_str());
+            QCOMPARE(reply->id.value_or("?"), std::string("cli-1"));
+            QVERIFY(reply->ok && reply->error.empty());
+            QCOMPARE(reply->effective_step.value_or(-1), std::int64_t(11));
+        }
+        QVERIFY(request_of(proto::make_request("p", proto::Request::Kind::ping)).kind ==
+                proto::Request::Kind::ping);
+        QVERIFY(request_of(proto::make_request("s", proto::Request::Kind::snapshot)).kind ==
+                proto::Request::Kind::snapshot);
+        QVERIFY_THROWS_EXCEPTION(std::invalid_argument,
+                                 proto::make_request("x", proto::Request::Kind::command));
+
+        std::string error;
+        auto reply = proto::parse_reply(proto::reject(error_of("[]")), error);
+        QVERIFY(reply && !reply->id && !reply->ok);
+        QCOMPARE(reply->error, std::string("request must be a JSON object, got array"));
+        QVERIFY(!reply->effective_step);
+        const std::string pong = proto::pong(request_of(q("{'id':'p','cmd':'ping'}")), 3, 1.0);
+        reply = proto::parse_reply(pong, error);
+        QVERIFY(reply && reply->ok && !reply->effective_step);
+        QCOMPARE(reply->text, pong);
+
+        struct Bad {
+            std::string frame, error;
+        };
+        for (const Bad& b : std::vector<Bad>{
+                 {"{", "reply is not valid JSON"},
+                 {"[]", "reply must be a JSON object, got array"},
+                 {"{'ok':true}", "reply: field 'id': missing"},
+                 {"{'id':1,'ok':true}", "reply: field 'id': expected a string or null, got number"},
+                 {"{'id':'a'}", "reply: field 'ok': missing or not a boolean"},
+                 {"{'id':'a','ok':false}",
+                  "reply: ok is false but field 'error' is missing or not a non-empty string"},
+                 {"{'id':'a','ok':true,'effective_step':'3'}",
+                  "reply: field 'effective_step': expected an integer, got string"}}) {
+            QVERIFY(!proto::parse_reply(q(b.frame), error));
+            QCOMPARE(error, b.error);
+        }
+    }
+
+    // 20,000 random and mutated frames: parse_request never throws and always answers with a
+    // request or a non-empty error, and every answer serialises to valid JSON.
+    void fuzz() {
+        std::mt19937_64 rng(20240601);
+        auto below = [&rng](std::size_t n) { return static_cast<std::size_t>(rng() % n); };
+        const std::vector<std::string> valid = {
+            q("{'id':'a','cmd':'pin','blocks':[0,3],'precision':'int8'}"),
+            q("{'id':'b','cmd':'release','blocks':[1]}"),
+            q("{'id':'c','cmd':'release_all'}"),
+            q("{'id':'d','cmd':'set_mode','mode':'dynamic'}"),
+            q("{'id':'e','cmd':'snapshot'}"),
+            q("{'id':'f','cmd':'ping'}"),
+        };
+        const std::string alphabet = "{}[]\":,.-+0123456789eE \\/tnrufalsidcmpbokv\x01\xff\xc3";
+        int accepted = 0, rejected = 0;
+        for (int i = 0; i < 20000; ++i) {
+            std::string frame;
+            switch (i % 7) {
+                case 0:  // random bytes
+                    frame.resize(below(200));
+                    for (char& c : frame) c = static_cast<char>(rng());
+                    break;
+                case 1:  // random JSON-ish text
+                    frame.resize(below(120));
+                    for (char& c : frame) c = alphabet[below(alphabet.size())];
+                    break;
+                case 2:  // truncation of a valid request
+                    frame = valid[below(valid.size())];
+                    frame.resize(below(frame.size() + 1));
+                    break;
+                case 3:  // byte flips of a valid request
+                    frame = valid[below(valid.size())];
+                    for (std::size_t n = 1 + below(4); n > 0; --n) {
+                        frame[below(frame.size())] ^= static_cast<char>(1u << below(8));
+                    }
+                    break;
+                case 4:  // character substitutions from the JSON alphabet
+                    frame = valid[below(valid.size())];
+                    for (std::size_t n = 1 + below(3); n > 0; --n) {
+                        frame[below(frame.size())] = alphabet[below(alphabet.size())];
+                    }
+                    break;
+                case 5: {  // deep nesting, bare or inside a request
+                    const std::size_t depth = 1 + below(i % 2 ? 200 : 40);
+                    const char open = below(2) ? '[' : '{';
+                    const bool in_request = below(2) != 0;
+                    frame = in_request ? q("{'id':'x','cmd':'pin','precision':'int8','blocks':") : "";
+                    frame += std::string(depth, open) + std::string(depth, open == '[' ? ']' : '}');
+                    if (in_request) frame += '}';
+                    break;
+                }
+                case 6:  // huge frames now and then, otherwise random block ids and precisions
+                    if (i % 500 == 6) {
+                        frame.assign(proto::kMaxRequestBytes + below(4096), ' ');
+                        frame.replace(0, valid[0].size(), valid[0]);
+                    } else {
+                        frame = q("{'id':'r','cmd':'pin','blocks':[" + std::to_string(below(8)) +
+                                  "],'precision':'" + (below(2) ? "int8" : "fp" + std::to_string(below(20))) +
+                                  "'}");
+                    }
+                    break;
+            }
+            std::variant<proto::Request, proto::RequestError> result;
+            try {
+                result = proto::parse_request(frame, 4);
+            } catch (...) {
+                QFAIL(("parse_request threw on fuzz case " + std::to_string(i)).c_str());
+            }
+            if (const auto* e = std::get_if<proto::RequestError>(&result)) {
+                ++rejected;
+                QVERIFY2(!e->error.empty(), ("empty error on fuzz case " + std::to_string(i)).c_str());
+                QVERIFY(json::parse(proto::reject(*e))["ok"] == false);
+            } else {
+                ++accepted;
+                const auto& r = std::get<proto::Request>(result);
+                QVERIFY(!r.id.empty());
+                QVERIFY(json::parse(proto::ack(r, 1))["ok"] == true);
+            }
+        }
+        // Both outcomes are exercised (the counts are fixed by the seed).
+        const std::string counts =
+            std::to_string(accepted) + " accepted, " + std::to_string(rejected) + " rejected";
+        QVERIFY2(accepted > 500 && rejected > 10000, counts.c_str());
+        qInfo("fuzz: %s", counts.c_str());
+    }
+};
+
+QTEST_APPLESS_MAIN(TestProtocol)
+#include "test_protocol.moc"
