@@ -31,6 +31,18 @@ std::string make_run_id(double now) {
 
 }  // namespace
 
+// Commands from the control socket (I/O thread) enter the same queue as everyone else's.
+class Agent::ServerAdapter : public transport::ServerBackend {
+public:
+    explicit ServerAdapter(Agent& agent) : agent_(agent) {}
+    std::int64_t submit(const Command& command, const std::string& request_id) override {
+        return agent_.enqueue(command, {}, request_id);
+    }
+
+private:
+    Agent& agent_;
+};
+
 Agent::Agent(Config config, AgentOptions options) : config_(std::move(config)), options_(std::move(options)) {
     if (auto problems = validate(config_); !problems.empty()) throw ConfigError(std::move(problems));
     if (!options_.clock) options_.clock = system_seconds;
@@ -39,12 +51,19 @@ Agent::Agent(Config config, AgentOptions options) : config_(std::move(config)), 
         options_.log = [](const std::string& line) { std::fprintf(stderr, "[sp] %s\n", line.c_str()); };
     }
     run_id_ = options_.run_id.empty() ? make_run_id(now()) : options_.run_id;
+    // Sockets first: a refused bind must fail before the telemetry file is created.
+    if (options_.server) {
+        server_backend_ = std::make_unique<ServerAdapter>(*this);
+        server_ = std::make_unique<transport::AgentServer>(*options_.server, *server_backend_);
+    }
     if (config_.telemetry_enabled) {
         sink_ = std::make_unique<TelemetrySink>(config_.telemetry_file, options_.telemetry_queue_capacity);
     }
 }
 
-Agent::~Agent() = default;  // the sink writes what is queued, then stops
+Agent::~Agent() {
+    server_.reset();  // stop the I/O thread before the backend it calls goes away
+}
 
 double Agent::now() const {
     return options_.clock();
@@ -59,6 +78,7 @@ void Agent::register_blocks(std::vector<AgentBlock> blocks) {
     blocks_ = std::move(blocks);
     policy_ = std::make_unique<Policy>(config_, layout_of(blocks_));  // ConfigError: force ids vs. layout
     options_.collector->prepare(blocks_);
+    if (server_) server_->set_run(run_id_, policy_->layout(), to_json(config_).dump());
     hints_.precision = policy_->precisions();
     hints_.reason.assign(blocks_.size(), Reason::hold);
     for (std::size_t b = 0; b < blocks_.size(); ++b) {
@@ -82,15 +102,38 @@ void Agent::add_hint_sink(HintSink* sink) {
     if (sink) hint_sinks_.push_back(sink);
 }
 
-void Agent::enqueue(Command command, CommandDone done) {
+std::int64_t Agent::enqueue(Command command, CommandDone done, std::string request_id) {
     std::lock_guard<std::mutex> lock(commands_mutex_);
-    queued_.emplace_back(std::move(command), std::move(done));
+    queued_.push_back({std::move(command), std::move(done), std::move(request_id)});
+    return boundary_step_ + 1;
+}
+
+// Every record goes to the JSONL file and, when live, to the sockets.
+template <typename Record>
+void Agent::emit_record(Record record) {
+    if (server_) server_->publish(record);
+    if (sink_) sink_->push(std::move(record));
+}
+
+void Agent::publish_snapshot() {
+    if (!server_) return;
+    protocol::Snapshot s;
+    s.step = step_;
+    s.run_id = run_id_;
+    s.rank = options_.server->rank;
+    s.mode = policy_->mode();
+    s.layout = policy_->layout();
+    s.precision = policy_->precisions();
+    s.pins = policy_->pins();
+    s.config_json = to_json(config_).dump();
+    s.last_update = last_record_;
+    server_->update_snapshot(std::move(s));
 }
 
 void Agent::write_header_once() {
     if (header_written_) return;
     header_written_ = true;
-    if (!sink_) return;
+    if (!sink_) return;  // the sockets announce the run in `hello` instead
     RunHeader h;
     h.run_id = run_id_;
     h.producer = options_.producer;
@@ -101,13 +144,13 @@ void Agent::write_header_once() {
 }
 
 void Agent::emit_event(std::int64_t step, const std::string& kind, const std::string& payload_json) {
-    if (!sink_) return;
+    if (!sink_ && !server_) return;
     EventRecord e;
     e.step = step;
     e.timestamp = now();
     e.kind = kind;
     e.payload_json = payload_json;
-    sink_->push(std::move(e));
+    emit_record(std::move(e));
 }
 
 void Agent::log_change(std::int64_t step, const PrecisionChange& c) {
@@ -130,13 +173,16 @@ void Agent::begin_step(std::int64_t step) {
     const auto t0 = Clock::now();
     write_header_once();
     step_ = step;
+    if (server_) server_->set_step(step);
     {
         std::lock_guard<std::mutex> lock(commands_mutex_);
         applying_.swap(queued_);
+        boundary_step_ = step;
     }
-    for (auto& [command, done] : applying_) {
+    for (auto& [command, done, request_id] : applying_) {
         const CommandOutcome outcome = policy_->apply(command, step);
         nlohmann::json payload = {{"command", to_json(command)}, {"ok", outcome.ok}};
+        if (!request_id.empty()) payload["request_id"] = request_id;
         if (outcome.ok) {
             payload["changes"] = outcome.changes.size();
         } else {
@@ -148,8 +194,10 @@ void Agent::begin_step(std::int64_t step) {
             options_.log("step " + std::to_string(step) + ": command rejected: " + outcome.error);
         if (done) done(outcome, step);
     }
+    const bool commands_applied = !applying_.empty();
     applying_.clear();
     hints_.precision = policy_->precisions();
+    if (commands_applied || !last_record_) publish_snapshot();  // late joiners see the run from its start
     overhead_.step_bookkeeping_s += seconds_since(t0);
 }
 
@@ -164,9 +212,7 @@ const PrecisionHints& Agent::compute_hints(std::int64_t step) {
     stats_ = options_.collector->results();  // a GPU collector waits for its event here, not earlier
     for (const BlockGradStats& s : stats_) policy_->observe(step, s);
     step_timestamp_ = now();
-    if (sink_ && config_.telemetry_every_step) {
-        sink_->push(StepStatsRecord{step, step_timestamp_, stats_});
-    }
+    if ((sink_ || server_) && config_.telemetry_every_step) emit_record(StepStatsRecord{step, step_timestamp_, stats_});
     const UpdateRecord* rec = policy_->update(step, step_timestamp_);
     hints_.step = step;
     hints_.updated = rec != nullptr;
@@ -201,8 +247,9 @@ void Agent::end_step(double loss) {
                 100.0 * (1.0 - double(transfer_->first) / double(transfer_->second));
         }
         last_record_ = r;
-        if (sink_) sink_->push(std::move(r));
+        emit_record(std::move(r));
         pending_record_.reset();
+        publish_snapshot();
     }
     transfer_.reset();
     ++overhead_.steps;

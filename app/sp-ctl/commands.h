@@ -12,4 +12,14 @@ int run_simulate(const Args& args);
 int run_validate(const Args& args);
 int run_summarize(const Args& args);
 
+// Live commands: talk to a running agent (agent/PROTOCOL.md). Extra exit code 3: no answer.
+int run_pin(const Args& args);
+int run_release(const Args& args);
+int run_release_all(const Args& args);
+int run_mode(const Args& args);
+int run_snapshot(const Args& args);
+int run_ping(const Args& args);
+int run_tail(const Args& args);
+int run_keygen(const Args& args);
+
 }  // namespace spctl

@@ -17,11 +17,19 @@ constexpr Subcommand kSubcommands[] = {
     {"simulate", spctl::run_simulate, "re-run the policy offline on recorded gradient statistics"},
     {"validate", spctl::run_validate, "check a telemetry file: parse errors and inconsistent records"},
     {"summarize", spctl::run_summarize, "per-block precision time, switches and savings of a telemetry file"},
+    {"pin", spctl::run_pin, "pin blocks of a running agent to a precision"},
+    {"release", spctl::run_release, "release operator pins of blocks"},
+    {"release-all", spctl::run_release_all, "release every operator pin"},
+    {"mode", spctl::run_mode, "switch the policy's mode: dynamic, static or off"},
+    {"snapshot", spctl::run_snapshot, "show a running agent's routing state"},
+    {"ping", spctl::run_ping, "check that the agent answers"},
+    {"tail", spctl::run_tail, "print the agent's live telemetry"},
+    {"keygen", spctl::run_keygen, "write a CURVE key pair for secured endpoints"},
 };
 
 void print_usage(std::FILE* to) {
     std::fprintf(to, "usage: sp-ctl <command> [options]\n\ncommands:\n");
-    for (const Subcommand& c : kSubcommands) std::fprintf(to, "  %-10s %s\n", c.name, c.summary);
+    for (const Subcommand& c : kSubcommands) std::fprintf(to, "  %-12s %s\n", c.name, c.summary);
     std::fprintf(to, "\n'sp-ctl <command> --help' shows a command's options.\n");
 }
 

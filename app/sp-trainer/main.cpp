@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <exception>
 #include <iostream>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -181,7 +182,25 @@ int run(const TrainerOptions& o) {
     agent_options.log = [quiet = o.quiet](const std::string& line) {
         if (!quiet) std::cout << "  agent: " << line << std::endl;
     };
-    agent::Agent agent(o.config, std::move(agent_options));
+    if (!o.no_network) {
+        transport::ServerOptions server;
+        server.telemetry_endpoint = o.telemetry_endpoint;
+        server.control_endpoint = o.control_endpoint;
+        server.server_secret_key_file = o.server_key;
+        server.allowed_clients_file = o.allowed_clients;
+        server.insecure = o.insecure;
+        server.log = [](const std::string& line) { std::cerr << "sp-trainer: " << line << '\n'; };
+        agent_options.server = std::move(server);
+    }
+    // A refused or busy endpoint is the operator's to fix, like a bad flag: exit 2, nothing written.
+    std::unique_ptr<agent::Agent> agent_holder;
+    try {
+        agent_holder = std::make_unique<agent::Agent>(o.config, std::move(agent_options));
+    } catch (const std::runtime_error& e) {
+        throw UsageError(e.what());
+    }
+    agent::Agent& agent = *agent_holder;
+    if (!o.no_network) say("live: telemetry " + o.telemetry_endpoint + ", control " + o.control_endpoint);
     agent.register_blocks(model.named_blocks());
 
     RunTotals totals;
@@ -308,6 +327,9 @@ int main(int argc, char** argv) {
     }
     try {
         return run(options);
+    } catch (const UsageError& e) {
+        std::cerr << "sp-trainer: " << e.what() << "\nTry 'sp-trainer --help' for usage.\n";
+        return 2;
     } catch (const std::exception& e) {
         std::cerr << "sp-trainer: " << e.what() << '\n';
         return 1;

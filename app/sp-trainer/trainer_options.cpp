@@ -19,6 +19,11 @@ std::string quoted(const std::string& s) {
     return "'" + s + "'";
 }
 
+std::string non_empty(const std::string& flag, const std::string& value) {
+    if (value.empty()) throw UsageError(flag + ": the value is empty");
+    return value;
+}
+
 // A whole-string integer in [lo, hi]; "12abc", "", "1e3" and out-of-range values are rejected.
 template <typename Int>
 Int parse_int(const std::string& flag, const std::string& text, Int lo, Int hi) {
@@ -166,6 +171,13 @@ std::string usage_text(const std::string& program) {
          "  --telemetry FILE     write telemetry JSONL to FILE (overrides the config; turns it on)\n"
          "  --no-telemetry       write no telemetry\n"
          "  --every-step-stats   also write per-step block statistics (input for `sp-ctl simulate`)\n"
+         "Live telemetry and control (agent/PROTOCOL.md; sp-ctl and sp-dashboard connect here):\n"
+         "  --telemetry-endpoint E  PUB socket (default tcp://127.0.0.1:5556)\n"
+         "  --control-endpoint E    ROUTER socket for commands (default tcp://127.0.0.1:5557)\n"
+         "  --server-key FILE.key   CURVE secret key (sp-ctl keygen); required for non-loopback binds\n"
+         "  --allowed-clients FILE  CURVE public keys of the clients allowed in, one per line\n"
+         "  --insecure              allow a non-loopback bind without CURVE (a warning is logged)\n"
+         "  --no-network            bind no sockets\n"
          "Output:\n"
          "  --quiet              no progress lines, only the summary\n"
          "  --help               this text\n\n"
@@ -216,12 +228,18 @@ TrainerOptions parse_trainer_options(const std::vector<std::string>& args, const
                  throw UsageError(f + ": expected policy, bf16 or int8, got " + quoted(v));
          }},
         {"--text", [&](auto&, auto& v) { o.text_path = v; }},
+        {"--telemetry-endpoint", [&](auto& f, auto& v) { o.telemetry_endpoint = non_empty(f, v); }},
+        {"--control-endpoint", [&](auto& f, auto& v) { o.control_endpoint = non_empty(f, v); }},
+        {"--server-key", [&](auto& f, auto& v) { o.server_key = non_empty(f, v); }},
+        {"--allowed-clients", [&](auto& f, auto& v) { o.allowed_clients = non_empty(f, v); }},
         {"--threads", [&](auto& f, auto& v) { o.threads = parse_int<int>(f, v, 1, 1024); }},
     };
     const std::map<std::string, bool*> switches = {
         {"--no-telemetry", &o.no_telemetry},
         {"--every-step-stats", &o.every_step_stats},
         {"--quiet", &o.quiet},
+        {"--no-network", &o.no_network},
+        {"--insecure", &o.insecure},
         {"--help", &o.help},
         {"-h", &o.help},
     };
@@ -254,6 +272,8 @@ TrainerOptions parse_trainer_options(const std::vector<std::string>& args, const
     if (o.d_model % o.heads != 0)
         throw UsageError("--d-model " + std::to_string(o.d_model) + " is not divisible by --heads " +
                          std::to_string(o.heads));
+    if (!o.server_key.empty() && o.allowed_clients.empty())
+        throw UsageError("--server-key needs --allowed-clients (the public keys of the clients to let in)");
     if (o.telemetry_path && o.no_telemetry)
         throw UsageError("--telemetry and --no-telemetry contradict each other");
     if (o.device == "cuda" && !torch::cuda::is_available())

@@ -44,6 +44,13 @@ struct TrainerOptions {
     std::optional<int> threads;  // at::set_num_threads; unset -> LibTorch's default
     bool quiet = false;
     bool help = false;
+    // Live telemetry and control (agent/PROTOCOL.md).
+    bool no_network = false;                        // --no-network: bind no sockets
+    std::string telemetry_endpoint = "tcp://127.0.0.1:5556";
+    std::string control_endpoint = "tcp://127.0.0.1:5557";
+    std::string server_key;       // --server-key FILE.key: CURVE secret key (sp-ctl keygen)
+    std::string allowed_clients;  // --allowed-clients FILE: client public keys, one per line
+    bool insecure = false;        // --insecure: allow a non-loopback bind without CURVE
 
     // The config the agent runs with: the file's (or the defaults), then the flags applied.
     Config config;

@@ -46,7 +46,7 @@ QStringList small_run(const QString& telemetry, const QString& config) {
     return {"--steps",      "60",      "--blocks",           "3",      "--d-model", "32",
             "--heads",      "2",       "--seq-len",          "32",     "--batch",   "8",
             "--eval-every", "20",      "--eval-batches",     "2",      "--config",  config,
-            "--telemetry",  telemetry, "--every-step-stats", "--seed", "7",         "--quiet"};
+            "--telemetry",  telemetry, "--every-step-stats", "--seed", "7",         "--quiet", "--no-network"};
 }
 
 QString write_config(QTemporaryDir& dir) {
@@ -140,7 +140,7 @@ class TestSpTrainer : public QObject {
             {"--text", dir.filePath("missing.txt")},
         };
         for (QStringList args : bad) {
-            args << "--telemetry" << telemetry;
+            args << "--telemetry" << telemetry << "--no-network";
             const Run r = run(SP_TRAINER_PATH, args);
             QVERIFY2(r.exit_code == 2, qPrintable(args.join(' ') + " -> " + QString::number(r.exit_code)));
             QVERIFY2(!r.err.isEmpty(), qPrintable(args.join(' ')));
@@ -151,7 +151,7 @@ class TestSpTrainer : public QObject {
         QVERIFY(f.open(QIODevice::WriteOnly));
         f.write(R"({"bf16_treshold": 0.5})");
         f.close();
-        const Run r = run(SP_TRAINER_PATH, {"--config", cfg, "--telemetry", telemetry});
+        const Run r = run(SP_TRAINER_PATH, {"--config", cfg, "--telemetry", telemetry, "--no-network"});
         QCOMPARE(r.exit_code, 2);
         QVERIFY2(r.err.contains("did you mean 'bf16_threshold'"), r.err.constData());
         QVERIFY(!QFile::exists(telemetry));

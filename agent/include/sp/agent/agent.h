@@ -30,6 +30,7 @@
 #include "sp/command.h"
 #include "sp/config.h"
 #include "sp/policy.h"
+#include "sp/transport/agent_server.h"
 
 namespace sp::agent {
 
@@ -43,6 +44,8 @@ struct AgentOptions {
     std::function<double()> clock;                  // wall-clock seconds; null -> system clock
     std::function<void(const std::string&)> log;    // decision log; null -> stderr when log_decisions
     std::size_t telemetry_queue_capacity = 1024;
+    // Live telemetry and control over ZeroMQ (agent/PROTOCOL.md); none: no sockets.
+    std::optional<transport::ServerOptions> server;
 };
 
 // Called on the training thread when a queued command was applied (or rejected) at `step`.
@@ -67,8 +70,10 @@ class Agent {
 
     void add_hint_sink(HintSink* sink);
 
-    // Thread-safe: may be called from any thread. Applied at the next begin_step(), in order.
-    void enqueue(Command command, CommandDone done = {});
+    // Thread-safe: may be called from any thread. Applied at the next begin_step(), in order, and
+    // announced as a "command" event (with `request_id` when one is given). Returns the step it will
+    // be applied at (decided under the same lock begin_step takes, so it is exact).
+    std::int64_t enqueue(Command command, CommandDone done = {}, std::string request_id = {});
 
     void begin_step(std::int64_t step);
     void collect_block_grad_stats();
@@ -100,6 +105,9 @@ class Agent {
     void emit_event(std::int64_t step, const std::string& kind, const std::string& payload_json);
     void log_change(std::int64_t step, const PrecisionChange& change);
     void write_header_once();
+    void publish_snapshot();
+    template <typename Record>
+    void emit_record(Record record);
     double now() const;
 
     Config config_;
@@ -111,12 +119,21 @@ class Agent {
     CalibrationResult calibration_;
     std::vector<HintSink*> hint_sinks_;
     std::unique_ptr<TelemetrySink> sink_;
+    class ServerAdapter;
+    std::unique_ptr<ServerAdapter> server_backend_;
+    std::unique_ptr<transport::AgentServer> server_;
     bool header_written_ = false;
 
     std::mutex commands_mutex_;
-    std::vector<std::pair<Command, CommandDone>> queued_, applying_;
+    struct QueuedCommand {
+        Command command;
+        CommandDone done;
+        std::string request_id;
+    };
+    std::vector<QueuedCommand> queued_, applying_;
 
     std::int64_t step_ = -1;
+    std::int64_t boundary_step_ = -1;  // the last step whose boundary took the queue (commands_mutex_)
     double step_timestamp_ = 0;
     std::vector<BlockGradStats> stats_;
     PrecisionHints hints_;

@@ -1,0 +1,75 @@
+#pragma once
+// The agent's network side: telemetry on a PUB socket and operator commands on a ROUTER socket,
+// both owned by one I/O thread (agent/PROTOCOL.md). The training thread only pushes into a bounded
+// queue and swaps in snapshots; it never waits for the network. No LibTorch here.
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "sp/jsonl.h"
+#include "sp/protocol.h"
+
+namespace sp::transport {
+
+struct ServerOptions {
+    std::string telemetry_endpoint = protocol::kDefaultTelemetryEndpoint;
+    std::string control_endpoint = protocol::kDefaultControlEndpoint;
+    // CURVE: when server_secret_key_file is set, both sockets are CURVE servers and only clients whose
+    // public key is listed in allowed_clients_file (one Z85 key per line, '#' comments) get through
+    // (ZAP). A non-loopback endpoint without CURVE is refused unless `insecure` is set (then a warning
+    // is logged).
+    std::string server_secret_key_file;  // Z85 secret key, as written by `sp-ctl keygen`
+    std::string allowed_clients_file;
+    bool insecure = false;
+    std::size_t queue_capacity = 4096;  // records waiting for the I/O thread
+    int rank = 0;
+    double hello_interval_s = 2.0;
+    double heartbeat_interval_s = 1.0;
+    std::function<void(const std::string&)> log;  // warnings; null -> stderr
+};
+
+// What the server needs from the agent. Called on the I/O thread.
+class ServerBackend {
+public:
+    virtual ~ServerBackend() = default;
+    // A validated routing command (pin/release/release_all/set_mode): queue it for the next step
+    // boundary and return that step (the reply's effective_step).
+    virtual std::int64_t submit(const Command& command, const std::string& request_id) = 0;
+};
+
+class AgentServer {
+public:
+    // Binds both sockets and starts the I/O thread. Throws std::runtime_error with a clear message for
+    // a bad or busy endpoint, unreadable key files, or a non-loopback bind without CURVE or `insecure`.
+    AgentServer(ServerOptions options, ServerBackend& backend);
+    ~AgentServer();  // stops the I/O thread; unsent records are dropped (the JSONL file has them)
+    AgentServer(const AgentServer&) = delete;
+    AgentServer& operator=(const AgentServer&) = delete;
+
+    // What `hello` announces and how many blocks commands may name. Call before the first publish.
+    void set_run(const std::string& run_id, const BlockLayout& layout, const std::string& config_json);
+
+    // Non-blocking: queues the record for the I/O thread (update/event/stats topics by kind; headers are
+    // not published: `hello` carries the same). Returns false and counts a drop when the queue is full;
+    // drops are announced as a `dropped` event once there is room.
+    bool publish(TelemetryRecord record);
+
+    // The state a `snapshot` request answers with (swapped in under a short lock).
+    void update_snapshot(protocol::Snapshot snapshot);
+    // The step heartbeats report (atomic).
+    void set_step(std::int64_t step);
+
+    std::uint64_t dropped() const;
+    std::uint64_t published() const;
+
+private:
+    struct Impl;
+    std::unique_ptr<Impl> impl_;
+};
+
+// Writes a CURVE key pair as Z85 text: `<path>.key` (secret, mode 0600) and `<path>.pub`.
+// Throws std::runtime_error naming the file on failure.
+void write_curve_keypair(const std::string& path);
+
+}  // namespace sp::transport

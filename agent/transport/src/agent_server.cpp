@@ -1,0 +1,481 @@
+// The agent's I/O thread (agent/PROTOCOL.md). One thread owns every socket: PUB (telemetry),
+// ROUTER (control) and, with CURVE, the ZAP handler's REP. The training thread touches only a
+// mutex-protected bounded deque and a non-blocking pipe that wakes the poll, so nothing it does can
+// wait on the network.
+#include "sp/transport/agent_server.h"
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <deque>
+#include <iostream>
+#include <mutex>
+#include <optional>
+#include <stdexcept>
+#include <thread>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include <fcntl.h>
+#include <unistd.h>
+#include <zmq.hpp>
+
+#include "security.h"
+
+namespace sp::transport {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double wall_now() {
+    return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+// Bounds per loop iteration so a flood on one socket cannot starve the others or the timers.
+constexpr int kMaxControlPerIteration = 512;
+constexpr int kMaxZapPerIteration = 64;
+constexpr std::size_t kMaxRecordsPerIteration = 1024;
+constexpr auto kPollCap = std::chrono::milliseconds(50);
+// A frame larger than this disconnects the peer inside libzmq instead of being buffered: requests
+// are at most 64 KiB, so 1 MiB still lets oversized ones be answered with a clear rejection.
+constexpr std::int64_t kMaxMessageBytes = 1 << 20;
+
+struct Item {
+    TelemetryRecord record;
+    std::uint64_t index;  // enqueue order; lets a snapshot know which records precede it
+};
+
+struct PendingSnapshot {
+    protocol::Snapshot snapshot;
+    std::uint64_t after;  // records with index < after were queued before the snapshot
+};
+
+}  // namespace
+
+struct AgentServer::Impl {
+    ServerOptions options;
+    ServerBackend& backend;
+
+    zmq::context_t context{1};
+    zmq::socket_t pub{context, zmq::socket_type::pub};
+    zmq::socket_t router{context, zmq::socket_type::router};
+    std::optional<zmq::socket_t> zap;
+    std::vector<detail::CurveKey> allowed;
+
+    int wake_read = -1;
+    int wake_write = -1;
+
+    // Shared with the training thread.
+    std::mutex mutex;
+    std::deque<Item> queue;
+    std::uint64_t enqueued = 0;
+    std::uint64_t drops_total = 0;
+    std::optional<PendingSnapshot> pending_snapshot;
+    std::string run_id, config_json;
+    BlockLayout layout;
+    bool run_set = false;
+    bool hello_due = true;
+    std::atomic<std::int64_t> step{0};
+    std::atomic<std::uint64_t> published{0};
+    std::atomic<std::uint64_t> dropped{0};
+    std::atomic<bool> stop{false};
+
+    // I/O thread only.
+    std::uint64_t seq = 0;
+    std::uint64_t drops_announced = 0;
+    std::optional<protocol::Snapshot> snapshot;
+    std::uint64_t invalid_records = 0;
+    bool backlog = false;  // records left in the queue after the last drain
+    std::thread thread;
+
+    Impl(ServerOptions o, ServerBackend& b) : options(std::move(o)), backend(b) {}
+
+    void log(const std::string& message) const {
+        if (options.log)
+            options.log(message);
+        else
+            std::cerr << "sp transport: " << message << std::endl;
+    }
+
+    void wake() const {
+        const char byte = 1;
+        // Non-blocking: a full pipe already means "wake up", so EAGAIN is success.
+        [[maybe_unused]] const ssize_t n = ::write(wake_write, &byte, 1);
+    }
+
+    void drain_wake_pipe() const {
+        char buf[256];
+        for (int i = 0; i < 1024; ++i)
+            if (::read(wake_read, buf, sizeof buf) <= 0) break;
+    }
+
+    void setup();
+    void run();
+    void send_pub(protocol::Topic topic, std::string body);
+    void send_hello();
+    void drain_queue();
+    void handle_control();
+    void answer(std::vector<zmq::message_t>& parts);
+    void handle_zap();
+};
+
+void AgentServer::Impl::setup() {
+    int fds[2];
+    if (::pipe(fds) != 0)
+        throw std::runtime_error(std::string("agent server: cannot create wake pipe: ") +
+                                 std::strerror(errno));
+    wake_read = fds[0];
+    wake_write = fds[1];
+    for (int fd : fds) {
+        ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
+        ::fcntl(fd, F_SETFD, FD_CLOEXEC);
+    }
+
+    const bool curve = !options.server_secret_key_file.empty();
+    for (const std::string* ep : {&options.telemetry_endpoint, &options.control_endpoint}) {
+        if (detail::classify_endpoint(*ep) != detail::EndpointKind::network || curve) continue;
+        if (!options.insecure)
+            throw std::runtime_error("agent server: refusing to bind non-loopback endpoint '" + *ep +
+                                     "' without CURVE keys (--insecure to override)");
+        log("WARNING: binding non-loopback endpoint '" + *ep +
+            "' without CURVE: anyone who can reach it can read telemetry and change routing");
+    }
+
+    for (zmq::socket_t* s : {&pub, &router}) s->set(zmq::sockopt::linger, 0);
+    pub.set(zmq::sockopt::sndhwm, 10000);
+    router.set(zmq::sockopt::sndhwm, 10000);
+    router.set(zmq::sockopt::rcvhwm, 10000);
+    router.set(zmq::sockopt::maxmsgsize, kMaxMessageBytes);
+
+    if (curve) {
+        if (options.allowed_clients_file.empty())
+            throw std::runtime_error(
+                "agent server: CURVE needs allowed_clients_file (the client public keys to admit)");
+        const std::string secret = detail::read_z85_key_file(options.server_secret_key_file);
+        detail::curve_public_from_secret(secret);  // validates the key before any bind
+        allowed = detail::read_allow_list(options.allowed_clients_file);
+        if (allowed.empty())
+            log("WARNING: CURVE allow-list '" + options.allowed_clients_file +
+                "' is empty: no client can connect");
+        // The ZAP handler must be bound before the CURVE sockets: without one, libzmq admits every
+        // client that knows the server key.
+        zap.emplace(context, zmq::socket_type::rep);
+        zap->set(zmq::sockopt::linger, 0);
+        zap->bind("inproc://zeromq.zap.01");
+        for (zmq::socket_t* s : {&pub, &router}) {
+            s->set(zmq::sockopt::curve_server, 1);
+            s->set(zmq::sockopt::curve_secretkey, secret);
+        }
+    }
+
+    auto bind = [](zmq::socket_t& s, const std::string& ep, const char* what) {
+        try {
+            s.bind(ep);
+        } catch (const zmq::error_t& e) {
+            throw std::runtime_error(std::string("agent server: cannot bind ") + what + " endpoint '" + ep +
+                                     "': " + e.what());
+        }
+    };
+    bind(pub, options.telemetry_endpoint, "telemetry");
+    bind(router, options.control_endpoint, "control");
+}
+
+void AgentServer::Impl::send_pub(protocol::Topic topic, std::string body) {
+    const std::string_view name = protocol::to_string(topic);
+    // PUB never blocks: at the high-water mark it drops, and subscribers see the gap in seq.
+    pub.send(zmq::buffer(name), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
+    pub.send(zmq::message_t(body.data(), body.size()), zmq::send_flags::dontwait);
+}
+
+void AgentServer::Impl::send_hello() {
+    std::string id, config;
+    BlockLayout blocks;
+    {
+        std::lock_guard lock(mutex);
+        id = run_id;
+        config = config_json;
+        blocks = layout;
+    }
+    send_pub(protocol::Topic::hello,
+             protocol::hello(++seq, id, options.rank, blocks, config.empty() ? "{}" : config, wall_now()));
+}
+
+void AgentServer::Impl::drain_queue() {
+    std::deque<Item> batch;
+    std::optional<PendingSnapshot> snap;
+    std::uint64_t drops = 0;
+    {
+        std::lock_guard lock(mutex);
+        // At most a bounded batch per iteration, so a burst of large records cannot hold control
+        // requests back for long; the loop does not wait in poll while a backlog remains.
+        if (queue.size() <= kMaxRecordsPerIteration) {
+            batch.swap(queue);
+        } else {
+            const auto cut = queue.begin() + kMaxRecordsPerIteration;
+            batch.assign(std::make_move_iterator(queue.begin()), std::make_move_iterator(cut));
+            queue.erase(queue.begin(), cut);
+        }
+        backlog = !queue.empty();
+        // A snapshot is taken once every record queued before it is in hand.
+        const std::uint64_t next = queue.empty() ? enqueued : queue.front().index;
+        if (pending_snapshot && pending_snapshot->after <= next) snap.swap(pending_snapshot);
+        drops = drops_total;
+    }
+    auto stamp_snapshot = [&] {
+        snap->snapshot.seq = seq;
+        snapshot = std::move(snap->snapshot);
+        snap.reset();
+    };
+    for (Item& item : batch) {
+        if (snap && item.index >= snap->after) stamp_snapshot();
+        std::optional<protocol::Topic> topic;
+        if (std::holds_alternative<UpdateRecord>(item.record))
+            topic = protocol::Topic::update;
+        else if (std::holds_alternative<EventRecord>(item.record))
+            topic = protocol::Topic::event;
+        else if (std::holds_alternative<StepStatsRecord>(item.record))
+            topic = protocol::Topic::stats;
+        if (!topic) continue;  // RunHeader: hello carries the same
+        std::string line;
+        try {
+            line = to_json_line(item.record);
+        } catch (const std::exception& e) {
+            // A caller's malformed event payload: it never gets a seq; log the first few.
+            if (++invalid_records <= 5) log(std::string("not publishing an invalid record: ") + e.what());
+            continue;
+        }
+        send_pub(*topic, protocol::with_seq(line, ++seq));
+        published.fetch_add(1, std::memory_order_relaxed);
+    }
+    if (snap) stamp_snapshot();
+    if (drops > drops_announced) {
+        EventRecord ev;
+        ev.step = step.load();
+        ev.timestamp = wall_now();
+        ev.kind = "dropped";
+        ev.payload_json = "{\"kind\":\"dropped\",\"count\":" + std::to_string(drops - drops_announced) +
+                          ",\"total\":" + std::to_string(drops) + "}";
+        send_pub(protocol::Topic::event, protocol::with_seq(to_json_line(ev), ++seq));
+        drops_announced = drops;
+    }
+}
+
+void AgentServer::Impl::answer(std::vector<zmq::message_t>& parts) {
+    // [identity, payload] from a DEALER, [identity, "", payload] from a REQ: reply on the same route.
+    std::size_t envelope = 1;
+    if (parts.size() >= 3 && parts[1].size() == 0) envelope = 2;
+    std::string reply;
+    if (parts.size() - envelope != 1) {
+        reply = protocol::reject(
+            std::nullopt, "expected one frame, got " + std::to_string(parts.size() - envelope) + " frames");
+    } else {
+        const std::string_view frame(parts[envelope].data<char>(), parts[envelope].size());
+        int block_count = protocol::kUnknownBlockCount;
+        {
+            std::lock_guard lock(mutex);
+            if (run_set) block_count = static_cast<int>(layout.size());
+        }
+        auto parsed = protocol::parse_request(frame, block_count);
+        if (auto* err = std::get_if<protocol::RequestError>(&parsed)) {
+            reply = protocol::reject(*err);
+        } else {
+            const auto& req = std::get<protocol::Request>(parsed);
+            try {
+                switch (req.kind) {
+                    case protocol::Request::Kind::ping:
+                        reply = protocol::pong(req, step.load(), wall_now());
+                        break;
+                    case protocol::Request::Kind::snapshot:
+                        reply = snapshot
+                                    ? protocol::snapshot_reply(req, *snapshot)
+                                    : protocol::reject(req.id, "no snapshot yet: the agent has not started");
+                        break;
+                    case protocol::Request::Kind::command:
+                        reply = protocol::ack(req, backend.submit(req.command, req.id));
+                        break;
+                }
+            } catch (const std::exception& e) {
+                reply = protocol::reject(req.id, std::string("internal error: ") + e.what());
+            }
+        }
+    }
+    for (std::size_t i = 0; i < envelope; ++i)
+        router.send(parts[i], zmq::send_flags::sndmore | zmq::send_flags::dontwait);
+    router.send(zmq::message_t(reply.data(), reply.size()), zmq::send_flags::dontwait);
+}
+
+void AgentServer::Impl::handle_control() {
+    for (int n = 0; n < kMaxControlPerIteration; ++n) {
+        std::vector<zmq::message_t> parts;
+        zmq::message_t part;
+        if (!router.recv(part, zmq::recv_flags::dontwait)) return;
+        parts.push_back(std::move(part));
+        // The rest of a multipart message is already there: libzmq delivers messages atomically.
+        while (parts.back().more() && parts.size() < 1024) {
+            zmq::message_t next;
+            if (!router.recv(next, zmq::recv_flags::dontwait)) break;
+            parts.push_back(std::move(next));
+        }
+        while (parts.back().more()) {  // absurdly many frames: discard the rest, answer once
+            zmq::message_t rest;
+            if (!router.recv(rest, zmq::recv_flags::dontwait)) break;
+            if (!rest.more()) break;
+        }
+        try {
+            answer(parts);
+        } catch (const std::exception& e) {
+            log(std::string("control request failed: ") + e.what());
+        }
+    }
+}
+
+void AgentServer::Impl::handle_zap() {
+    for (int n = 0; n < kMaxZapPerIteration; ++n) {
+        std::vector<zmq::message_t> req;
+        zmq::message_t part;
+        if (!zap->recv(part, zmq::recv_flags::dontwait)) return;
+        req.push_back(std::move(part));
+        while (req.back().more() && req.size() < 16) {
+            zmq::message_t next;
+            if (!zap->recv(next, zmq::recv_flags::dontwait)) break;
+            req.push_back(std::move(next));
+        }
+        // ZAP (RFC 27): version, request id, domain, address, identity, mechanism, credentials...
+        bool ok = false;
+        if (req.size() >= 7 && req[0].to_string_view() == "1.0" && req[5].to_string_view() == "CURVE" &&
+            req[6].size() == 32) {
+            for (const auto& key : allowed)
+                if (std::memcmp(key.data(), req[6].data(), 32) == 0) ok = true;
+        }
+        const std::string request_id = req.size() >= 2 ? req[1].to_string() : std::string();
+        const char* status = ok ? "200" : "400";
+        const char* text = ok ? "OK" : "client key not allowed";
+        zap->send(zmq::buffer(std::string_view("1.0")), zmq::send_flags::sndmore);
+        zap->send(zmq::buffer(request_id), zmq::send_flags::sndmore);
+        zap->send(zmq::buffer(std::string_view(status)), zmq::send_flags::sndmore);
+        zap->send(zmq::buffer(std::string_view(text)), zmq::send_flags::sndmore);
+        zap->send(zmq::buffer(std::string_view(ok ? "client" : "")), zmq::send_flags::sndmore);
+        zap->send(zmq::message_t(), zmq::send_flags::none);
+    }
+}
+
+void AgentServer::Impl::run() {
+    auto seconds = [](double s) {
+        return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s > 0 ? s : 1.0));
+    };
+    const auto hello_every = seconds(options.hello_interval_s);
+    const auto heartbeat_every = seconds(options.heartbeat_interval_s);
+    auto next_hello = Clock::now();
+    auto next_heartbeat = Clock::now() + heartbeat_every;
+    while (!stop.load()) {
+        try {
+            const auto now = Clock::now();
+            auto wait = std::min(next_hello, next_heartbeat) - now;
+            wait = std::max(Clock::duration::zero(), std::min<Clock::duration>(wait, kPollCap));
+            if (backlog) wait = Clock::duration::zero();
+            std::vector<zmq::pollitem_t> items = {
+                {router.handle(), 0, ZMQ_POLLIN, 0},
+                {nullptr, wake_read, ZMQ_POLLIN, 0},
+            };
+            if (zap) items.push_back({zap->handle(), 0, ZMQ_POLLIN, 0});
+            zmq::poll(items, std::chrono::duration_cast<std::chrono::milliseconds>(wait));
+            if (items[1].revents & ZMQ_POLLIN) drain_wake_pipe();
+            if (stop.load()) break;
+            if (zap) handle_zap();
+            {
+                std::lock_guard lock(mutex);
+                if (hello_due) next_hello = Clock::now();
+                hello_due = false;
+            }
+            if (Clock::now() >= next_hello) {
+                send_hello();
+                next_hello = Clock::now() + hello_every;
+            }
+            drain_queue();
+            handle_control();
+            if (Clock::now() >= next_heartbeat) {
+                send_pub(protocol::Topic::heartbeat, protocol::heartbeat(++seq, step.load(), wall_now()));
+                next_heartbeat = Clock::now() + heartbeat_every;
+            }
+        } catch (const std::exception& e) {
+            // Keep serving: one bad iteration must not take the agent's control channel down.
+            log(std::string("I/O loop error: ") + e.what());
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        }
+    }
+}
+
+AgentServer::AgentServer(ServerOptions options, ServerBackend& backend)
+    : impl_(std::make_unique<Impl>(std::move(options), backend)) {
+    try {
+        impl_->setup();
+    } catch (...) {
+        if (impl_->wake_read >= 0) ::close(impl_->wake_read);
+        if (impl_->wake_write >= 0) ::close(impl_->wake_write);
+        throw;
+    }
+    impl_->thread = std::thread([impl = impl_.get()] { impl->run(); });
+}
+
+AgentServer::~AgentServer() {
+    impl_->stop.store(true);
+    impl_->wake();
+    if (impl_->thread.joinable()) impl_->thread.join();
+    ::close(impl_->wake_read);
+    ::close(impl_->wake_write);
+}
+
+void AgentServer::set_run(const std::string& run_id, const BlockLayout& layout,
+                          const std::string& config_json) {
+    {
+        std::lock_guard lock(impl_->mutex);
+        impl_->run_id = run_id;
+        impl_->layout = layout;
+        impl_->config_json = config_json;
+        impl_->run_set = true;
+        impl_->hello_due = true;
+    }
+    impl_->wake();
+}
+
+bool AgentServer::publish(TelemetryRecord record) {
+    bool was_empty = false;
+    {
+        std::lock_guard lock(impl_->mutex);
+        if (impl_->queue.size() >= impl_->options.queue_capacity) {
+            ++impl_->drops_total;
+            impl_->dropped.fetch_add(1, std::memory_order_relaxed);
+            return false;
+        }
+        was_empty = impl_->queue.empty();
+        impl_->queue.push_back(Item{std::move(record), impl_->enqueued++});
+    }
+    // One wake per batch, not per record: the I/O thread empties the whole queue when it wakes.
+    if (was_empty) impl_->wake();
+    return true;
+}
+
+void AgentServer::update_snapshot(protocol::Snapshot snapshot) {
+    {
+        std::lock_guard lock(impl_->mutex);
+        impl_->pending_snapshot = PendingSnapshot{std::move(snapshot), impl_->enqueued};
+    }
+    impl_->wake();
+}
+
+void AgentServer::set_step(std::int64_t step) {
+    impl_->step.store(step);
+}
+
+std::uint64_t AgentServer::dropped() const {
+    return impl_->dropped.load();
+}
+
+std::uint64_t AgentServer::published() const {
+    return impl_->published.load();
+}
+
+}  // namespace sp::transport

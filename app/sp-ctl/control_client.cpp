@@ -1,0 +1,167 @@
+#include "control_client.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+namespace spctl {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// A key file holds one Z85 key (40 characters); surrounding whitespace (a trailing newline, as
+// keygen writes) is ignored.
+bool read_key(const char* command, const std::string& path, std::string& out) {
+    std::ifstream in(path);
+    if (!in) {
+        std::fprintf(stderr, "sp-ctl %s: cannot read key file '%s'\n", command, path.c_str());
+        return false;
+    }
+    std::stringstream text;
+    text << in.rdbuf();
+    std::string key = text.str();
+    const auto first = key.find_first_not_of(" \t\r\n");
+    const auto last = key.find_last_not_of(" \t\r\n");
+    key = first == std::string::npos ? std::string() : key.substr(first, last - first + 1);
+    if (key.size() != 40) {
+        std::fprintf(stderr, "sp-ctl %s: key file '%s' does not hold a Z85 CURVE key (40 characters)\n",
+                     command, path.c_str());
+        return false;
+    }
+    out = key;
+    return true;
+}
+
+}  // namespace
+
+std::vector<OptionSpec> connection_options(std::vector<OptionSpec> extra) {
+    std::vector<OptionSpec> spec = {{"--endpoint", true},
+                                    {"--timeout", true},
+                                    {"--json", false},
+                                    {"--server-key", true},
+                                    {"--client-key", true}};
+    spec.insert(spec.end(), extra.begin(), extra.end());
+    return spec;
+}
+
+std::string connection_help(const char* endpoint, const char* timeout) {
+    return std::string("  --endpoint ENDPOINT    the agent's socket (default: ") + endpoint +
+           ")\n"
+           "  --timeout SECONDS      " +
+           timeout +
+           "\n"
+           "  --json                 print JSON instead of text\n"
+           "  --server-key FILE.pub  the agent's CURVE public key (with --client-key)\n"
+           "  --client-key FILE      this client's CURVE key pair, FILE.pub and FILE.key (sp-ctl keygen)\n";
+}
+
+bool read_connection(const char* command, const ParsedArgs& args, const char* default_endpoint,
+                     std::optional<double> default_timeout, Connection& out) {
+    out.endpoint = args.value("--endpoint", default_endpoint);
+    if (out.endpoint.empty()) {
+        std::fprintf(stderr, "sp-ctl %s: --endpoint must not be empty\n", command);
+        return false;
+    }
+    out.timeout_s = default_timeout;
+    if (args.has("--timeout")) {
+        const std::string text = args.value("--timeout");
+        char* end = nullptr;
+        const double t = std::strtod(text.c_str(), &end);
+        // An upper bound keeps the millisecond arithmetic far from overflow (a day is plenty).
+        if (text.empty() || *end != '\0' || !std::isfinite(t) || t <= 0.0 || t > 86400.0) {
+            std::fprintf(stderr, "sp-ctl %s: --timeout must be a number of seconds in (0, 86400], got '%s'\n",
+                         command, text.c_str());
+            return false;
+        }
+        out.timeout_s = t;
+    }
+    out.json = args.has("--json");
+    const bool server = args.has("--server-key"), client = args.has("--client-key");
+    if (server != client) {
+        std::fprintf(stderr, "sp-ctl %s: CURVE needs both --server-key and --client-key\n", command);
+        return false;
+    }
+    if (server) {
+        const std::string base = args.value("--client-key");
+        if (!read_key(command, args.value("--server-key"), out.server_public) ||
+            !read_key(command, base + ".pub", out.client_public) ||
+            !read_key(command, base + ".key", out.client_secret))
+            return false;
+        out.curve = true;
+    }
+    return true;
+}
+
+zmq::socket_t open_socket(zmq::context_t& ctx, zmq::socket_type type, const Connection& c) {
+    zmq::socket_t s(ctx, type);
+    // Closing a socket with an unsent request must not hang the command.
+    s.set(zmq::sockopt::linger, 0);
+    if (c.curve) {
+        s.set(zmq::sockopt::curve_serverkey, c.server_public);
+        s.set(zmq::sockopt::curve_publickey, c.client_public);
+        s.set(zmq::sockopt::curve_secretkey, c.client_secret);
+    }
+    s.connect(c.endpoint);
+    return s;
+}
+
+std::string next_request_id() {
+    static unsigned counter = 0;
+    return "sp-ctl-" + std::to_string(::getpid()) + "-" + std::to_string(++counter);
+}
+
+std::optional<sp::protocol::Reply> exchange(const char* command, const Connection& c, bool retry,
+                                            const std::function<std::string(const std::string&)>& build) {
+    zmq::context_t ctx(1);
+    const auto total =
+        std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(*c.timeout_s));
+    const auto end = Clock::now() + total;
+    const int attempts = retry ? 2 : 1;
+    for (int attempt = 1; attempt <= attempts; ++attempt) {
+        const auto deadline = attempt == attempts ? end : Clock::now() + total / 2;
+        // A fresh socket per try: a reply to the abandoned request can then never be mistaken for
+        // this one's, and whatever the old connection had queued is dropped (linger 0).
+        zmq::socket_t s = open_socket(ctx, zmq::socket_type::dealer, c);
+        const std::string id = next_request_id();
+        // Without ZMQ_IMMEDIATE the frame waits in the socket until the connection is up, so an
+        // agent that comes up within the timeout still gets it; closing the socket discards it.
+        (void)s.send(zmq::buffer(build(id)), zmq::send_flags::dontwait);
+        for (;;) {
+            const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
+            if (left.count() <= 0) break;
+            zmq_pollitem_t item{s.handle(), 0, ZMQ_POLLIN, 0};
+            if (zmq_poll(&item, 1, long(left.count())) <= 0 || !(item.revents & ZMQ_POLLIN)) continue;
+            std::vector<zmq::message_t> frames;
+            do {
+                frames.emplace_back();
+                if (!s.recv(frames.back(), zmq::recv_flags::dontwait)) break;
+            } while (frames.back().more());
+            // One frame back per request (a REQ-style empty delimiter would precede it).
+            const std::string frame = frames.back().to_string();
+            std::string error;
+            std::optional<sp::protocol::Reply> reply = sp::protocol::parse_reply(frame, error);
+            if (!reply) {
+                std::fprintf(stderr, "sp-ctl %s: ignoring a malformed reply: %s\n", command, error.c_str());
+                continue;
+            }
+            // A null id: the agent could not read our request's id; ours is the only one outstanding.
+            if (reply->id && *reply->id != id) continue;
+            return reply;
+        }
+    }
+    return std::nullopt;
+}
+
+int report_no_answer(const char* command, const Connection& c) {
+    std::fprintf(stderr,
+                 "sp-ctl %s: no answer from %s within %g s (is the agent running? check --endpoint)\n",
+                 command, c.endpoint.c_str(), *c.timeout_s);
+    return kExitNoAnswer;
+}
+
+}  // namespace spctl

@@ -1,0 +1,56 @@
+#pragma once
+// What the live subcommands (pin, release, ..., ping, tail) share: the connection options
+// (endpoint, timeout, CURVE keys), opening a socket configured with them, and one control
+// request/reply exchange with a deadline. The protocol is agent/PROTOCOL.md.
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <zmq.hpp>
+
+#include "cli_util.h"
+#include "sp/protocol.h"
+
+namespace spctl {
+
+// Exit codes of the live commands (0 and 2 as everywhere in sp-ctl).
+inline constexpr int kExitFailed = 1;
+inline constexpr int kExitUsage = 2;
+inline constexpr int kExitNoAnswer = 3;
+
+// --endpoint, --timeout, --json, --server-key, --client-key, followed by `extra`.
+std::vector<OptionSpec> connection_options(std::vector<OptionSpec> extra = {});
+
+// The help text of the options above; `endpoint` and `timeout` describe the command's defaults.
+std::string connection_help(const char* endpoint, const char* timeout);
+
+struct Connection {
+    std::string endpoint;
+    std::optional<double> timeout_s;  // nullopt: no --timeout and the command has no default
+    bool json = false;
+    bool curve = false;  // true: the three keys below are set (Z85, 40 characters each)
+    std::string server_public, client_public, client_secret;
+};
+
+// Reads the connection options. On a bad value prints "sp-ctl CMD: ..." and returns false (exit 2).
+bool read_connection(const char* command, const ParsedArgs& args, const char* default_endpoint,
+                     std::optional<double> default_timeout, Connection& out);
+
+// A socket of `type` with linger 0 and, when configured, the CURVE client keys, connected to the
+// endpoint. Throws zmq::error_t when the endpoint is malformed.
+zmq::socket_t open_socket(zmq::context_t& ctx, zmq::socket_type type, const Connection& c);
+
+// "sp-ctl-<pid>-<n>": unique per request of this process, and across processes on one host.
+std::string next_request_id();
+
+// Sends build(id) on a fresh DEALER and waits up to the timeout for the reply with that id, dropping
+// others (late replies, noise). With `retry`, gives the first try half the timeout and then resends
+// once, with a fresh id, on a fresh socket. nullopt: no answer within the timeout.
+std::optional<sp::protocol::Reply> exchange(const char* command, const Connection& c, bool retry,
+                                            const std::function<std::string(const std::string&)>& build);
+
+// "sp-ctl CMD: no answer from ENDPOINT within T s (...)" on stderr; returns kExitNoAnswer.
+int report_no_answer(const char* command, const Connection& c);
+
+}  // namespace spctl

@@ -1,0 +1,307 @@
+// The control subcommands: pin, release, release-all, mode, snapshot, ping (one request each on the
+// agent's control socket, agent/PROTOCOL.md §4) and keygen (a CURVE key pair for §9).
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <charconv>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
+#include "control_client.h"
+
+namespace spctl {
+namespace {
+
+namespace protocol = sp::protocol;
+
+std::string usage_of(const char* synopsis, const char* what) {
+    return std::string("usage: sp-ctl ") + synopsis + "\n\n" + what + "\n\noptions:\n" +
+           connection_help(protocol::kDefaultControlEndpoint, "how long to wait for the reply (default 3)") +
+           "\nExit codes: 0 ok, 1 rejected by the agent, 2 bad usage, 3 no answer.\n";
+}
+
+// "3,4" -> [3,4]. Tokens must be integers; their range is the protocol layer's to judge, so a
+// negative id gets the same message the agent would send.
+bool parse_blocks(const char* command, const std::string& text, nlohmann::json& out) {
+    out = nlohmann::json::array();
+    std::size_t start = 0;
+    for (;;) {
+        const std::size_t comma = text.find(',', start);
+        const std::string token =
+            text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+        long long id = 0;
+        const auto [ptr, ec] = std::from_chars(token.data(), token.data() + token.size(), id);
+        if (token.empty() || ec != std::errc() || ptr != token.data() + token.size()) {
+            std::fprintf(stderr, "sp-ctl %s: --blocks: '%s' is not a block id (expected e.g. --blocks 3,4)\n",
+                         command, token.c_str());
+            return false;
+        }
+        out.push_back(id);
+        if (comma == std::string::npos) return true;
+        start = comma + 1;
+    }
+}
+
+std::string join_blocks(const std::vector<int>& blocks) {
+    std::string out;
+    for (const int b : blocks) out += (out.empty() ? "" : ",") + std::to_string(b);
+    return out;
+}
+
+// Prints the reply (raw JSON with --json) or the rejection; returns the exit code.
+int finish(const char* command, const Connection& c, const std::optional<protocol::Reply>& reply,
+           const std::function<std::string(const protocol::Reply&)>& human) {
+    if (!reply) return report_no_answer(command, c);
+    if (c.json && !write_stdout(command, reply->text + "\n")) return kExitFailed;
+    if (!reply->ok) {
+        std::fprintf(stderr, "sp-ctl %s: rejected: %s\n", command, reply->error.c_str());
+        return kExitFailed;
+    }
+    if (!c.json && !write_stdout(command, human(*reply))) return kExitFailed;
+    return 0;
+}
+
+// pin, release, release-all, mode: validated locally by the protocol layer (an unknown block
+// count checks shape only), then sent once. Never retried: a second copy could land after a
+// later command from someone else and undo it, so a lost reply is reported instead.
+int run_routing(const char* command, const Args& args, const std::vector<OptionSpec>& extra,
+                std::size_t positionals, const std::string& usage,
+                const std::function<bool(const ParsedArgs&, nlohmann::json&)>& fill) {
+    ParsedArgs parsed;
+    if (auto rc = parse_args(command, args, connection_options(extra), usage.c_str(), positionals, parsed))
+        return *rc;
+    Connection c;
+    if (!read_connection(command, parsed, protocol::kDefaultControlEndpoint, 3.0, c)) return kExitUsage;
+    nlohmann::json request = {{"id", "local-check"}};
+    if (!fill(parsed, request)) return kExitUsage;
+    const auto checked = protocol::parse_request(request.dump(), protocol::kUnknownBlockCount);
+    if (const auto* bad = std::get_if<protocol::RequestError>(&checked)) {
+        std::fprintf(stderr, "sp-ctl %s: %s\n", command, bad->error.c_str());
+        return kExitUsage;
+    }
+    const sp::Command cmd = std::get<protocol::Request>(checked).command;
+    const auto reply =
+        exchange(command, c, false, [&](const std::string& id) { return protocol::make_request(id, cmd); });
+    return finish(command, c, reply, [&](const protocol::Reply& r) {
+        std::string what;
+        switch (cmd.kind) {
+            case sp::Command::Kind::pin:
+                what = "pin blocks " + join_blocks(cmd.blocks) + " -> " +
+                       std::string(sp::to_string(cmd.precision));
+                break;
+            case sp::Command::Kind::release:
+                what = "release blocks " + join_blocks(cmd.blocks);
+                break;
+            case sp::Command::Kind::release_all:
+                what = "release all";
+                break;
+            case sp::Command::Kind::set_mode:
+                what = "set mode " + std::string(sp::to_string(cmd.mode));
+                break;
+        }
+        const std::string step = r.effective_step ? std::to_string(*r.effective_step) : "?";
+        return "accepted: " + what + ", applied at step " + step + "\n";
+    });
+}
+
+bool require(const char* command, const ParsedArgs& p, const char* option) {
+    if (p.has(option)) return true;
+    std::fprintf(stderr, "sp-ctl %s: %s is required\n", command, option);
+    return false;
+}
+
+std::string json_scalar(const nlohmann::json& j, const char* key) {
+    const auto it = j.find(key);
+    if (it == j.end() || it->is_null()) return "?";
+    return it->is_string() ? it->get<std::string>() : it->dump();
+}
+
+}  // namespace
+
+int run_pin(const Args& args) {
+    const std::string usage =
+        usage_of("pin --blocks IDS --precision P [options]",
+                 "Pins blocks (e.g. --blocks 3,4) to a precision: bf16, int8, fp8_e4m3, "
+                 "fp8_e5m2.\nThe agent applies it at the next step boundary.");
+    return run_routing("pin", args, {{"--blocks", true}, {"--precision", true}}, 0, usage,
+                       [](const ParsedArgs& p, nlohmann::json& r) {
+                           if (!require("pin", p, "--blocks") || !require("pin", p, "--precision"))
+                               return false;
+                           r["cmd"] = "pin";
+                           r["precision"] = p.value("--precision");
+                           return parse_blocks("pin", p.value("--blocks"), r["blocks"]);
+                       });
+}
+
+int run_release(const Args& args) {
+    const std::string usage =
+        usage_of("release --blocks IDS [options]", "Releases operator pins of blocks (e.g. --blocks 3,4).");
+    return run_routing("release", args, {{"--blocks", true}}, 0, usage,
+                       [](const ParsedArgs& p, nlohmann::json& r) {
+                           if (!require("release", p, "--blocks")) return false;
+                           r["cmd"] = "release";
+                           return parse_blocks("release", p.value("--blocks"), r["blocks"]);
+                       });
+}
+
+int run_release_all(const Args& args) {
+    const std::string usage = usage_of("release-all [options]", "Releases every operator pin.");
+    return run_routing("release-all", args, {}, 0, usage, [](const ParsedArgs&, nlohmann::json& r) {
+        r["cmd"] = "release_all";
+        return true;
+    });
+}
+
+int run_mode(const Args& args) {
+    const std::string usage = usage_of("mode dynamic|static|off [options]", "Switches the policy's mode.");
+    return run_routing("mode", args, {}, 1, usage, [&usage](const ParsedArgs& p, nlohmann::json& r) {
+        if (p.positionals.empty()) {
+            std::fprintf(stderr, "sp-ctl mode: which mode? dynamic, static or off\n\n%s", usage.c_str());
+            return false;
+        }
+        r["cmd"] = "set_mode";
+        r["mode"] = p.positionals[0];
+        return true;
+    });
+}
+
+int run_snapshot(const Args& args) {
+    const char* command = "snapshot";
+    const std::string usage =
+        usage_of("snapshot [options]",
+                 "Shows the agent's routing state: step, mode, and per block precision and pin.");
+    ParsedArgs parsed;
+    if (auto rc = parse_args(command, args, connection_options(), usage.c_str(), 0, parsed)) return *rc;
+    Connection c;
+    if (!read_connection(command, parsed, protocol::kDefaultControlEndpoint, 3.0, c)) return kExitUsage;
+    // A read changes nothing, so a lost request or reply is safe to retry.
+    const auto reply = exchange(command, c, true, [](const std::string& id) {
+        return protocol::make_request(id, protocol::Request::Kind::snapshot);
+    });
+    if (reply && reply->ok && !c.json) {
+        protocol::Snapshot s;
+        std::string error;
+        if (!protocol::parse_snapshot(reply->text, s, error)) {
+            std::fprintf(stderr, "sp-ctl snapshot: bad snapshot from the agent: %s\n", error.c_str());
+            return kExitFailed;
+        }
+        std::string out = "step " + std::to_string(s.step) + ", mode " + std::string(sp::to_string(s.mode)) +
+                          ", run " + s.run_id + ", rank " + std::to_string(s.rank) + ", seq " +
+                          std::to_string(s.seq) + "\n";
+        char line[256];
+        std::snprintf(line, sizeof line, "%5s  %-24s %-10s %s\n", "block", "name", "precision", "pin");
+        out += line;
+        for (std::size_t i = 0; i < s.layout.size(); ++i) {
+            const std::string pin =
+                i < s.pins.size() && s.pins[i] ? std::string(sp::to_string(*s.pins[i])) : "-";
+            const std::string prec =
+                i < s.precision.size() ? std::string(sp::to_string(s.precision[i])) : "?";
+            std::snprintf(line, sizeof line, "%5d  %-24s %-10s %s\n", s.layout[i].id,
+                          s.layout[i].name.c_str(), prec.c_str(), pin.c_str());
+            out += line;
+        }
+        return write_stdout(command, out) ? 0 : kExitFailed;
+    }
+    return finish(command, c, reply, [](const protocol::Reply&) { return std::string(); });
+}
+
+int run_ping(const Args& args) {
+    const char* command = "ping";
+    const std::string usage =
+        usage_of("ping [options]", "Checks that the agent answers; prints its step and the round trip.");
+    ParsedArgs parsed;
+    if (auto rc = parse_args(command, args, connection_options(), usage.c_str(), 0, parsed)) return *rc;
+    Connection c;
+    if (!read_connection(command, parsed, protocol::kDefaultControlEndpoint, 3.0, c)) return kExitUsage;
+    const auto start = std::chrono::steady_clock::now();
+    const auto reply = exchange(command, c, true, [](const std::string& id) {
+        return protocol::make_request(id, protocol::Request::Kind::ping);
+    });
+    // Includes a retry when there was one: the time the user actually waited.
+    const double ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    return finish(command, c, reply, [ms](const protocol::Reply& r) {
+        const auto j = nlohmann::json::parse(r.text, nullptr, false);
+        char line[160];
+        std::snprintf(line, sizeof line, "pong: step %s, protocol %s, %.2f ms\n",
+                      json_scalar(j, "step").c_str(), json_scalar(j, "protocol").c_str(), ms);
+        return std::string(line);
+    });
+}
+
+int run_keygen(const Args& args) {
+    const char* command = "keygen";
+    const char* usage =
+        "usage: sp-ctl keygen PATH [--force] [--json]\n"
+        "\n"
+        "Writes a CURVE key pair for the agent's sockets (agent/PROTOCOL.md §9): PATH.key, the secret\n"
+        "key (mode 0600), and PATH.pub, the public key, each one Z85 line. Existing files are left\n"
+        "alone unless --force is given.\n"
+        "Exit codes: 0 ok, 1 cannot write (or files exist), 2 bad usage.\n";
+    ParsedArgs parsed;
+    if (auto rc = parse_args(command, args, {{"--force", false}, {"--json", false}}, usage, 1, parsed))
+        return *rc;
+    if (parsed.positionals.empty()) {
+        std::fprintf(stderr, "sp-ctl keygen: PATH is required\n\n%s", usage);
+        return kExitUsage;
+    }
+    const std::string base = parsed.positionals[0];
+    const std::string key_path = base + ".key", pub_path = base + ".pub";
+    const bool force = parsed.has("--force");
+    if (!force) {
+        // Both checked before either is written, so a refusal leaves nothing half done.
+        for (const std::string& p : {key_path, pub_path}) {
+            struct stat st {};
+            if (::lstat(p.c_str(), &st) == 0) {
+                std::fprintf(stderr, "sp-ctl keygen: '%s' exists; not overwriting it (use --force)\n",
+                             p.c_str());
+                return kExitFailed;
+            }
+        }
+    }
+    char pub[41] = {}, secret[41] = {};
+    if (zmq_curve_keypair(pub, secret) != 0) {
+        std::fprintf(stderr, "sp-ctl keygen: cannot make a key pair: %s (libzmq built without CURVE?)\n",
+                     zmq_strerror(zmq_errno()));
+        return kExitFailed;
+    }
+    const auto write_file = [&](const std::string& path, const char* key, mode_t mode) {
+        // O_EXCL closes the race between the check above and the write; with --force, fchmod fixes
+        // the mode of a file that existed with a looser one.
+        const int flags = O_WRONLY | O_CREAT | O_CLOEXEC | (force ? O_TRUNC : O_EXCL);
+        const int fd = ::open(path.c_str(), flags, mode);
+        bool ok = fd >= 0 && ::fchmod(fd, mode) == 0;
+        const std::string text = std::string(key) + "\n";
+        ok = ok && ::write(fd, text.data(), text.size()) == ssize_t(text.size());
+        const int err = errno;
+        if (fd >= 0) ok = ::close(fd) == 0 && ok;
+        if (!ok)
+            std::fprintf(stderr, "sp-ctl keygen: cannot write '%s': %s\n", path.c_str(), std::strerror(err));
+        return ok;
+    };
+    if (!write_file(key_path, secret, 0600)) return kExitFailed;
+    if (!write_file(pub_path, pub, 0644)) {
+        ::unlink(key_path.c_str());  // a secret without its public half is of no use
+        return kExitFailed;
+    }
+    std::string out;
+    if (parsed.has("--json")) {
+        out =
+            nlohmann::json{{"public_key", pub}, {"key_file", key_path}, {"pub_file", pub_path}}.dump() + "\n";
+    } else {
+        out = "wrote " + key_path + " (secret, mode 0600) and " + pub_path + "\npublic key: " + pub + "\n";
+    }
+    return write_stdout(command, out) ? 0 : kExitFailed;
+}
+
+}  // namespace spctl

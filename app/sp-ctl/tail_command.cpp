@@ -1,0 +1,246 @@
+// sp-ctl tail: follows the agent's telemetry PUB socket (agent/PROTOCOL.md §2-3) and prints each
+// message, noticing seq gaps and publisher restarts.
+#include <signal.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
+#include "control_client.h"
+
+namespace spctl {
+namespace {
+
+namespace protocol = sp::protocol;
+using ojson = nlohmann::ordered_json;
+
+volatile sig_atomic_t g_interrupted = 0;
+
+void on_sigint(int) {
+    g_interrupted = 1;
+}
+
+std::string text_of(const ojson& j, const char* key, const char* fallback = "?") {
+    const auto it = j.find(key);
+    if (it == j.end() || it->is_null()) return fallback;
+    return it->is_string() ? it->get<std::string>() : it->dump();
+}
+
+std::string fixed2(const ojson& j, const char* key) {
+    const auto it = j.find(key);
+    if (it == j.end() || !it->is_number()) return "?";
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.2f", it->get<double>());
+    return buf;
+}
+
+// Block names come from the latest hello; before one arrives a block is shown by its id.
+struct Printer {
+    std::map<int, std::string> names;
+
+    std::string block_name(const ojson& id) const {
+        if (!id.is_number_integer()) return "block " + id.dump();
+        const auto it = names.find(id.get<int>());
+        return it != names.end() ? it->second : "block " + id.dump();
+    }
+
+    std::string line(protocol::Topic topic, const ojson& m) {
+        switch (topic) {
+            case protocol::Topic::hello: {
+                names.clear();
+                const auto blocks = m.find("blocks");
+                std::size_t n = 0;
+                if (blocks != m.end() && blocks->is_array()) {
+                    n = blocks->size();
+                    for (const auto& b : *blocks) {
+                        if (b.contains("id") && b["id"].is_number_integer() && b.contains("name") &&
+                            b["name"].is_string())
+                            names[b["id"].get<int>()] = b["name"].get<std::string>();
+                    }
+                }
+                return "hello: run " + text_of(m, "run_id") + ", rank " + text_of(m, "rank") + ", " +
+                       std::to_string(n) + " blocks, protocol " + text_of(m, "protocol");
+            }
+            case protocol::Topic::update: {
+                std::string s = "step " + text_of(m, "step_id") + ": " + text_of(m, "blocks_bf16", "0") +
+                                " bf16 / " + text_of(m, "blocks_int8", "0") + " int8";
+                if (m.value("blocks_fp8", 0) > 0) s += " / " + text_of(m, "blocks_fp8") + " fp8";
+                return s + ", saving " + fixed2(m, "estimated_bandwidth_saving_pct") + "%, changes " +
+                       text_of(m, "precision_changes", "0");
+            }
+            case protocol::Topic::event: {
+                const std::string kind = text_of(m, "kind");
+                std::string s = "step " + text_of(m, "step") + " event " + kind;
+                if (kind == "precision_change") {
+                    s += " " + block_name(m.value("block", ojson())) + " " + text_of(m, "from") + " -> " +
+                         text_of(m, "to");
+                } else if (kind == "command") {
+                    s += " " + (m.contains("command") ? m["command"].dump() : std::string("?"));
+                    if (m.value("ok", true))
+                        s += " applied, changes " + text_of(m, "changes", "0");
+                    else
+                        s += " refused: " + text_of(m, "error");
+                    if (m.contains("id")) s += " (id " + text_of(m, "id") + ")";
+                    return s;
+                } else if (kind == "dropped") {
+                    s += " " + text_of(m, "count");
+                }
+                if (m.contains("message")) s += ": " + text_of(m, "message");
+                if (m.contains("reason")) s += " (" + text_of(m, "reason") + ")";
+                return s;
+            }
+            case protocol::Topic::stats:
+                return "stats: step " + text_of(m, "step") + ", " +
+                       std::to_string(m.contains("blocks") ? m["blocks"].size() : 0) + " blocks";
+            case protocol::Topic::heartbeat:
+                return "heartbeat: step " + text_of(m, "step");
+        }
+        return m.dump();
+    }
+};
+
+}  // namespace
+
+int run_tail(const Args& args) {
+    const char* command = "tail";
+    const std::string usage =
+        "usage: sp-ctl tail [--topics T,...] [--count N] [options]\n"
+        "\n"
+        "Prints the agent's telemetry as it arrives, one line per message (with --json\n"
+        "{\"topic\":...,\"message\":{...}}). Topics: hello, update, stats, event, heartbeat (default: all).\n"
+        "When subscribed to all topics, lost messages are reported on stderr as\n"
+        "\"missed N messages (seq a..b)\"; with a topic filter they cannot be told from filtered ones.\n"
+        "Stops after N messages, on Ctrl-C, or when --timeout seconds pass without a message.\n"
+        "\noptions:\n"
+        "  --topics T,...         the topics to print\n"
+        "  --count N              stop after N messages\n" +
+        connection_help(protocol::kDefaultTelemetryEndpoint,
+                        "give up when nothing arrives for this long (default: wait forever)") +
+        "\nExit codes: 0 ok (count reached or interrupted), 1 failed, 2 bad usage, 3 nothing arrived in "
+        "time.\n";
+    ParsedArgs parsed;
+    if (auto rc = parse_args(command, args, connection_options({{"--topics", true}, {"--count", true}}),
+                             usage.c_str(), 0, parsed))
+        return *rc;
+    Connection c;
+    if (!read_connection(command, parsed, protocol::kDefaultTelemetryEndpoint, std::nullopt, c))
+        return kExitUsage;
+    std::optional<std::uint64_t> count;
+    if (parsed.has("--count")) {
+        count = parse_count(parsed.value("--count"));
+        if (!count || *count == 0) {
+            std::fprintf(stderr, "sp-ctl tail: --count must be a positive integer, got '%s'\n",
+                         parsed.value("--count").c_str());
+            return kExitUsage;
+        }
+    }
+    std::vector<std::string> topics;
+    if (parsed.has("--topics")) {
+        const std::string list = parsed.value("--topics");
+        std::size_t start = 0;
+        for (;;) {
+            const std::size_t comma = list.find(',', start);
+            const std::string t =
+                list.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+            if (!protocol::parse_topic(t)) {
+                std::fprintf(
+                    stderr,
+                    "sp-ctl tail: --topics: unknown topic '%s' (hello, update, stats, event, heartbeat)\n",
+                    t.c_str());
+                return kExitUsage;
+            }
+            topics.push_back(t);
+            if (comma == std::string::npos) break;
+            start = comma + 1;
+        }
+    }
+
+    zmq::context_t ctx(1);
+    zmq::socket_t sub(ctx, zmq::socket_type::sub);
+    try {
+        sub = open_socket(ctx, zmq::socket_type::sub, c);
+        if (topics.empty()) sub.set(zmq::sockopt::subscribe, "");
+        for (const std::string& t : topics) sub.set(zmq::sockopt::subscribe, t);
+    } catch (const zmq::error_t& e) {
+        std::fprintf(stderr, "sp-ctl tail: cannot connect to '%s': %s\n", c.endpoint.c_str(), e.what());
+        return kExitUsage;
+    }
+
+    struct sigaction sa {};
+    sa.sa_handler = on_sigint;
+    sigemptyset(&sa.sa_mask);
+    ::sigaction(SIGINT, &sa, nullptr);  // no SA_RESTART: zmq_poll returns early on Ctrl-C
+
+    using Clock = std::chrono::steady_clock;
+    const bool gaps_visible = topics.empty();
+    std::optional<std::uint64_t> last_seq;
+    std::uint64_t printed = 0;
+    Printer printer;
+    auto last_arrival = Clock::now();
+    while (!g_interrupted && (!count || printed < *count)) {
+        // Short slices so Ctrl-C is noticed even where a signal does not interrupt the poll.
+        zmq_pollitem_t item{sub.handle(), 0, ZMQ_POLLIN, 0};
+        const int rc = zmq_poll(&item, 1, 200);
+        if (rc <= 0 || !(item.revents & ZMQ_POLLIN)) {
+            if (c.timeout_s &&
+                std::chrono::duration<double>(Clock::now() - last_arrival).count() >= *c.timeout_s) {
+                std::fprintf(
+                    stderr,
+                    "sp-ctl tail: nothing from %s within %g s (is the agent running? check --endpoint)\n",
+                    c.endpoint.c_str(), *c.timeout_s);
+                return kExitNoAnswer;
+            }
+            continue;
+        }
+        std::vector<zmq::message_t> frames;
+        do {
+            frames.emplace_back();
+            if (!sub.recv(frames.back(), zmq::recv_flags::dontwait)) break;
+        } while (frames.back().more());
+        last_arrival = Clock::now();
+        if (frames.size() != 2) {
+            std::fprintf(stderr, "sp-ctl tail: ignoring a message of %zu frames (expected topic and body)\n",
+                         frames.size());
+            continue;
+        }
+        const std::string topic_text = frames[0].to_string(), body = frames[1].to_string();
+        if (const auto seq = protocol::seq_of(body)) {
+            if (gaps_visible && last_seq && *seq > *last_seq + 1) {
+                std::fprintf(stderr, "sp-ctl tail: missed %llu messages (seq %llu..%llu)\n",
+                             static_cast<unsigned long long>(*seq - *last_seq - 1),
+                             static_cast<unsigned long long>(*last_seq + 1),
+                             static_cast<unsigned long long>(*seq - 1));
+            } else if (last_seq && *seq <= *last_seq) {
+                std::fprintf(stderr, "sp-ctl tail: publisher restarted (seq %llu after %llu)\n",
+                             static_cast<unsigned long long>(*seq),
+                             static_cast<unsigned long long>(*last_seq));
+            }
+            last_seq = seq;
+        }
+        const ojson message = ojson::parse(body, nullptr, false);
+        if (!message.is_object()) {
+            std::fprintf(stderr, "sp-ctl tail: ignoring a '%s' message that is not a JSON object\n",
+                         topic_text.c_str());
+            continue;
+        }
+        std::string out;
+        const auto topic = protocol::parse_topic(topic_text);
+        if (c.json)
+            out = ojson{{"topic", topic_text}, {"message", message}}.dump() + "\n";
+        else if (topic)
+            out = printer.line(*topic, message) + "\n";
+        else
+            out = topic_text + ": " + body + "\n";  // a topic newer than this build: shown as is
+        if (!write_stdout(command, out)) return kExitFailed;
+        ++printed;
+    }
+    return 0;
+}
+
+}  // namespace spctl

@@ -1,0 +1,148 @@
+// Live telemetry and control against a real sp-trainer: subscribe, see hello/update/heartbeat, pin a
+// block and watch the next update show it pinned, release it, and have bad commands rejected with
+// reasons while training goes on.
+#include <QtTest>
+
+#include <QProcess>
+#include <QTemporaryDir>
+
+#include <chrono>
+#include <optional>
+
+#include <nlohmann/json.hpp>
+#include <zmq.hpp>
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using json = nlohmann::json;
+
+struct Message {
+    std::string topic;
+    json body;
+};
+
+// Next message on `sub` within `seconds`, or nothing.
+std::optional<Message> receive(zmq::socket_t& sub, double seconds) {
+    const auto deadline = Clock::now() + std::chrono::duration<double>(seconds);
+    while (Clock::now() < deadline) {
+        zmq::pollitem_t item{sub.handle(), 0, ZMQ_POLLIN, 0};
+        zmq::poll(&item, 1, std::chrono::milliseconds(100));
+        if (!(item.revents & ZMQ_POLLIN)) continue;
+        zmq::message_t topic, body;
+        if (!sub.recv(topic) || !topic.more() || !sub.recv(body)) return std::nullopt;
+        return Message{topic.to_string(), json::parse(body.to_string())};
+    }
+    return std::nullopt;
+}
+
+// The first message of `topic` (optionally matching `pred`) within `seconds`.
+template <typename Pred>
+std::optional<Message> wait_for(zmq::socket_t& sub, const std::string& topic, double seconds, Pred pred) {
+    const auto deadline = Clock::now() + std::chrono::duration<double>(seconds);
+    while (Clock::now() < deadline) {
+        auto m = receive(sub, std::chrono::duration<double>(deadline - Clock::now()).count());
+        if (m && m->topic == topic && pred(m->body)) return m;
+    }
+    return std::nullopt;
+}
+
+json request(zmq::socket_t& dealer, const json& req, double seconds = 10.0) {
+    dealer.send(zmq::buffer(req.dump()), zmq::send_flags::none);
+    zmq::pollitem_t item{dealer.handle(), 0, ZMQ_POLLIN, 0};
+    zmq::poll(&item, 1, std::chrono::milliseconds(int(seconds * 1000)));
+    if (!(item.revents & ZMQ_POLLIN)) return json();
+    zmq::message_t reply;
+    if (!dealer.recv(reply)) return json();
+    return json::parse(reply.to_string());
+}
+
+}  // namespace
+
+class TestLiveControl : public QObject {
+    Q_OBJECT
+private slots:
+    void pin_release_and_reject_while_training() {
+        QTemporaryDir dir;
+        const std::string pub = "ipc://" + dir.filePath("pub").toStdString();
+        const std::string ctl = "ipc://" + dir.filePath("ctl").toStdString();
+        QProcess trainer;
+        trainer.setProcessChannelMode(QProcess::ForwardedErrorChannel);
+        trainer.start(QStringLiteral(SP_TRAINER_PATH),
+                      {"--steps", "100000", "--blocks", "3", "--d-model", "32", "--heads", "2", "--seq-len", "32",
+                       "--batch", "4", "--eval-every", "1000", "--quiet", "--no-telemetry", "--telemetry-endpoint",
+                       QString::fromStdString(pub), "--control-endpoint", QString::fromStdString(ctl)});
+        QVERIFY(trainer.waitForStarted(10000));
+        struct Kill {
+            QProcess& p;
+            ~Kill() {
+                p.kill();
+                p.waitForFinished(10000);
+            }
+        } kill{trainer};
+
+        zmq::context_t ctx;
+        zmq::socket_t sub(ctx, zmq::socket_type::sub);
+        sub.set(zmq::sockopt::subscribe, "");
+        sub.connect(pub);
+        zmq::socket_t dealer(ctx, zmq::socket_type::dealer);
+        dealer.set(zmq::sockopt::linger, 0);
+        dealer.connect(ctl);
+
+        const auto any = [](const json&) { return true; };
+        QVERIFY2(wait_for(sub, "hello", 60, any), "no hello");
+        auto update = wait_for(sub, "update", 60, any);
+        QVERIFY2(update, "no update");
+        QVERIFY(update->body.contains("seq"));
+        QVERIFY(update->body.contains("block_details"));
+        QVERIFY2(wait_for(sub, "heartbeat", 30, any), "no heartbeat");
+
+        // Pin block 1 to int8: acked at once with the step it takes effect at.
+        const json ack = request(dealer, {{"id", "t1"}, {"cmd", "pin"}, {"blocks", {1}}, {"precision", "int8"}});
+        QVERIFY2(ack.value("ok", false), ack.dump().c_str());
+        QCOMPARE(ack["id"].get<std::string>(), std::string("t1"));
+        const std::int64_t effective = ack["effective_step"].get<std::int64_t>();
+        const auto pinned = wait_for(sub, "update", 60, [&](const json& u) {
+            return u["step_id"].get<std::int64_t>() >= effective;
+        });
+        QVERIFY2(pinned, "no update after the pin");
+        QCOMPARE(pinned->body["block_details"]["1"]["precision"].get<std::string>(), std::string("int8"));
+        QCOMPARE(pinned->body["block_details"]["1"]["forced"].get<std::string>(), std::string("pin"));
+
+        // Release: the next update no longer shows the pin.
+        const json released = request(dealer, {{"id", "t2"}, {"cmd", "release"}, {"blocks", {1}}});
+        QVERIFY2(released.value("ok", false), released.dump().c_str());
+        const std::int64_t after = released["effective_step"].get<std::int64_t>();
+        const auto free = wait_for(sub, "update", 60, [&](const json& u) {
+            return u["step_id"].get<std::int64_t>() >= after;
+        });
+        QVERIFY2(free, "no update after the release");
+        QVERIFY(free->body["block_details"]["1"]["forced"].is_null());
+
+        // Bad commands: rejected with reasons; training goes on.
+        const json unknown_block = request(dealer, {{"id", "b1"}, {"cmd", "pin"}, {"blocks", {9}}, {"precision", "int8"}});
+        QCOMPARE(unknown_block.value("ok", true), false);
+        QVERIFY2(unknown_block["error"].get<std::string>().find("9") != std::string::npos, unknown_block.dump().c_str());
+        const json bad_cmd = request(dealer, {{"id", "b2"}, {"cmd", "explode"}});
+        QCOMPARE(bad_cmd.value("ok", true), false);
+        QVERIFY(bad_cmd["error"].get<std::string>().find("explode") != std::string::npos);
+        dealer.send(zmq::buffer(std::string("{not json")), zmq::send_flags::none);
+        zmq::message_t garbage_reply;
+        zmq::pollitem_t item{dealer.handle(), 0, ZMQ_POLLIN, 0};
+        zmq::poll(&item, 1, std::chrono::milliseconds(10000));
+        QVERIFY(item.revents & ZMQ_POLLIN);
+        QVERIFY(dealer.recv(garbage_reply));
+        QCOMPARE(json::parse(garbage_reply.to_string()).value("ok", true), false);
+
+        const auto beat1 = wait_for(sub, "heartbeat", 30, any);
+        const auto beat2 = wait_for(sub, "heartbeat", 30, any);
+        QVERIFY(beat1 && beat2);
+        QVERIFY2(beat2->body["step"].get<std::int64_t>() > beat1->body["step"].get<std::int64_t>(), "training stalled");
+        const json pong = request(dealer, {{"id", "p"}, {"cmd", "ping"}});
+        QVERIFY2(pong.value("ok", false), pong.dump().c_str());
+        QCOMPARE(trainer.state(), QProcess::Running);
+    }
+};
+
+QTEST_GUILESS_MAIN(TestLiveControl)
+#include "test_live_control.moc"
