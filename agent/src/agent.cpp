@@ -33,13 +33,13 @@ std::string make_run_id(double now) {
 
 // Commands from the control socket (I/O thread) enter the same queue as everyone else's.
 class Agent::ServerAdapter : public transport::ServerBackend {
-public:
+  public:
     explicit ServerAdapter(Agent& agent) : agent_(agent) {}
     std::int64_t submit(const Command& command, const std::string& request_id) override {
         return agent_.enqueue(command, {}, request_id);
     }
 
-private:
+  private:
     Agent& agent_;
 };
 
@@ -212,7 +212,8 @@ const PrecisionHints& Agent::compute_hints(std::int64_t step) {
     stats_ = options_.collector->results();  // a GPU collector waits for its event here, not earlier
     for (const BlockGradStats& s : stats_) policy_->observe(step, s);
     step_timestamp_ = now();
-    if ((sink_ || server_) && config_.telemetry_every_step) emit_record(StepStatsRecord{step, step_timestamp_, stats_});
+    if ((sink_ || server_) && config_.telemetry_every_step)
+        emit_record(StepStatsRecord{step, step_timestamp_, stats_});
     const UpdateRecord* rec = policy_->update(step, step_timestamp_);
     hints_.step = step;
     hints_.updated = rec != nullptr;

@@ -45,7 +45,7 @@ struct TrainerOptions {
     bool quiet = false;
     bool help = false;
     // Live telemetry and control (agent/PROTOCOL.md).
-    bool no_network = false;                        // --no-network: bind no sockets
+    bool no_network = false;  // --no-network: bind no sockets
     std::string telemetry_endpoint = "tcp://127.0.0.1:5556";
     std::string control_endpoint = "tcp://127.0.0.1:5557";
     std::string server_key;       // --server-key FILE.key: CURVE secret key (sp-ctl keygen)

@@ -61,17 +61,33 @@ json request(zmq::socket_t& dealer, const json& req, double seconds = 10.0) {
 
 class TestLiveControl : public QObject {
     Q_OBJECT
-private slots:
+  private slots:
     void pin_release_and_reject_while_training() {
         QTemporaryDir dir;
         const std::string pub = "ipc://" + dir.filePath("pub").toStdString();
         const std::string ctl = "ipc://" + dir.filePath("ctl").toStdString();
         QProcess trainer;
         trainer.setProcessChannelMode(QProcess::ForwardedErrorChannel);
-        trainer.start(QStringLiteral(SP_TRAINER_PATH),
-                      {"--steps", "100000", "--blocks", "3", "--d-model", "32", "--heads", "2", "--seq-len", "32",
-                       "--batch", "4", "--eval-every", "1000", "--quiet", "--no-telemetry", "--telemetry-endpoint",
-                       QString::fromStdString(pub), "--control-endpoint", QString::fromStdString(ctl)});
+        trainer.start(QStringLiteral(SP_TRAINER_PATH), {"--steps",
+                                                        "100000",
+                                                        "--blocks",
+                                                        "3",
+                                                        "--d-model",
+                                                        "32",
+                                                        "--heads",
+                                                        "2",
+                                                        "--seq-len",
+                                                        "32",
+                                                        "--batch",
+                                                        "4",
+                                                        "--eval-every",
+                                                        "1000",
+                                                        "--quiet",
+                                                        "--no-telemetry",
+                                                        "--telemetry-endpoint",
+                                                        QString::fromStdString(pub),
+                                                        "--control-endpoint",
+                                                        QString::fromStdString(ctl)});
         QVERIFY(trainer.waitForStarted(10000));
         struct Kill {
             QProcess& p;
@@ -98,13 +114,13 @@ private slots:
         QVERIFY2(wait_for(sub, "heartbeat", 30, any), "no heartbeat");
 
         // Pin block 1 to int8: acked at once with the step it takes effect at.
-        const json ack = request(dealer, {{"id", "t1"}, {"cmd", "pin"}, {"blocks", {1}}, {"precision", "int8"}});
+        const json ack =
+            request(dealer, {{"id", "t1"}, {"cmd", "pin"}, {"blocks", {1}}, {"precision", "int8"}});
         QVERIFY2(ack.value("ok", false), ack.dump().c_str());
         QCOMPARE(ack["id"].get<std::string>(), std::string("t1"));
         const std::int64_t effective = ack["effective_step"].get<std::int64_t>();
-        const auto pinned = wait_for(sub, "update", 60, [&](const json& u) {
-            return u["step_id"].get<std::int64_t>() >= effective;
-        });
+        const auto pinned = wait_for(
+            sub, "update", 60, [&](const json& u) { return u["step_id"].get<std::int64_t>() >= effective; });
         QVERIFY2(pinned, "no update after the pin");
         QCOMPARE(pinned->body["block_details"]["1"]["precision"].get<std::string>(), std::string("int8"));
         QCOMPARE(pinned->body["block_details"]["1"]["forced"].get<std::string>(), std::string("pin"));
@@ -113,16 +129,17 @@ private slots:
         const json released = request(dealer, {{"id", "t2"}, {"cmd", "release"}, {"blocks", {1}}});
         QVERIFY2(released.value("ok", false), released.dump().c_str());
         const std::int64_t after = released["effective_step"].get<std::int64_t>();
-        const auto free = wait_for(sub, "update", 60, [&](const json& u) {
-            return u["step_id"].get<std::int64_t>() >= after;
-        });
+        const auto free = wait_for(sub, "update", 60,
+                                   [&](const json& u) { return u["step_id"].get<std::int64_t>() >= after; });
         QVERIFY2(free, "no update after the release");
         QVERIFY(free->body["block_details"]["1"]["forced"].is_null());
 
         // Bad commands: rejected with reasons; training goes on.
-        const json unknown_block = request(dealer, {{"id", "b1"}, {"cmd", "pin"}, {"blocks", {9}}, {"precision", "int8"}});
+        const json unknown_block =
+            request(dealer, {{"id", "b1"}, {"cmd", "pin"}, {"blocks", {9}}, {"precision", "int8"}});
         QCOMPARE(unknown_block.value("ok", true), false);
-        QVERIFY2(unknown_block["error"].get<std::string>().find("9") != std::string::npos, unknown_block.dump().c_str());
+        QVERIFY2(unknown_block["error"].get<std::string>().find("9") != std::string::npos,
+                 unknown_block.dump().c_str());
         const json bad_cmd = request(dealer, {{"id", "b2"}, {"cmd", "explode"}});
         QCOMPARE(bad_cmd.value("ok", true), false);
         QVERIFY(bad_cmd["error"].get<std::string>().find("explode") != std::string::npos);
@@ -137,7 +154,8 @@ private slots:
         const auto beat1 = wait_for(sub, "heartbeat", 30, any);
         const auto beat2 = wait_for(sub, "heartbeat", 30, any);
         QVERIFY(beat1 && beat2);
-        QVERIFY2(beat2->body["step"].get<std::int64_t>() > beat1->body["step"].get<std::int64_t>(), "training stalled");
+        QVERIFY2(beat2->body["step"].get<std::int64_t>() > beat1->body["step"].get<std::int64_t>(),
+                 "training stalled");
         const json pong = request(dealer, {{"id", "p"}, {"cmd", "ping"}});
         QVERIFY2(pong.value("ok", false), pong.dump().c_str());
         QCOMPARE(trainer.state(), QProcess::Running);

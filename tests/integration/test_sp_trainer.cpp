@@ -46,7 +46,8 @@ QStringList small_run(const QString& telemetry, const QString& config) {
     return {"--steps",      "60",      "--blocks",           "3",      "--d-model", "32",
             "--heads",      "2",       "--seq-len",          "32",     "--batch",   "8",
             "--eval-every", "20",      "--eval-batches",     "2",      "--config",  config,
-            "--telemetry",  telemetry, "--every-step-stats", "--seed", "7",         "--quiet", "--no-network"};
+            "--telemetry",  telemetry, "--every-step-stats", "--seed", "7",         "--quiet",
+            "--no-network"};
 }
 
 QString write_config(QTemporaryDir& dir) {

@@ -31,7 +31,7 @@ struct ServerOptions {
 
 // What the server needs from the agent. Called on the I/O thread.
 class ServerBackend {
-public:
+  public:
     virtual ~ServerBackend() = default;
     // A validated routing command (pin/release/release_all/set_mode): queue it for the next step
     // boundary and return that step (the reply's effective_step).
@@ -39,7 +39,7 @@ public:
 };
 
 class AgentServer {
-public:
+  public:
     // Binds both sockets and starts the I/O thread. Throws std::runtime_error with a clear message for
     // a bad or busy endpoint, unreadable key files, or a non-loopback bind without CURVE or `insecure`.
     AgentServer(ServerOptions options, ServerBackend& backend);
@@ -63,7 +63,7 @@ public:
     std::uint64_t dropped() const;
     std::uint64_t published() const;
 
-private:
+  private:
     struct Impl;
     std::unique_ptr<Impl> impl_;
 };
