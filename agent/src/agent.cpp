@@ -182,7 +182,7 @@ void Agent::begin_step(std::int64_t step) {
     for (auto& [command, done, request_id] : applying_) {
         const CommandOutcome outcome = policy_->apply(command, step);
         nlohmann::json payload = {{"command", to_json(command)}, {"ok", outcome.ok}};
-        if (!request_id.empty()) payload["request_id"] = request_id;
+        if (!request_id.empty()) payload["id"] = request_id;  // the control request's id (PROTOCOL.md 4.3)
         if (outcome.ok) {
             payload["changes"] = outcome.changes.size();
         } else {

@@ -119,6 +119,13 @@ class TestLiveControl : public QObject {
         QVERIFY2(ack.value("ok", false), ack.dump().c_str());
         QCOMPARE(ack["id"].get<std::string>(), std::string("t1"));
         const std::int64_t effective = ack["effective_step"].get<std::int64_t>();
+        // Applied at exactly that step boundary, and announced with the request's id.
+        const auto applied = wait_for(sub, "event", 60, [](const json& e) {
+            return e.value("kind", "") == "command" && e.value("id", "") == "t1";
+        });
+        QVERIFY2(applied, "no command event for t1");
+        QCOMPARE(applied->body["step"].get<std::int64_t>(), effective);
+        QVERIFY(applied->body["ok"].get<bool>());
         const auto pinned = wait_for(
             sub, "update", 60, [&](const json& u) { return u["step_id"].get<std::int64_t>() >= effective; });
         QVERIFY2(pinned, "no update after the pin");
