@@ -79,4 +79,14 @@ bool check_readable(const char* command, const std::string& path) {
     return true;
 }
 
+std::unique_ptr<sp::JsonlReader> open_telemetry_file(const char* command, const std::string& path) {
+    if (!check_readable(command, path)) return nullptr;
+    try {
+        return std::make_unique<sp::JsonlReader>(path);
+    } catch (const std::runtime_error& e) {
+        std::fprintf(stderr, "sp-ctl %s: %s\n", command, e.what());
+        return nullptr;
+    }
+}
+
 }  // namespace spctl

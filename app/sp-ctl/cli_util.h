@@ -3,11 +3,13 @@
 // same way), stdout writing that notices a closed pipe, and the telemetry-file open check.
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "commands.h"
+#include "sp/jsonl.h"
 
 namespace spctl {
 
@@ -45,5 +47,8 @@ bool write_stdout(const char* command, const std::string& text);
 // "sp-ctl <command>: cannot read 'PATH': reason" to stderr and returns false. JsonlReader alone would
 // accept a directory and report a read error as a bad line, which is not what a user means.
 bool check_readable(const char* command, const std::string& path);
+
+// check_readable, then a JsonlReader on the file; on failure prints why (as above) and returns null.
+std::unique_ptr<sp::JsonlReader> open_telemetry_file(const char* command, const std::string& path);
 
 }  // namespace spctl

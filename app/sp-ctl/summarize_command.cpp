@@ -242,15 +242,8 @@ int run_summarize(const Args& args) {
         return 2;
     }
     const std::string& path = parsed.positionals.front();
-    if (!check_readable(kCommand, path)) return 2;
-
-    std::optional<sp::JsonlReader> reader;
-    try {
-        reader.emplace(path);
-    } catch (const std::runtime_error& e) {
-        std::fprintf(stderr, "sp-ctl summarize: %s\n", e.what());
-        return 2;
-    }
+    const std::unique_ptr<sp::JsonlReader> reader = open_telemetry_file(kCommand, path);
+    if (!reader) return 2;
     Summary s;
     sp::TelemetryRecord rec;
     while (reader->next(rec)) {

@@ -145,15 +145,8 @@ int run_validate(const Args& args) {
         return 2;
     }
     const std::string& path = parsed.positionals.front();
-    if (!check_readable(kCommand, path)) return 2;
-
-    std::optional<sp::JsonlReader> reader;
-    try {
-        reader.emplace(path);
-    } catch (const std::runtime_error& e) {
-        std::fprintf(stderr, "sp-ctl validate: %s\n", e.what());
-        return 2;
-    }
+    const std::unique_ptr<sp::JsonlReader> reader = open_telemetry_file(kCommand, path);
+    if (!reader) return 2;
     Checker check;
     std::uint64_t headers = 0, updates = 0, stats = 0, events = 0, records = 0;
     std::map<std::string, std::uint64_t> event_kinds;
