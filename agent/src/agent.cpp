@@ -45,6 +45,7 @@ class Agent::ServerAdapter : public transport::ServerBackend {
 
 Agent::Agent(Config config, AgentOptions options) : config_(std::move(config)), options_(std::move(options)) {
     if (auto problems = validate(config_); !problems.empty()) throw ConfigError(std::move(problems));
+    config_json_ = to_json(config_).dump();  // announced in the header, hello and every snapshot
     if (!options_.clock) options_.clock = system_seconds;
     if (!options_.collector) options_.collector = make_cpu_grad_stats_collector();
     if (!options_.log && config_.log_decisions) {
@@ -78,7 +79,7 @@ void Agent::register_blocks(std::vector<AgentBlock> blocks) {
     blocks_ = std::move(blocks);
     policy_ = std::make_unique<Policy>(config_, layout_of(blocks_));  // ConfigError: force ids vs. layout
     options_.collector->prepare(blocks_);
-    if (server_) server_->set_run(run_id_, policy_->layout(), to_json(config_).dump());
+    if (server_) server_->set_run(run_id_, policy_->layout(), config_json_);
     hints_.precision = policy_->precisions();
     hints_.reason.assign(blocks_.size(), Reason::hold);
     for (std::size_t b = 0; b < blocks_.size(); ++b) {
@@ -125,7 +126,7 @@ void Agent::publish_snapshot() {
     s.layout = policy_->layout();
     s.precision = policy_->precisions();
     s.pins = policy_->pins();
-    s.config_json = to_json(config_).dump();
+    s.config_json = config_json_;
     s.last_update = last_record_;
     server_->update_snapshot(std::move(s));
 }
@@ -138,7 +139,7 @@ void Agent::write_header_once() {
     h.run_id = run_id_;
     h.producer = options_.producer;
     h.blocks = policy_->layout();
-    h.config_json = to_json(config_).dump();
+    h.config_json = config_json_;
     h.calibration_errors = calibration_.errors;
     sink_->push(std::move(h));
 }

@@ -113,6 +113,7 @@ class Agent {
     Config config_;
     AgentOptions options_;
     std::string run_id_;
+    std::string config_json_;  // the effective config, serialized once
     std::vector<AgentBlock> blocks_;
     std::unique_ptr<Policy> policy_;
     std::vector<double> calibration_errors_;
