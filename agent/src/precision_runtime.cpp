@@ -7,6 +7,9 @@
 #include <utility>
 
 #include "materialize.h"
+#if SP_AGENT_HAVE_CUDA
+#include "cuda_staged_upload.h"
+#endif
 
 namespace sp::agent {
 
@@ -39,10 +42,22 @@ ReferencePrecisionRuntime::ReferencePrecisionRuntime(std::vector<AgentBlock> blo
                                             std::string(c10::toString(p.scalar_type())) + ", not fp32");
         }
     }
+#if SP_AGENT_HAVE_CUDA
+    for (const auto& block : blocks_)
+        for (const at::Tensor& p : block.params) {
+            if (!p.is_cuda()) continue;
+            if (!uploader_) uploader_ = std::make_shared<detail::CudaStagedUploader>(p.device());
+        }
+#endif
     at::NoGradGuard no_grad;
     for (std::size_t b = 0; b < n; ++b) {
         masters_[b].reserve(blocks_[b].params.size());
-        for (const at::Tensor& p : blocks_[b].params) masters_[b].push_back(p.detach().clone());
+        for (const at::Tensor& p : blocks_[b].params)
+            // With the CUDA path the masters are host copies: materialization happens on the host
+            // and only its payload is uploaded.
+            masters_[b].push_back(uploader_ && p.is_cuda()
+                                      ? p.detach().to(at::kCPU, /*non_blocking=*/false, /*copy=*/true)
+                                      : p.detach().clone());
     }
     precision_.assign(n, Precision::bf16);
     pending_per_block_.assign(n, TransferBytes{});
@@ -54,6 +69,24 @@ TransferBytes ReferencePrecisionRuntime::materialize(std::size_t block) {
     TransferBytes bytes;
     const Precision p = precision_[block];
     const std::vector<at::Tensor>& params = blocks_[block].params;
+#if SP_AGENT_HAVE_CUDA
+    if (uploader_) {
+        // CPU parameters next to CUDA ones keep the plain path; CUDA ones go in one batched upload.
+        uploader_->begin();
+        for (std::size_t k = 0; k < params.size(); ++k) {
+            const at::Tensor& master = masters_[block][k];
+            bytes.bf16 += detail::materialized_bytes(master, Precision::bf16);
+            if (params[k].is_cuda()) {
+                uploader_->add(params[k], master, p);
+            } else {
+                detail::assign(params[k], detail::materialized(master, p));
+                bytes.copied += detail::materialized_bytes(master, p);
+            }
+        }
+        bytes.copied += uploader_->finish();
+        return bytes;
+    }
+#endif
     for (std::size_t k = 0; k < params.size(); ++k) {
         const at::Tensor& master = masters_[block][k];
         detail::assign(params[k], detail::materialized(master, p));

@@ -20,6 +20,7 @@
 
 #include "gpt_model.h"
 #include "sp/agent/agent.h"
+#include "sp/agent/cuda_grad_stats_collector.h"
 #include "sp/agent/precision_runtime.h"
 #include "text_data.h"
 #include "trainer_options.h"
@@ -179,6 +180,11 @@ int run(const TrainerOptions& o) {
     agent::AgentOptions agent_options;
     agent_options.producer = "sp-trainer " SP_VERSION;
     agent_options.model_identity = model_identity(o, text.size());
+#if SP_AGENT_HAVE_CUDA
+    // On CUDA the fused pass reads the gradients where they are; the CPU collector would need them
+    // on the host.
+    if (o.device == "cuda") agent_options.collector = agent::make_cuda_grad_stats_collector();
+#endif
     agent_options.log = [quiet = o.quiet](const std::string& line) {
         if (!quiet) std::cout << "  agent: " << line << std::endl;
     };

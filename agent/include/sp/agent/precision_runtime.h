@@ -11,12 +11,17 @@
 // optimizer.step(); runtime.after_optimizer_step() (materializes every block once, in its new precision).
 // Hints that arrive outside that window are materialized at once.
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "sp/agent/block.h"
 #include "sp/agent/hints.h"
 
 namespace sp::agent {
+
+namespace detail {
+class CudaStagedUploader;
+}
 
 struct TransferBytes {
     std::uint64_t copied = 0;  // bytes materialized and copied this step
@@ -26,11 +31,16 @@ struct TransferBytes {
 
 class ReferencePrecisionRuntime : public HintSink {
   public:
-    // Takes the blocks' parameters (fp32; CPU, or CUDA through a slow host round trip for INT8;
-    // std::invalid_argument otherwise), snapshots them (clones) as the fp32 masters and materializes
+    // Takes the blocks' parameters (fp32; CPU, or CUDA: see below; std::invalid_argument otherwise),
+    // snapshots them (clones) as the fp32 masters and materializes
     // every block in BF16 into the parameters. Those bytes count into total_bytes() (the initial
     // load), not into any step. The parameters stay the same tensor objects and storage throughout:
     // every later write is an in-place copy, so an optimizer built on them keeps working.
+    // CUDA parameters, in a build whose LibTorch has CUDA (SP_AGENT_HAVE_CUDA): the masters live in
+    // host memory and only the materialized payload (BF16 values, or INT8 codes + row scales) is
+    // copied to the device, through pinned staging and cudaMemcpyAsync on a side stream (see
+    // agent/cuda/torch/cuda_staged_upload.h), so the bytes counted are bytes that crossed the bus.
+    // Without CUDA LibTorch, CUDA parameters keep device masters and INT8 takes a slow host round trip.
     explicit ReferencePrecisionRuntime(std::vector<AgentBlock> blocks);
 
     // Records the routed map (hints.precision, one per block; std::invalid_argument for another
@@ -72,6 +82,9 @@ class ReferencePrecisionRuntime : public HintSink {
     std::vector<TransferBytes> step_per_block_;     // the last completed step
     TransferBytes pending_total_, step_total_, total_;
     bool masters_in_params_ = false;  // between before_optimizer_step() and after_optimizer_step()
+    // Set when the parameters are on CUDA and this build has the CUDA path; shared_ptr so the type
+    // may stay incomplete here.
+    std::shared_ptr<detail::CudaStagedUploader> uploader_;
 };
 
 }  // namespace sp::agent
