@@ -25,6 +25,7 @@
 
 #include "sp/ui/charts_panel.h"
 #include "sp/ui/colormap.h"
+#include "sp/ui/heatmap_legend.h"
 #include "sp/ui/heatmap_view.h"
 #include "sp/ui/telemetry_store.h"
 
@@ -215,6 +216,9 @@ int main(int argc, char** argv) {
         view.zoomUpdates(60.0);
         view.zoomBlocks(30.0);
         view.grab().save(png_dir + QStringLiteral("/heatmap_zoomed.png"));
+        sp::ui::HeatmapLegend legend;
+        legend.resize(legend.sizeHint());
+        legend.grab().save(png_dir + QStringLiteral("/legend.png"));
     }
     view.clearTimelineCursor();
 

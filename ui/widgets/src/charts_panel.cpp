@@ -6,10 +6,10 @@
 #include <QChart>
 #include <QChartView>
 #include <QEvent>
+#include <QGridLayout>
 #include <QLabel>
 #include <QLegend>
 #include <QLineSeries>
-#include <QVBoxLayout>
 #include <QValueAxis>
 
 #include "chart_line.h"
@@ -63,10 +63,18 @@ void setNiceRange(QValueAxis* axis, double lo, double hi, double fallback_lo, do
         if (lo != 0.0) lo -= margin;
     }
     const double step = niceStep(hi - lo);
-    axis->setRange(lo, hi);
-    axis->setTickType(QValueAxis::TicksDynamic);
+    // Order matters: the axis lays its ticks out after each call, and the old interval over a much
+    // wider new range would create millions of tick items. A growing interval goes first, a
+    // shrinking one last, so every intermediate state has about as few ticks as the final one.
     axis->setTickAnchor(0.0);
-    axis->setTickInterval(step);
+    if (step >= axis->tickInterval()) {
+        axis->setTickInterval(step);
+        axis->setRange(lo, hi);
+    } else {
+        axis->setRange(lo, hi);
+        axis->setTickInterval(step);
+    }
+    axis->setTickType(QValueAxis::TicksDynamic);
     const int decimals = step >= 1.0 ? 0 : std::min(6, int(std::ceil(-std::log10(step) - 1e-9)));
     axis->setLabelFormat(QStringLiteral("%.%1f").arg(decimals));
 }
@@ -101,7 +109,9 @@ ChartsPanel::~ChartsPanel() {
 }
 
 void ChartsPanel::buildCharts() {
-    auto* layout = new QVBoxLayout(this);
+    // Two columns (savings | precision counts, sensitivity | L2, loss across both): five stacked
+    // charts would force a window taller than a 1280x800 screen.
+    auto* layout = new QGridLayout(this);
     layout->setContentsMargins(0, 0, 0, 0);
     layout->setSpacing(2);
     const std::array<std::pair<QString, QString>, kChartCount> titles = {{
@@ -122,13 +132,21 @@ void ChartsPanel::buildCharts() {
         box->x = new QValueAxis();
         box->x->setTitleText(tr("step"));
         box->y = new QValueAxis();
+        for (QValueAxis* axis : {box->x, box->y}) {
+            axis->setRange(0.0, 1.0);
+            axis->setTickInterval(0.2);      // setNiceRange() moves it with the range
+            axis->setTruncateLabels(false);  // small charts otherwise show "..." for every tick
+        }
         box->y->setTitleText(titles[std::size_t(i)].second);
         box->chart->addAxis(box->x, Qt::AlignBottom);
         box->chart->addAxis(box->y, Qt::AlignLeft);
         box->view = new QChartView(box->chart, this);
         box->view->setRenderHint(QPainter::Antialiasing, true);
-        box->view->setMinimumHeight(170);
-        layout->addWidget(box->view, 1);
+        box->view->setMinimumHeight(150);
+        if (i == static_cast<int>(Chart::loss))
+            layout->addWidget(box->view, 2, 0, 1, 2);
+        else
+            layout->addWidget(box->view, i / 2, i % 2);
         charts_[std::size_t(i)] = std::move(box);
     }
     auto& saving = *charts_[std::size_t(Chart::saving)];
@@ -144,7 +162,7 @@ void ChartsPanel::buildCharts() {
     no_loss_label_ = new QLabel(tr("No loss in this run."), this);
     no_loss_label_->setAlignment(Qt::AlignCenter);
     no_loss_label_->setEnabled(false);  // greyed: a note, not data
-    layout->addWidget(no_loss_label_);
+    layout->addWidget(no_loss_label_, 3, 0, 1, 2);
     loss.view->hide();
 }
 
@@ -259,7 +277,7 @@ void ChartsPanel::rebuildSelectedLines() {
         }
         QString title = box.title;
         if (selected_.empty()) {
-            title += tr(" — select blocks in the heatmap or the table");
+            title += tr(" (select blocks)");
         } else if (int(selected_.size()) > wanted) {
             title += tr(" (first %1 of %2 selected)").arg(wanted).arg(selected_.size());
         }

@@ -98,9 +98,12 @@ MainWindow::MainWindow(QWidget* parent)
     auto* eventDock = new QDockWidget(tr("Events"), this);
     eventDock->setObjectName(QStringLiteral("EventsDock"));
     eventDock->setWidget(events_);
-    addDockWidget(Qt::BottomDockWidgetArea, eventDock);
-    resizeDocks({tableDock}, {520}, Qt::Horizontal);
-    resizeDocks({eventDock}, {170}, Qt::Vertical);
+    // Table above the log in one right-hand column: the centre keeps its full height for the
+    // heatmap and charts, and a command's pending -> applied stays in view next to its block.
+    addDockWidget(Qt::RightDockWidgetArea, eventDock);
+    splitDockWidget(tableDock, eventDock, Qt::Vertical);
+    resizeDocks({tableDock}, {480}, Qt::Horizontal);
+    resizeDocks({tableDock, eventDock}, {3, 2}, Qt::Vertical);
 
     buildActions();
     buildMenus();
