@@ -109,24 +109,25 @@ ChartsPanel::~ChartsPanel() {
 }
 
 void ChartsPanel::buildCharts() {
-    // Two columns (savings | precision counts, sensitivity | L2, loss across both): five stacked
-    // charts would force a window taller than a 1280x800 screen.
+    // Two rows (savings | precision counts | loss, then sensitivity | L2) on a six-column grid:
+    // five stacked charts would force a window taller than a 1280x800 screen.
     auto* layout = new QGridLayout(this);
     layout->setContentsMargins(0, 0, 0, 0);
     layout->setSpacing(2);
     const std::array<std::pair<QString, QString>, kChartCount> titles = {{
-        {tr("Bandwidth saving"), tr("saving %")},
-        {tr("Blocks per precision"), tr("blocks")},
-        {tr("Sensitivity of selected blocks"), tr("sensitivity")},
-        {tr("Gradient L2 of selected blocks"), tr("l2")},
-        {tr("Loss"), tr("loss")},
+        {tr("Bandwidth saving, % by step"), tr("saving %")},
+        {tr("Blocks per precision by step"), tr("blocks")},
+        {tr("Sensitivity of selected blocks by step"), tr("sensitivity")},
+        {tr("Gradient L2 of selected blocks by step"), tr("l2")},
+        {tr("Loss by step"), tr("loss")},
     }};
     for (int i = 0; i < kChartCount; ++i) {
         auto box = std::make_unique<ChartBox>();
         box->title = titles[std::size_t(i)].first;
         box->chart = new QChart();
         box->chart->setTitle(box->title);
-        box->chart->legend()->setAlignment(Qt::AlignRight);
+        box->chart->legend()->setAlignment(
+            Qt::AlignTop);  // beside the plot it eats the width of small charts
         box->chart->setMargins(QMargins(4, 2, 4, 2));
         box->chart->setAnimationOptions(QChart::NoAnimation);
         box->x = new QValueAxis();
@@ -138,15 +139,18 @@ void ChartsPanel::buildCharts() {
             axis->setTruncateLabels(false);  // small charts otherwise show "..." for every tick
         }
         box->y->setTitleText(titles[std::size_t(i)].second);
+        // The chart titles name quantity and unit: axis titles would squeeze small plots to "...".
+        box->x->setTitleVisible(false);
+        box->y->setTitleVisible(false);
         box->chart->addAxis(box->x, Qt::AlignBottom);
         box->chart->addAxis(box->y, Qt::AlignLeft);
         box->view = new QChartView(box->chart, this);
         box->view->setRenderHint(QPainter::Antialiasing, true);
-        box->view->setMinimumHeight(150);
-        if (i == static_cast<int>(Chart::loss))
-            layout->addWidget(box->view, 2, 0, 1, 2);
+        box->view->setMinimumHeight(155);
+        if (i < 2 || i == static_cast<int>(Chart::loss))
+            layout->addWidget(box->view, 0, i == static_cast<int>(Chart::loss) ? 4 : 2 * i, 1, 2);
         else
-            layout->addWidget(box->view, i / 2, i % 2);
+            layout->addWidget(box->view, 1, 3 * (i - 2), 1, 3);
         charts_[std::size_t(i)] = std::move(box);
     }
     auto& saving = *charts_[std::size_t(Chart::saving)];
@@ -161,8 +165,8 @@ void ChartsPanel::buildCharts() {
     loss.addLine(tr("eval loss"), QColor::fromRgb(kEvalLossColor));
     no_loss_label_ = new QLabel(tr("No loss in this run."), this);
     no_loss_label_->setAlignment(Qt::AlignCenter);
-    no_loss_label_->setEnabled(false);  // greyed: a note, not data
-    layout->addWidget(no_loss_label_, 3, 0, 1, 2);
+    no_loss_label_->setEnabled(false);              // greyed: a note, not data
+    layout->addWidget(no_loss_label_, 0, 4, 1, 2);  // in the loss chart's place
     loss.view->hide();
 }
 

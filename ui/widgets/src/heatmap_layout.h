@@ -6,7 +6,7 @@ namespace sp::ui {
 
 inline constexpr double kMaxPxPerUpdate = 48.0;  // zoom-in limit (and the fit limit for short runs)
 inline constexpr double kMaxPxPerBlock = 48.0;
-inline constexpr double kFitPxPerBlock = 24.0;  // fitting a few blocks does not blow rows up further
+inline constexpr double kFitPxPerBlock = 40.0;  // fitting a few blocks does not blow rows up further
 
 struct HeatmapLayout {
     QRect labels;  // block names, right-aligned

@@ -87,8 +87,8 @@ MainWindow::MainWindow(QWidget* parent)
     splitter_->setObjectName(QStringLiteral("MainSplitter"));
     splitter_->addWidget(top);
     splitter_->addWidget(charts_);
-    splitter_->setStretchFactor(0, 3);
-    splitter_->setStretchFactor(1, 2);
+    splitter_->setStretchFactor(0, 1);
+    splitter_->setStretchFactor(1, 1);
     setCentralWidget(splitter_);
 
     auto* tableDock = new QDockWidget(tr("Blocks"), this);
