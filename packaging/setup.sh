@@ -66,17 +66,39 @@ case "$action" in
   demo)
     demo="$bin/demo"
     mkdir -p "$demo"
+    rm -f "$demo/run.jsonl"
+    trainer="$bin/app/sp-trainer/sp-trainer"
+    dashboard="$bin/app/sp-dashboard/sp-dashboard"
+    # The default endpoints, so that sp-ctl's defaults reach the demo from another terminal.
+    tel="tcp://127.0.0.1:5556" ctl="tcp://127.0.0.1:5557"
     echo
-    echo "== Selective Precision demo: a GPT trainer on CPU with the agent routing its blocks =="
+    echo "== Selective Precision demo: a GPT trainer on CPU with the agent routing its blocks, watched live =="
     echo "   sp-trainer: byte-level GPT on the bundled KJV text (resources/text), 300 steps, seed defaults;"
     echo "   the reference runtime really materializes each block in its routed precision and counts bytes."
+    echo "   sp-dashboard follows it live over ZeroMQ ($tel)."
     echo
-    "$bin/app/sp-trainer/sp-trainer" --steps 300 --every-step-stats --telemetry "$demo/run.jsonl"
+    "$trainer" --steps 300 --every-step-stats --telemetry "$demo/run.jsonl" &
+    trainer_pid=$!
+    trap 'kill $trainer_pid 2>/dev/null || true' EXIT
+    if [ -n "${DISPLAY:-}${WAYLAND_DISPLAY:-}" ]; then
+      echo "== sp-dashboard (close its window to continue; the trainer keeps running) =="
+      "$dashboard" --connect "$tel,$ctl" || echo "setup.sh: sp-dashboard exited with status $?" >&2
+    else
+      echo "== No display (DISPLAY and WAYLAND_DISPLAY are unset): sp-dashboard runs offscreen and writes"
+      echo "   a screenshot after 20 live updates instead of opening a window =="
+      "$dashboard" -platform offscreen --connect "$tel,$ctl" --exit-after-updates 20 \
+        --screenshot "$demo/dashboard-live.png"
+    fi
+    wait $trainer_pid
+    trap - EXIT
     echo
     echo "== The recorded run, re-simulated offline by sp-ctl (same decisions, from the file alone) =="
     "$bin/app/sp-ctl/sp-ctl" simulate --format table --stats "$demo/run.jsonl"
+    if [ -z "${DISPLAY:-}${WAYLAND_DISPLAY:-}" ]; then
+      "$dashboard" -platform offscreen --replay "$demo/run.jsonl" --screenshot "$demo/dashboard-replay.png"
+    fi
     echo
-    echo "Telemetry (JSONL): $demo/run.jsonl"
+    echo "Telemetry (JSONL): $demo/run.jsonl — replay it: $dashboard --replay $demo/run.jsonl"
     echo "Try other thresholds offline: $bin/app/sp-ctl/sp-ctl simulate --stats $demo/run.jsonl --config CFG.json"
     echo "Policy simulator on a recorded 48-block run: $bin/app/sp-ctl/sp-ctl simulate --format table \\"
     echo "    --config resources/example/config.json --stats resources/example/stats.jsonl --calibration resources/example/calibration.json"

@@ -1,0 +1,101 @@
+#include "dashboard_options.h"
+
+#include <QCommandLineParser>
+#include <QCoreApplication>
+#include <QRegularExpression>
+#include <cstdio>
+
+namespace {
+
+std::optional<DashboardOptions> usageError(const QString& message) {
+    std::fprintf(stderr, "sp-dashboard: %s\nTry 'sp-dashboard --help'.\n", qPrintable(message));
+    return std::nullopt;
+}
+
+bool positiveInt(const QString& text, int& out) {
+    bool ok = false;
+    const int v = text.toInt(&ok);
+    if (!ok || v <= 0) return false;
+    out = v;
+    return true;
+}
+
+}  // namespace
+
+std::optional<DashboardOptions> parseDashboardOptions(const QCoreApplication& app) {
+    QCommandLineParser parser;
+    parser.setApplicationDescription(
+        QStringLiteral("Selective Precision dashboard: watch and steer per-block precision routing live, or "
+                       "replay telemetry."));
+    parser.addHelpOption();
+    parser.addVersionOption();
+    const QCommandLineOption replay(QStringLiteral("replay"),
+                                    QStringLiteral("Replay a JSONL telemetry file (repeatable)."),
+                                    QStringLiteral("FILE"));
+    const QCommandLineOption connect(
+        QStringLiteral("connect"),
+        QStringLiteral(
+            "Follow an agent: TELEMETRY endpoint (control = port + 1) or TELEMETRY,CONTROL (repeatable)."),
+        QStringLiteral("SPEC"));
+    const QCommandLineOption serverKey(QStringLiteral("server-key"),
+                                       QStringLiteral("CURVE: the agents' public key file."),
+                                       QStringLiteral("FILE"));
+    const QCommandLineOption clientKey(QStringLiteral("client-key"),
+                                       QStringLiteral("CURVE: this client's secret key file."),
+                                       QStringLiteral("FILE"));
+    const QCommandLineOption screenshot(
+        QStringLiteral("screenshot"),
+        QStringLiteral(
+            "Render the window once loaded (or after --exit-after-updates), save it as PNG and exit."),
+        QStringLiteral("FILE.png"));
+    const QCommandLineOption exitAfter(QStringLiteral("exit-after-updates"),
+                                       QStringLiteral("Live: exit 0 once N updates have arrived."),
+                                       QStringLiteral("N"));
+    const QCommandLineOption timeout(
+        QStringLiteral("timeout"),
+        QStringLiteral("Headless runs fail (exit 3) after S seconds (default 120)."), QStringLiteral("S"));
+    const QCommandLineOption size(QStringLiteral("size"), QStringLiteral("Window size, e.g. 1600x1000."),
+                                  QStringLiteral("WxH"));
+    const QCommandLineOption theme(QStringLiteral("theme"), QStringLiteral("dark or light."),
+                                   QStringLiteral("NAME"));
+    parser.addOptions({replay, connect, serverKey, clientKey, screenshot, exitAfter, timeout, size, theme});
+    if (!parser.parse(app.arguments())) return usageError(parser.errorText());
+    if (parser.isSet(QStringLiteral("help"))) parser.showHelp(0);
+    if (parser.isSet(QStringLiteral("version"))) parser.showVersion();
+    if (!parser.positionalArguments().isEmpty())
+        return usageError(QStringLiteral("unexpected argument '%1' (files are opened with --replay FILE)")
+                              .arg(parser.positionalArguments().first()));
+
+    DashboardOptions o;
+    o.replay = parser.values(replay);
+    o.connect = parser.values(connect);
+    o.serverKeyFile = parser.value(serverKey);
+    o.clientKeyFile = parser.value(clientKey);
+    o.screenshot = parser.value(screenshot);
+    if (parser.isSet(exitAfter) && !positiveInt(parser.value(exitAfter), o.exitAfterUpdates))
+        return usageError(QStringLiteral("--exit-after-updates: expected a positive integer, got '%1'")
+                              .arg(parser.value(exitAfter)));
+    if (parser.isSet(timeout) && !positiveInt(parser.value(timeout), o.timeoutSeconds))
+        return usageError(QStringLiteral("--timeout: expected a positive number of seconds, got '%1'")
+                              .arg(parser.value(timeout)));
+    if (parser.isSet(size)) {
+        const QRegularExpressionMatch m =
+            QRegularExpression(QStringLiteral("^(\\d{3,5})x(\\d{3,5})$")).match(parser.value(size));
+        if (!m.hasMatch())
+            return usageError(QStringLiteral("--size: expected WIDTHxHEIGHT such as 1600x1000, got '%1'")
+                                  .arg(parser.value(size)));
+        o.size = QSize(m.captured(1).toInt(), m.captured(2).toInt());
+    }
+    if (parser.isSet(theme)) {
+        o.theme = parser.value(theme);
+        if (o.theme != QLatin1String("dark") && o.theme != QLatin1String("light"))
+            return usageError(QStringLiteral("--theme: expected dark or light, got '%1'").arg(o.theme));
+    }
+    if (!o.screenshot.isEmpty() && o.replay.isEmpty() && o.connect.isEmpty())
+        return usageError(QStringLiteral("--screenshot needs --replay FILE or --connect SPEC"));
+    if (o.exitAfterUpdates > 0 && o.connect.isEmpty())
+        return usageError(QStringLiteral("--exit-after-updates needs --connect SPEC"));
+    if (o.serverKeyFile.isEmpty() != o.clientKeyFile.isEmpty())
+        return usageError(QStringLiteral("CURVE needs both --server-key and --client-key"));
+    return o;
+}

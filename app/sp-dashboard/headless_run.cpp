@@ -1,0 +1,63 @@
+#include "headless_run.h"
+
+#include <QApplication>
+#include <cstdio>
+
+#include "sp/ui/export.h"
+#include "sp/ui/main_window.h"
+#include "sp/ui/run_session.h"
+
+HeadlessRun::HeadlessRun(sp::ui::MainWindow* window, DashboardOptions options, QObject* parent)
+    : QObject(parent), window_(window), options_(std::move(options)) {
+    poll_.setInterval(100);
+    connect(&poll_, &QTimer::timeout, this, &HeadlessRun::poll);
+    poll_.start();
+    clock_.start();
+}
+
+bool HeadlessRun::ready(QString* failure) const {
+    const int wanted = options_.exitAfterUpdates > 0 ? options_.exitAfterUpdates : 1;
+    std::size_t liveUpdates = 0;
+    bool anyLive = false;
+    for (const sp::ui::RunSession* s : window_->sessions()) {
+        if (s->isLive()) {
+            anyLive = true;
+            liveUpdates += s->store().updateCount();
+        } else if (s->state() == sp::ui::SourceState::failed) {
+            *failure = s->loadReport().error;
+        } else if (s->state() != sp::ui::SourceState::loaded) {
+            return false;
+        }
+    }
+    return !anyLive || liveUpdates >= static_cast<std::size_t>(wanted);
+}
+
+void HeadlessRun::poll() {
+    QString failure;
+    if (ready(&failure)) {
+        if (!failure.isEmpty()) std::fprintf(stderr, "sp-dashboard: %s\n", qPrintable(failure));
+        int code = failure.isEmpty() ? 0 : 1;
+        if (!options_.screenshot.isEmpty()) {
+            const QString error = sp::ui::exportPng(window_->renderWindow(), options_.screenshot);
+            if (!error.isEmpty()) {
+                std::fprintf(stderr, "sp-dashboard: %s\n", qPrintable(error));
+                code = 1;
+            } else {
+                std::printf("sp-dashboard: wrote %s (%dx%d)\n", qPrintable(options_.screenshot),
+                            window_->width(), window_->height());
+            }
+        }
+        finish(code);
+    } else if (clock_.elapsed() > options_.timeoutSeconds * 1000LL) {
+        std::fprintf(stderr, "sp-dashboard: timed out after %d s waiting for telemetry\n",
+                     options_.timeoutSeconds);
+        if (!options_.screenshot.isEmpty()) sp::ui::exportPng(window_->renderWindow(), options_.screenshot);
+        finish(3);
+    }
+}
+
+void HeadlessRun::finish(int code) {
+    poll_.stop();
+    std::fflush(stdout);
+    QApplication::exit(code);
+}

@@ -1,0 +1,29 @@
+#pragma once
+// --screenshot / --exit-after-updates: waits until every replay has loaded and the live runs have
+// delivered the requested number of updates, then renders the window, saves the PNG and quits.
+// Exit codes: 0 done, 1 a file failed to load or the PNG could not be written, 3 timed out.
+#include <QElapsedTimer>
+#include <QObject>
+#include <QTimer>
+
+#include "dashboard_options.h"
+
+namespace sp::ui {
+class MainWindow;
+}
+
+class HeadlessRun : public QObject {
+    Q_OBJECT
+  public:
+    HeadlessRun(sp::ui::MainWindow* window, DashboardOptions options, QObject* parent = nullptr);
+
+  private:
+    void poll();
+    bool ready(QString* failure) const;
+    void finish(int code);
+
+    sp::ui::MainWindow* window_;
+    DashboardOptions options_;
+    QTimer poll_;
+    QElapsedTimer clock_;
+};

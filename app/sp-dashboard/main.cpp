@@ -1,0 +1,55 @@
+// sp-dashboard: the Selective Precision dashboard (see ui/ for everything it shows).
+#include <QApplication>
+#include <QIcon>
+#include <QSettings>
+#include <cstdio>
+
+#include "dashboard_options.h"
+#include "headless_run.h"
+#include "sp/ui/connection_dialog.h"
+#include "sp/ui/main_window.h"
+#include "sp/ui/telemetry_source.h"
+#include "sp/ui/theme.h"
+
+namespace {
+
+// The offscreen platform (headless screenshots) warns about window-manager features it lacks on
+// every window; that is noise in a demo's output, not a problem. Everything else passes through.
+QtMessageHandler defaultHandler = nullptr;
+void filterPlatformNoise(QtMsgType type, const QMessageLogContext& context, const QString& message) {
+    if (type == QtWarningMsg && message.contains(QLatin1String("does not support propagateSizeHints")))
+        return;
+    defaultHandler(type, context, message);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    defaultHandler = qInstallMessageHandler(filterPlatformNoise);
+    QApplication app(argc, argv);
+    QApplication::setOrganizationName(QStringLiteral("selective-precision"));
+    QApplication::setApplicationName(QStringLiteral("sp-dashboard"));
+    QApplication::setApplicationVersion(QStringLiteral(SP_VERSION));
+    QApplication::setDesktopFileName(QStringLiteral("org.selectiveprecision.Dashboard"));
+    QApplication::setWindowIcon(QIcon(QStringLiteral(":/icons/sp-dashboard.svg")));
+    std::optional<DashboardOptions> options = parseDashboardOptions(app);
+    if (!options) return 2;
+    sp::ui::registerUiMetaTypes();
+
+    const QString theme =
+        !options->theme.isEmpty() ? options->theme : QSettings().value(QStringLiteral("theme")).toString();
+    sp::ui::MainWindow window;
+    window.setTheme(sp::ui::themeFromString(theme));
+    if (options->headless()) window.resize(options->size);  // a saved geometry must not change screenshots
+    for (const QString& spec : options->connect) {
+        QString error;
+        if (!window.connectTo({spec, options->serverKeyFile, options->clientKeyFile}, &error)) {
+            std::fprintf(stderr, "sp-dashboard: --connect %s: %s\n", qPrintable(spec), qPrintable(error));
+            return 2;
+        }
+    }
+    for (const QString& path : options->replay) window.openFile(path);
+    window.show();
+    if (options->headless()) new HeadlessRun(&window, *options, &app);
+    return QApplication::exec();
+}

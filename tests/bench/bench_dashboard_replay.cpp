@@ -1,0 +1,198 @@
+// Dashboard replay throughput and memory: generates (once, deterministic) a JSONL telemetry file
+// of N blocks x M updates with full block_details, then measures in the same process:
+//   (a) baseline - sp::JsonlReader alone reading the file (the parser's ceiling)
+//   (b) replay   - ReplaySource + RunSession loading the file into the TelemetryStore, end to end
+//                  (worker-thread parsing, batches to the GUI thread, store appends)
+//   (c) memory   - store.memoryBytes(), bytes per block-update, and the process's max RSS growth
+// (a) runs again after (b) so a noisy machine shows up as two different baselines.
+// Usage: bench_dashboard_replay [--blocks N] [--updates M] [--file PATH] [--keep]
+//   Default 1000 x 10000 (about 2.5 GB in the temp dir; a generated file is removed afterwards
+//   unless --keep, and an existing --file is reused as it is).
+#include <sys/resource.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <random>
+#include <string>
+
+#include <QCoreApplication>
+#include <QEventLoop>
+
+#include "sp/jsonl.h"
+#include "sp/ui/replay_source.h"
+#include "sp/ui/run_session.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double secondsSince(Clock::time_point t0) {
+    return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// User + system CPU seconds of the whole process (all threads).
+double cpuSeconds() {
+    rusage u{};
+    getrusage(RUSAGE_SELF, &u);
+    return double(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+           double(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
+}
+
+long maxRssKiB() {
+    rusage u{};
+    getrusage(RUSAGE_SELF, &u);
+    return u.ru_maxrss;
+}
+
+// Realistic values: every detail field set, doubles with full-length decimal forms.
+void generate(const std::string& path, int blocks, int updates) {
+    std::mt19937_64 rng(20261121);
+    std::uniform_real_distribution<double> unit(0.0, 1.0);
+    sp::JsonlWriter writer(path, sp::JsonlWriter::OpenMode::truncate);
+    sp::RunHeader h;
+    h.run_id = "bench-dashboard-replay";
+    h.producer = "bench_dashboard_replay";
+    h.blocks = sp::uniform_layout(blocks, 8u << 20);
+    writer.write(h);
+    sp::UpdateRecord r;
+    r.mode = sp::Mode::dynamic;
+    r.block_details.resize(std::size_t(blocks));
+    std::vector<int> switches(std::size_t(blocks), 0);
+    std::vector<std::int64_t> lastChange(std::size_t(blocks), -1);
+    for (int u = 0; u < updates; ++u) {
+        r.step_id = 10 * std::int64_t(u);
+        r.timestamp = 1.7e9 + 1.37 * u;
+        r.blocks_bf16 = r.blocks_int8 = r.precision_changes = 0;
+        double sum = 0.0, lo = 1.0, hi = 0.0;
+        for (int b = 0; b < blocks; ++b) {
+            sp::BlockDetail& d = r.block_details[std::size_t(b)];
+            const sp::Precision before = d.precision;
+            d.id = b;
+            d.grad_score = unit(rng);
+            d.error_score = unit(rng) * 0.1;
+            d.sensitivity = 0.7 * d.grad_score + 0.3 * d.error_score;
+            d.relative_magnitude = unit(rng) * 3.0;
+            d.l2_norm = unit(rng) * 50.0;
+            d.max_abs = unit(rng) * 2.0;
+            d.variance = unit(rng) * 1e-4;
+            d.mean = (unit(rng) - 0.5) * 1e-3;
+            // Routing is sticky, as the policy's hysteresis and cooldown make it: ~1% switch per update.
+            if (u == 0) {
+                d.precision = d.sensitivity < 0.35 ? sp::Precision::int8 : sp::Precision::bf16;
+            } else if (unit(rng) < 0.01) {
+                d.precision = before == sp::Precision::bf16 ? sp::Precision::int8 : sp::Precision::bf16;
+            }
+            d.changed = u > 0 && d.precision != before;
+            d.reason = d.changed ? sp::Reason::policy : sp::Reason::hold;
+            d.window = 5;
+            if (d.changed) {
+                ++switches[std::size_t(b)];
+                lastChange[std::size_t(b)] = r.step_id;
+            }
+            d.switches = switches[std::size_t(b)];
+            d.last_change_step = lastChange[std::size_t(b)];
+            (d.precision == sp::Precision::bf16 ? r.blocks_bf16 : r.blocks_int8) += 1;
+            r.precision_changes += d.changed;
+            sum += d.sensitivity;
+            lo = std::min(lo, d.sensitivity);
+            hi = std::max(hi, d.sensitivity);
+        }
+        r.mean_sensitivity = sum / blocks;
+        r.min_sensitivity = lo;
+        r.max_sensitivity = hi;
+        r.estimated_bandwidth_saving_pct = 50.0 * r.blocks_int8 / blocks;
+        writer.write(r);
+    }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    int blocks = 1000;
+    int updates = 10000;
+    std::string path;
+    bool keep = false;
+    for (int i = 1; i < argc; ++i) {
+        const std::string a = argv[i];
+        if (a == "--blocks" && i + 1 < argc) {
+            blocks = std::atoi(argv[++i]);
+        } else if (a == "--updates" && i + 1 < argc) {
+            updates = std::atoi(argv[++i]);
+        } else if (a == "--file" && i + 1 < argc) {
+            path = argv[++i];
+        } else if (a == "--keep") {
+            keep = true;
+        } else {
+            std::fprintf(stderr, "usage: %s [--blocks N] [--updates M] [--file PATH] [--keep]\n", argv[0]);
+            return 2;
+        }
+    }
+    if (blocks <= 0 || updates <= 0) {
+        std::fprintf(stderr, "--blocks and --updates must be positive\n");
+        return 2;
+    }
+    if (path.empty()) {
+        path = (std::filesystem::temp_directory_path() /
+                ("sp_bench_dashboard_" + std::to_string(blocks) + "x" + std::to_string(updates) + ".jsonl"))
+                   .string();
+    }
+    const bool generated = !std::filesystem::exists(path);
+    if (generated) {
+        const auto t0 = Clock::now();
+        generate(path, blocks, updates);
+        std::printf("generated %s in %.1f s\n", path.c_str(), secondsSince(t0));
+    }
+    const double mb = double(std::filesystem::file_size(path)) / 1e6;
+    std::printf("file: %s, %.1f MB, %d blocks x %d updates (%.0f bytes per update line)\n", path.c_str(), mb,
+                blocks, updates, mb * 1e6 / updates);
+
+    double cpuBase = 1e300;  // the cheaper baseline's CPU seconds
+    const auto baseline = [&](const char* label) {
+        const auto t0 = Clock::now();
+        const double cpu0 = cpuSeconds();
+        sp::JsonlReader reader(path);
+        sp::TelemetryRecord rec;
+        std::uint64_t n = 0;
+        while (reader.next(rec)) ++n;
+        const double s = secondsSince(t0);
+        cpuBase = std::min(cpuBase, cpuSeconds() - cpu0);
+        std::printf("(a) %-22s %8.2f s  %7.1f MB/s  cpu %6.2f s  (%llu records, %llu bad)\n", label, s,
+                    mb / s, cpuSeconds() - cpu0, static_cast<unsigned long long>(n),
+                    static_cast<unsigned long long>(reader.problem_count()));
+        return mb / s;
+    };
+    const double base1 = baseline("JsonlReader alone:");
+
+    QCoreApplication app(argc, argv);
+    const long rssBefore = maxRssKiB();
+    sp::ui::RunSession session(std::make_unique<sp::ui::ReplaySource>(QString::fromStdString(path)));
+    QEventLoop loop;
+    QObject::connect(&session, &sp::ui::RunSession::loadFinished, &loop, &QEventLoop::quit);
+    const auto t0 = Clock::now();
+    const double cpu0 = cpuSeconds();
+    session.start();
+    loop.exec();
+    const double s = secondsSince(t0);
+    const double cpu = cpuSeconds() - cpu0;
+    const long rssAfter = maxRssKiB();
+    const auto& store = session.store();
+    const double replayMbs = mb / s;
+
+    const double base2 = baseline("JsonlReader again:");
+    const double base = std::max(base1, base2);
+    std::printf("(b) %-22s %8.2f s  %7.1f MB/s  cpu %6.2f s (both threads)  (%zu updates, %d blocks)\n",
+                "ReplaySource+session:", s, replayMbs, cpu, store.updateCount(), store.blockCount());
+    std::printf("    ratio (b)/(a) against the faster baseline: %.2f wall, %.2f cpu per MB\n",
+                replayMbs / base, cpuBase / cpu);
+    const double cells = double(store.updateCount()) * store.blockCount();
+    std::printf("(c) store.memoryBytes() %.1f MB = %.2f bytes per block-update (kBytesPerBlockUpdate %zu)\n",
+                double(store.memoryBytes()) / 1e6, double(store.memoryBytes()) / cells,
+                sp::ui::TelemetryStore::kBytesPerBlockUpdate);
+    std::printf("    max RSS growth during (b): %.1f MB (%.2f bytes per block-update)\n",
+                double(rssAfter - rssBefore) / 1024.0, double(rssAfter - rssBefore) * 1024.0 / cells);
+    if (generated && !keep) std::filesystem::remove(path);  // a file we were given stays
+    return store.updateCount() == std::size_t(updates) ? 0 : 1;
+}

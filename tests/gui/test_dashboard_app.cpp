@@ -1,0 +1,134 @@
+// The sp-dashboard executable, headless: --replay/--connect with --screenshot renders the window
+// and exits 0; bad flags and unreadable files fail with a message naming what is wrong.
+#include <QImage>
+#include <QProcess>
+#include <QTemporaryDir>
+#include <QtTest>
+
+#include "dashboard_fixture.h"
+#include "fake_agent.h"
+
+namespace {
+
+const QString kDashboard = QStringLiteral(SP_BINARY_DIR "/app/sp-dashboard/sp-dashboard");
+
+struct Result {
+    int code = -1;
+    QString out, err;
+};
+
+Result runDashboard(QStringList args, int timeoutMs = 60000) {
+    QProcess p;
+    QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+    env.insert(QStringLiteral("XDG_CONFIG_HOME"),
+               QDir::tempPath() + QStringLiteral("/sp-dashboard-test-config"));
+    p.setProcessEnvironment(env);
+    args.prepend(QStringLiteral("offscreen"));
+    args.prepend(QStringLiteral("-platform"));
+    p.start(kDashboard, args);
+    if (!p.waitForFinished(timeoutMs)) {
+        p.kill();
+        p.waitForFinished();
+        return {-2, QString::fromUtf8(p.readAllStandardOutput()), QStringLiteral("timed out")};
+    }
+    return {p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1,
+            QString::fromUtf8(p.readAllStandardOutput()), QString::fromUtf8(p.readAllStandardError())};
+}
+
+}  // namespace
+
+class TestDashboardApp : public QObject {
+    Q_OBJECT
+    QTemporaryDir dir_;
+    QString fixture_;
+
+  private slots:
+    void initTestCase() {
+        QVERIFY(QFile::exists(kDashboard));
+        fixture_ = dir_.filePath(QStringLiteral("run.jsonl"));
+        sp::test::writeDashboardFixture(fixture_.toStdString(), 8, 60);
+    }
+
+    void replayScreenshotAtBothSizes() {
+        for (const QString& size : {QStringLiteral("1600x1000"), QStringLiteral("1280x800")}) {
+            const QString png = dir_.filePath(QStringLiteral("replay-%1.png").arg(size));
+            const Result r =
+                runDashboard({QStringLiteral("--replay"), fixture_, QStringLiteral("--screenshot"), png,
+                              QStringLiteral("--size"), size});
+            QVERIFY2(r.code == 0, qPrintable(r.err));
+            const QImage image(png);
+            QVERIFY(!image.isNull());
+            QCOMPARE(QStringLiteral("%1x%2").arg(image.width()).arg(image.height()), size);
+        }
+    }
+
+    void liveScreenshotAfterUpdates() {
+        sp::test::FakeAgent agent(dir_.path().toStdString());
+        agent.start("live-run");
+        QProcess p;
+        const QString png = dir_.filePath(QStringLiteral("live.png"));
+        p.start(kDashboard,
+                {QStringLiteral("-platform"), QStringLiteral("offscreen"), QStringLiteral("--connect"),
+                 QString::fromStdString(agent.spec()), QStringLiteral("--exit-after-updates"),
+                 QStringLiteral("3"), QStringLiteral("--screenshot"), png, QStringLiteral("--timeout"),
+                 QStringLiteral("30")});
+        QVERIFY(p.waitForStarted());
+        std::int64_t step = 10;
+        QElapsedTimer clock;
+        clock.start();
+        while (p.state() != QProcess::NotRunning && clock.elapsed() < 40000) {
+            agent.publishUpdate(step);
+            step += 10;
+            p.waitForFinished(200);
+        }
+        agent.stop();
+        QVERIFY2(p.state() == QProcess::NotRunning, "the dashboard did not exit after 3 updates");
+        QVERIFY2(p.exitCode() == 0, p.readAllStandardError().constData());
+        QVERIFY(!QImage(png).isNull());
+    }
+
+    void liveTimesOutWithExitCode3() {
+        const QString spec = QStringLiteral("ipc://%1/nobody-tel,ipc://%1/nobody-ctl").arg(dir_.path());
+        const Result r =
+            runDashboard({QStringLiteral("--connect"), spec, QStringLiteral("--exit-after-updates"),
+                          QStringLiteral("1"), QStringLiteral("--timeout"), QStringLiteral("1")});
+        QCOMPARE(r.code, 3);
+        QVERIFY(r.err.contains(QStringLiteral("timed out")));
+    }
+
+    void badInputIsNamed_data() {
+        QTest::addColumn<QStringList>("args");
+        QTest::addColumn<int>("code");
+        QTest::addColumn<QString>("message");
+        QTest::newRow("unknown flag") << QStringList{QStringLiteral("--frobnicate")} << 2 << "frobnicate";
+        QTest::newRow("screenshot alone")
+            << QStringList{QStringLiteral("--screenshot"), QStringLiteral("x.png")} << 2
+            << "--screenshot needs";
+        QTest::newRow("bad count") << QStringList{QStringLiteral("--connect"),
+                                                  QStringLiteral("tcp://127.0.0.1:5556"),
+                                                  QStringLiteral("--exit-after-updates"),
+                                                  QStringLiteral("zero")}
+                                   << 2 << "--exit-after-updates";
+        QTest::newRow("bad size") << QStringList{QStringLiteral("--replay"), QStringLiteral("x"),
+                                                 QStringLiteral("--size"), QStringLiteral("big")}
+                                  << 2 << "--size";
+        QTest::newRow("bad endpoint")
+            << QStringList{QStringLiteral("--connect"), QStringLiteral("http://example")} << 2
+            << "http://example";
+        QTest::newRow("missing file")
+            << QStringList{QStringLiteral("--replay"), QStringLiteral("/nonexistent/run.jsonl"),
+                           QStringLiteral("--screenshot"), dir_.filePath(QStringLiteral("missing.png"))}
+            << 1 << "/nonexistent/run.jsonl";
+    }
+    void badInputIsNamed() {
+        QFETCH(QStringList, args);
+        QFETCH(int, code);
+        QFETCH(QString, message);
+        const Result r = runDashboard(args);
+        QCOMPARE(r.code, code);
+        QVERIFY2(r.err.contains(message), qPrintable(r.err));
+    }
+};
+
+QTEST_GUILESS_MAIN(TestDashboardApp)
+#include "test_dashboard_app.moc"

@@ -1,0 +1,357 @@
+// HeatmapView over a store filled directly: cell colours, incremental image, selection, follow mode,
+// tooltip, cursor, empty state.
+#include <QtTest>
+
+#include <cmath>
+#include <vector>
+
+#include <QMouseEvent>
+#include <QScrollBar>
+
+#include "sp/ui/colormap.h"
+#include "sp/ui/heatmap_legend.h"
+#include "sp/ui/heatmap_view.h"
+#include "sp/ui/telemetry_store.h"
+
+using namespace sp::ui;
+
+namespace {
+
+constexpr int kBlocks = 4;
+
+// Known sensitivity per (block, update); block 2 has no detail at update 3 (a missing cell).
+float sensitivityOf(int block, std::size_t update) {
+    return float((block * 7 + int(update) * 3) % 20) / 19.0f;
+}
+bool presentAt(int block, std::size_t update) {
+    return !(block == 2 && update == 3);
+}
+
+sp::UpdateRecord makeRecord(std::size_t update, int blocks = kBlocks, bool details = true) {
+    sp::UpdateRecord r;
+    r.step_id = std::int64_t(update) * 10 + 100;
+    r.timestamp = 1000.0 + double(update);
+    r.estimated_bandwidth_saving_pct = 12.5;
+    if (!details) return r;
+    for (int b = 0; b < blocks; ++b) {
+        if (!presentAt(b, update)) continue;
+        sp::BlockDetail d;
+        d.id = b;
+        d.sensitivity = sensitivityOf(b, update);
+        d.precision = b == 1 ? sp::Precision::int8 : (b == 3 ? sp::Precision::fp8_e4m3 : sp::Precision::bf16);
+        d.forced = b == 1 ? sp::ForcedBy::pin : (b == 0 ? sp::ForcedBy::config : sp::ForcedBy::none);
+        d.reason = b == 1 ? sp::Reason::pin : sp::Reason::policy;
+        d.grad_score = 0.25;
+        d.error_score = 0.125;
+        d.relative_magnitude = 0.5;
+        d.l2_norm = 3.5;
+        d.max_abs = 0.75;
+        r.block_details.push_back(d);
+    }
+    return r;
+}
+
+void fill(TelemetryStore& store, std::size_t from, std::size_t to, int blocks = kBlocks) {
+    for (std::size_t u = from; u < to; ++u) store.append(makeRecord(u, blocks));
+}
+
+QRgb expectedColor(int block, std::size_t update) {
+    return presentAt(block, update) ? sensitivityColor(sensitivityOf(block, update)) : kMissingColor;
+}
+
+void sendMouse(QWidget* w, QEvent::Type type, QPoint pos, Qt::MouseButton button, Qt::MouseButtons buttons,
+               Qt::KeyboardModifiers mods = Qt::NoModifier) {
+    QMouseEvent event(type, QPointF(pos), w->mapToGlobal(QPointF(pos)), button, buttons, mods);
+    QCoreApplication::sendEvent(w, &event);
+}
+
+std::vector<int> lastSelection(const QSignalSpy& spy) {
+    return spy.last().at(0).value<std::vector<int>>();
+}
+
+}  // namespace
+
+class TestHeatmap : public QObject {
+    Q_OBJECT
+  private:
+    TelemetryStore store_;
+    std::unique_ptr<HeatmapView> view_;
+
+    void makeView(std::size_t updates, QSize size = QSize(640, 360)) {
+        store_.reset(sp::uniform_layout(kBlocks));
+        fill(store_, 0, updates);
+        view_ = std::make_unique<HeatmapView>();
+        view_->resize(size);
+        view_->setStore(&store_);
+        view_->show();
+        QVERIFY(QTest::qWaitForWindowExposed(view_.get()));
+        view_->refresh();
+    }
+
+  private slots:
+    void cellColourMatchesSensitivity() {
+        makeView(6);
+        const QImage shot = view_->viewport()->grab().toImage();
+        QCOMPARE(shot.size(), view_->viewport()->size());
+        for (int b = 0; b < kBlocks; ++b) {
+            for (std::size_t u = 0; u < 6; ++u) {
+                const QRect r = view_->cellRect(b, u);
+                QVERIFY2(!r.isEmpty(), qPrintable(QStringLiteral("cell %1,%2").arg(b).arg(u)));
+                const QRgb expected = expectedColor(b, u) & 0xFFFFFF;
+                // Every pixel of the cell, not only its centre (corner marks appear only on big cells;
+                // here the INT8/FP8 rows' corner square is excluded by sampling the left half).
+                for (int x = r.left(); x < r.left() + r.width() / 2; ++x) {
+                    for (int y = r.top() + r.height() / 2; y <= r.bottom(); ++y) {
+                        QCOMPARE(shot.pixel(x, y) & 0xFFFFFF, expected);
+                    }
+                }
+            }
+        }
+        // The export renders the same view: at the widget's size, the same pixels.
+        const QImage exported = view_->renderToImage(view_->viewport()->size());
+        for (int b = 0; b < kBlocks; ++b) {
+            for (std::size_t u = 0; u < 6; ++u) {
+                const QPoint c = view_->cellRect(b, u).center();
+                QCOMPARE(exported.pixel(c) & 0xFFFFFF, expectedColor(b, u) & 0xFFFFFF);
+            }
+        }
+        // The backing image holds one pixel per cell with the same colours.
+        for (int b = 0; b < kBlocks; ++b) {
+            for (std::size_t u = 0; u < 6; ++u) QCOMPARE(view_->cellColor(b, u), expectedColor(b, u));
+        }
+    }
+
+    void zoomedOutStillShowsExactColours() {
+        // 3000 updates in ~500 px: each pixel column shows one cell's exact colour.
+        makeView(3000);
+        QVERIFY(view_->pixelsPerUpdate() < 1.0);
+        const QImage shot = view_->viewport()->grab().toImage();
+        int checked = 0;
+        for (std::size_t u = 0; u < 3000; u += 37) {
+            for (int b = 0; b < kBlocks; ++b) {
+                const QRect r = view_->cellRect(b, u);
+                if (r.isEmpty()) continue;  // no pixel centre falls in this cell at this zoom
+                QCOMPARE(shot.pixel(r.center()) & 0xFFFFFF, expectedColor(b, u) & 0xFFFFFF);
+                const auto cell = view_->cellAt(r.center());
+                QVERIFY(cell && cell->block == b && cell->update == u);
+                ++checked;
+            }
+        }
+        QVERIFY(checked > 40);
+    }
+
+    void appendWritesOnlyNewColumns() {
+        makeView(6);
+        QCOMPARE(view_->cellsWritten(), std::uint64_t(6 * kBlocks));
+        view_->refresh();  // nothing new: nothing written
+        QCOMPARE(view_->cellsWritten(), std::uint64_t(6 * kBlocks));
+        fill(store_, 6, 9);
+        view_->refresh();
+        QCOMPARE(view_->cellsWritten(), std::uint64_t(9 * kBlocks));
+        QCOMPARE(view_->shownUpdateCount(), std::size_t(9));
+        for (int b = 0; b < kBlocks; ++b) {
+            for (std::size_t u = 0; u < 9; ++u) QCOMPARE(view_->cellColor(b, u), expectedColor(b, u));
+        }
+        const QImage shot = view_->viewport()->grab().toImage();
+        QCOMPARE(shot.pixel(view_->cellRect(3, 8).center()) & 0xFFFFFF, expectedColor(3, 8) & 0xFFFFFF);
+        // A reset rebuilds from scratch.
+        store_.reset(sp::uniform_layout(kBlocks));
+        fill(store_, 0, 2);
+        view_->refresh();
+        QCOMPARE(view_->cellsWritten(), std::uint64_t(11 * kBlocks));
+        QCOMPARE(view_->shownUpdateCount(), std::size_t(2));
+    }
+
+    void clickSelection() {
+        makeView(6);
+        QSignalSpy spy(view_.get(), &HeatmapView::selectionChanged);
+        QWidget* vp = view_->viewport();
+        QTest::mouseClick(vp, Qt::LeftButton, Qt::NoModifier, view_->cellRect(2, 1).center());
+        QCOMPARE(spy.count(), 1);
+        QCOMPARE(lastSelection(spy), std::vector<int>({2}));
+        QTest::mouseClick(vp, Qt::LeftButton, Qt::ControlModifier, view_->cellRect(0, 4).center());
+        QCOMPARE(lastSelection(spy), std::vector<int>({0, 2}));
+        QTest::mouseClick(vp, Qt::LeftButton, Qt::ControlModifier, view_->cellRect(2, 4).center());
+        QCOMPARE(lastSelection(spy), std::vector<int>({0}));
+        QTest::mouseClick(vp, Qt::LeftButton, Qt::NoModifier, view_->cellRect(1, 0).center());
+        QTest::mouseClick(vp, Qt::LeftButton, Qt::ShiftModifier, view_->cellRect(3, 5).center());
+        QCOMPARE(lastSelection(spy), std::vector<int>({1, 2, 3}));
+        QCOMPARE(view_->selection(), std::vector<int>({1, 2, 3}));
+        // From outside: no signal.
+        const qsizetype before = spy.count();
+        view_->setSelection({3, 0, 3});
+        QCOMPARE(view_->selection(), std::vector<int>({0, 3}));
+        QCOMPARE(spy.count(), before);
+    }
+
+    void rubberBandSelectsRows() {
+        makeView(6);
+        QSignalSpy spy(view_.get(), &HeatmapView::selectionChanged);
+        QWidget* vp = view_->viewport();
+        const QPoint from = view_->cellRect(1, 1).center();
+        const QPoint to = view_->cellRect(3, 4).center();
+        sendMouse(vp, QEvent::MouseButtonPress, from, Qt::LeftButton, Qt::LeftButton);
+        sendMouse(vp, QEvent::MouseMove, (from + to) / 2, Qt::NoButton, Qt::LeftButton);
+        sendMouse(vp, QEvent::MouseMove, to, Qt::NoButton, Qt::LeftButton);
+        sendMouse(vp, QEvent::MouseButtonRelease, to, Qt::LeftButton, Qt::NoButton);
+        QCOMPARE(spy.count(), 1);
+        QCOMPARE(lastSelection(spy), std::vector<int>({1, 2, 3}));
+    }
+
+    void contextMenuCarriesTheSelection() {
+        makeView(6);
+        QSignalSpy spy(view_.get(), &HeatmapView::contextMenuRequested);
+        const QPoint at = view_->cellRect(2, 2).center();
+        QContextMenuEvent event(QContextMenuEvent::Mouse, at, view_->viewport()->mapToGlobal(at));
+        QCoreApplication::sendEvent(view_->viewport(), &event);
+        QCOMPARE(spy.count(), 1);
+        QCOMPARE(spy.last().at(0).value<std::vector<int>>(), std::vector<int>({2}));
+    }
+
+    void followLiveEdgeTurnsOffWhenPanningAway() {
+        makeView(400);
+        QSignalSpy spy(view_.get(), &HeatmapView::followLiveEdgeChanged);
+        QVERIFY(view_->followsLiveEdge());
+        view_->zoomUpdates(8.0);  // following: zoom keeps the newest update at the right edge
+        QVERIFY(view_->followsLiveEdge());
+        const std::size_t first = view_->firstVisibleUpdate();
+        QVERIFY(first > 0);
+        QVERIFY(view_->cellRect(0, 399).isValid());
+        QVERIFY(!view_->cellRect(0, 0).isValid());
+        // New updates scroll the view along.
+        fill(store_, 400, 420);
+        view_->refresh();
+        QCOMPARE(view_->firstVisibleUpdate(), first + 20);
+        // The user drags the scroll bar to the start: following stops and stays stopped.
+        view_->horizontalScrollBar()->setValue(0);
+        QCOMPARE(spy.count(), 1);
+        QCOMPARE(spy.last().at(0).toBool(), false);
+        QVERIFY(!view_->followsLiveEdge());
+        fill(store_, 420, 440);
+        view_->refresh();
+        QCOMPARE(view_->firstVisibleUpdate(), std::size_t(0));
+        // The way back.
+        view_->setFollowLiveEdge(true);
+        QCOMPARE(spy.last().at(0).toBool(), true);
+        QVERIFY(view_->cellRect(0, 439).isValid());
+        // Scrolling to the right end by hand also resumes following.
+        view_->horizontalScrollBar()->setValue(0);
+        QVERIFY(!view_->followsLiveEdge());
+        view_->horizontalScrollBar()->setValue(view_->horizontalScrollBar()->maximum());
+        QVERIFY(view_->followsLiveEdge());
+        view_->fitAll();
+        QVERIFY(view_->cellRect(0, 0).isValid());
+        QVERIFY(view_->cellRect(0, 439).isValid() || view_->pixelsPerUpdate() < 1.0);
+    }
+
+    void wheelPanAndCtrlWheelZoom() {
+        makeView(400);
+        const double fit = view_->pixelsPerUpdate();
+        const QPoint at = view_->cellRect(1, 200).center();
+        QWheelEvent zoom(QPointF(at), view_->viewport()->mapToGlobal(QPointF(at)), QPoint(), QPoint(0, 240),
+                         Qt::NoButton, Qt::ControlModifier, Qt::NoScrollPhase, false);
+        QCoreApplication::sendEvent(view_->viewport(), &zoom);
+        QVERIFY(view_->pixelsPerUpdate() > fit * 1.4);
+        QWheelEvent pan(QPointF(at), view_->viewport()->mapToGlobal(QPointF(at)), QPoint(), QPoint(0, 120),
+                        Qt::NoButton, Qt::NoModifier, Qt::NoScrollPhase, false);
+        const std::size_t before = view_->firstVisibleUpdate();
+        QCoreApplication::sendEvent(view_->viewport(), &pan);
+        QVERIFY(view_->firstVisibleUpdate() < before);
+        QVERIFY(!view_->followsLiveEdge());
+    }
+
+    void tooltipDescribesTheCell() {
+        makeView(6);
+        const QString text = view_->cellToolTip(1, 2);
+        QVERIFY2(text.contains(QStringLiteral("blocks.1")), qPrintable(text));
+        QVERIFY2(text.contains(QStringLiteral("step 120")), qPrintable(text));
+        QVERIFY2(text.contains(QStringLiteral("INT8")), qPrintable(text));
+        QVERIFY2(text.contains(QStringLiteral("sensitivity: ") +
+                               QString::number(double(sensitivityOf(1, 2)), 'g', 4)),
+                 qPrintable(text));
+        QVERIFY2(text.contains(QStringLiteral("grad score: 0.25")), qPrintable(text));
+        QVERIFY2(text.contains(QStringLiteral("error score: 0.125")), qPrintable(text));
+        QVERIFY2(text.contains(QStringLiteral("relative magnitude: 0.5")), qPrintable(text));
+        QVERIFY2(text.contains(QStringLiteral("l2: 3.5")), qPrintable(text));
+        QVERIFY2(text.contains(QStringLiteral("max |g|: 0.75")), qPrintable(text));
+        QVERIFY2(text.contains(QStringLiteral("pinned")), qPrintable(text));
+        QVERIFY2(text.contains(QStringLiteral("reason: pin")), qPrintable(text));
+        QVERIFY(view_->cellToolTip(0, 0).contains(QStringLiteral("config")));
+        QVERIFY(view_->cellToolTip(2, 3).contains(QStringLiteral("no detail")));
+        QVERIFY(view_->cellToolTip(9, 0).isEmpty());
+        // The cell under a point is the one whose tooltip the hover shows.
+        const auto cell = view_->cellAt(view_->cellRect(3, 5).center());
+        QVERIFY(cell);
+        QCOMPARE(cell->block, 3);
+        QCOMPARE(cell->update, std::size_t(5));
+    }
+
+    void timelineCursorLimitsTheView() {
+        makeView(6);
+        view_->setTimelineCursor(3);
+        QCOMPARE(view_->shownUpdateCount(), std::size_t(3));
+        QCOMPARE(*view_->displayedUpdate(), std::size_t(2));
+        QVERIFY(view_->cellRect(0, 2).isValid());
+        QVERIFY(!view_->cellRect(0, 3).isValid());
+        view_->setTimelineCursor(0);
+        QVERIFY(!view_->emptyStateText().isEmpty());
+        view_->clearTimelineCursor();
+        QCOMPARE(view_->shownUpdateCount(), std::size_t(6));
+        QVERIFY(view_->emptyStateText().isEmpty());
+    }
+
+    void emptyStateSaysWhy() {
+        HeatmapView view;
+        QVERIFY(view.emptyStateText().contains(QStringLiteral("No run")));
+        TelemetryStore store;
+        store.reset(sp::uniform_layout(3));
+        view.resize(500, 300);
+        view.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&view));
+        view.setStore(&store);
+        QVERIFY(view.emptyStateText().contains(QStringLiteral("Waiting")));
+        for (std::size_t u = 0; u < 5; ++u) store.append(makeRecord(u, 3, false));
+        view.refresh();
+        QVERIFY2(view.emptyStateText().contains(QStringLiteral("per-block details")),
+                 qPrintable(view.emptyStateText()));
+        // The message is painted (not a blank area): text pixels differ from the background.
+        const QImage shot = view.viewport()->grab().toImage();
+        const QRgb bg = shot.pixel(2, 2);
+        int differing = 0;
+        for (int y = 0; y < shot.height(); ++y) {
+            for (int x = 0; x < shot.width(); ++x) differing += shot.pixel(x, y) != bg ? 1 : 0;
+        }
+        QVERIFY(differing > 50);
+    }
+
+    void precisionModeColoursByPrecision() {
+        makeView(6);
+        view_->setColorMode(HeatmapView::ColorMode::precision);
+        QCOMPARE(view_->cellColor(1, 2), precisionColor(sp::Precision::int8));
+        QCOMPARE(view_->cellColor(3, 2), precisionColor(sp::Precision::fp8_e4m3));
+        QCOMPARE(view_->cellColor(2, 3), kMissingColor);
+        const QImage shot = view_->viewport()->grab().toImage();
+        QCOMPARE(shot.pixel(view_->cellRect(0, 0).center()), precisionColor(sp::Precision::bf16));
+    }
+
+    void legendPaints() {
+        HeatmapLegend legend;
+        legend.resize(legend.sizeHint());
+        const QImage shot = legend.grab().toImage();
+        QVERIFY(!shot.isNull());
+        // The colour bar contains both ends of the colormap.
+        bool low = false, high = false;
+        for (int y = 0; y < shot.height(); ++y) {
+            for (int x = 0; x < shot.width(); ++x) {
+                low |= (shot.pixel(x, y) & 0xFFFFFF) == (sensitivityColor(0.0f) & 0xFFFFFF);
+                high |= (shot.pixel(x, y) & 0xFFFFFF) == (sensitivityColor(1.0f) & 0xFFFFFF);
+            }
+        }
+        QVERIFY(low && high);
+    }
+
+    void cleanup() { view_.reset(); }
+};
+
+QTEST_MAIN(TestHeatmap)
+#include "test_heatmap.moc"

@@ -1,0 +1,514 @@
+// LiveSource against an in-test fake agent (tests/gui/fake_agent.h) on ipc:// sockets: late join,
+// streaming, seq gaps, commands (ack, rejection, timeout), bad messages, an agent restart, and the
+// RunSession on top (pending -> applied, a rejection's reason in the event log).
+#include <memory>
+#include <variant>
+
+#include <QSignalSpy>
+#include <QTemporaryDir>
+#include <QtTest>
+
+#include <zmq.h>
+
+#include "fake_agent.h"
+#include "sp/ui/live_source.h"
+#include "sp/ui/run_session.h"
+
+using sp::test::FakeAgent;
+using namespace sp::ui;
+using namespace std::chrono_literals;
+
+namespace {
+
+// Everything a source emitted, in order, with the payloads a test checks.
+struct Recorder {
+    QStringList order;  // "header", "snapshot", "records", "lost", "reply", "bad", "state:<s>"
+    std::vector<sp::RunHeader> headers;
+    std::vector<sp::protocol::Snapshot> snapshots;
+    std::vector<sp::UpdateRecord> updates;
+    std::vector<sp::EventRecord> events;
+    std::vector<quint64> lost;
+    struct Reply {
+        QString id;
+        bool ok;
+        QString error;
+        qint64 step;
+    };
+    std::vector<Reply> replies;
+    QStringList bad;
+    std::vector<SourceState> states;
+
+    explicit Recorder(TelemetrySource& s) {
+        QObject::connect(&s, &TelemetrySource::headerReceived, [this](const sp::RunHeader& h) {
+            order << "header";
+            headers.push_back(h);
+        });
+        QObject::connect(&s, &TelemetrySource::snapshotReceived, [this](const sp::protocol::Snapshot& snap) {
+            order << "snapshot";
+            snapshots.push_back(snap);
+        });
+        QObject::connect(&s, &TelemetrySource::recordsReceived, [this](const RecordBatch& batch) {
+            order << "records";
+            for (const sp::TelemetryRecord& r : *batch) {
+                if (auto* u = std::get_if<sp::UpdateRecord>(&r)) updates.push_back(*u);
+                if (auto* e = std::get_if<sp::EventRecord>(&r)) events.push_back(*e);
+            }
+        });
+        QObject::connect(&s, &TelemetrySource::messagesLost, [this](quint64 n) {
+            order << "lost";
+            lost.push_back(n);
+        });
+        QObject::connect(&s, &TelemetrySource::commandReplied,
+                         [this](const QString& id, bool ok, const QString& error, qint64 step) {
+                             order << "reply";
+                             replies.push_back({id, ok, error, step});
+                         });
+        QObject::connect(&s, &TelemetrySource::badMessage, [this](const QString& why) {
+            order << "bad";
+            bad << why;
+        });
+        QObject::connect(&s, &TelemetrySource::stateChanged, [this](SourceState st, const QString&) {
+            order << "state:" + toString(st);
+            states.push_back(st);
+        });
+    }
+
+    std::vector<std::int64_t> steps() const {
+        std::vector<std::int64_t> out;
+        for (const auto& u : updates) out.push_back(u.step_id);
+        return out;
+    }
+    const Reply* replyTo(const QString& id) const {
+        for (const Reply& r : replies)
+            if (r.id == id) return &r;
+        return nullptr;
+    }
+};
+
+LiveOptions fastOptions() {
+    LiveOptions o;
+    o.stale_timeout = 400ms;
+    o.disconnect_timeout = 1200ms;
+    o.command_timeout = 2000ms;
+    return o;
+}
+
+std::unique_ptr<LiveSource> makeSource(const FakeAgent& agent, LiveOptions options = fastOptions()) {
+    QString error;
+    auto endpoints = parseEndpointSpec(QString::fromStdString(agent.spec()), &error);
+    if (!endpoints) qFatal("bad spec: %s", qPrintable(error));
+    return std::make_unique<LiveSource>(*endpoints, options);
+}
+
+sp::Command pin(std::vector<int> blocks, sp::Precision p) {
+    sp::Command c;
+    c.kind = sp::Command::Kind::pin;
+    c.blocks = std::move(blocks);
+    c.precision = p;
+    return c;
+}
+
+}  // namespace
+
+class TestLiveSource : public QObject {
+    Q_OBJECT
+
+  private:
+    QTemporaryDir dir_{QDir::tempPath() + "/sp-live-XXXXXX"};
+    std::string path() const { return dir_.path().toStdString(); }
+
+    // A source that has joined: live and synchronised with the agent.
+    void join(FakeAgent& agent, LiveSource& source, Recorder& rec) {
+        Q_UNUSED(agent);
+        source.start();
+        QTRY_VERIFY_WITH_TIMEOUT(!rec.snapshots.empty(), 10000);
+        QTRY_VERIFY_WITH_TIMEOUT(!rec.states.empty() && rec.states.back() == SourceState::live, 10000);
+    }
+
+  private slots:
+    void parsesEndpointSpecs();
+    void lateJoinIsWholeBeforeLaterUpdates();
+    void updatesStreamAndGapsAreCounted();
+    void pinReachesTheAgentAndTheReplyComesBack();
+    void rejectionCarriesTheAgentsReason();
+    void unansweredCommandTimesOut();
+    void badMessagesAreReportedNotFatal();
+    void survivesAgentRestart();
+    void quickRestartIsNoticedWithoutDisconnect();
+    void nothingIsEmittedAfterStop();
+    void curveKeysAreUsed();
+    void sessionPinGoesPendingToApplied();
+    void sessionRejectionShowsReason();
+};
+
+void TestLiveSource::parsesEndpointSpecs() {
+    QString error;
+    auto one = parseEndpointSpec("tcp://10.0.0.5:5556", &error);
+    QVERIFY2(one, qPrintable(error));
+    QCOMPARE(one->telemetry, QString("tcp://10.0.0.5:5556"));
+    QCOMPARE(one->control, QString("tcp://10.0.0.5:5557"));
+    QVERIFY(one->server_public_key.isEmpty());
+
+    auto two = parseEndpointSpec(" tcp://h:6000,tcp://h:7000 ", &error);
+    QVERIFY2(two, qPrintable(error));
+    QCOMPARE(two->telemetry, QString("tcp://h:6000"));
+    QCOMPARE(two->control, QString("tcp://h:7000"));
+
+    auto ipc = parseEndpointSpec("ipc:///run/sp/tel,ipc:///run/sp/ctl", &error);
+    QVERIFY2(ipc, qPrintable(error));
+    QCOMPARE(ipc->control, QString("ipc:///run/sp/ctl"));
+
+    const struct {
+        const char* spec;
+        const char* says;
+    } bad[] = {
+        {"", "empty"},
+        {"ipc:///run/sp/tel", "ipc needs both"},
+        {"tcp://host", "missing :PORT"},
+        {"tcp://host:abc", "port must be a number"},
+        {"tcp://host:70000", "port must be a number"},
+        {"tcp://*:5556", "'*' is for binding"},
+        {"udp://host:5556", "unsupported transport"},
+        {"tcp://h:1,tcp://h:2,tcp://h:3", "at most two"},
+        {"tcp://h:1,tcp://h:1", "must be different"},
+        {"tcp://h:1,foo", "unsupported transport"},
+    };
+    for (const auto& b : bad) {
+        error.clear();
+        QVERIFY2(!parseEndpointSpec(b.spec, &error), b.spec);
+        QVERIFY2(error.contains(b.says), qPrintable(QString(b.spec) + " -> " + error));
+    }
+
+    // CURVE keys as sp-ctl keygen writes them (40 Z85 characters and a newline).
+    const QByteArray key40(40, 'a');
+    for (const char* name : {"/server.pub", "/me.pub", "/me.key"}) {
+        QFile f(dir_.path() + name);
+        QVERIFY(f.open(QIODevice::WriteOnly));
+        f.write(key40 + "\n");
+    }
+    LiveEndpoints e = *one;
+    QVERIFY2(loadCurveKeys(dir_.path() + "/server.pub", dir_.path() + "/me", e, &error), qPrintable(error));
+    QCOMPARE(e.server_public_key, key40);
+    QCOMPARE(e.client_secret_key, key40);
+    QVERIFY(!loadCurveKeys(dir_.path() + "/missing.pub", dir_.path() + "/me", e, &error));
+    QVERIFY(error.contains("cannot read key file"));
+}
+
+void TestLiveSource::lateJoinIsWholeBeforeLaterUpdates() {
+    FakeAgent agent(path());
+    agent.start("run-late");
+    for (int s = 1; s <= 5; ++s) agent.publishUpdate(s);  // before anyone listens: only the snapshot has it
+    // Step 6 is published before the snapshot is taken (it is in the snapshot: must not come twice),
+    // steps 7 and 8 after it is taken but before the reply (must come exactly once, after it).
+    agent.setSnapshotHooks([&agent] { agent.publishUpdate(6); },
+                           [&agent] {
+                               agent.publishUpdate(7);
+                               agent.publishUpdate(8);
+                           });
+    auto source = makeSource(agent);
+    Recorder rec(*source);
+    join(agent, *source, rec);
+    QTRY_VERIFY_WITH_TIMEOUT(rec.updates.size() >= 2, 5000);
+    agent.publishUpdate(9);
+    QTRY_VERIFY_WITH_TIMEOUT(rec.updates.size() >= 3, 5000);
+
+    QCOMPARE(agent.snapshotRequests(), 1);
+    QCOMPARE(rec.headers.size(), std::size_t(1));
+    QCOMPARE(rec.headers[0].run_id, std::string("run-late"));
+    QCOMPARE(rec.headers[0].blocks.size(), std::size_t(4));
+    QCOMPARE(rec.snapshots.size(), std::size_t(1));
+    const auto& snap = rec.snapshots[0];
+    QVERIFY(snap.last_update.has_value());
+    QCOMPARE(snap.last_update->step_id, std::int64_t(6));
+    QCOMPARE(snap.layout.size(), std::size_t(4));
+    // The header comes first, then the snapshot, then records.
+    const auto header_at = rec.order.indexOf("header"), snapshot_at = rec.order.indexOf("snapshot");
+    QVERIFY(header_at >= 0 && header_at < snapshot_at);
+    QVERIFY(snapshot_at < rec.order.indexOf("records"));
+    QCOMPARE(rec.steps(), (std::vector<std::int64_t>{7, 8, 9}));
+    QVERIFY(rec.lost.empty());
+    QCOMPARE(source->counters().snapshots, std::uint64_t(1));
+    source->stop();
+}
+
+void TestLiveSource::updatesStreamAndGapsAreCounted() {
+    FakeAgent agent(path());
+    agent.start("run-stream");
+    auto source = makeSource(agent);
+    Recorder rec(*source);
+    join(agent, *source, rec);
+    for (int s = 1; s <= 20; ++s) agent.publishUpdate(s);
+    QTRY_COMPARE_WITH_TIMEOUT(rec.updates.size(), std::size_t(20), 5000);
+    std::vector<std::int64_t> expected;
+    for (int s = 1; s <= 20; ++s) expected.push_back(s);
+    QCOMPARE(rec.steps(), expected);
+    QCOMPARE(rec.updates.back().block_details.size(), std::size_t(4));
+    QVERIFY(rec.lost.empty());
+
+    agent.skipSeqs(3);
+    agent.publishUpdate(21);
+    QTRY_COMPARE_WITH_TIMEOUT(rec.lost.size(), std::size_t(1), 5000);
+    QCOMPARE(rec.lost[0], quint64(3));
+    QTRY_COMPARE_WITH_TIMEOUT(rec.updates.size(), std::size_t(21), 5000);
+    QCOMPARE(source->counters().lost, std::uint64_t(3));
+    source->stop();
+}
+
+void TestLiveSource::pinReachesTheAgentAndTheReplyComesBack() {
+    FakeAgent agent(path());
+    agent.start("run-pin");
+    auto source = makeSource(agent);
+    Recorder rec(*source);
+    join(agent, *source, rec);
+    agent.publishUpdate(41);
+    QTRY_COMPARE_WITH_TIMEOUT(rec.updates.size(), std::size_t(1), 5000);
+
+    QVERIFY(source->sendCommand("t-pin-1", pin({1, 2}, sp::Precision::int8)));
+    QTRY_VERIFY_WITH_TIMEOUT(rec.replyTo("t-pin-1"), 5000);
+    const auto* r = rec.replyTo("t-pin-1");
+    QVERIFY2(r->ok, qPrintable(r->error));
+    QCOMPARE(r->step, qint64(42));
+    // The exact request the agent's ROUTER received (after the snapshot request).
+    const auto requests = agent.requests();
+    QCOMPARE(requests.size(), std::size_t(2));
+    QVERIFY(requests[0].find("\"cmd\":\"snapshot\"") != std::string::npos);
+    QCOMPARE(QString::fromStdString(requests[1]),
+             QString(R"({"id":"t-pin-1","cmd":"pin","blocks":[1,2],"precision":"int8"})"));
+    QCOMPARE(agent.pinOf(1), std::optional<sp::Precision>(sp::Precision::int8));
+    // The agent announces the applied command with the request id.
+    QTRY_COMPARE_WITH_TIMEOUT(rec.events.size(), std::size_t(1), 5000);
+    QCOMPARE(rec.events[0].kind, std::string("command"));
+    QVERIFY(rec.events[0].payload_json.find("\"id\":\"t-pin-1\"") != std::string::npos);
+    source->stop();
+}
+
+void TestLiveSource::rejectionCarriesTheAgentsReason() {
+    FakeAgent agent(path());
+    agent.start("run-reject");
+    const std::string reason = "field 'blocks': unknown block 12 (the model has 4 blocks: 0..3)";
+    agent.setCommandBehaviour(FakeAgent::CommandBehaviour::reject, reason);
+    auto source = makeSource(agent);
+    Recorder rec(*source);
+    join(agent, *source, rec);
+    QVERIFY(source->sendCommand("t-rej-1", pin({3}, sp::Precision::bf16)));
+    QTRY_VERIFY_WITH_TIMEOUT(rec.replyTo("t-rej-1"), 5000);
+    const auto* r = rec.replyTo("t-rej-1");
+    QVERIFY(!r->ok);
+    QCOMPARE(r->error, QString::fromStdString(reason));
+    QCOMPARE(r->step, qint64(-1));
+    source->stop();
+}
+
+void TestLiveSource::unansweredCommandTimesOut() {
+    FakeAgent agent(path());
+    agent.start("run-silent");
+    agent.setCommandBehaviour(FakeAgent::CommandBehaviour::silent);
+    LiveOptions o = fastOptions();
+    o.command_timeout = 500ms;
+    auto source = makeSource(agent, o);
+    Recorder rec(*source);
+    join(agent, *source, rec);
+    QElapsedTimer timer;
+    timer.start();
+    QVERIFY(source->sendCommand("t-silent-1", pin({0}, sp::Precision::int8)));
+    QTRY_VERIFY_WITH_TIMEOUT(rec.replyTo("t-silent-1"), 5000);
+    QVERIFY(timer.elapsed() >= 450);
+    const auto* r = rec.replyTo("t-silent-1");
+    QVERIFY(!r->ok);
+    QCOMPARE(r->error, QString("no answer within 0.5 s"));
+    // Exactly one answer per request.
+    QTest::qWait(700);
+    QCOMPARE(std::count_if(rec.replies.begin(), rec.replies.end(),
+                           [](const Recorder::Reply& x) { return x.id == "t-silent-1"; }),
+             std::ptrdiff_t(1));
+    source->stop();
+}
+
+void TestLiveSource::badMessagesAreReportedNotFatal() {
+    FakeAgent agent(path());
+    agent.start("run-bad");
+    auto source = makeSource(agent);
+    Recorder rec(*source);
+    join(agent, *source, rec);
+    agent.publishRaw("update", "this is not json");
+    agent.publishRaw("gossip", "{}", true);
+    agent.publishRaw("update", "{\"step_id\":\"x\"}", true);
+    agent.publishRaw("hello", "{\"run_id\":7}", true);
+    agent.publishUpdate(77);
+    QTRY_COMPARE_WITH_TIMEOUT(rec.updates.size(), std::size_t(1), 5000);
+    QCOMPARE(rec.updates[0].step_id, std::int64_t(77));
+    QCOMPARE(rec.bad.size(), 4);
+    QVERIFY2(rec.bad[0].contains("without a seq"), qPrintable(rec.bad[0]));
+    QVERIFY2(rec.bad[1].contains("unknown topic 'gossip'"), qPrintable(rec.bad[1]));
+    QVERIFY2(rec.bad[2].startsWith("update seq"), qPrintable(rec.bad[2]));
+    QVERIFY2(rec.bad[3].startsWith("hello: "), qPrintable(rec.bad[3]));
+    QCOMPARE(source->counters().bad_messages, std::uint64_t(4));
+    QVERIFY(rec.lost.empty());  // bad messages still took their seqs: no gap
+    QCOMPARE(rec.headers.size(), std::size_t(1));
+    QCOMPARE(toString(rec.states.back()), toString(SourceState::live));
+    source->stop();
+}
+
+void TestLiveSource::survivesAgentRestart() {
+    FakeAgent agent(path());
+    agent.start("run-one");
+    LiveOptions o = fastOptions();
+    o.command_timeout = 10s;  // longer than the disconnect: the disconnect answers it
+    auto source = makeSource(agent, o);
+    Recorder rec(*source);
+    join(agent, *source, rec);
+    agent.publishUpdate(5);
+    QTRY_COMPARE_WITH_TIMEOUT(rec.updates.size(), std::size_t(1), 5000);
+
+    agent.setCommandBehaviour(FakeAgent::CommandBehaviour::silent);
+    QVERIFY(source->sendCommand("t-dead-1", pin({0}, sp::Precision::int8)));
+    QTRY_COMPARE_WITH_TIMEOUT(agent.requests().size(), std::size_t(2), 5000);
+    agent.stop();
+    QTRY_VERIFY_WITH_TIMEOUT(rec.states.back() == SourceState::stale, 5000);
+    QTRY_VERIFY_WITH_TIMEOUT(rec.states.back() == SourceState::disconnected, 5000);
+    QTRY_VERIFY_WITH_TIMEOUT(rec.replyTo("t-dead-1"), 5000);
+    QCOMPARE(rec.replyTo("t-dead-1")->error, QString("no answer from the agent (timeout)"));
+    QVERIFY(!source->sendCommand("t-dead-2", pin({0}, sp::Precision::int8)));
+
+    agent.setCommandBehaviour(FakeAgent::CommandBehaviour::ack);
+    agent.start("run-two");  // seq starts again at 1, a new run id
+    agent.publishUpdate(1);  // the restarted agent's first update: in its snapshot
+    QTRY_VERIFY_WITH_TIMEOUT(rec.states.back() == SourceState::live, 10000);
+    QTRY_COMPARE_WITH_TIMEOUT(rec.snapshots.size(), std::size_t(2), 10000);
+    QCOMPARE(rec.headers.size(), std::size_t(2));
+    QCOMPARE(rec.headers.back().run_id, std::string("run-two"));
+    QCOMPARE(rec.snapshots.back().run_id, std::string("run-two"));
+    QCOMPARE(rec.snapshots.back().last_update->step_id, std::int64_t(1));
+    // The new header came before the new snapshot.
+    QVERIFY(rec.order.lastIndexOf("header") < rec.order.lastIndexOf("snapshot"));
+    agent.publishUpdate(2);
+    QTRY_VERIFY_WITH_TIMEOUT(rec.updates.back().step_id == 2, 5000);
+    // Commands work again, on the fresh control socket.
+    QVERIFY(source->sendCommand("t-alive-1", pin({2}, sp::Precision::int8)));
+    QTRY_VERIFY_WITH_TIMEOUT(rec.replyTo("t-alive-1"), 5000);
+    QVERIFY2(rec.replyTo("t-alive-1")->ok, qPrintable(rec.replyTo("t-alive-1")->error));
+    // A restart is not a loss.
+    QVERIFY(rec.lost.empty());
+    source->stop();
+}
+
+void TestLiveSource::quickRestartIsNoticedWithoutDisconnect() {
+    FakeAgent::Options ao;
+    ao.hello_ms = 200;  // the real agent repeats hello every 2 s
+    FakeAgent agent(path(), ao);
+    agent.start("run-a");
+    LiveOptions o = fastOptions();
+    o.stale_timeout = 5s;  // the restart must be noticed from the messages, not from silence
+    o.disconnect_timeout = 10s;
+    auto source = makeSource(agent, o);
+    Recorder rec(*source);
+    join(agent, *source, rec);
+    for (int s = 1; s <= 30; ++s) agent.publishUpdate(s);
+    QTRY_COMPARE_WITH_TIMEOUT(rec.updates.size(), std::size_t(30), 5000);
+
+    agent.stop();
+    agent.start("run-b");
+    QTRY_VERIFY_WITH_TIMEOUT(!rec.headers.empty() && rec.headers.back().run_id == "run-b", 10000);
+    QTRY_VERIFY_WITH_TIMEOUT(rec.snapshots.size() == 2 && rec.snapshots.back().run_id == "run-b", 10000);
+    agent.publishUpdate(1);
+    QTRY_VERIFY_WITH_TIMEOUT(rec.updates.back().step_id == 1, 5000);
+    QCOMPARE(source->counters().restarts, std::uint64_t(1));
+    QVERIFY(rec.lost.empty());
+    for (SourceState s : rec.states) QVERIFY(s != SourceState::disconnected && s != SourceState::stale);
+    source->stop();
+}
+
+void TestLiveSource::nothingIsEmittedAfterStop() {
+    FakeAgent agent(path());
+    agent.start("run-stop");
+    auto source = makeSource(agent);
+    Recorder rec(*source);
+    join(agent, *source, rec);
+    // Queue work for the worker right before stopping: its emissions must be dropped.
+    for (int s = 1; s <= 50; ++s) agent.publishUpdate(s);
+    source->stop();
+    const qsizetype before = rec.order.size();
+    for (int s = 51; s <= 60; ++s) agent.publishUpdate(s);
+    QTest::qWait(300);
+    QCOMPARE(rec.order.size(), before);
+    QVERIFY(!source->sendCommand("t-stopped", pin({0}, sp::Precision::int8)));
+}
+
+void TestLiveSource::curveKeysAreUsed() {
+    if (!zmq_has("curve")) QSKIP("libzmq without CURVE");
+    char server_public[41], server_secret[41], client_public[41], client_secret[41];
+    QCOMPARE(zmq_curve_keypair(server_public, server_secret), 0);
+    QCOMPARE(zmq_curve_keypair(client_public, client_secret), 0);
+    FakeAgent::Options ao;
+    ao.curve_secret_key = server_secret;
+    FakeAgent agent(path(), ao);
+    agent.start("run-curve");
+
+    LiveEndpoints e = *parseEndpointSpec(QString::fromStdString(agent.spec()), nullptr);
+    e.server_public_key = server_public;
+    e.client_public_key = client_public;
+    e.client_secret_key = client_secret;
+    LiveSource source(e, fastOptions());
+    Recorder rec(source);
+    join(agent, source, rec);
+    QVERIFY(source.sendCommand("t-curve-1", pin({0}, sp::Precision::int8)));
+    QTRY_VERIFY_WITH_TIMEOUT(rec.replyTo("t-curve-1"), 5000);
+    QVERIFY(rec.replyTo("t-curve-1")->ok);
+    source.stop();
+
+    // Without the keys the encrypted agent is never heard.
+    LiveEndpoints plain = *parseEndpointSpec(QString::fromStdString(agent.spec()), nullptr);
+    LiveSource deaf(plain, fastOptions());
+    Recorder deaf_rec(deaf);
+    deaf.start();
+    QTest::qWait(600);
+    QCOMPARE(deaf.counters().messages, std::uint64_t(0));
+    QCOMPARE(toString(deaf_rec.states.back()), toString(SourceState::connecting));
+    deaf.stop();
+}
+
+void TestLiveSource::sessionPinGoesPendingToApplied() {
+    FakeAgent agent(path());
+    agent.start("run-session");
+    RunSession session(makeSource(agent));
+    session.start();
+    QTRY_VERIFY_WITH_TIMEOUT(session.canControl() && session.header().run_id == "run-session", 10000);
+    agent.publishUpdate(10);
+    QTRY_VERIFY_WITH_TIMEOUT(session.store().updateCount() >= 1, 5000);
+
+    const QString id = session.pin({1, 3}, sp::Precision::int8);
+    QVERIFY(!id.isEmpty());
+    auto entry = session.events().findCommand(id);
+    QVERIFY(entry);
+    QCOMPARE(toString(session.events().at(*entry).state), toString(CommandState::pending));
+    QTRY_COMPARE_WITH_TIMEOUT(toString(session.events().at(*entry).state), toString(CommandState::applied),
+                              5000);
+    const auto requests = agent.requests();
+    QVERIFY(!requests.empty());
+    QCOMPARE(QString::fromStdString(requests.back()),
+             QString(R"({"id":"%1","cmd":"pin","blocks":[1,3],"precision":"int8"})").arg(id));
+    session.stop();
+}
+
+void TestLiveSource::sessionRejectionShowsReason() {
+    FakeAgent agent(path());
+    agent.start("run-session-rej");
+    const QString reason =
+        "field 'precision': unknown precision \"fp4\"; valid: bf16, int8, fp8_e4m3, fp8_e5m2";
+    agent.setCommandBehaviour(FakeAgent::CommandBehaviour::reject, reason.toStdString());
+    RunSession session(makeSource(agent));
+    session.start();
+    QTRY_VERIFY_WITH_TIMEOUT(session.canControl(), 10000);
+    const QString id = session.pin({0}, sp::Precision::int8);
+    QVERIFY(!id.isEmpty());
+    auto entry = session.events().findCommand(id);
+    QVERIFY(entry);
+    QTRY_COMPARE_WITH_TIMEOUT(toString(session.events().at(*entry).state), toString(CommandState::rejected),
+                              5000);
+    QVERIFY2(session.events().at(*entry).detail.contains(reason),
+             qPrintable(session.events().at(*entry).detail));
+    session.stop();
+}
+
+QTEST_MAIN(TestLiveSource)
+#include "test_live_source.moc"

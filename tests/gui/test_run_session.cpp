@@ -1,0 +1,305 @@
+// RunSession: source -> store and event log, operator commands and their states, restarts.
+#include <QAbstractItemModelTester>
+#include <QSignalSpy>
+#include <QtTest>
+
+#include "fake_telemetry_source.h"
+#include "sp/ui/event_log_model.h"
+#include "sp/ui/run_session.h"
+
+using sp::Precision;
+using sp::ui::CommandState;
+using sp::ui::EventCategory;
+using sp::ui::EventLogModel;
+using sp::ui::RunSession;
+using sp::ui::SourceState;
+using namespace sp::test;
+
+namespace {
+
+struct Rig {
+    explicit Rig(bool live = true) {
+        auto owned = std::make_unique<FakeTelemetrySource>(live);
+        source = owned.get();
+        session = std::make_unique<RunSession>(std::move(owned));
+        model = std::make_unique<EventLogModel>(session.get());
+        tester = std::make_unique<QAbstractItemModelTester>(
+            model.get(), QAbstractItemModelTester::FailureReportingMode::Fatal);
+    }
+    // A live session with a 4-block run and one update.
+    void liveRun(const std::string& runId = "run-A") {
+        source->state(SourceState::live);
+        source->header(runHeader(runId, 4));
+        source->records({uniformUpdate(100, 4)});
+    }
+    int count(EventCategory c) const {
+        int n = 0;
+        for (std::size_t i = 0; i < session->events().size(); ++i) n += session->events().at(i).category == c;
+        return n;
+    }
+    const sp::ui::EventEntry& entryOf(const QString& id) const {
+        return session->events().at(*session->events().findCommand(id));
+    }
+    QString modelState(const QString& id) const {
+        const int row = int(*session->events().findCommand(id));
+        return model->data(model->index(row, EventLogModel::StateColumn)).toString();
+    }
+
+    FakeTelemetrySource* source = nullptr;
+    std::unique_ptr<RunSession> session;
+    std::unique_ptr<EventLogModel> model;
+    std::unique_ptr<QAbstractItemModelTester> tester;
+};
+
+std::string commandEvent(const QString& id, bool ok, const std::string& extra) {
+    return R"({"command":{"cmd":"pin","blocks":[2],"precision":"int8"},"ok":)" +
+           std::string(ok ? "true" : "false") + R"(,"id":")" + id.toStdString() + "\"" + extra + "}";
+}
+
+}  // namespace
+
+class TestRunSession : public QObject {
+    Q_OBJECT
+  private slots:
+    void initTestCase() { sp::ui::registerUiMetaTypes(); }
+
+    void pendingThenAppliedByCommandEvent() {
+        Rig rig;
+        rig.liveRun();
+        QVERIFY(rig.session->canControl());
+        QSignalSpy stateSpy(rig.session.get(), &RunSession::commandStateChanged);
+        const QString id = rig.session->pin({2}, Precision::int8);
+        QVERIFY(id.startsWith("dash-"));
+        QCOMPARE(rig.source->sent.size(), std::size_t(1));
+        QCOMPARE(rig.source->sent[0].first, id);
+        QCOMPARE(rig.source->sent[0].second.kind, sp::Command::Kind::pin);
+        QCOMPARE(rig.source->sent[0].second.blocks, std::vector<int>{2});
+        QCOMPARE(int(rig.entryOf(id).state), int(CommandState::pending));
+        QCOMPARE(rig.modelState(id), QString("pending"));
+        QVERIFY(rig.entryOf(id).text.contains("blocks.2"));
+
+        // The ack keeps it pending and says when it takes effect.
+        rig.source->reply(id, true, {}, 101);
+        QCOMPARE(int(rig.entryOf(id).state), int(CommandState::pending));
+        QVERIFY(rig.entryOf(id).detail.contains("effective at step 101"));
+
+        // Another id's event does not touch ours; the matching one applies it.
+        rig.source->records(
+            {eventRecord("command", 101, commandEvent("someone-else-1", true, ",\"changes\":1"))});
+        QCOMPARE(int(rig.entryOf(id).state), int(CommandState::pending));
+        QSignalSpy changed(rig.model.get(), &QAbstractItemModel::dataChanged);
+        rig.source->records({eventRecord("command", 101, commandEvent(id, true, ",\"changes\":1"))});
+        QCOMPARE(int(rig.entryOf(id).state), int(CommandState::applied));
+        QCOMPARE(rig.entryOf(id).step, std::int64_t(101));
+        QCOMPARE(rig.modelState(id), QString("applied"));
+        QCOMPARE(changed.count(), 1);
+        QVERIFY(stateSpy.count() >= 2);
+        QCOMPARE(stateSpy.last().at(0).toString(), id);
+        // The other client's command is in the log too, as an applied command without our id.
+        int others = 0;
+        for (std::size_t i = 0; i < rig.session->events().size(); ++i) {
+            const auto& e = rig.session->events().at(i);
+            if (e.category == EventCategory::command && e.request_id.isEmpty()) {
+                ++others;
+                QCOMPARE(int(e.state), int(CommandState::applied));
+                QVERIFY(e.text.contains("someone-else-1"));
+            }
+        }
+        QCOMPARE(others, 1);
+    }
+
+    void rejectedByReplyShowsReason() {
+        Rig rig;
+        rig.liveRun();
+        const QString id = rig.session->pin({12}, Precision::int8);
+        const QString reason = "field 'blocks': unknown block 12 (the model has 4 blocks: 0..3)";
+        rig.source->reply(id, false, reason, -1);
+        QCOMPARE(int(rig.entryOf(id).state), int(CommandState::rejected));
+        QCOMPARE(rig.entryOf(id).detail, reason);
+        QCOMPARE(rig.modelState(id), QString("rejected"));
+        const int row = int(*rig.session->events().findCommand(id));
+        QVERIFY(rig.model->data(rig.model->index(row, 0), Qt::ToolTipRole).toString().contains(reason));
+        QCOMPARE(rig.model->data(rig.model->index(row, 0), EventLogModel::CommandStateRole).toInt(),
+                 int(CommandState::rejected));
+    }
+
+    void rejectedByCommandEvent() {
+        Rig rig;
+        rig.liveRun();
+        const QString id = rig.session->pin({2}, Precision::fp8_e4m3);
+        rig.source->reply(id, true, {}, 101);
+        rig.source->records({eventRecord(
+            "command", 101, commandEvent(id, false, ",\"error\":\"this build routes BF16 and INT8 only\""))});
+        QCOMPARE(int(rig.entryOf(id).state), int(CommandState::rejected));
+        QCOMPARE(rig.entryOf(id).detail, QString("this build routes BF16 and INT8 only"));
+    }
+
+    void cannotSend() {
+        Rig rig;
+        rig.liveRun();
+        rig.source->connected = false;
+        QVERIFY(rig.session->releaseAll().isEmpty());
+        const auto& last = rig.session->events().at(rig.session->events().size() - 1);
+        QCOMPARE(int(last.state), int(CommandState::rejected));
+        QCOMPARE(last.detail, QString("not connected"));
+
+        Rig replay(/*live=*/false);
+        replay.source->connected = false;
+        QVERIFY(!replay.session->canControl());
+        QVERIFY(replay.session->release({1}).isEmpty());
+        QCOMPARE(replay.session->events().at(replay.session->events().size() - 1).detail,
+                 QString("replay is read-only"));
+    }
+
+    void canControlFollowsState() {
+        Rig rig;
+        QVERIFY(!rig.session->canControl());
+        rig.source->state(SourceState::live);
+        QVERIFY(rig.session->canControl());
+        rig.source->state(SourceState::stale);
+        QVERIFY(rig.session->canControl());
+        rig.source->state(SourceState::disconnected, "no message for 10 s");
+        QVERIFY(!rig.session->canControl());
+        QCOMPARE(rig.count(EventCategory::connection), 3);
+        QVERIFY(rig.session->events().at(2).text.contains("no message for 10 s"));
+    }
+
+    void newRunIdResetsTheStore() {
+        Rig rig;
+        rig.liveRun("run-A");
+        rig.source->records({uniformUpdate(110, 4)});
+        QCOMPARE(rig.session->store().updateCount(), std::size_t(2));
+        const QString id = rig.session->pin({1}, Precision::int8);
+        QSignalSpy resets(rig.session.get(), &RunSession::reset);
+        // The same run's hello again changes nothing.
+        rig.source->header(runHeader("run-A", 4));
+        QCOMPARE(resets.count(), 0);
+        QCOMPARE(rig.session->store().updateCount(), std::size_t(2));
+        // A new run id: the agent restarted.
+        rig.source->header(runHeader("run-B", 6));
+        QCOMPARE(resets.count(), 1);
+        QVERIFY(rig.session->store().empty());
+        QCOMPARE(rig.session->store().blockCount(), 6);
+        QCOMPARE(rig.session->header().run_id, std::string("run-B"));
+        QCOMPARE(int(rig.entryOf(id).state), int(CommandState::rejected));
+        bool logged = false;
+        for (std::size_t i = 0; i < rig.session->events().size(); ++i) {
+            const auto& e = rig.session->events().at(i);
+            logged |= e.category == EventCategory::connection && e.text.contains("restarted") &&
+                      e.text.contains("run-B");
+        }
+        QVERIFY(logged);
+        // A header inside a batch works the same way.
+        rig.source->records({uniformUpdate(10, 6), runHeader("run-C", 2), uniformUpdate(5, 2)});
+        QCOMPARE(resets.count(), 2);
+        QCOMPARE(rig.session->store().updateCount(), std::size_t(1));
+        QCOMPARE(rig.session->store().row(0).step, std::int64_t(5));
+    }
+
+    void recordsGoToStoreAndLog() {
+        Rig rig;
+        rig.liveRun();
+        QSignalSpy appended(rig.session.get(), &RunSession::updatesAppended);
+        QSignalSpy events(rig.session.get(), &RunSession::eventsAppended);
+        QSignalSpy rows(rig.model.get(), &QAbstractItemModel::rowsInserted);
+        const auto revision = rig.session->revision();
+        sp::StepStatsRecord stats;
+        stats.step = 111;
+        rig.source->records({
+            uniformUpdate(110, 4),
+            eventRecord("precision_change", 110,
+                        R"({"block":3,"from":"bf16","to":"int8","reason":"policy"})"),
+            eventRecord("rollback", 110, R"({"message":"loss spiked; blocks 2, 3 back to bf16"})"),
+            eventRecord("warning", 110, R"({"message":"telemetry record not written"})"),
+            eventRecord("dropped", 110, R"({"count":7,"total":9})"),
+            eventRecord("mystery", 110, R"({"x":1})"),
+            stats,
+            uniformUpdate(120, 4),
+        });
+        QCOMPARE(appended.count(), 1);  // once per batch
+        QCOMPARE(appended[0].at(0).value<std::size_t>(), std::size_t(1));
+        QCOMPARE(appended[0].at(1).value<std::size_t>(), std::size_t(3));
+        QCOMPARE(events.count(), 1);
+        QCOMPARE(rows.count(), 1);
+        QVERIFY(rig.session->revision() > revision);
+        QCOMPARE(rig.session->stepStatsSeen(), std::uint64_t(1));
+        const auto& log = rig.session->events();
+        const std::size_t n = log.size();
+        QCOMPARE(int(log.at(n - 5).category), int(EventCategory::precision_change));
+        QVERIFY2(log.at(n - 5).text.startsWith(QString::fromUtf8("blocks.3: bf16 → int8")),
+                 qPrintable(log.at(n - 5).text));
+        QCOMPARE(log.at(n - 5).step, std::int64_t(110));
+        QCOMPARE(int(log.at(n - 4).category), int(EventCategory::rollback));
+        QVERIFY(log.at(n - 4).text.contains("loss spiked"));
+        QCOMPARE(int(log.at(n - 3).category), int(EventCategory::warning));
+        QCOMPARE(int(log.at(n - 2).category), int(EventCategory::dropped));
+        QVERIFY(log.at(n - 2).text.contains("7"));
+        QCOMPARE(int(log.at(n - 1).category), int(EventCategory::other));
+        QCOMPARE(rig.model->rowCount(), int(n));
+        QCOMPARE(rig.model->data(rig.model->index(int(n) - 5, EventLogModel::StepColumn)).toString(),
+                 QString("110"));
+        QCOMPARE(rig.model->data(rig.model->index(int(n) - 5, EventLogModel::KindColumn)).toString(),
+                 QString("precision"));
+        QCOMPARE(rig.model->data(rig.model->index(int(n) - 5, EventLogModel::CategoryRole)).toInt(),
+                 int(EventCategory::precision_change));
+        // hh:mm:ss of the agent's timestamp.
+        QVERIFY(QRegularExpression("^\\d\\d:\\d\\d:\\d\\d$")
+                    .match(rig.model->data(rig.model->index(0, EventLogModel::TimeColumn)).toString())
+                    .hasMatch());
+    }
+
+    void seqGapsAreLogged() {
+        Rig rig;
+        rig.liveRun();
+        rig.source->lost(5);
+        rig.source->lost(2);
+        QCOMPARE(rig.session->messagesLost(), quint64(7));
+        QCOMPARE(rig.count(EventCategory::dropped), 2);
+    }
+
+    void snapshotLateJoin() {
+        Rig rig;
+        rig.source->state(SourceState::live);
+        sp::protocol::Snapshot s;
+        s.seq = 74;
+        s.step = 121;
+        s.run_id = "run-S";
+        s.layout = sp::uniform_layout(3);
+        s.precision = {Precision::bf16, Precision::int8, Precision::int8};
+        s.pins = {std::nullopt, Precision::int8, std::nullopt};
+        s.last_update = uniformUpdate(120, 3);
+        QSignalSpy resets(rig.session.get(), &RunSession::reset);
+        rig.source->snapshot(s);
+        QCOMPARE(resets.count(), 1);
+        QCOMPARE(rig.session->store().updateCount(), std::size_t(1));
+        QCOMPARE(rig.session->header().run_id, std::string("run-S"));
+        QCOMPARE(rig.session->pinOf(1), std::optional<Precision>(Precision::int8));
+        QVERIFY(!rig.session->pinOf(0));
+        // A later update is the truth: block 2 pinned, block 1 released.
+        rig.source->records(
+            {updateRecord(130, {blockDetail(0, Precision::bf16, 0.5), blockDetail(1, Precision::int8, 0.2),
+                                blockDetail(2, Precision::bf16, 0.9, sp::ForcedBy::pin)})});
+        QVERIFY(!rig.session->pinOf(1));
+        QCOMPARE(rig.session->pinOf(2), std::optional<Precision>(Precision::bf16));
+
+        // Reconnecting to the same run (after a silence) keeps the history and adds what was missed.
+        s.step = 151;
+        s.last_update = uniformUpdate(150, 3);
+        s.pins = {Precision::bf16, std::nullopt, std::nullopt};
+        rig.source->snapshot(s);
+        QCOMPARE(resets.count(), 1);
+        QCOMPARE(rig.session->store().updateCount(), std::size_t(3));
+        QCOMPARE(rig.session->store().row(2).step, std::int64_t(150));
+        // An old snapshot update (already in the store) is not appended twice.
+        rig.source->snapshot(s);
+        QCOMPARE(rig.session->store().updateCount(), std::size_t(3));
+        // A different run id is a restart: start over.
+        s.run_id = "run-T";
+        rig.source->snapshot(s);
+        QCOMPARE(resets.count(), 2);
+        QCOMPARE(rig.session->store().updateCount(), std::size_t(1));
+    }
+};
+
+QTEST_MAIN(TestRunSession)
+#include "test_run_session.moc"

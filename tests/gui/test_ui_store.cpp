@@ -1,0 +1,201 @@
+// TelemetryStore: the dashboard's columnar copy of a run (ui/model/include/sp/ui/telemetry_store.h).
+#include <cmath>
+
+#include <QtTest>
+
+#include "fake_telemetry_source.h"
+#include "sp/ui/telemetry_store.h"
+
+using sp::ForcedBy;
+using sp::Precision;
+using sp::ui::BlockField;
+using sp::ui::TelemetryStore;
+using namespace sp::test;
+
+class TestUiStore : public QObject {
+    Q_OBJECT
+  private slots:
+    void appendFillsRowsAndColumns() {
+        TelemetryStore store;
+        store.reset(sp::uniform_layout(3));
+        auto r =
+            updateRecord(10, {blockDetail(0, Precision::int8, 0.2, ForcedBy::config, true),
+                              blockDetail(1, Precision::bf16, 0.7), blockDetail(2, Precision::bf16, 0.5)});
+        r.mean_sensitivity = 0.45;
+        r.train_loss = 2.5;
+        store.append(r);
+        store.append(updateRecord(20, {blockDetail(0, Precision::int8, 0.25, ForcedBy::config),
+                                       blockDetail(1, Precision::int8, 0.3, ForcedBy::pin, true),
+                                       blockDetail(2, Precision::bf16, 0.55)}));
+        QCOMPARE(store.updateCount(), std::size_t(2));
+        QCOMPARE(store.blockCount(), 3);
+        QCOMPARE(store.row(0).step, std::int64_t(10));
+        QCOMPARE(store.row(0).blocks_int8, 1);
+        QCOMPARE(store.row(0).mean_sensitivity, 0.45f);
+        QCOMPARE(store.row(0).train_loss, 2.5f);
+        QVERIFY(std::isnan(store.row(0).eval_loss));
+        QVERIFY(store.row(0).has_details);
+
+        const auto& s1 = store.series(1, BlockField::sensitivity);
+        QCOMPARE(s1.size(), std::size_t(2));
+        QCOMPARE(s1[0], 0.7f);
+        QCOMPARE(s1[1], 0.3f);
+        QCOMPARE(store.value(1, 1, BlockField::grad_score), 0.15f);
+        QCOMPARE(store.value(2, 0, BlockField::relative_magnitude), 3.0f);
+
+        const auto c = store.cell(1, 1);
+        QVERIFY(c.present);
+        QCOMPARE(c.precision, Precision::int8);
+        QCOMPARE(c.forced, ForcedBy::pin);
+        QCOMPARE(c.reason, sp::Reason::pin);
+        QVERIFY(c.changed);
+        QCOMPARE(store.cell(0, 0).forced, ForcedBy::config);
+        QVERIFY(!store.cell(2, 1).changed);
+        // Out of range reads are missing, not crashes.
+        QVERIFY(!store.cell(7, 0).present);
+        QVERIFY(std::isnan(store.value(1, 5, BlockField::sensitivity)));
+        QVERIFY(store.series(9, BlockField::sensitivity).empty());
+
+        const sp::BlockDetail d = store.detail(1, 1);
+        QCOMPARE(d.precision, Precision::int8);
+        QCOMPARE(d.forced, ForcedBy::pin);
+        QCOMPARE(float(d.sensitivity), 0.3f);
+        QCOMPARE(d.switches, 1);
+        QCOMPARE(d.last_change_step, std::int64_t(20));
+    }
+
+    void switchesAndLastChangeStep() {
+        TelemetryStore store;
+        store.reset(sp::uniform_layout(2));
+        const Precision seq[] = {Precision::bf16, Precision::int8, Precision::int8, Precision::bf16,
+                                 Precision::bf16};
+        for (int u = 0; u < 5; ++u) {
+            const bool changed = u > 0 && seq[u] != seq[u - 1];
+            store.append(updateRecord(100 + 10 * u, {blockDetail(0, seq[u], 0.5, ForcedBy::none, changed),
+                                                     blockDetail(1, Precision::bf16, 0.9)}));
+        }
+        QCOMPARE(store.switchesUpTo(0, 0), 0);
+        QCOMPARE(store.switchesUpTo(0, 1), 1);
+        QCOMPARE(store.switchesUpTo(0, 2), 1);
+        QCOMPARE(store.switchesUpTo(0, 4), 2);
+        QCOMPARE(store.lastChangeStep(0, 0), std::int64_t(-1));
+        QCOMPARE(store.lastChangeStep(0, 2), std::int64_t(110));
+        QCOMPARE(store.lastChangeStep(0, 4), std::int64_t(130));
+        QCOMPARE(store.switchesUpTo(1, 4), 0);
+        QCOMPARE(store.lastChangeStep(1, 4), std::int64_t(-1));
+    }
+
+    void changeSeenWithoutChangedFlag() {
+        // A lost record in between: the next one says changed=false, but the store saw int8 before.
+        TelemetryStore store;
+        store.reset(sp::uniform_layout(1));
+        store.append(updateRecord(10, {blockDetail(0, Precision::int8, 0.2)}));
+        store.append(updateRecord(30, {blockDetail(0, Precision::bf16, 0.8)}));
+        QCOMPARE(store.switchesUpTo(0, 1), 1);
+        QCOMPARE(store.lastChangeStep(0, 1), std::int64_t(30));
+    }
+
+    void lateJoinKeepsRecordHistory() {
+        // The first record the store sees (a snapshot's) says 4 switches, the last at step 40.
+        TelemetryStore store;
+        store.reset(sp::uniform_layout(1));
+        auto d = blockDetail(0, Precision::int8, 0.2);
+        d.switches = 4;
+        d.last_change_step = 40;
+        store.append(updateRecord(100, {d}));
+        QCOMPARE(store.switchesUpTo(0, 0), 4);
+        QCOMPARE(store.lastChangeStep(0, 0), std::int64_t(40));
+        auto e = blockDetail(0, Precision::bf16, 0.9, ForcedBy::none, true);
+        e.switches = 5;
+        e.last_change_step = 110;
+        store.append(updateRecord(110, {e}));
+        QCOMPARE(store.switchesUpTo(0, 1), 5);
+        QCOMPARE(store.lastChangeStep(0, 1), std::int64_t(110));
+    }
+
+    void updateAtOrBefore() {
+        TelemetryStore store;
+        store.reset(sp::uniform_layout(1));
+        QVERIFY(!store.updateAtOrBefore(100));
+        for (int s : {10, 20, 30}) store.append(updateRecord(s, {blockDetail(0, Precision::bf16, 0.5)}));
+        QVERIFY(!store.updateAtOrBefore(5));
+        QCOMPARE(*store.updateAtOrBefore(10), std::size_t(0));
+        QCOMPARE(*store.updateAtOrBefore(25), std::size_t(1));
+        QCOMPARE(*store.updateAtOrBefore(30), std::size_t(2));
+        QCOMPARE(*store.updateAtOrBefore(1000), std::size_t(2));
+    }
+
+    void layoutGrowsWithRecords() {
+        TelemetryStore store;
+        store.reset({});
+        store.append(uniformUpdate(10, 2));
+        QCOMPARE(store.blockCount(), 2);
+        QCOMPARE(store.layout()[1].name, std::string("blocks.1"));
+        store.append(uniformUpdate(20, 4));
+        QCOMPARE(store.blockCount(), 4);
+        QCOMPARE(store.layout()[3].name, std::string("blocks.3"));
+        QCOMPARE(store.layout()[3].id, 3);
+        // The new blocks read as missing at the earlier update, and every column has one value
+        // per update.
+        QVERIFY(!store.cell(3, 0).present);
+        QVERIFY(std::isnan(store.value(3, 0, BlockField::sensitivity)));
+        QCOMPARE(store.value(3, 1, BlockField::sensitivity), 0.4f);
+        for (int b = 0; b < 4; ++b) QCOMPARE(store.series(b, BlockField::max_abs).size(), std::size_t(2));
+        // A header arriving later names the blocks without dropping the data.
+        sp::BlockLayout named = sp::uniform_layout(5, 64);
+        for (auto& info : named) info.name = "layer" + std::to_string(info.id);
+        store.adoptLayout(named);
+        QCOMPARE(store.blockCount(), 5);
+        QCOMPARE(store.layout()[2].name, std::string("layer2"));
+        QCOMPARE(store.updateCount(), std::size_t(2));
+        QCOMPARE(store.value(1, 1, BlockField::sensitivity), 0.2f);
+        QVERIFY(!store.cell(4, 1).present);
+    }
+
+    void missingDetails() {
+        TelemetryStore store;
+        store.reset(sp::uniform_layout(3));
+        // Block 1 absent, and details out of order (still placed by id).
+        store.append(
+            updateRecord(10, {blockDetail(2, Precision::int8, 0.3), blockDetail(0, Precision::bf16, 0.6)}));
+        QVERIFY(store.cell(0, 0).present);
+        QVERIFY(!store.cell(1, 0).present);
+        QCOMPARE(store.cell(2, 0).precision, Precision::int8);
+        QCOMPARE(store.value(2, 0, BlockField::sensitivity), 0.3f);
+        QVERIFY(std::isnan(store.value(1, 0, BlockField::sensitivity)));
+        // The original tool: no details at all.
+        sp::UpdateRecord original;
+        original.step_id = 20;
+        original.blocks_bf16 = 2;
+        original.blocks_int8 = 1;
+        store.append(original);
+        QVERIFY(!store.row(1).has_details);
+        QCOMPARE(store.row(1).blocks_int8, 1);
+        for (int b = 0; b < 3; ++b) QVERIFY(!store.cell(b, 1).present);
+        // An absurd block id (a broken file) is skipped instead of allocating millions of columns.
+        store.append(updateRecord(
+            30, {blockDetail(1, Precision::int8, 0.4), blockDetail(5000000, Precision::bf16, 0.1)}));
+        QCOMPARE(store.blockCount(), 3);
+        QCOMPARE(store.cell(1, 2).precision, Precision::int8);
+    }
+
+    void memoryIsColumnBytesPlusRows() {
+        const int blocks = 100;
+        const std::size_t updates = 50;
+        TelemetryStore store;
+        store.reset(sp::uniform_layout(blocks));
+        store.reserve(updates);
+        for (std::size_t u = 0; u < updates; ++u) store.append(uniformUpdate(std::int64_t(u), blocks));
+        const std::size_t columns = std::size_t(blocks) * updates * TelemetryStore::kBytesPerBlockUpdate;
+        const std::size_t rows = updates * sizeof(sp::ui::UpdateRow);
+        QVERIFY2(store.memoryBytes() >= columns + rows, qPrintable(QString::number(store.memoryBytes())));
+        // Reserved exactly: only the per-block bookkeeping comes on top (no doubling).
+        QVERIFY2(store.memoryBytes() <= columns + rows + std::size_t(blocks) * 512,
+                 qPrintable(QString::number(store.memoryBytes())));
+        store.reset({});
+        QVERIFY(store.memoryBytes() < 1024);
+    }
+};
+
+QTEST_MAIN(TestUiStore)
+#include "test_ui_store.moc"

@@ -1,0 +1,42 @@
+#pragma once
+// The run's event log as a table for views: Time, Step, Kind, Message, State. Rows only ever
+// append (beginInsertRows for the new ones); a command's state change repaints its row.
+// Colours and icons are the view's business: it reads CategoryRole and CommandStateRole.
+#include <QAbstractTableModel>
+#include <QPointer>
+
+#include "sp/ui/event_log.h"
+
+namespace sp::ui {
+
+class RunSession;
+
+class EventLogModel : public QAbstractTableModel {
+    Q_OBJECT
+  public:
+    enum Column { TimeColumn, StepColumn, KindColumn, MessageColumn, StateColumn, ColumnCount };
+    enum Role {
+        CategoryRole = Qt::UserRole,  // int(EventCategory)
+        CommandStateRole,             // int(CommandState)
+        TimestampRole,                // double, seconds since the epoch
+        RequestIdRole,                // QString, our commands only
+    };
+
+    explicit EventLogModel(RunSession* session, QObject* parent = nullptr);
+
+    int rowCount(const QModelIndex& parent = QModelIndex()) const override;
+    int columnCount(const QModelIndex& parent = QModelIndex()) const override;
+    QVariant data(const QModelIndex& index, int role = Qt::DisplayRole) const override;
+    QVariant headerData(int section, Qt::Orientation orientation, int role = Qt::DisplayRole) const override;
+
+    // Catches up with the log: inserts rows for new entries (a shrunk log resets the model).
+    void sync();
+
+  private:
+    void onCommandStateChanged(const QString& requestId);
+
+    QPointer<RunSession> session_;
+    int rows_ = 0;
+};
+
+}  // namespace sp::ui

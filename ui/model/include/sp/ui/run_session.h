@@ -1,0 +1,105 @@
+#pragma once
+// One run the dashboard shows: a source, the store it fills, the event log, and the operator
+// commands in flight. The session is the only writer of its store; views read the store and
+// repaint on a timer when revision() moved (batched repaints, not one per record).
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include <QElapsedTimer>
+#include <QObject>
+#include <QString>
+
+#include "sp/command.h"
+#include "sp/ui/event_log.h"
+#include "sp/ui/telemetry_source.h"
+#include "sp/ui/telemetry_store.h"
+
+namespace sp::ui {
+
+class RunSession : public QObject {
+    Q_OBJECT
+  public:
+    // Takes the source and connects to it; call start() to begin.
+    explicit RunSession(std::unique_ptr<TelemetrySource> source, QObject* parent = nullptr);
+    ~RunSession() override;
+
+    void start();
+    void stop();
+
+    TelemetrySource& source() { return *source_; }
+    const TelemetryStore& store() const { return store_; }
+    const EventLog& events() const { return events_; }
+    const sp::RunHeader& header() const { return header_; }
+    SourceState state() const { return state_; }
+    bool isLive() const { return source_->isLive(); }
+    // Commands can be sent: a live source that currently hears the agent.
+    bool canControl() const;
+    // Bumps on every change that a view may need to show (records, events, state).
+    std::uint64_t revision() const { return revision_; }
+    const LoadReport& loadReport() const { return load_report_; }
+    quint64 messagesLost() const { return messages_lost_; }
+    // Per-step stats records seen (the dashboard does not show them yet).
+    std::uint64_t stepStatsSeen() const { return step_stats_; }
+
+    // Operator commands (live only). Each gets a request id, appears in the event log as
+    // pending, and becomes applied (when the agent's "command" event with that id arrives) or
+    // rejected (with the agent's reason, or a timeout). Returns the request id; empty when the
+    // command could not be sent (the log then says why).
+    QString pin(const std::vector<int>& blocks, sp::Precision precision);
+    QString release(const std::vector<int>& blocks);
+    QString releaseAll();
+    QString send(const sp::Command& command);
+
+    // The pin on `block` as of the latest update (or snapshot), if any.
+    std::optional<sp::Precision> pinOf(int block) const;
+
+  signals:
+    // The layout changed (new header, agent restart): views rebuild from scratch.
+    void reset();
+    // Updates [first, last) were appended to the store.
+    void updatesAppended(std::size_t first, std::size_t last);
+    void eventsAppended();
+    void commandStateChanged(const QString& requestId);
+    void stateChanged(sp::ui::SourceState state, const QString& detail);
+    void loadProgress(qint64 done, qint64 total);
+    void loadFinished(const sp::ui::LoadReport& report);
+
+  private:
+    void onHeader(const sp::RunHeader& header);
+    void onSnapshot(const sp::protocol::Snapshot& snapshot);
+    void onRecords(const RecordBatch& batch);
+    void onState(SourceState state, const QString& detail);
+    void onMessagesLost(quint64 count);
+    void onCommandReplied(const QString& requestId, bool ok, const QString& error,
+                          qint64 effectiveStep);
+    void touch() { ++revision_; }
+    void onLoadProgress(qint64 done, qint64 total);
+    void onLoadFinished(const LoadReport& report);
+    void onEvent(const sp::EventRecord& e);
+    void onCommandEvent(const sp::EventRecord& e, const QString& payloadError);
+    void startOver(const sp::RunHeader& header, const QString& why);
+    void rejectPending(const QString& reason);
+    void logEvent(EventEntry e);
+    void flushEvents();
+    QString blockName(int block) const;
+    QString newRequestId();
+
+    std::unique_ptr<TelemetrySource> source_;
+    TelemetryStore store_;
+    EventLog events_;
+    sp::RunHeader header_;
+    SourceState state_ = SourceState::idle;
+    LoadReport load_report_;
+    std::uint64_t revision_ = 0;
+    quint64 messages_lost_ = 0;
+    std::uint64_t next_request_ = 1;
+    std::vector<std::optional<sp::Precision>> snapshot_pins_;
+    std::uint64_t step_stats_ = 0;
+    std::size_t reserved_updates_ = 0;  // replay: updates the store was sized for
+    std::size_t snapshot_updates_ = 0;  // store updates right after the last snapshot
+    bool events_added_ = false;         // eventsAppended is due at the end of this handler
+};
+
+}  // namespace sp::ui

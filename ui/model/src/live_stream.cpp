@@ -1,0 +1,278 @@
+// LiveWorker, the telemetry half: reading the SUB socket, seq gaps and restarts, the late-join
+// snapshot (PROTOCOL.md §5) and the batches of records for the GUI thread.
+#include <nlohmann/json.hpp>
+
+#include "live_worker.h"
+
+namespace sp::ui {
+namespace {
+
+using json = nlohmann::json;
+namespace protocol = sp::protocol;
+
+// A batch this large is delivered at once, whatever the coalescing window says.
+constexpr std::size_t kMaxBatch = 4096;
+// Late join: messages held while the snapshot is on its way; older ones are dropped (and counted
+// as lost) beyond this, so a silent control socket cannot grow memory without bound.
+constexpr std::size_t kMaxBuffered = 100000;
+// A snapshot request that cannot be sent yet (the control connection is still coming up).
+constexpr auto kSnapshotRetry = std::chrono::milliseconds(100);
+
+}  // namespace
+
+std::optional<sp::RunHeader> parseHello(std::string_view body, std::string& error) {
+    const json j = json::parse(body, nullptr, false);
+    if (!j.is_object()) {
+        error = "hello is not a JSON object";
+        return std::nullopt;
+    }
+    try {
+        const auto proto = j.find("protocol");
+        if (proto != j.end() && proto->is_number_integer() && proto->get<int>() != protocol::kVersion) {
+            error = "the agent speaks protocol " + proto->dump() + "; this dashboard knows " +
+                    std::to_string(protocol::kVersion);
+            return std::nullopt;
+        }
+        sp::RunHeader h;
+        h.producer = "hello";
+        h.run_id = j.at("run_id").get<std::string>();
+        h.schema_version = j.value("telemetry_schema", sp::kTelemetrySchemaVersion);
+        for (const json& b : j.at("blocks")) {
+            sp::BlockInfo info;
+            info.id = b.at("id").get<int>();
+            info.name = b.at("name").get<std::string>();
+            info.bytes_bf16 = b.at("bytes_bf16").get<std::uint64_t>();
+            h.blocks.push_back(std::move(info));
+        }
+        const auto config = j.find("config");
+        h.config_json = config != j.end() && config->is_object() ? config->dump() : "{}";
+        return h;
+    } catch (const std::exception& e) {
+        error = std::string("hello: ") + e.what();
+        return std::nullopt;
+    }
+}
+
+void LiveWorker::drainTelemetry(Clock::time_point now) {
+    for (int i = 0; i < kMaxMessagesPerIteration; ++i) {
+        zmq::message_t topic, body;
+        if (!sub_->recv(topic, zmq::recv_flags::dontwait)) break;
+        if (!topic.more()) {
+            ++messages_;
+            bad("a telemetry message of one frame (expected topic and body)");
+            continue;
+        }
+        (void)sub_->recv(body, zmq::recv_flags::dontwait);
+        bool extra = false;
+        while (body.more()) {
+            zmq::message_t rest;
+            if (!sub_->recv(rest, zmq::recv_flags::dontwait)) break;
+            extra = true;
+            if (!rest.more()) break;
+        }
+        if (extra) {
+            ++messages_;
+            bad("a telemetry message of more than two frames");
+            continue;
+        }
+        onTelemetry(topic, body, now);
+    }
+    if (batch_ && (batch_->size() >= kMaxBatch || now - last_flush_ >= options_.coalesce_window)) flush();
+}
+
+void LiveWorker::onTelemetry(const zmq::message_t& topic_frame, const zmq::message_t& body_frame,
+                             Clock::time_point now) {
+    ++messages_;
+    // Any message, even one we cannot read, shows that the agent is there.
+    heard_ = true;
+    last_message_ = now;
+    if (state_.load() != SourceState::live)
+        setState(SourceState::live, "receiving from " + endpoints_.telemetry);
+
+    const std::string_view topic_text(static_cast<const char*>(topic_frame.data()), topic_frame.size());
+    const std::string_view body(static_cast<const char*>(body_frame.data()), body_frame.size());
+    const std::optional<protocol::Topic> topic = protocol::parse_topic(topic_text);
+    const std::string topic_name(topic_text.substr(0, 40));
+    const std::optional<std::uint64_t> seq = protocol::seq_of(body);
+    if (!seq) {
+        bad(topic_name + " message without a seq (or not JSON)");
+        return;
+    }
+    std::optional<sp::RunHeader> hello;
+    std::string bad_hello;
+    if (topic == protocol::Topic::hello) hello = parseHello(body, bad_hello);
+
+    // (After a restart noticed from the seq, header_needed_ holds until the new run announces
+    // itself: its hello is then the news, not a second restart.)
+    const bool restarted = (last_seq_ && *seq <= *last_seq_) ||
+                           (hello && !header_needed_ && !run_id_.empty() && hello->run_id != run_id_);
+    if (restarted) {
+        onRestart();
+    } else if (last_seq_ && *seq > *last_seq_ + 1) {
+        // While resynchronising (after a disconnect) a jump may just as well be a restarted agent
+        // whose hello we missed: the snapshot's run id decides.
+        deferred_gap_ += *seq - *last_seq_ - 1;
+        if (synced_) reportGap();
+    }
+    last_seq_ = *seq;
+    // After the seq bookkeeping: every topic (a newer agent's too) shares the one seq counter, so
+    // a message we cannot use is still not a gap.
+    if (!topic) {
+        bad("unknown topic '" + topic_name + "'");
+        return;
+    }
+    if (*topic == protocol::Topic::hello && !hello) {
+        bad(bad_hello);
+        return;
+    }
+
+    if (hello && (hello->run_id != run_id_ || header_needed_)) {
+        flush();
+        run_id_ = hello->run_id;
+        header_needed_ = false;
+        post([h = std::move(*hello)](TelemetrySource& s) { emit s.headerReceived(h); });
+    }
+    if (!synced_ && !snapshot_id_ && !snapshot_wanted_) {
+        snapshot_wanted_ = true;
+        snapshot_first_try_ = now;
+        requestSnapshot(now);
+    }
+    switch (*topic) {
+        case protocol::Topic::hello:
+        case protocol::Topic::heartbeat:
+            return;
+        case protocol::Topic::update:
+        case protocol::Topic::stats:
+        case protocol::Topic::event:
+            onRecord(*seq, body, protocol::to_string(*topic).data());
+            return;
+    }
+}
+
+void LiveWorker::onRecord(std::uint64_t seq, std::string_view body, const char* topic) {
+    sp::TelemetryRecord rec;
+    std::string why;
+    const sp::ParseStatus status = sp::parse_record(body, rec, why);
+    if (status != sp::ParseStatus::ok) {
+        bad(std::string(topic) + " seq " + std::to_string(seq) +
+            (status == sp::ParseStatus::unknown_type ? ": a record type this dashboard does not know"
+                                                     : ": " + why));
+        return;
+    }
+    if (!synced_) {
+        if (buffer_.size() >= kMaxBuffered) {
+            buffer_.erase(buffer_.begin());
+            ++lost_;
+        }
+        buffer_.emplace_back(seq, std::move(rec));
+        return;
+    }
+    if (in_snapshot_through_ && seq <= *in_snapshot_through_) return;  // already in the snapshot
+    if (!batch_) batch_ = std::make_shared<std::vector<sp::TelemetryRecord>>();
+    batch_->push_back(std::move(rec));
+}
+
+void LiveWorker::reportGap() {
+    const quint64 missing = deferred_gap_;
+    deferred_gap_ = 0;
+    if (missing == 0) return;
+    lost_ += missing;
+    flush();
+    post([missing](TelemetrySource& s) { emit s.messagesLost(missing); });
+}
+
+void LiveWorker::onRestart() {
+    ++restarts_;
+    deferred_gap_ = 0;
+    flush();
+    last_seq_.reset();
+    synced_ = false;
+    snapshot_id_.reset();
+    snapshot_wanted_ = false;
+    buffer_.clear();
+    in_snapshot_through_.reset();
+    header_needed_ = true;
+}
+
+void LiveWorker::requestSnapshot(Clock::time_point now) {
+    const std::string id = "dash-snapshot-" + std::to_string(++request_counter_);
+    const std::string text = protocol::make_request(id, protocol::Request::Kind::snapshot);
+    if (dealer_->send(zmq::buffer(text), zmq::send_flags::dontwait)) {
+        snapshot_id_ = id;
+        snapshot_deadline_ = now + options_.command_timeout;
+        return;
+    }
+    // Not connected yet: the control socket usually comes up a moment after the telemetry one.
+    if (now - snapshot_first_try_ >= options_.command_timeout) {
+        giveUpSnapshot("the agent's control socket " + endpoints_.control.toStdString() +
+                       " is not reachable");
+        return;
+    }
+    snapshot_retry_ = now + kSnapshotRetry;
+}
+
+void LiveWorker::giveUpSnapshot(const std::string& why) {
+    bad("no snapshot (" + why + "); showing live messages without the agent's earlier state");
+    snapshot_id_.reset();
+    snapshot_wanted_ = false;
+    synced_ = true;
+    reportGap();
+    releaseBuffer(std::nullopt);
+}
+
+void LiveWorker::releaseBuffer(std::optional<std::uint64_t> after) {
+    for (auto& [seq, rec] : buffer_) {
+        if (after && seq <= *after) continue;
+        if (!batch_) batch_ = std::make_shared<std::vector<sp::TelemetryRecord>>();
+        batch_->push_back(std::move(rec));
+    }
+    buffer_.clear();
+    flush();
+}
+
+void LiveWorker::onSnapshotReply(const protocol::Reply& r) {
+    snapshot_id_.reset();
+    snapshot_wanted_ = false;
+    if (!r.ok) {
+        giveUpSnapshot("the agent refused: " + r.error);
+        return;
+    }
+    protocol::Snapshot snap;
+    std::string error;
+    if (!protocol::parse_snapshot(r.text, snap, error)) {
+        giveUpSnapshot("bad snapshot: " + error);
+        return;
+    }
+    flush();
+    if (!run_id_.empty() && snap.run_id != run_id_ && !header_needed_) {
+        ++restarts_;  // restarted while we were away, its hello missed: not a loss
+        deferred_gap_ = 0;
+    }
+    reportGap();
+    if (header_needed_ || snap.run_id != run_id_) {
+        sp::RunHeader h;
+        h.producer = "snapshot";
+        h.run_id = snap.run_id;
+        h.blocks = snap.layout;
+        h.config_json = snap.config_json.empty() ? "{}" : snap.config_json;
+        run_id_ = snap.run_id;
+        header_needed_ = false;
+        post([h = std::move(h)](TelemetrySource& s) { emit s.headerReceived(h); });
+    }
+    ++snapshots_;
+    synced_ = true;
+    in_snapshot_through_ = snap.seq;
+    post([snap = std::move(snap)](TelemetrySource& s) { emit s.snapshotReceived(snap); });
+    releaseBuffer(in_snapshot_through_);
+}
+
+void LiveWorker::flush() {
+    if (!batch_ || batch_->empty()) return;
+    last_flush_ = Clock::now();
+    records_ += batch_->size();
+    RecordBatch batch = std::move(batch_);
+    batch_.reset();
+    post([batch = std::move(batch)](TelemetrySource& s) { emit s.recordsReceived(batch); });
+}
+
+}  // namespace sp::ui

@@ -1,0 +1,532 @@
+#include "sp/ui/run_session.h"
+
+#include <algorithm>
+#include <atomic>
+#include <functional>
+#include <type_traits>
+#include <variant>
+
+#include <QDateTime>
+#include <QStringList>
+#include <nlohmann/json.hpp>
+
+namespace sp::ui {
+namespace {
+
+double nowSeconds() {
+    return double(QDateTime::currentMSecsSinceEpoch()) / 1000.0;
+}
+
+QString qs(const std::string& s) {
+    return QString::fromStdString(s);
+}
+
+QString jsonString(const nlohmann::json& j, const char* key) {
+    const auto it = j.find(key);
+    if (it == j.end() || it->is_null()) return QString();
+    return it->is_string() ? qs(it->get<std::string>()) : qs(it->dump());
+}
+
+// A compact one-line rendering of a payload for the log (long payloads are cut).
+QString compact(const std::string& payload) {
+    QString text = qs(payload);
+    if (text.size() > 200) text = text.left(197) + QStringLiteral("...");
+    return text;
+}
+
+}  // namespace
+
+RunSession::RunSession(std::unique_ptr<TelemetrySource> source, QObject* parent)
+    : QObject(parent), source_(std::move(source)) {
+    registerUiMetaTypes();
+    TelemetrySource* s = source_.get();
+    connect(s, &TelemetrySource::headerReceived, this, [this](const sp::RunHeader& h) {
+        onHeader(h);
+        flushEvents();
+        touch();
+    });
+    connect(s, &TelemetrySource::snapshotReceived, this, &RunSession::onSnapshot);
+    connect(s, &TelemetrySource::recordsReceived, this, &RunSession::onRecords);
+    connect(s, &TelemetrySource::stateChanged, this, &RunSession::onState);
+    connect(s, &TelemetrySource::messagesLost, this, &RunSession::onMessagesLost);
+    connect(s, &TelemetrySource::commandReplied, this, &RunSession::onCommandReplied);
+    connect(s, &TelemetrySource::progress, this, &RunSession::onLoadProgress);
+    connect(s, &TelemetrySource::loadFinished, this, &RunSession::onLoadFinished);
+    connect(s, &TelemetrySource::badMessage, this, [this](const QString& why) {
+        EventEntry e;
+        e.timestamp = nowSeconds();
+        e.category = EventCategory::warning;
+        e.text = QStringLiteral("bad message from the agent: %1").arg(why);
+        logEvent(std::move(e));
+        flushEvents();
+        touch();
+    });
+}
+
+RunSession::~RunSession() {
+    // The source's worker must be gone before the store it feeds.
+    if (source_) source_->stop();
+}
+
+void RunSession::start() {
+    source_->start();
+}
+
+void RunSession::stop() {
+    source_->stop();
+}
+
+bool RunSession::canControl() const {
+    return source_->isLive() && (state_ == SourceState::live || state_ == SourceState::stale);
+}
+
+// ---- Events ----
+
+void RunSession::logEvent(EventEntry e) {
+    events_.append(std::move(e));
+    events_added_ = true;
+}
+
+void RunSession::flushEvents() {
+    if (!events_added_) return;
+    events_added_ = false;
+    emit eventsAppended();
+}
+
+QString RunSession::blockName(int block) const {
+    if (block >= 0 && block < store_.blockCount())
+        return qs(store_.layout()[static_cast<std::size_t>(block)].name);
+    return QStringLiteral("blocks.%1").arg(block);
+}
+
+// ---- Header, snapshot, restart ----
+
+void RunSession::startOver(const sp::RunHeader& header, const QString& why) {
+    rejectPending(QStringLiteral("the agent restarted before the command applied"));
+    EventEntry e;
+    e.timestamp = nowSeconds();
+    e.category = EventCategory::connection;
+    e.text = why;
+    logEvent(std::move(e));
+    header_ = header;
+    store_.reset(header.blocks);
+    snapshot_pins_.clear();
+    snapshot_updates_ = 0;
+    reserved_updates_ = 0;
+    emit reset();
+}
+
+void RunSession::onHeader(const sp::RunHeader& header) {
+    // A new run id means the agent restarted (even before its first update): start over, and
+    // the commands the old agent had queued will never apply.
+    const bool restarted = !header_.run_id.empty() && header.run_id != header_.run_id;
+    if (restarted) {
+        startOver(header, QStringLiteral("agent restarted: run %1 (was %2); starting over")
+                              .arg(qs(header.run_id), qs(header_.run_id)));
+        return;
+    }
+    if (store_.empty()) {
+        // Nothing to keep: take the header's layout (hello repeats it every 2 s; rebuild views
+        // only when something changed).
+        const bool same = header_.run_id == header.run_id && store_.blockCount() == int(header.blocks.size());
+        header_ = header;
+        if (!same || store_.blockCount() == 0) {
+            store_.reset(header.blocks);
+            emit reset();
+        }
+        return;
+    }
+    // Same run with data already in (a header after the first records): keep the data, take
+    // the names; views rebuild only when the layout actually differs.
+    bool differs = int(header.blocks.size()) > store_.blockCount();
+    for (std::size_t i = 0; !differs && i < header.blocks.size(); ++i)
+        differs = header.blocks[i].name != store_.layout()[i].name;
+    header_ = header;
+    if (differs) {
+        store_.adoptLayout(header.blocks);
+        emit reset();
+    }
+}
+
+void RunSession::onSnapshot(const sp::protocol::Snapshot& snapshot) {
+    if (!header_.run_id.empty() && snapshot.run_id != header_.run_id) {
+        rejectPending(QStringLiteral("the agent restarted before the command applied"));
+        EventEntry e;
+        e.timestamp = nowSeconds();
+        e.category = EventCategory::connection;
+        e.text = QStringLiteral("agent restarted: run %1 (was %2); starting over")
+                     .arg(qs(snapshot.run_id), qs(header_.run_id));
+        logEvent(std::move(e));
+    }
+    const bool sameRun = !store_.empty() && snapshot.run_id == header_.run_id;
+    header_.run_id = snapshot.run_id;
+    header_.blocks = snapshot.layout;
+    header_.config_json = snapshot.config_json;
+    snapshot_pins_ = snapshot.pins;
+    if (sameRun) {
+        // A reconnect to the same run (e.g. the agent was silent through a long checkpoint): the
+        // history stays; only what happened while we were away and the pins are taken over.
+        const std::size_t before = store_.updateCount();
+        if (snapshot.last_update && snapshot.last_update->step_id > store_.row(before - 1).step)
+            store_.append(*snapshot.last_update);
+        if (store_.updateCount() > before) emit updatesAppended(before, store_.updateCount());
+        EventEntry e;
+        e.timestamp = nowSeconds();
+        e.step = snapshot.step;
+        e.category = EventCategory::connection;
+        e.text = QStringLiteral("reconnected to run %1 at step %2 (snapshot, seq %3); history kept")
+                     .arg(qs(snapshot.run_id))
+                     .arg(snapshot.step)
+                     .arg(snapshot.seq);
+        logEvent(std::move(e));
+        flushEvents();
+        touch();
+        return;
+    }
+    store_.reset(snapshot.layout);
+    reserved_updates_ = 0;
+    emit reset();
+    if (snapshot.last_update) {
+        store_.append(*snapshot.last_update);
+        emit updatesAppended(0, store_.updateCount());
+    }
+    snapshot_updates_ = store_.updateCount();
+    EventEntry e;
+    e.timestamp = nowSeconds();
+    e.step = snapshot.step;
+    e.category = EventCategory::connection;
+    e.text = QStringLiteral("joined run %1 at step %2 (snapshot, seq %3)")
+                 .arg(qs(snapshot.run_id))
+                 .arg(snapshot.step)
+                 .arg(snapshot.seq);
+    logEvent(std::move(e));
+    flushEvents();
+    touch();
+}
+
+// ---- Records ----
+
+void RunSession::onRecords(const RecordBatch& batch) {
+    if (!batch) return;
+    std::size_t first = store_.updateCount();
+    const auto flushUpdates = [&] {
+        if (store_.updateCount() > first) emit updatesAppended(first, store_.updateCount());
+        first = store_.updateCount();
+    };
+    for (const sp::TelemetryRecord& rec : *batch) {
+        std::visit(
+            [&](const auto& r) {
+                using T = std::decay_t<decltype(r)>;
+                if constexpr (std::is_same_v<T, sp::UpdateRecord>) {
+                    store_.append(r);
+                } else if constexpr (std::is_same_v<T, sp::RunHeader>) {
+                    flushUpdates();
+                    onHeader(r);
+                    first = store_.updateCount();
+                } else if constexpr (std::is_same_v<T, sp::EventRecord>) {
+                    onEvent(r);
+                } else {
+                    ++step_stats_;
+                }
+            },
+            rec);
+    }
+    flushUpdates();
+    flushEvents();
+    touch();
+}
+
+void RunSession::onEvent(const sp::EventRecord& rec) {
+    nlohmann::json j = nlohmann::json::parse(rec.payload_json, nullptr, /*allow_exceptions=*/false);
+    QString payloadError;
+    if (!j.is_object()) {
+        payloadError = QStringLiteral("event payload is not a JSON object");
+        j = nlohmann::json::object();
+    }
+    if (rec.kind == "command") {
+        onCommandEvent(rec, payloadError);
+        return;
+    }
+    EventEntry e;
+    e.timestamp = rec.timestamp;
+    e.step = rec.step;
+    e.detail = payloadError.isEmpty() ? compact(rec.payload_json) : payloadError;
+    const QString message = jsonString(j, "message");
+    if (rec.kind == "precision_change") {
+        e.category = EventCategory::precision_change;
+        const int block = j.value("block", -1);
+        e.text =
+            QStringLiteral("%1: %2 → %3").arg(blockName(block), jsonString(j, "from"), jsonString(j, "to"));
+        const QString reason = jsonString(j, "reason");
+        if (!reason.isEmpty()) e.text += QStringLiteral(" (%1)").arg(reason);
+    } else if (rec.kind == "rollback") {
+        e.category = EventCategory::rollback;
+        e.text = message.isEmpty() ? QStringLiteral("rollback") : QStringLiteral("rollback: ") + message;
+    } else if (rec.kind == "warning") {
+        e.category = EventCategory::warning;
+        e.text = message.isEmpty() ? compact(rec.payload_json) : message;
+    } else if (rec.kind == "dropped") {
+        e.category = EventCategory::dropped;
+        e.text =
+            QStringLiteral("agent dropped %1 telemetry records (queue full)").arg(jsonString(j, "count"));
+    } else {
+        e.category = EventCategory::other;
+        e.text =
+            qs(rec.kind) + QStringLiteral(": ") + (message.isEmpty() ? compact(rec.payload_json) : message);
+    }
+    logEvent(std::move(e));
+}
+
+// ---- Commands ----
+
+namespace {
+
+QString describe(const sp::Command& c, const std::function<QString(int)>& name) {
+    QStringList blocks;
+    for (int b : c.blocks) blocks << name(b);
+    switch (c.kind) {
+        case sp::Command::Kind::pin:
+            return QStringLiteral("pin %1 → %2")
+                .arg(blocks.join(QStringLiteral(", ")), qs(std::string(to_string(c.precision))));
+        case sp::Command::Kind::release:
+            return QStringLiteral("release %1").arg(blocks.join(QStringLiteral(", ")));
+        case sp::Command::Kind::release_all:
+            return QStringLiteral("release all pins");
+        case sp::Command::Kind::set_mode:
+            return QStringLiteral("set mode %1").arg(qs(std::string(to_string(c.mode))));
+    }
+    return QStringLiteral("command");
+}
+
+}  // namespace
+
+QString RunSession::newRequestId() {
+    return QStringLiteral("dash-%1").arg(next_request_++);
+}
+
+QString RunSession::pin(const std::vector<int>& blocks, sp::Precision precision) {
+    sp::Command c;
+    c.kind = sp::Command::Kind::pin;
+    c.blocks = blocks;
+    c.precision = precision;
+    return send(c);
+}
+
+QString RunSession::release(const std::vector<int>& blocks) {
+    sp::Command c;
+    c.kind = sp::Command::Kind::release;
+    c.blocks = blocks;
+    return send(c);
+}
+
+QString RunSession::releaseAll() {
+    sp::Command c;
+    c.kind = sp::Command::Kind::release_all;
+    return send(c);
+}
+
+QString RunSession::send(const sp::Command& command) {
+    const QString id = newRequestId();
+    EventEntry e;
+    e.timestamp = nowSeconds();
+    e.step = store_.empty() ? -1 : store_.rows().back().step;
+    e.category = EventCategory::command;
+    e.text = describe(command, [this](int b) { return blockName(b); });
+    e.request_id = id;
+    e.state = CommandState::pending;
+    e.detail = QStringLiteral("sent as %1").arg(id);
+    const std::size_t index = events_.append(std::move(e));
+    events_added_ = true;
+    const bool sent = source_->sendCommand(id, command);
+    if (!sent) {
+        EventEntry& entry = events_.at(index);
+        entry.state = CommandState::rejected;
+        entry.detail =
+            source_->isLive() ? QStringLiteral("not connected") : QStringLiteral("replay is read-only");
+    }
+    flushEvents();
+    touch();
+    return sent ? id : QString();
+}
+
+void RunSession::onCommandReplied(const QString& requestId, bool ok, const QString& error,
+                                  qint64 effectiveStep) {
+    const auto index = events_.findCommand(requestId);
+    // A reply we are not waiting for (or one that lost the race with the command event).
+    if (!index || events_.at(*index).state != CommandState::pending) return;
+    EventEntry& e = events_.at(*index);
+    if (!ok) {
+        e.state = CommandState::rejected;
+        e.detail = error.isEmpty() ? QStringLiteral("rejected") : error;
+    } else {
+        e.detail = QStringLiteral("acknowledged; effective at step %1").arg(effectiveStep);
+    }
+    emit commandStateChanged(requestId);
+    touch();
+}
+
+void RunSession::onCommandEvent(const sp::EventRecord& rec, const QString& payloadError) {
+    nlohmann::json j = nlohmann::json::parse(rec.payload_json, nullptr, false);
+    if (!j.is_object()) j = nlohmann::json::object();
+    const QString id = jsonString(j, "id");
+    const bool ok = !j.contains("ok") || (j["ok"].is_boolean() && j["ok"].get<bool>());
+    const QString error = jsonString(j, "error");
+    QString what = QStringLiteral("command");
+    const auto cmd = j.find("command");
+    if (cmd != j.end()) {
+        sp::Command c;
+        std::string parseError;
+        what = sp::parse_command(*cmd, c, parseError) ? describe(c, [this](int b) { return blockName(b); })
+                                                      : compact(cmd->dump());
+    }
+    QString outcome;
+    if (ok) {
+        const auto changes = j.find("changes");
+        outcome = changes != j.end() && changes->is_number_integer()
+                      ? QStringLiteral("applied at step %1 (%2 changes)")
+                            .arg(rec.step)
+                            .arg(changes->get<long long>())
+                      : QStringLiteral("applied at step %1").arg(rec.step);
+    } else {
+        outcome = error.isEmpty() ? QStringLiteral("refused by the agent") : error;
+    }
+
+    if (const auto index = events_.findCommand(id)) {
+        EventEntry& e = events_.at(*index);
+        e.state = ok ? CommandState::applied : CommandState::rejected;
+        e.step = rec.step;
+        e.detail = outcome;
+        emit commandStateChanged(id);
+        return;
+    }
+    // Another client's command (or one from before we joined): shown, not tracked.
+    EventEntry e;
+    e.timestamp = rec.timestamp;
+    e.step = rec.step;
+    e.category = EventCategory::command;
+    e.text = what + (id.isEmpty() ? QString() : QStringLiteral(" (%1)").arg(id));
+    e.state = ok ? CommandState::applied : CommandState::rejected;
+    e.detail = payloadError.isEmpty() ? outcome : payloadError;
+    logEvent(std::move(e));
+}
+
+void RunSession::rejectPending(const QString& reason) {
+    for (std::size_t i = 0; i < events_.size(); ++i) {
+        EventEntry& e = events_.at(i);
+        if (e.category != EventCategory::command || e.state != CommandState::pending) continue;
+        e.state = CommandState::rejected;
+        e.detail = reason;
+        emit commandStateChanged(e.request_id);
+    }
+}
+
+std::optional<sp::Precision> RunSession::pinOf(int block) const {
+    // The latest update is the truth once it is newer than the snapshot.
+    if (store_.updateCount() > snapshot_updates_ || snapshot_pins_.empty()) {
+        if (!store_.empty()) {
+            const BlockCell c = store_.cell(block, store_.updateCount() - 1);
+            if (c.present)
+                return c.forced == sp::ForcedBy::pin ? std::optional<sp::Precision>(c.precision)
+                                                     : std::nullopt;
+        }
+    }
+    if (block >= 0 && static_cast<std::size_t>(block) < snapshot_pins_.size())
+        return snapshot_pins_[static_cast<std::size_t>(block)];
+    return std::nullopt;
+}
+
+// ---- Source state, losses, replay progress ----
+
+void RunSession::onState(SourceState state, const QString& detail) {
+    const bool changed = state != state_;
+    state_ = state;
+    if (changed) {
+        EventEntry e;
+        e.timestamp = nowSeconds();
+        e.category = EventCategory::connection;
+        e.text = detail.isEmpty() ? toString(state) : QStringLiteral("%1: %2").arg(toString(state), detail);
+        e.detail = source_->label();
+        logEvent(std::move(e));
+    }
+    flushEvents();
+    touch();
+    emit stateChanged(state, detail);
+}
+
+void RunSession::onMessagesLost(quint64 count) {
+    messages_lost_ += count;
+    EventEntry e;
+    e.timestamp = nowSeconds();
+    e.step = store_.empty() ? -1 : store_.rows().back().step;
+    e.category = EventCategory::dropped;
+    e.text = QStringLiteral("lost %1 telemetry messages (seq gap)").arg(count);
+    e.detail = QStringLiteral("%1 lost in total").arg(messages_lost_);
+    logEvent(std::move(e));
+    flushEvents();
+    touch();
+}
+
+void RunSession::onLoadProgress(qint64 done, qint64 total) {
+    // Size the store once from the file size (and again if the estimate runs short), so a big
+    // file does not pay for vector doubling: memory stays near kBytesPerBlockUpdate per cell.
+    const std::size_t n = store_.updateCount();
+    if (!source_->isLive() && n >= 4 && done > 0 && total > done) {
+        // The updates the whole file holds at the density seen so far, with a small margin.
+        const auto want = static_cast<std::size_t>(double(n) * double(total) / double(done) * 1.01) + 16;
+        // Re-size only when about to run out, so a creeping estimate does not copy the store
+        // again and again.
+        if (reserved_updates_ == 0 || (want > reserved_updates_ && n + n / 50 >= reserved_updates_)) {
+            const std::size_t target = std::max(want, n + n / 50 + 16);
+            store_.reserve(target);
+            reserved_updates_ = target;
+        }
+    }
+    emit loadProgress(done, total);
+}
+
+void RunSession::onLoadFinished(const LoadReport& report) {
+    load_report_ = report;
+    const double now = nowSeconds();
+    if (!report.error.isEmpty()) {
+        EventEntry e;
+        e.timestamp = now;
+        e.category = EventCategory::load;
+        e.text = report.error;
+        e.detail = source_->label();
+        logEvent(std::move(e));
+    }
+    if (report.problem_count > 0) {
+        EventEntry e;
+        e.timestamp = now;
+        e.category = EventCategory::load;
+        e.text = QStringLiteral("%1 bad lines").arg(report.problem_count);
+        if (!report.problems.empty())
+            e.text += QStringLiteral("; first: line %1: %2")
+                          .arg(report.problems.front().line)
+                          .arg(qs(report.problems.front().reason));
+        QStringList lines;
+        for (const sp::LineProblem& p : report.problems)
+            lines << QStringLiteral("line %1: %2").arg(p.line).arg(qs(p.reason));
+        e.detail = lines.join(QLatin1Char('\n'));
+        logEvent(std::move(e));
+    }
+    if (report.unknown_types > 0) {
+        EventEntry e;
+        e.timestamp = now;
+        e.category = EventCategory::load;
+        e.text = QStringLiteral("%1 records of a newer schema skipped").arg(report.unknown_types);
+        logEvent(std::move(e));
+    }
+    if (report.cancelled) {
+        EventEntry e;
+        e.timestamp = now;
+        e.category = EventCategory::load;
+        e.text = QStringLiteral("load cancelled after %1 records; showing what was read").arg(report.records);
+        logEvent(std::move(e));
+    }
+    flushEvents();
+    touch();
+    emit loadFinished(report);
+}
+
+}  // namespace sp::ui

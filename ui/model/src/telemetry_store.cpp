@@ -1,0 +1,236 @@
+#include "sp/ui/telemetry_store.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+namespace sp::ui {
+namespace {
+
+// Packed state byte: precision (2 bits) | forced (2 bits) << 2 | changed << 4 | present << 5.
+constexpr std::uint8_t kChangedBit = 1u << 4;
+constexpr std::uint8_t kPresentBit = 1u << 5;
+// Block ids beyond this are not a model but a broken or hostile file: skipped, so one bad id
+// cannot make the store allocate columns for billions of blocks.
+constexpr int kMaxBlockId = (1 << 20) - 1;
+
+std::uint8_t packState(const BlockDetail& d, bool changed) {
+    return static_cast<std::uint8_t>((static_cast<unsigned>(d.precision) & 3u) |
+                                     ((static_cast<unsigned>(d.forced) & 3u) << 2) |
+                                     (changed ? kChangedBit : 0u) | kPresentBit);
+}
+
+Precision precisionOf(std::uint8_t state) {
+    return static_cast<Precision>(state & 3u);
+}
+
+const std::vector<float>& emptySeries() {
+    static const std::vector<float> empty;
+    return empty;
+}
+
+}  // namespace
+
+void TelemetryStore::reset(BlockLayout layout) {
+    layout_ = std::move(layout);
+    // Give the memory back: a restarted run may be much smaller.
+    std::vector<UpdateRow>().swap(rows_);
+    std::vector<BlockColumns>(layout_.size()).swap(blocks_);
+}
+
+void TelemetryStore::reserve(std::size_t updates) {
+    rows_.reserve(updates);
+    for (BlockColumns& b : blocks_) {
+        for (auto& f : b.fields) f.reserve(updates);
+        b.state.reserve(updates);
+        b.reason.reserve(updates);
+    }
+}
+
+void TelemetryStore::adoptLayout(const BlockLayout& layout) {
+    if (layout.size() > layout_.size()) growBlocks(static_cast<int>(layout.size()));
+    for (std::size_t i = 0; i < layout.size(); ++i) {
+        layout_[i].name = layout[i].name;
+        layout_[i].bytes_bf16 = layout[i].bytes_bf16;
+    }
+}
+
+void TelemetryStore::growBlocks(int count) {
+    const std::size_t old = blocks_.size();
+    if (static_cast<std::size_t>(count) <= old) return;
+    const std::size_t n = rows_.size();
+    const std::size_t cap = std::max(rows_.capacity(), n);
+    blocks_.resize(static_cast<std::size_t>(count));
+    layout_.reserve(static_cast<std::size_t>(count));
+    for (std::size_t id = old; id < blocks_.size(); ++id) {
+        if (layout_.size() <= id) {
+            BlockInfo info;
+            info.id = static_cast<int>(id);
+            info.name = "blocks." + std::to_string(id);
+            layout_.push_back(std::move(info));
+        }
+        // Earlier updates read as missing for the new block; reserve like the other columns.
+        BlockColumns& b = blocks_[id];
+        for (auto& f : b.fields) {
+            f.reserve(cap);
+            f.assign(n, kMissing);
+        }
+        b.state.reserve(cap);
+        b.state.assign(n, 0);
+        b.reason.reserve(cap);
+        b.reason.assign(n, static_cast<std::uint8_t>(Reason::hold));
+    }
+}
+
+void TelemetryStore::append(const UpdateRecord& r) {
+    UpdateRow row;
+    row.step = r.step_id;
+    row.timestamp = r.timestamp;
+    row.blocks_bf16 = r.blocks_bf16;
+    row.blocks_int8 = r.blocks_int8;
+    row.blocks_fp8 = r.blocks_fp8;
+    row.precision_changes = r.precision_changes;
+    row.mean_sensitivity = static_cast<float>(r.mean_sensitivity);
+    row.max_sensitivity = static_cast<float>(r.max_sensitivity);
+    row.min_sensitivity = static_cast<float>(r.min_sensitivity);
+    row.estimated_saving_pct = static_cast<float>(r.estimated_bandwidth_saving_pct);
+    if (r.measured_bandwidth_saving_pct)
+        row.measured_saving_pct = static_cast<float>(*r.measured_bandwidth_saving_pct);
+    if (r.train_loss) row.train_loss = static_cast<float>(*r.train_loss);
+    if (r.eval_loss) row.eval_loss = static_cast<float>(*r.eval_loss);
+    row.has_details = !r.block_details.empty();
+
+    // Details are sorted by id (the writer's order and the reader's); a producer that breaks
+    // that still loads, through a sorted copy.
+    const std::vector<BlockDetail>* details = &r.block_details;
+    std::vector<BlockDetail> sorted;
+    if (!std::is_sorted(details->begin(), details->end(),
+                        [](const BlockDetail& a, const BlockDetail& b) { return a.id < b.id; })) {
+        sorted = r.block_details;
+        std::stable_sort(sorted.begin(), sorted.end(),
+                         [](const BlockDetail& a, const BlockDetail& b) { return a.id < b.id; });
+        details = &sorted;
+    }
+    auto end = details->end();
+    while (end != details->begin() && (end - 1)->id > kMaxBlockId) --end;
+    if (end != details->begin() && (end - 1)->id >= blockCount()) growBlocks((end - 1)->id + 1);
+
+    const std::size_t update = rows_.size();
+    auto it = details->begin();
+    while (it != end && it->id < 0) ++it;  // the reader rejects these; stay safe anyway
+    for (std::size_t id = 0; id < blocks_.size(); ++id) {
+        BlockColumns& b = blocks_[id];
+        if (it != end && static_cast<std::size_t>(it->id) == id) {
+            const BlockDetail& d = *it;
+            // A change is what the record says, or what the store sees against the block's
+            // previous present update (records lost in between still count their switch).
+            bool changed = d.changed;
+            if (!b.state.empty() && (b.state.back() & kPresentBit) &&
+                precisionOf(b.state.back()) != d.precision)
+                changed = true;
+            if (!b.seen) {
+                b.seen = true;
+                b.base_switches = std::max(0, d.switches - (changed ? 1 : 0));
+                b.base_last_change_step = changed ? -1 : d.last_change_step;
+            }
+            b.fields[0].push_back(static_cast<float>(d.sensitivity));
+            b.fields[1].push_back(static_cast<float>(d.grad_score));
+            b.fields[2].push_back(static_cast<float>(d.error_score));
+            b.fields[3].push_back(static_cast<float>(d.relative_magnitude));
+            b.fields[4].push_back(static_cast<float>(d.l2_norm));
+            b.fields[5].push_back(static_cast<float>(d.max_abs));
+            b.state.push_back(packState(d, changed));
+            b.reason.push_back(static_cast<std::uint8_t>(d.reason));
+            if (changed) b.change_updates.push_back(static_cast<std::uint32_t>(update));
+            ++it;
+            while (it != end && static_cast<std::size_t>(it->id) == id) ++it;  // duplicate id: first wins
+        } else {
+            for (auto& f : b.fields) f.push_back(kMissing);
+            b.state.push_back(0);
+            b.reason.push_back(static_cast<std::uint8_t>(Reason::hold));
+        }
+    }
+    rows_.push_back(row);
+}
+
+const std::vector<float>& TelemetryStore::series(int block, BlockField field) const {
+    if (block < 0 || block >= blockCount()) return emptySeries();
+    return blocks_[static_cast<std::size_t>(block)].fields[static_cast<int>(field)];
+}
+
+float TelemetryStore::value(int block, std::size_t update, BlockField field) const {
+    const std::vector<float>& s = series(block, field);
+    return update < s.size() ? s[update] : kMissing;
+}
+
+BlockCell TelemetryStore::cell(int block, std::size_t update) const {
+    BlockCell c;
+    if (block < 0 || block >= blockCount() || update >= rows_.size()) return c;
+    const BlockColumns& b = blocks_[static_cast<std::size_t>(block)];
+    const std::uint8_t s = b.state[update];
+    if (!(s & kPresentBit)) return c;
+    c.present = true;
+    c.precision = precisionOf(s);
+    c.forced = static_cast<ForcedBy>((s >> 2) & 3u);
+    c.changed = (s & kChangedBit) != 0;
+    c.reason = static_cast<Reason>(b.reason[update]);
+    return c;
+}
+
+int TelemetryStore::switchesUpTo(int block, std::size_t update) const {
+    if (block < 0 || block >= blockCount()) return 0;
+    const BlockColumns& b = blocks_[static_cast<std::size_t>(block)];
+    const auto end = std::upper_bound(b.change_updates.begin(), b.change_updates.end(), update);
+    return b.base_switches + static_cast<int>(end - b.change_updates.begin());
+}
+
+std::int64_t TelemetryStore::lastChangeStep(int block, std::size_t update) const {
+    if (block < 0 || block >= blockCount() || rows_.empty()) return -1;
+    const BlockColumns& b = blocks_[static_cast<std::size_t>(block)];
+    const auto end = std::upper_bound(b.change_updates.begin(), b.change_updates.end(), update);
+    if (end != b.change_updates.begin()) return rows_[*(end - 1)].step;
+    // Before the store's own history: what the first record said, if that is not in the future.
+    const std::size_t last = std::min(update, rows_.size() - 1);
+    return b.base_last_change_step <= rows_[last].step ? b.base_last_change_step : -1;
+}
+
+BlockDetail TelemetryStore::detail(int block, std::size_t update) const {
+    BlockDetail d;
+    d.id = block;
+    d.variance = kNoValue;
+    d.mean = kNoValue;
+    const BlockCell c = cell(block, update);
+    d.precision = c.precision;
+    d.forced = c.forced;
+    d.changed = c.changed;
+    d.reason = c.reason;
+    d.sensitivity = value(block, update, BlockField::sensitivity);
+    d.grad_score = value(block, update, BlockField::grad_score);
+    d.error_score = value(block, update, BlockField::error_score);
+    d.relative_magnitude = value(block, update, BlockField::relative_magnitude);
+    d.l2_norm = value(block, update, BlockField::l2_norm);
+    d.max_abs = value(block, update, BlockField::max_abs);
+    d.switches = switchesUpTo(block, update);
+    d.last_change_step = lastChangeStep(block, update);
+    return d;
+}
+
+std::optional<std::size_t> TelemetryStore::updateAtOrBefore(std::int64_t step) const {
+    // Steps ascend within a run (an agent restart resets the store).
+    const auto it = std::upper_bound(rows_.begin(), rows_.end(), step,
+                                     [](std::int64_t s, const UpdateRow& r) { return s < r.step; });
+    if (it == rows_.begin()) return std::nullopt;
+    return static_cast<std::size_t>(it - rows_.begin()) - 1;
+}
+
+std::size_t TelemetryStore::memoryBytes() const {
+    std::size_t bytes = rows_.capacity() * sizeof(UpdateRow) + blocks_.capacity() * sizeof(BlockColumns);
+    for (const BlockColumns& b : blocks_) {
+        for (const auto& f : b.fields) bytes += f.capacity() * sizeof(float);
+        bytes += b.state.capacity() + b.reason.capacity();
+        bytes += b.change_updates.capacity() * sizeof(std::uint32_t);
+    }
+    return bytes;
+}
+
+}  // namespace sp::ui

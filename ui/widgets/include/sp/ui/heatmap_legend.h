@@ -1,0 +1,26 @@
+#pragma once
+// The heatmap's key: the sensitivity colour bar (0..1 with ticks, and the grey of "no value") and the
+// precision, pin and config marks. Vertical (beside the heatmap) or horizontal (under it).
+#include <QWidget>
+
+namespace sp::ui {
+
+class HeatmapLegend : public QWidget {
+    Q_OBJECT
+  public:
+    explicit HeatmapLegend(Qt::Orientation orientation = Qt::Vertical, QWidget* parent = nullptr);
+
+    void setOrientation(Qt::Orientation orientation);
+    Qt::Orientation orientation() const { return orientation_; }
+
+    QSize sizeHint() const override;
+    QSize minimumSizeHint() const override;
+
+  protected:
+    void paintEvent(QPaintEvent* event) override;
+
+  private:
+    Qt::Orientation orientation_;
+};
+
+}  // namespace sp::ui

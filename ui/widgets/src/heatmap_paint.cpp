@@ -1,0 +1,296 @@
+// HeatmapView: painting, export and tooltip text. The grid is a cached nearest-neighbour resampling
+// of the one-pixel-per-cell image (heatmap_image.h); everything drawn per row or per cell is limited
+// to what is visible, and per-cell marks only appear once cells are large enough to carry them.
+#include <algorithm>
+#include <cmath>
+
+#include <QPainter>
+#include <QPainterPath>
+#include <QStringList>
+
+#include "heatmap_glyphs.h"
+#include "heatmap_image.h"
+#include "heatmap_layout.h"
+#include "sp/ui/colormap.h"
+#include "sp/ui/heatmap_view.h"
+#include "sp/ui/telemetry_store.h"
+
+namespace sp::ui {
+
+namespace {
+
+constexpr double kCellMarkMinPx = 10.0;
+// cells at least this big get a precision mark
+
+QString formatValue(float v) {
+    return std::isnan(v) ? QStringLiteral("n/a") : QString::number(double(v), 'g', 4);
+}
+
+}  // namespace
+
+void HeatmapView::paintEvent(QPaintEvent*) {
+    QPainter p(viewport());
+    paintAll(p, currentLayout(), view_, true);
+}
+
+QImage HeatmapView::renderToImage(QSize size) const {
+    QImage out(size.expandedTo(QSize(1, 1)), QImage::Format_RGB32);
+    QPainter p(&out);
+    const HeatmapLayout now = currentLayout();
+    const HeatmapLayout layout = layoutFor(out.size());
+    // Same updates and blocks as on screen, stretched to the new grid.
+    ViewState view = view_;
+    const std::size_t shown = shownUpdateCount();
+    const std::size_t cols = std::max<std::size_t>(
+        1, std::min(visibleUpdateCapacity(now), shown > view_.x_first ? shown - view_.x_first : 0));
+    const int blocks = store_ ? store_->blockCount() : 0;
+    const int rows = std::max(1, std::min(visibleBlockCapacity(now), blocks - view_.y_first));
+    // Stretched to fill the image, but no further than the larger of the current zoom and the fit
+    // limit, so an export at the widget's size looks like the widget.
+    view.x_scale = std::max(
+        1e-6, std::min(double(layout.grid.width()) / double(cols), std::max(view_.x_scale, kMaxPxPerUpdate)));
+    view.y_scale = std::max(
+        1e-6, std::min(double(layout.grid.height()) / double(rows), std::max(view_.y_scale, kFitPxPerBlock)));
+    paintAll(p, layout, view, false);
+    return out;
+}
+
+QString HeatmapView::emptyStateText() const {
+    if (!store_) return tr("No run loaded.");
+    if (store_->empty()) return tr("Waiting for updates…");
+    if (shownUpdateCount() == 0) return tr("Timeline at the start: no update shown yet.");
+    if (store_->blockCount() == 0 || image_->firstDetailedUpdate() >= shownUpdateCount()) {
+        return tr(
+            "No per-block details in this run.\nIts update records carry an empty block_details "
+            "(the original tool's format), so there is nothing to draw per block.\n"
+            "The charts still show the run-level values.");
+    }
+    return {};
+}
+
+void HeatmapView::paintEmptyState(QPainter& p, const QRect& area, const QString& text) const {
+    p.setPen(palette().color(QPalette::PlaceholderText));
+    p.drawText(area.adjusted(16, 16, -16, -16), Qt::AlignCenter | Qt::TextWordWrap, text);
+}
+
+void HeatmapView::paintAll(QPainter& p, const HeatmapLayout& layout, const ViewState& view,
+                           bool use_cache) const {
+    p.fillRect(p.viewport(), palette().color(QPalette::Window));
+    const QString empty = emptyStateText();
+    if (!empty.isEmpty()) {
+        paintEmptyState(p, p.viewport(), empty);
+        return;
+    }
+    paintGrid(p, layout, view, use_cache);
+    if (color_mode_ == ColorMode::sensitivity) paintCellMarks(p, layout, view);
+    paintRows(p, layout, view);
+    paintAxis(p, layout, view);
+}
+
+void HeatmapView::paintGrid(QPainter& p, const HeatmapLayout& layout, const ViewState& view,
+                            bool use_cache) const {
+    const QSize size = layout.grid.size();
+    if (size.isEmpty()) return;
+    const QRgb background = palette().color(QPalette::Base).rgb();
+    if (!use_cache) {
+        QImage sampled(size, QImage::Format_RGB32);
+        image_->sampleInto(sampled, double(view.x_first), view.x_scale, shownUpdateCount(),
+                           double(view.y_first), view.y_scale, background);
+        p.drawImage(layout.grid.topLeft(), sampled);
+        return;
+    }
+    if (!grid_cache_valid_ || grid_cache_.size() != size) {
+        if (grid_cache_.size() != size) grid_cache_ = QImage(size, QImage::Format_RGB32);
+        image_->sampleInto(grid_cache_, double(view.x_first), view.x_scale, shownUpdateCount(),
+                           double(view.y_first), view.y_scale, background);
+        grid_cache_valid_ = true;
+    }
+    p.drawImage(layout.grid.topLeft(), grid_cache_);
+}
+
+void HeatmapView::paintCellMarks(QPainter& p, const HeatmapLayout& layout, const ViewState& view) const {
+    if (view.x_scale < kCellMarkMinPx || view.y_scale < kCellMarkMinPx) return;
+    // Large cells: a corner square in the precision's colour on every non-BF16 cell, so precision
+    // and sensitivity read together. At most (grid / 10 px)^2 cells are visible here.
+    const std::size_t shown = shownUpdateCount();
+    const int blocks = store_->blockCount();
+    const double mark = std::min(8.0, std::min(view.x_scale, view.y_scale) / 3.0);
+    p.save();
+    p.setClipRect(layout.grid);
+    for (int b = view.y_first; b < blocks; ++b) {
+        const double y = layout.grid.top() + (b - view.y_first) * view.y_scale;
+        if (y > layout.grid.bottom()) break;
+        for (std::size_t u = view.x_first; u < shown; ++u) {
+            const double x = layout.grid.left() + double(u - view.x_first) * view.x_scale;
+            if (x > layout.grid.right()) break;
+            const BlockCell c = store_->cell(b, u);
+            if (!c.present || c.precision == Precision::bf16) continue;
+            p.fillRect(QRectF(x + view.x_scale - mark - 1, y + 1, mark, mark),
+                       QColor::fromRgb(precisionColor(c.precision)));
+        }
+    }
+    p.restore();
+}
+
+void HeatmapView::paintRows(QPainter& p, const HeatmapLayout& layout, const ViewState& view) const {
+    const int blocks = store_->blockCount();
+    const auto displayed = displayedUpdate();
+    const int fh = layout.font_height;
+    const QPalette& pal = palette();
+    const int label_every = std::max(1, int(std::ceil(double(fh) / view.y_scale)));
+    const bool draw_glyphs = view.y_scale >= 7.0;
+    auto row_top = [&](int b) {
+        return layout.grid.top() + int(std::floor((b - view.y_first) * view.y_scale));
+    };
+
+    p.save();
+    p.setClipRect(QRect(layout.labels.topLeft(), layout.strip.bottomRight()));
+    p.setRenderHint(QPainter::Antialiasing, draw_glyphs);
+    for (int b = view.y_first; b < blocks; ++b) {
+        const int y0 = row_top(b);
+        if (y0 > layout.grid.bottom()) break;
+        const int h = std::max(1, row_top(b + 1) - y0);
+        const bool selected = std::binary_search(selection_.begin(), selection_.end(), b);
+        if (selected) {
+            p.fillRect(QRect(layout.labels.left(), y0, layout.strip.left() - layout.labels.left(), h),
+                       pal.color(QPalette::Highlight));
+        }
+        if (displayed) {
+            const BlockCell c = store_->cell(b, *displayed);
+            p.fillRect(QRect(layout.strip.left(), y0, layout.strip.width(), h),
+                       QColor::fromRgb(c.present ? precisionColor(c.precision) : kMissingColor));
+            if (c.present && c.forced != ForcedBy::none) {
+                const bool pin = c.forced == ForcedBy::pin;
+                const QColor color = QColor::fromRgb(pin ? glyphs::kPinColor : glyphs::kConfigColor);
+                const int x = layout.badges.left() + (pin ? 0 : fh);
+                if (draw_glyphs) {
+                    const QRectF box(x, y0, std::min(double(fh), double(h)), std::min(double(fh), double(h)));
+                    pin ? glyphs::drawPin(p, box, color) : glyphs::drawLock(p, box, color);
+                } else {
+                    p.fillRect(QRect(x, y0, fh - 2, h), color);  // too small for a glyph: a bar
+                }
+            }
+        }
+        if ((b - view.y_first) % label_every == 0 || selected) {
+            if (h * label_every >= fh / 2 || selected) {
+                p.setPen(pal.color(selected ? QPalette::HighlightedText : QPalette::WindowText));
+                const QString name = QString::fromStdString(store_->layout()[std::size_t(b)].name);
+                const QRect text_rect(layout.labels.left(), y0 + h / 2 - fh / 2, layout.labels.width() - 2,
+                                      fh);
+                p.drawText(text_rect, Qt::AlignRight | Qt::AlignVCenter,
+                           p.fontMetrics().elidedText(name, Qt::ElideMiddle, layout.labels.width() - 2));
+            }
+        }
+    }
+    p.restore();
+
+    // Selected rows framed on the grid (rows big enough to frame without hiding the colour).
+    p.save();
+    p.setClipRect(layout.grid);
+    if (view.y_scale >= 4.0) {
+        p.setPen(QPen(pal.color(QPalette::Highlight), 1));
+        p.setBrush(Qt::NoBrush);
+        for (int b : selection_) {
+            if (b < view.y_first) continue;
+            const int y0 = row_top(b);
+            if (y0 > layout.grid.bottom()) break;
+            p.drawRect(
+                QRect(layout.grid.left(), y0, layout.grid.width() - 1, std::max(1, row_top(b + 1) - y0) - 1));
+        }
+    } else {
+        // Thin rows: a tick at the grid's left edge marks each selected row.
+        for (int b : selection_) {
+            if (b < view.y_first) continue;
+            const int y0 = row_top(b);
+            if (y0 > layout.grid.bottom()) break;
+            p.fillRect(QRect(layout.grid.left(), y0, 3, std::max(1, row_top(b + 1) - y0)),
+                       pal.color(QPalette::Highlight));
+        }
+    }
+    p.restore();
+
+    if (band_active_ && band_from_ >= 0 && band_to_ >= 0) {
+        const int lo = std::min(band_from_, band_to_);
+        const int hi = std::max(band_from_, band_to_);
+        const int y0 = std::max(layout.grid.top(), row_top(lo));
+        const int y1 = std::min(layout.grid.bottom() + 1, row_top(hi + 1));
+        QColor fill = pal.color(QPalette::Highlight);
+        fill.setAlpha(70);
+        const QRect band(layout.labels.left(), y0, layout.grid.right() - layout.labels.left(),
+                         std::max(1, y1 - y0));
+        p.fillRect(band, fill);
+        p.setPen(pal.color(QPalette::Highlight));
+        p.drawRect(band);
+    }
+}
+
+void HeatmapView::paintAxis(QPainter& p, const HeatmapLayout& layout, const ViewState& view) const {
+    const std::size_t shown = shownUpdateCount();
+    if (shown == 0 || layout.axis.isEmpty()) return;
+    const QPalette& pal = palette();
+    p.setPen(pal.color(QPalette::WindowText));
+    p.drawLine(layout.axis.topLeft(), layout.axis.topRight());
+    // Tick every 1/2/5 x 10^k updates, at least ~90 px apart; labels are the updates' steps.
+    const double min_updates = 90.0 / view.x_scale;
+    double spacing = 1.0;
+    while (spacing < min_updates) {
+        if (spacing * 2 >= min_updates) {
+            spacing *= 2;
+        } else if (spacing * 5 >= min_updates) {
+            spacing *= 5;
+        } else {
+            spacing *= 10;
+        }
+    }
+    const auto step_every = std::size_t(spacing);
+    const std::size_t first = (view.x_first + step_every - 1) / step_every * step_every;
+    const int fh = layout.font_height;
+    for (std::size_t u = first; u < shown; u += step_every) {
+        const double x = layout.grid.left() + (double(u - view.x_first) + 0.5) * view.x_scale;
+        if (x > layout.grid.right()) break;
+        const int xi = int(std::lround(x));
+        p.drawLine(xi, layout.axis.top(), xi, layout.axis.top() + 4);
+        const QString label = QString::number(store_->row(u).step);
+        p.drawText(QRect(xi - 60, layout.axis.top() + 5, 120, fh), Qt::AlignHCenter | Qt::AlignTop, label);
+    }
+    p.drawText(
+        QRect(layout.labels.left(), layout.axis.top() + 5, layout.strip.right() - layout.labels.left(), fh),
+        Qt::AlignRight | Qt::AlignTop, tr("step"));
+}
+
+QString HeatmapView::cellToolTip(int block, std::size_t update) const {
+    if (!store_ || block < 0 || block >= store_->blockCount() || update >= store_->updateCount()) return {};
+    const auto& info = store_->layout()[std::size_t(block)];
+    const BlockCell c = store_->cell(block, update);
+    QStringList lines;
+    lines << tr("%1 (block %2)").arg(QString::fromStdString(info.name)).arg(info.id);
+    lines << tr("step %1 (update %2)").arg(store_->row(update).step).arg(update);
+    if (!c.present) {
+        lines << tr("no detail for this block at this update");
+        return lines.join(QLatin1Char('\n'));
+    }
+    auto field = [&](BlockField f) { return formatValue(store_->value(block, update, f)); };
+    lines << tr("precision: %1%2")
+                 .arg(precisionLabel(c.precision), c.changed ? tr(" (changed here)") : QString());
+    lines << tr("sensitivity: %1").arg(field(BlockField::sensitivity));
+    lines << tr("grad score: %1   error score: %2")
+                 .arg(field(BlockField::grad_score), field(BlockField::error_score));
+    lines << tr("relative magnitude: %1").arg(field(BlockField::relative_magnitude));
+    lines << tr("l2: %1   max |g|: %2").arg(field(BlockField::l2_norm), field(BlockField::max_abs));
+    switch (c.forced) {
+        case ForcedBy::pin:
+            lines << tr("pinned by the operator");
+            break;
+        case ForcedBy::config:
+            lines << tr("forced by the run's config");
+            break;
+        case ForcedBy::none:
+            lines << tr("not forced");
+            break;
+    }
+    lines << tr("reason: %1")
+                 .arg(QString::fromUtf8(to_string(c.reason).data(), int(to_string(c.reason).size())));
+    return lines.join(QLatin1Char('\n'));
+}
+
+}  // namespace sp::ui

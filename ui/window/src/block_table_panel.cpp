@@ -1,0 +1,81 @@
+#include "sp/ui/block_table_panel.h"
+
+#include <QHeaderView>
+#include <QItemSelection>
+#include <QLineEdit>
+#include <QSortFilterProxyModel>
+#include <QTableView>
+#include <QVBoxLayout>
+#include <algorithm>
+
+#include "sp/ui/block_table_model.h"
+
+namespace sp::ui {
+
+BlockTablePanel::BlockTablePanel(QWidget* parent)
+    : QWidget(parent),
+      proxy_(new QSortFilterProxyModel(this)),
+      filter_(new QLineEdit(this)),
+      view_(new QTableView(this)) {
+    proxy_->setFilterCaseSensitivity(Qt::CaseInsensitive);
+    proxy_->setFilterKeyColumn(-1);                  // name, precision, "pin: int8", ... all match
+    proxy_->setSortRole(BlockTableModel::SortRole);  // raw numbers: 10 sorts after 9
+    filter_->setPlaceholderText(tr("Filter blocks (name, precision, pin…)"));
+    filter_->setClearButtonEnabled(true);
+    view_->setModel(proxy_);
+    view_->setSortingEnabled(true);
+    view_->sortByColumn(0, Qt::AscendingOrder);
+    view_->setSelectionBehavior(QAbstractItemView::SelectRows);
+    view_->setSelectionMode(QAbstractItemView::ExtendedSelection);
+    view_->setAlternatingRowColors(true);
+    view_->setContextMenuPolicy(Qt::CustomContextMenu);
+    view_->verticalHeader()->hide();
+    view_->verticalHeader()->setDefaultSectionSize(view_->fontMetrics().height() + 6);
+    view_->horizontalHeader()->setStretchLastSection(true);
+    view_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+
+    auto* layout = new QVBoxLayout(this);
+    layout->setContentsMargins(0, 0, 0, 0);
+    layout->addWidget(filter_);
+    layout->addWidget(view_);
+
+    connect(filter_, &QLineEdit::textChanged, proxy_, &QSortFilterProxyModel::setFilterFixedString);
+    connect(view_->selectionModel(), &QItemSelectionModel::selectionChanged, this, [this] {
+        if (!syncing_) emit selectionChanged(selectedBlocks());
+    });
+    connect(view_, &QTableView::customContextMenuRequested, this, [this](const QPoint& pos) {
+        const std::vector<int> blocks = selectedBlocks();
+        if (!blocks.empty()) emit contextMenuRequested(blocks, view_->viewport()->mapToGlobal(pos));
+    });
+}
+
+void BlockTablePanel::setModel(QAbstractItemModel* model) {
+    model_ = model;
+    proxy_->setSourceModel(model);
+}
+
+std::vector<int> BlockTablePanel::selectedBlocks() const {
+    std::vector<int> blocks;
+    for (const QModelIndex& index : view_->selectionModel()->selectedRows())
+        blocks.push_back(proxy_->mapToSource(index).row());
+    std::sort(blocks.begin(), blocks.end());
+    return blocks;
+}
+
+void BlockTablePanel::setSelectedBlocks(const std::vector<int>& blocks) {
+    if (model_ == nullptr) return;
+    syncing_ = true;
+    QItemSelection selection;
+    const int lastColumn = model_->columnCount() - 1;
+    for (int block : blocks) {
+        if (block < 0 || block >= model_->rowCount()) continue;
+        const QModelIndex first = proxy_->mapFromSource(model_->index(block, 0));
+        const QModelIndex last = proxy_->mapFromSource(model_->index(block, lastColumn));
+        if (first.isValid()) selection.select(first, last);
+    }
+    view_->selectionModel()->select(selection, QItemSelectionModel::ClearAndSelect);
+    if (!selection.isEmpty()) view_->scrollTo(selection.indexes().first());
+    syncing_ = false;
+}
+
+}  // namespace sp::ui

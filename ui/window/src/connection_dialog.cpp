@@ -1,0 +1,91 @@
+#include "sp/ui/connection_dialog.h"
+
+#include <QComboBox>
+#include <QDialogButtonBox>
+#include <QFileDialog>
+#include <QFormLayout>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QLineEdit>
+#include <QPushButton>
+#include <QVBoxLayout>
+
+#include "sp/protocol.h"
+#include "sp/ui/live_source.h"
+
+namespace sp::ui {
+
+namespace {
+
+QWidget* withBrowse(QLineEdit* edit, const QString& caption, QWidget* parent) {
+    auto* box = new QWidget(parent);
+    auto* row = new QHBoxLayout(box);
+    row->setContentsMargins(0, 0, 0, 0);
+    auto* browse = new QPushButton(QObject::tr("Browse…"), box);
+    row->addWidget(edit, 1);
+    row->addWidget(browse);
+    QObject::connect(browse, &QPushButton::clicked, edit, [edit, caption, parent] {
+        const QString file = QFileDialog::getOpenFileName(parent, caption, edit->text());
+        if (!file.isEmpty()) edit->setText(file);
+    });
+    return box;
+}
+
+}  // namespace
+
+ConnectionDialog::ConnectionDialog(const QStringList& recentEndpoints, QWidget* parent)
+    : QDialog(parent),
+      endpoint_(new QComboBox(this)),
+      serverKey_(new QLineEdit(this)),
+      clientKey_(new QLineEdit(this)),
+      problem_(new QLabel(this)) {
+    setWindowTitle(tr("Connect to agent"));
+    endpoint_->setEditable(true);
+    endpoint_->addItems(recentEndpoints);
+    if (recentEndpoints.isEmpty())
+        endpoint_->addItem(QString::fromLatin1(sp::protocol::kDefaultTelemetryEndpoint));
+    endpoint_->setMinimumWidth(420);
+    endpoint_->setToolTip(
+        tr("The agent's telemetry endpoint (control = port + 1), or TELEMETRY,CONTROL.\n"
+           "Examples: tcp://127.0.0.1:5556   ipc:///tmp/sp.tel,ipc:///tmp/sp.ctl"));
+    serverKey_->setPlaceholderText(tr("only for agents that require CURVE"));
+    clientKey_->setPlaceholderText(tr("secret key file from sp-ctl keygen"));
+    problem_->setStyleSheet(QStringLiteral("color: #e05050"));
+    problem_->setWordWrap(true);
+
+    auto* form = new QFormLayout;
+    form->addRow(tr("&Endpoint:"), endpoint_);
+    form->addRow(tr("&Server public key:"), withBrowse(serverKey_, tr("Server public key"), this));
+    form->addRow(tr("&Client secret key:"), withBrowse(clientKey_, tr("Client secret key"), this));
+    auto* buttons = new QDialogButtonBox(QDialogButtonBox::Ok | QDialogButtonBox::Cancel, this);
+    buttons->button(QDialogButtonBox::Ok)->setText(tr("Connect"));
+    auto* layout = new QVBoxLayout(this);
+    layout->addLayout(form);
+    layout->addWidget(problem_);
+    layout->addWidget(buttons);
+
+    connect(buttons, &QDialogButtonBox::accepted, this, [this] {
+        validate();
+        if (problem_->text().isEmpty()) accept();
+    });
+    connect(buttons, &QDialogButtonBox::rejected, this, &QDialog::reject);
+    connect(endpoint_, &QComboBox::editTextChanged, this, [this] { problem_->clear(); });
+}
+
+ConnectionRequest ConnectionDialog::request() const {
+    return {endpoint_->currentText().trimmed(), serverKey_->text().trimmed(), clientKey_->text().trimmed()};
+}
+
+void ConnectionDialog::validate() {
+    QString error;
+    const ConnectionRequest r = request();
+    if (!parseEndpointSpec(r.spec, &error)) {
+        problem_->setText(error);
+    } else if (r.serverKeyFile.isEmpty() != r.clientKeyFile.isEmpty()) {
+        problem_->setText(tr("CURVE needs both the server's public key and this client's secret key."));
+    } else {
+        problem_->clear();
+    }
+}
+
+}  // namespace sp::ui

@@ -1,0 +1,298 @@
+#include "sp/ui/main_window.h"
+
+#include <QAction>
+#include <QCloseEvent>
+#include <QComboBox>
+#include <QDockWidget>
+#include <QLabel>
+#include <QMenu>
+#include <QMimeData>
+#include <QSplitter>
+#include <QStatusBar>
+#include <QToolBar>
+#include <QVBoxLayout>
+
+#include "sp/ui/block_table_model.h"
+#include "sp/ui/block_table_panel.h"
+#include "sp/ui/charts_panel.h"
+#include "sp/ui/connection_dialog.h"
+#include "sp/ui/control_actions.h"
+#include "sp/ui/event_log_model.h"
+#include "sp/ui/event_log_panel.h"
+#include "sp/ui/heatmap_legend.h"
+#include "sp/ui/heatmap_view.h"
+#include "sp/ui/live_source.h"
+#include "sp/ui/recent_list.h"
+#include "sp/ui/replay_bar.h"
+#include "sp/ui/replay_source.h"
+#include "sp/ui/run_session.h"
+#include "sp/ui/timeline.h"
+
+namespace sp::ui {
+
+namespace {
+constexpr int kRepaintMs = 33;  // ~30 Hz: views repaint at most this often, however fast data arrives
+
+QString stateColor(SourceState s) {
+    switch (s) {
+        case SourceState::live:
+        case SourceState::loaded:
+            return QStringLiteral("#3fb950");
+        case SourceState::loading:
+        case SourceState::connecting:
+            return QStringLiteral("#58a6ff");
+        case SourceState::stale:
+            return QStringLiteral("#d29922");
+        case SourceState::failed:
+        case SourceState::disconnected:
+            return QStringLiteral("#f85149");
+        case SourceState::idle:
+            break;
+    }
+    return QStringLiteral("#8b949e");
+}
+}  // namespace
+
+MainWindow::MainWindow(QWidget* parent)
+    : QMainWindow(parent),
+      timeline_(new Timeline(this)),
+      heatmap_(new HeatmapView(this)),
+      legend_(new HeatmapLegend(Qt::Vertical, this)),
+      replayBar_(new ReplayBar(timeline_, this)),
+      charts_(new ChartsPanel(this)),
+      table_(new BlockTablePanel(this)),
+      events_(new EventLogPanel(this)),
+      control_(new ControlActions([this] { return selection_; }, this)),
+      splitter_(new QSplitter(Qt::Vertical, this)),
+      runs_(new QComboBox(this)),
+      stateLabel_(new QLabel(this)),
+      runLabel_(new QLabel(this)),
+      countsLabel_(new QLabel(this)),
+      recentFiles_(std::make_unique<RecentList>(QStringLiteral("recent/files"))),
+      recentEndpoints_(std::make_unique<RecentList>(QStringLiteral("recent/endpoints"))) {
+    setWindowTitle(tr("Selective Precision"));
+    setObjectName(QStringLiteral("MainWindow"));
+    setAcceptDrops(true);
+
+    auto* top = new QWidget(this);
+    auto* heatRow = new QHBoxLayout;
+    heatRow->setContentsMargins(0, 0, 0, 0);
+    heatRow->addWidget(heatmap_, 1);
+    heatRow->addWidget(legend_);
+    auto* topLayout = new QVBoxLayout(top);
+    topLayout->setContentsMargins(0, 0, 0, 0);
+    topLayout->setSpacing(2);
+    topLayout->addLayout(heatRow, 1);
+    topLayout->addWidget(replayBar_);
+    splitter_->setObjectName(QStringLiteral("MainSplitter"));
+    splitter_->addWidget(top);
+    splitter_->addWidget(charts_);
+    splitter_->setStretchFactor(0, 1);
+    splitter_->setStretchFactor(1, 1);
+    setCentralWidget(splitter_);
+
+    auto* tableDock = new QDockWidget(tr("Blocks"), this);
+    tableDock->setObjectName(QStringLiteral("BlocksDock"));
+    tableDock->setWidget(table_);
+    addDockWidget(Qt::RightDockWidgetArea, tableDock);
+    auto* eventDock = new QDockWidget(tr("Events"), this);
+    eventDock->setObjectName(QStringLiteral("EventsDock"));
+    eventDock->setWidget(events_);
+    // Table above the log in one right-hand column: the centre keeps its full height for the
+    // heatmap and charts, and a command's pending -> applied stays in view next to its block.
+    addDockWidget(Qt::RightDockWidgetArea, eventDock);
+    splitDockWidget(tableDock, eventDock, Qt::Vertical);
+    resizeDocks({tableDock}, {480}, Qt::Horizontal);
+    resizeDocks({tableDock, eventDock}, {3, 2}, Qt::Vertical);
+
+    buildActions();
+    buildMenus();
+    viewMenu_->addSeparator();
+    viewMenu_->addAction(tableDock->toggleViewAction());
+    viewMenu_->addAction(eventDock->toggleViewAction());
+
+    stateLabel_->setTextFormat(Qt::RichText);
+    statusBar()->addWidget(stateLabel_);
+    statusBar()->addWidget(runLabel_, 1);
+    statusBar()->addPermanentWidget(countsLabel_);
+
+    connect(heatmap_, &HeatmapView::selectionChanged, this, [this](const std::vector<int>& blocks) {
+        onSelectionChanged(blocks);
+        table_->setSelectedBlocks(blocks);
+    });
+    connect(table_, &BlockTablePanel::selectionChanged, this, [this](const std::vector<int>& blocks) {
+        onSelectionChanged(blocks);
+        heatmap_->setSelection(blocks);
+    });
+    connect(heatmap_, &HeatmapView::contextMenuRequested, this, &MainWindow::showContextMenu);
+    connect(table_, &BlockTablePanel::contextMenuRequested, this, &MainWindow::showContextMenu);
+    connect(control_, &ControlActions::commandFailed, this,
+            [this](const QString& why) { statusBar()->showMessage(why, 5000); });
+    connect(runs_, &QComboBox::currentIndexChanged, this, [this](int i) {
+        if (i >= 0 && static_cast<std::size_t>(i) < sessions_.size()) setCurrentSession(sessions_[i]);
+    });
+    // "Follow live edge" is about the heatmap's viewport: scrolling back to look at history does
+    // not stop new updates from arriving, it only stops the view from jumping to them.
+    connect(heatmap_, &HeatmapView::followLiveEdgeChanged, followAction_, &QAction::setChecked);
+
+    repaint_.setInterval(kRepaintMs);
+    connect(&repaint_, &QTimer::timeout, this, &MainWindow::refreshViews);
+    repaint_.start();
+    restoreSettings();
+    updateStatus();
+}
+
+MainWindow::~MainWindow() {
+    for (RunSession* s : sessions_) s->stop();
+}
+
+void MainWindow::openFile(const QString& path) {
+    recentFiles_->add(path);
+    updateRecentMenus();
+    addSession(std::make_unique<ReplaySource>(path));
+}
+
+bool MainWindow::connectTo(const ConnectionRequest& request, QString* error) {
+    std::optional<LiveEndpoints> endpoints = parseEndpointSpec(request.spec, error);
+    if (!endpoints) return false;
+    if (!request.serverKeyFile.isEmpty() &&
+        !loadCurveKeys(request.serverKeyFile, request.clientKeyFile, *endpoints, error))
+        return false;
+    recentEndpoints_->add(request.spec);
+    updateRecentMenus();
+    addSession(std::make_unique<LiveSource>(*endpoints));
+    return true;
+}
+
+void MainWindow::addSession(std::unique_ptr<TelemetrySource> source) {
+    auto* session = new RunSession(std::move(source), this);
+    sessions_.push_back(session);
+    // Each run keeps its own table and log models, so switching runs loses no sort or scroll state.
+    tableModels_.push_back(new BlockTableModel(session, session));
+    eventModels_.push_back(new EventLogModel(session, session));
+    connect(session, &RunSession::stateChanged, this, [this, session] {
+        const auto index = std::find(sessions_.begin(), sessions_.end(), session) - sessions_.begin();
+        runs_->setItemText(static_cast<int>(index),
+                           session->source().label() + QStringLiteral(" — ") + toString(session->state()));
+        control_->updateEnabled();
+        updateStatus();
+    });
+    connect(session, &RunSession::reset, this, [this, session] {
+        if (session == current_) {
+            timeline_->setCount(0);
+            shownRevision_ = UINT64_MAX;
+        }
+    });
+    runs_->addItem(session->source().label());
+    setCurrentSession(session);
+    runs_->setCurrentIndex(runs_->count() - 1);
+    session->start();
+}
+
+void MainWindow::setCurrentSession(RunSession* session) {
+    if (session == current_) return;
+    current_ = session;
+    selection_.clear();
+    const auto index =
+        static_cast<std::size_t>(std::find(sessions_.begin(), sessions_.end(), session) - sessions_.begin());
+    tableModel_ = session ? tableModels_[index] : nullptr;
+    eventModel_ = session ? eventModels_[index] : nullptr;
+    heatmap_->setSession(session);
+    charts_->setSession(session);
+    table_->setModel(tableModel_);
+    events_->setModel(eventModel_);
+    replayBar_->setStore(session ? &session->store() : nullptr);
+    control_->setSession(session);
+    const bool live = session != nullptr && session->isLive();
+    replayBar_->setVisible(!live);
+    timeline_->setCount(session ? session->store().updateCount() : 0);
+    timeline_->setFollowing(true);
+    shownRevision_ = UINT64_MAX;
+    setWindowTitle(session ? tr("%1 — Selective Precision").arg(session->source().label())
+                           : tr("Selective Precision"));
+    refreshViews();
+}
+
+void MainWindow::refreshViews() {
+    if (current_ == nullptr) return;
+    const std::uint64_t revision = current_->revision();
+    timeline_->setCount(current_->store().updateCount());
+    const std::size_t position = timeline_->position();
+    if (revision == shownRevision_ && position == shownPosition_) return;
+    shownRevision_ = revision;
+    shownPosition_ = position;
+    heatmap_->setTimelineCursor(position);
+    charts_->setTimelineCursor(position);
+    tableModel_->setUpdate(timeline_->following() ? BlockTableModel::kFollowLatest
+                                                  : (position > 0 ? position - 1 : 0));
+    heatmap_->refresh();
+    charts_->refresh();
+    tableModel_->refresh();
+    eventModel_->sync();
+    replayBar_->refresh();
+    control_->updateEnabled();
+    updateStatus();
+}
+
+void MainWindow::onSelectionChanged(const std::vector<int>& blocks) {
+    selection_ = blocks;
+    charts_->setSelectedBlocks(blocks);
+    control_->updateEnabled();
+}
+
+void MainWindow::showContextMenu(const std::vector<int>& blocks, const QPoint& globalPos) {
+    if (blocks != selection_) {
+        onSelectionChanged(blocks);
+        heatmap_->setSelection(blocks);
+        table_->setSelectedBlocks(blocks);
+    }
+    control_->showContextMenu(blocks, globalPos, this);
+}
+
+void MainWindow::updateStatus() {
+    if (current_ == nullptr) {
+        stateLabel_->setText(tr("No run — File ▸ Open (Ctrl+O) or Connect (Ctrl+K)"));
+        runLabel_->clear();
+        countsLabel_->clear();
+        return;
+    }
+    const SourceState state = current_->state();
+    stateLabel_->setText(QStringLiteral("<span style='color:%1'>●</span> %2")
+                             .arg(stateColor(state), toString(state).toHtmlEscaped()));
+    const sp::RunHeader& header = current_->header();
+    runLabel_->setText(
+        header.run_id.empty()
+            ? current_->source().label()
+            : tr("run %1 · %2").arg(QString::fromStdString(header.run_id), current_->source().label()));
+    const TelemetryStore& store = current_->store();
+    QString counts = tr("%1 blocks · %2 updates").arg(store.blockCount()).arg(store.updateCount());
+    if (!store.empty()) counts += tr(" · step %1").arg(store.row(store.updateCount() - 1).step);
+    if (current_->messagesLost() > 0) counts += tr(" · %1 lost").arg(current_->messagesLost());
+    if (current_->loadReport().problem_count > 0)
+        counts += tr(" · %1 bad lines").arg(current_->loadReport().problem_count);
+    countsLabel_->setText(counts);
+}
+
+QImage MainWindow::renderWindow() {
+    shownRevision_ = UINT64_MAX;  // force one full refresh
+    refreshViews();
+    return grab().toImage();
+}
+
+void MainWindow::closeEvent(QCloseEvent* event) {
+    saveSettings();
+    for (RunSession* s : sessions_) s->stop();
+    event->accept();
+}
+
+void MainWindow::dragEnterEvent(QDragEnterEvent* event) {
+    if (event->mimeData()->hasUrls()) event->acceptProposedAction();
+}
+
+void MainWindow::dropEvent(QDropEvent* event) {
+    for (const QUrl& url : event->mimeData()->urls())
+        if (url.isLocalFile()) openFile(url.toLocalFile());
+    event->acceptProposedAction();
+}
+
+}  // namespace sp::ui
