@@ -9,8 +9,11 @@
 #include <QtTest>
 
 #include "dashboard_fixture.h"
+#include "fake_agent.h"
 #include "sp/ui/block_table_model.h"
 #include "sp/ui/block_table_panel.h"
+#include "sp/ui/connection_dialog.h"
+#include "sp/ui/event_log_model.h"
 #include "sp/ui/export.h"
 #include "sp/ui/heatmap_view.h"
 #include "sp/ui/main_window.h"
@@ -109,6 +112,53 @@ class TestMainWindow : public QObject {
         // An unwritable path is reported, not silently ignored.
         QVERIFY(exportCsv(*panel->sourceModel(), QStringLiteral("/nonexistent-dir/x.csv"))
                     .contains(QStringLiteral("/nonexistent-dir/x.csv")));
+    }
+
+    // The operator's path end to end: select a block in the table, press Pin INT8, the agent (a fake
+    // ROUTER) gets exactly that command, and the log shows it pending, then applied; a rejection
+    // shows the agent's reason.
+    void pinFromTheUiReachesTheAgent() {
+        sp::test::FakeAgent agent(dir_.path().toStdString());
+        agent.start("ui-run");
+        MainWindow w;
+        w.show();
+        QString error;
+        QVERIFY2(w.connectTo({QString::fromStdString(agent.spec()), {}, {}}, &error), qPrintable(error));
+        RunSession* s = w.currentSession();
+        std::int64_t step = 10;
+        QTRY_VERIFY_WITH_TIMEOUT((agent.publishUpdate(step += 10), s->store().updateCount() >= 2), 10000);
+        w.refreshViews();
+        QVERIFY(s->canControl());
+
+        auto* panel = w.findChild<BlockTablePanel*>();
+        panel->view()->selectRow(2);
+        QAction* pinInt8 = actionNamed(w, QStringLiteral("Pin INT8"));
+        QVERIFY(pinInt8->isEnabled());
+        pinInt8->trigger();
+        QTRY_VERIFY_WITH_TIMEOUT(
+            !agent.requests().empty() && agent.requests().back().find("\"cmd\":\"pin\"") != std::string::npos,
+            5000);
+        const std::string request = agent.requests().back();
+        QVERIFY2(request.find("\"blocks\":[2]") != std::string::npos, request.c_str());
+        QVERIFY2(request.find("\"precision\":\"int8\"") != std::string::npos, request.c_str());
+
+        const EventLog& log = s->events();
+        auto lastCommand = [&log]() -> const EventEntry* {
+            for (std::size_t i = log.size(); i-- > 0;)
+                if (!log.at(i).request_id.isEmpty()) return &log.at(i);
+            return nullptr;
+        };
+        QVERIFY(lastCommand() != nullptr);
+        QTRY_VERIFY_WITH_TIMEOUT(lastCommand()->state == CommandState::applied, 5000);
+
+        agent.setCommandBehaviour(sp::test::FakeAgent::CommandBehaviour::reject, "block 2 is busy");
+        actionNamed(w, QStringLiteral("Pin BF16"))->trigger();
+        QTRY_VERIFY_WITH_TIMEOUT(lastCommand()->state == CommandState::rejected, 5000);
+        QVERIFY2(lastCommand()->detail.contains(QStringLiteral("block 2 is busy")) ||
+                     lastCommand()->text.contains(QStringLiteral("block 2 is busy")),
+                 qPrintable(lastCommand()->detail));
+        for (RunSession* session : w.sessions()) session->stop();
+        agent.stop();
     }
 
     void rendersAtBothSizes() {
