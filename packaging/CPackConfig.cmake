@@ -20,6 +20,8 @@ set(CPACK_DEBIAN_DASHBOARD_PACKAGE_NAME selective-precision-dashboard)
 set(CPACK_DEBIAN_TRAINER_PACKAGE_NAME selective-precision-trainer)
 set(CPACK_COMPONENT_CLI_DESCRIPTION "sp-ctl: policy simulator, control and telemetry tools")
 set(CPACK_COMPONENT_DASHBOARD_DESCRIPTION "sp-dashboard: live monitoring and control (Qt 6)")
+# The window icon is SVG: Qt draws it only with the SVG image plugin.
+set(CPACK_DEBIAN_DASHBOARD_PACKAGE_RECOMMENDS "libqt6svg6")
 set(CPACK_COMPONENT_TRAINER_DESCRIPTION "sp-trainer: demo GPT trainer with the agent (LibTorch)")
 # Listed explicitly: CPack folds a lone component into one unnamed package otherwise.
 get_cmake_property(SP_INSTALL_COMPONENTS COMPONENTS)

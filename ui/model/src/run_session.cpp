@@ -170,35 +170,26 @@ void RunSession::onSnapshot(const sp::protocol::Snapshot& snapshot) {
         if (snapshot.last_update && snapshot.last_update->step_id > store_.row(before - 1).step)
             store_.append(*snapshot.last_update);
         if (store_.updateCount() > before) emit updatesAppended(before, store_.updateCount());
-        EventEntry e;
-        e.timestamp = nowSeconds();
-        e.step = snapshot.step;
-        e.category = EventCategory::connection;
-        e.text = QStringLiteral("reconnected to run %1 at step %2 (snapshot, seq %3); history kept")
-                     .arg(qs(snapshot.run_id))
-                     .arg(snapshot.step)
-                     .arg(snapshot.seq);
-        logEvent(std::move(e));
-        flushEvents();
-        touch();
-        return;
+    } else {
+        store_.reset(snapshot.layout);
+        reserved_updates_ = 0;
+        emit reset();
+        if (snapshot.last_update) {
+            store_.append(*snapshot.last_update);
+            emit updatesAppended(0, store_.updateCount());
+        }
+        snapshot_updates_ = store_.updateCount();
     }
-    store_.reset(snapshot.layout);
-    reserved_updates_ = 0;
-    emit reset();
-    if (snapshot.last_update) {
-        store_.append(*snapshot.last_update);
-        emit updatesAppended(0, store_.updateCount());
-    }
-    snapshot_updates_ = store_.updateCount();
     EventEntry e;
     e.timestamp = nowSeconds();
     e.step = snapshot.step;
     e.category = EventCategory::connection;
-    e.text = QStringLiteral("joined run %1 at step %2 (snapshot, seq %3)")
-                 .arg(qs(snapshot.run_id))
-                 .arg(snapshot.step)
-                 .arg(snapshot.seq);
+    e.text =
+        QStringLiteral("%1 run %2 at step %3 (snapshot, seq %4)%5")
+            .arg(sameRun ? QStringLiteral("reconnected to") : QStringLiteral("joined"), qs(snapshot.run_id))
+            .arg(snapshot.step)
+            .arg(snapshot.seq)
+            .arg(sameRun ? QStringLiteral("; history kept") : QString());
     logEvent(std::move(e));
     flushEvents();
     touch();
