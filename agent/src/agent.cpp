@@ -279,13 +279,14 @@ void Agent::apply_loss_feedback(double loss) {
                               {"threshold", config_.loss_spike_zscore},
                               {"window_steps", config_.rollback_window_steps}};
     std::string what = nonfinite ? "non-finite loss" : "loss spike";
-    what += " (loss " + std::to_string(fb.verdict.loss) + ", EMA " + std::to_string(fb.verdict.ema) +
-            ", z " + std::to_string(fb.verdict.z) + ")";
+    what += " (loss " + std::to_string(fb.verdict.loss) + ", EMA " + std::to_string(fb.verdict.ema) + ", z " +
+            std::to_string(fb.verdict.z) + ")";
     if (!fb.rolled_back()) {
         // No recent switch to blame: the spike is the data's or the optimizer's, not the routing's.
         emit_event(step_, "loss_spike", payload.dump());
         if (options_.log)
-            options_.log("step " + std::to_string(step_) + ": " + what + ", no recent switch: nothing rolled back");
+            options_.log("step " + std::to_string(step_) + ": " + what +
+                         ", no recent switch: nothing rolled back");
         return;
     }
     nlohmann::json blocks = nlohmann::json::array(), names = nlohmann::json::array();
@@ -296,6 +297,7 @@ void Agent::apply_loss_feedback(double loss) {
     payload["blocks"] = blocks;
     payload["names"] = names;
     payload["cooldown_until"] = fb.cooldown_until;
+    ++rollbacks_;
     emit_event(step_, "rollback", payload.dump());
     if (options_.log)
         options_.log("step " + std::to_string(step_) + ": " + what + ": rolling back " +

@@ -37,10 +37,13 @@ LossVerdict LossMonitor::observe(double loss) {
     }
     const double stddev = std::max(std::sqrt(variance_), kMinRelativeStddev * std::fabs(ema_));
     v.stddev = stddev;
-    v.z = stddev > 0.0 ? (loss - ema_) / stddev : (loss > ema_ ? std::numeric_limits<double>::infinity() : 0.0);
+    v.z =
+        stddev > 0.0 ? (loss - ema_) / stddev : (loss > ema_ ? std::numeric_limits<double>::infinity() : 0.0);
     const bool armed = history_ >= min_history_;
     const bool spike = armed && v.z > threshold_;
-    v.kind = !armed ? LossVerdict::Kind::learning : spike ? LossVerdict::Kind::spike : LossVerdict::Kind::normal;
+    v.kind = !armed  ? LossVerdict::Kind::learning
+             : spike ? LossVerdict::Kind::spike
+                     : LossVerdict::Kind::normal;
     // A spike enters the averages clipped to the threshold: it must not teach the monitor that
     // spikes are normal, yet a lasting shift of the level still gets absorbed, step by step.
     const double absorbed = spike ? ema_ + threshold_ * stddev : loss;

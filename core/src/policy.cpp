@@ -234,9 +234,9 @@ const UpdateRecord* Policy::update(std::int64_t step, double timestamp) {
             d.reason = Reason::initial;
         } else {
             const Precision wanted = hysteresis_precision(current, d.sensitivity, config_);
-            const bool cooling =
-                (cooldown_from_[b] != kNever && step < cooldown_from_[b] + config_.min_steps_between_switches) ||
-                (rollback_until_[b] != kNever && step < rollback_until_[b]);
+            const bool cooling = (cooldown_from_[b] != kNever &&
+                                  step < cooldown_from_[b] + config_.min_steps_between_switches) ||
+                                 (rollback_until_[b] != kNever && step < rollback_until_[b]);
             if (wanted == current) {
                 d.reason = Reason::hold;
             } else if (cooling) {
@@ -296,7 +296,8 @@ const LossFeedback& Policy::observe_loss(std::int64_t step, double loss) {
     for (int b = 0; b < block_count(); ++b) {
         const std::size_t i = std::size_t(b);
         ForcedBy by;
-        if (effective_[i] == Precision::bf16 || lowered_at_[i] == kNever || forced_precision(b, &by)) continue;
+        if (effective_[i] == Precision::bf16 || lowered_at_[i] == kNever || forced_precision(b, &by))
+            continue;
         if (lowered_at_[i] < step && step - lowered_at_[i] <= config_.rollback_window_steps)
             fb.suspects.push_back(b);
     }

@@ -21,8 +21,8 @@ struct StepInput {
     std::int64_t step = 0;
     std::optional<double> timestamp;
     std::vector<BlockGradStats> stats;
-    std::uint64_t stats_line = 0;                             // 0: no stats line for this step
-    std::optional<double> loss;  // the recorded training loss (NaN: recorded as null, non-finite)
+    std::uint64_t stats_line = 0;  // 0: no stats line for this step
+    std::optional<double> loss;    // the recorded training loss (NaN: recorded as null, non-finite)
     std::vector<std::pair<Command, std::uint64_t>> commands;  // with their line numbers
 };
 

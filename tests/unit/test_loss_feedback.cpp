@@ -50,7 +50,8 @@ BlockGradStats stat(int id, double l2) {
 }
 
 // One training step as the agent drives it: statistics, update, then the step's loss.
-const LossFeedback& step(Policy& p, std::int64_t s, double loss, const std::vector<double>& l2 = kQuietQuietLoudLoud) {
+const LossFeedback& step(Policy& p, std::int64_t s, double loss,
+                         const std::vector<double>& l2 = kQuietQuietLoudLoud) {
     for (std::size_t i = 0; i < l2.size(); ++i) p.observe(s, stat(int(i), l2[i]));
     p.update(s, 1000.0 + double(s));
     return p.observe_loss(s, loss);
@@ -120,8 +121,8 @@ class TestLossFeedback : public QObject {
     }
 
     void false_alarms_on_a_noisy_stationary_loss_are_rare() {
-        // With the default settings Gaussian noise looks like a spike at most about once in 5,000
-        // steps (the EMA variance is an estimate, so its tails are heavier than the Gaussian's);
+        // With the default settings Gaussian noise looks like a spike about once in 15,000 steps
+        // (the EMA variance is an estimate, so its tails are heavier than the Gaussian's);
         // and an alarm only rolls back when a switch happened in the window just before it.
         int spikes = 0;
         for (std::uint64_t seed : {1u, 2u, 3u}) {
@@ -271,7 +272,8 @@ class TestLossFeedback : public QObject {
         StepStatsRecord r;
         r.step = 7;
         r.blocks = {stat(0, 1.0)};
-        for (std::optional<double> loss : {std::optional<double>(), std::optional<double>(2.5), std::optional<double>(kNaN)}) {
+        for (std::optional<double> loss :
+             {std::optional<double>(), std::optional<double>(2.5), std::optional<double>(kNaN)}) {
             r.loss = loss;
             const std::string line = to_json_line(r);
             TelemetryRecord back;
@@ -288,7 +290,8 @@ class TestLossFeedback : public QObject {
         const Config c = feedback_config();
         Policy live(c, uniform_layout(4));
         std::ostringstream file;
-        file << "{\"type\":\"header\",\"schema_version\":1,\"blocks\":[{\"id\":0},{\"id\":1},{\"id\":2},{\"id\":3}],"
+        file << "{\"type\":\"header\",\"schema_version\":1,\"blocks\":[{\"id\":0},{\"id\":1},{\"id\":2},{"
+                "\"id\":3}],"
              << "\"config\":" << to_json(c).dump() << "}\n";
         NoisyLoss loss(5);
         std::vector<std::int64_t> live_rollbacks;
@@ -301,7 +304,8 @@ class TestLossFeedback : public QObject {
             file << to_json_line(r) << '\n';
             if (step(live, s, l).rolled_back()) live_rollbacks.push_back(s);
         }
-        QCOMPARE(live_rollbacks, (std::vector<std::int64_t>{34, 93}));  // 93: switched again at 84, after the cooldown
+        QCOMPARE(live_rollbacks,
+                 (std::vector<std::int64_t>{34, 93}));  // 93: switched again at 84, after the cooldown
         std::istringstream in(file.str());
         const SimulationResult sim = simulate(in, "test", {});
         QCOMPARE(sim.rollbacks.size(), std::size_t(2));

@@ -112,7 +112,7 @@ class Policy {
     std::vector<Precision> recorded_;  // as in the previous record
     std::vector<std::optional<Precision>> pins_;
     std::vector<std::optional<Precision>> config_force_;
-    std::vector<std::int64_t> cooldown_from_;  // step of the last policy change, or none
+    std::vector<std::int64_t> cooldown_from_;   // step of the last policy change, or none
     std::vector<std::int64_t> rollback_until_;  // a rolled-back block is held in BF16 before this step
     std::vector<std::int64_t> lowered_at_;      // step the policy last moved it below BF16, or none
     std::vector<std::int64_t> last_change_step_;

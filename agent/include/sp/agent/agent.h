@@ -95,6 +95,8 @@ class Agent {
     // The last update record written (with loss and measured bytes), if any.
     const std::optional<UpdateRecord>& last_record() const { return last_record_; }
     std::uint64_t telemetry_dropped() const;
+    // Loss-feedback rollbacks so far (each may have moved several blocks).
+    std::uint64_t rollbacks() const { return rollbacks_; }
 
     // Time the agent spent on the training thread, summed over all steps (for overhead figures).
     struct Overhead {
@@ -140,7 +142,8 @@ class Agent {
     std::int64_t step_ = -1;
     std::int64_t boundary_step_ = -1;  // the last step whose boundary took the queue (commands_mutex_)
     double step_timestamp_ = 0;
-    bool stats_pending_ = false;  // compute_hints ran: end_step writes the statistics line
+    bool stats_pending_ = false;
+    std::uint64_t rollbacks_ = 0;  // compute_hints ran: end_step writes the statistics line
     std::vector<BlockGradStats> stats_;
     PrecisionHints hints_;
     std::optional<UpdateRecord> pending_record_, last_record_;
