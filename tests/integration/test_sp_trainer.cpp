@@ -139,6 +139,8 @@ class TestSpTrainer : public QObject {
             {"--bogus"},
             {"--config", dir.filePath("missing.json")},
             {"--text", dir.filePath("missing.txt")},
+            {"--harsh-block", "4"},  // the default model has blocks 0..3
+            {"--harsh-step", "0"},
         };
         for (QStringList args : bad) {
             args << "--telemetry" << telemetry << "--no-network";
