@@ -34,6 +34,8 @@ Spread spread(const std::vector<RunResult>& runs, F value) {
 }
 
 QString num(double v, int decimals) {
+    // A value that rounds to zero prints as 0, not as "-0.00".
+    if (std::fabs(v) < 0.5 * std::pow(10.0, -decimals)) v = 0.0;
     return QString::number(v, 'f', decimals);
 }
 
