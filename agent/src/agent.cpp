@@ -213,8 +213,7 @@ const PrecisionHints& Agent::compute_hints(std::int64_t step) {
     stats_ = options_.collector->results();  // a GPU collector waits for its event here, not earlier
     for (const BlockGradStats& s : stats_) policy_->observe(step, s);
     step_timestamp_ = now();
-    if ((sink_ || server_) && config_.telemetry_every_step)
-        emit_record(StepStatsRecord{step, step_timestamp_, stats_});
+    stats_pending_ = (sink_ || server_) && config_.telemetry_every_step;
     const UpdateRecord* rec = policy_->update(step, step_timestamp_);
     hints_.step = step;
     hints_.updated = rec != nullptr;
@@ -239,6 +238,10 @@ void Agent::record_eval_loss(double loss) {
 
 void Agent::end_step(double loss) {
     const auto t0 = Clock::now();
+    // The step's statistics line carries its loss, so a re-simulation replays the loss feedback too.
+    // Written before the update record, as the policy saw them: statistics first.
+    if (stats_pending_) emit_record(StepStatsRecord{step_, step_timestamp_, stats_, loss});
+    stats_pending_ = false;
     if (pending_record_) {
         UpdateRecord& r = *pending_record_;
         r.train_loss = loss;
@@ -254,8 +257,57 @@ void Agent::end_step(double loss) {
         publish_snapshot();
     }
     transfer_.reset();
+    apply_loss_feedback(loss);
     ++overhead_.steps;
     overhead_.step_bookkeeping_s += seconds_since(t0);
+}
+
+// After the step's record: a rollback changes the map the *next* step runs with, and its
+// precision_change events, like those of a command, fall between two update records.
+void Agent::apply_loss_feedback(double loss) {
+    if (!config_.rollback_enabled || step_ < 0) return;
+    const LossFeedback& fb = policy_->observe_loss(step_, loss);
+    if (!fb.alarm()) return;
+    const bool nonfinite = fb.verdict.kind == LossVerdict::Kind::nonfinite;
+    auto number = [](double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); };
+    nlohmann::json payload = {{"trigger", nonfinite ? "nonfinite" : "spike"},
+                              {"loss", number(fb.verdict.loss)},
+                              {"ema", number(fb.verdict.ema)},
+                              {"stddev", number(fb.verdict.stddev)},
+                              {"z", number(fb.verdict.z)},
+                              {"history", fb.verdict.history},
+                              {"threshold", config_.loss_spike_zscore},
+                              {"window_steps", config_.rollback_window_steps}};
+    std::string what = nonfinite ? "non-finite loss" : "loss spike";
+    what += " (loss " + std::to_string(fb.verdict.loss) + ", EMA " + std::to_string(fb.verdict.ema) + ", z " +
+            std::to_string(fb.verdict.z) + ")";
+    if (!fb.rolled_back()) {
+        // No recent switch to blame: the spike is the data's or the optimizer's, not the routing's.
+        emit_event(step_, "loss_spike", payload.dump());
+        if (options_.log)
+            options_.log("step " + std::to_string(step_) + ": " + what +
+                         ", no recent switch: nothing rolled back");
+        return;
+    }
+    nlohmann::json blocks = nlohmann::json::array(), names = nlohmann::json::array();
+    for (int b : fb.suspects) {
+        blocks.push_back(b);
+        names.push_back(blocks_[std::size_t(b)].name);
+    }
+    payload["blocks"] = blocks;
+    payload["names"] = names;
+    payload["cooldown_until"] = fb.cooldown_until;
+    ++rollbacks_;
+    emit_event(step_, "rollback", payload.dump());
+    if (options_.log)
+        options_.log("step " + std::to_string(step_) + ": " + what + ": rolling back " +
+                     std::to_string(fb.suspects.size()) + " block(s) to bf16 until step " +
+                     std::to_string(fb.cooldown_until));
+    for (const PrecisionChange& c : fb.changes) log_change(step_, c);
+    hints_.precision = policy_->precisions();
+    hints_.updated = false;
+    for (HintSink* sink : hint_sinks_) sink->on_hints(hints_);  // materialized before the next step
+    publish_snapshot();
 }
 
 std::uint64_t Agent::telemetry_dropped() const {

@@ -180,7 +180,7 @@ double calibrate_block(const AgentBlock& block, int id, const CalibrationHooks& 
         for (const at::Tensor& p : params) {
             original.push_back(p.detach().clone());
             as_bf16.push_back(detail::materialized(p, Precision::bf16));
-            as_int8.push_back(detail::materialized(p, Precision::int8));
+            as_int8.push_back(detail::materialized(p, Precision::int8, block.harsh_int8_step));
         }
         double sum = 0.0;
         for (int s = 0; s < samples; ++s) {
@@ -222,6 +222,8 @@ std::string calibration_fingerprint(const std::string& model_identity, const std
     h.u64(blocks.size());
     for (const AgentBlock& b : blocks) {
         h.str(b.name);
+        if (b.harsh_int8_step != 0.0)
+            h.str("harsh " + std::to_string(b.harsh_int8_step));  // reference blocks hash as before
         h.u64(b.params.size());
         for (std::size_t k = 0; k < b.params.size(); ++k) {
             const at::Tensor& p = b.params[k];

@@ -1,8 +1,10 @@
 #include "materialize.h"
 
+#include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Functions.h>
 #include <ATen/core/grad_mode.h>
 
+#include <cmath>
 #include <stdexcept>
 #include <string>
 
@@ -45,9 +47,27 @@ at::Tensor int8_roundtrip(const at::Tensor& src) {
     return out.to(src.device(), src.scalar_type());
 }
 
+// The planted fault: stochastic rounding onto {-s, 0, s} per row, s = step * absmax, in plain ATen
+// (not the reference: no kernel will ever be checked against it). Rounding to the nearest level
+// would be a fixed function of the master weights, which training with a straight-through gradient
+// learns around; fresh noise at every materialization it cannot. The generator is seeded once, so a
+// run that materializes in the same order draws the same noise.
+at::Tensor harsh_roundtrip(const at::Tensor& src, double step) {
+    static at::Generator generator = at::make_generator<at::CPUGeneratorImpl>(0x5eed);
+    at::Tensor host = src.detach().to(at::kCPU, at::kFloat).contiguous();
+    if (host.numel() == 0) return host.to(src.device(), src.scalar_type());
+    const at::Tensor rows = host.reshape({int8_rows(host), -1});
+    const at::Tensor scale = rows.abs().amax(1, /*keepdim=*/true).mul(step).clamp_min(kInt8MinScale);
+    const at::Tensor x = rows.div(scale);  // in [-1/step, 1/step]
+    const at::Tensor low = x.floor();
+    const at::Tensor up = at::rand(x.sizes(), generator, x.options()).lt(x.sub(low)).to(at::kFloat);
+    const at::Tensor q = low.add(up).clamp(-1, 1).mul(scale);
+    return q.reshape(host.sizes()).to(src.device(), src.scalar_type());
+}
+
 }  // namespace
 
-at::Tensor materialized(const at::Tensor& src, Precision p) {
+at::Tensor materialized(const at::Tensor& src, Precision p, double harsh_int8_step) {
     check_routable(p);
     if (!src.is_floating_point())
         throw std::invalid_argument("cannot materialize a tensor of dtype " +
@@ -58,7 +78,10 @@ at::Tensor materialized(const at::Tensor& src, Precision p) {
         // copy=true: a tensor that is already bfloat16 must not come back as an alias of itself.
         return src.detach().to(at::kBFloat16, /*non_blocking=*/false, /*copy=*/true).to(src.scalar_type());
     }
-    return int8_roundtrip(src);
+    if (!(harsh_int8_step >= 0.0) || !std::isfinite(harsh_int8_step))
+        throw std::invalid_argument("harsh_int8_step must be finite and >= 0, got " +
+                                    std::to_string(harsh_int8_step));
+    return harsh_int8_step == 0.0 ? int8_roundtrip(src) : harsh_roundtrip(src, harsh_int8_step);
 }
 
 void assign(const at::Tensor& param, const at::Tensor& value) {

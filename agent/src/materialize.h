@@ -7,6 +7,8 @@
 //   INT8: per-output-row symmetric absmax with the core reference (sp::quantize_int8_rows), then
 //         dequantized. Rows = size(0) for dim >= 2 (cols = numel / rows); a 1-D tensor is one row;
 //         a 0-D tensor is one row of one element.
+//         A block with a planted fault (AgentBlock::harsh_int8_step = K > 0) is instead rounded
+//         stochastically onto {-s, 0, s} per row with s = K * absmax (unbiased, very noisy).
 //   FP8:  not routed in this build: std::invalid_argument.
 //
 // Bytes (what storing/streaming the block in that precision costs): BF16 = 2 * numel;
@@ -30,7 +32,8 @@ std::uint64_t materialized_bytes(const at::Tensor& t, Precision p);
 
 // A new tensor with the dtype, shape and device of `src` holding its values materialized in `p`.
 // `src` must be a floating point tensor; INT8 is computed in float (the reference works on float).
-at::Tensor materialized(const at::Tensor& src, Precision p);
+// `harsh_int8_step` only matters for INT8; 0 is the core reference.
+at::Tensor materialized(const at::Tensor& src, Precision p, double harsh_int8_step = 0.0);
 
 // Copies `value` into `param` in place (same storage: optimizers hold the parameter objects),
 // without recording it for autograd. The copy bumps the parameter's version counter, so a graph

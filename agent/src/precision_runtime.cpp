@@ -89,7 +89,7 @@ TransferBytes ReferencePrecisionRuntime::materialize(std::size_t block) {
 #endif
     for (std::size_t k = 0; k < params.size(); ++k) {
         const at::Tensor& master = masters_[block][k];
-        detail::assign(params[k], detail::materialized(master, p));
+        detail::assign(params[k], detail::materialized(master, p, blocks_[block].harsh_int8_step));
         bytes.copied += detail::materialized_bytes(master, p);
         bytes.bf16 += detail::materialized_bytes(master, Precision::bf16);
     }

@@ -124,13 +124,14 @@ int run_simulate(const Args& args) {
                          static_cast<long long>(config.warmup_steps));
         } else {
             const sp::UpdateRecord& last = result.records.back();
-            std::fprintf(stderr,
-                         "sp-ctl simulate: %zu blocks, %llu steps, %zu updates, %llu commands; at step %lld: "
-                         "%d bf16, %d int8, estimated bandwidth saving %.2f%%\n",
-                         result.layout.size(), static_cast<unsigned long long>(result.steps),
-                         result.records.size(), static_cast<unsigned long long>(result.commands),
-                         static_cast<long long>(last.step_id), last.blocks_bf16, last.blocks_int8,
-                         last.estimated_bandwidth_saving_pct);
+            std::fprintf(
+                stderr,
+                "sp-ctl simulate: %zu blocks, %llu steps, %zu updates, %llu commands, %zu rollbacks; at "
+                "step %lld: %d bf16, %d int8, estimated bandwidth saving %.2f%%\n",
+                result.layout.size(), static_cast<unsigned long long>(result.steps), result.records.size(),
+                static_cast<unsigned long long>(result.commands), result.rollbacks.size(),
+                static_cast<long long>(last.step_id), last.blocks_bf16, last.blocks_int8,
+                last.estimated_bandwidth_saving_pct);
         }
         return 0;
     } catch (const sp::ConfigError& e) {

@@ -12,11 +12,14 @@
 #include <cstdarg>
 #include <cstdio>
 #include <exception>
+#include <fstream>
 #include <iostream>
 #include <memory>
 #include <random>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "gpt_model.h"
 #include "sp/agent/agent.h"
@@ -56,9 +59,11 @@ constexpr std::uint64_t kCalibrationStream = 0xc2b2ae3d27d4eb4fULL;
 // The calibration fingerprint's model identity: the model's shape, its initial weights (seed) and
 // the calibration inputs (seed, batch, text) — any of them changing invalidates the cached errors.
 std::string model_identity(const TrainerOptions& o, std::size_t text_bytes) {
-    return format("sp-trainer gpt v1 blocks=%d d=%d heads=%d seq=%d seed=%llu batch=%d text=%zu", o.blocks,
-                  o.d_model, o.heads, o.seq_len, static_cast<unsigned long long>(o.seed), o.batch,
-                  text_bytes);
+    std::string id =
+        format("sp-trainer gpt v1 blocks=%d d=%d heads=%d seq=%d seed=%llu batch=%d text=%zu", o.blocks,
+               o.d_model, o.heads, o.seq_len, static_cast<unsigned long long>(o.seed), o.batch, text_bytes);
+    if (o.harsh_block) id += format(" harsh=%d:%.17g", *o.harsh_block, o.harsh_step);
+    return id;
 }
 
 std::string telemetry_description(const TrainerOptions& o) {
@@ -89,7 +94,9 @@ struct RunTotals {
     std::int64_t switches = 0;
     double saving_pct_sum = 0;
     double initial_eval = NAN, final_eval = NAN;
-    std::string calibration;  // where the INT8 errors came from
+    std::string calibration;                                  // where the INT8 errors came from
+    std::vector<std::pair<std::int64_t, double>> eval_curve;  // (step, held-out loss)
+    std::vector<double> train_losses;                         // per step
 };
 
 void print_summary(const TrainerOptions& o, const agent::Agent& agent,
@@ -105,7 +112,8 @@ void print_summary(const TrainerOptions& o, const agent::Agent& agent,
         << format("  precision        %lld block-steps BF16, %lld block-steps INT8 (%.1f%% INT8)\n",
                   static_cast<long long>(t.block_steps_bf16), static_cast<long long>(t.block_steps_int8),
                   block_steps > 0 ? 100.0 * double(t.block_steps_int8) / block_steps : 0.0)
-        << format("  switches         %lld block precision changes\n", static_cast<long long>(t.switches))
+        << format("  switches         %lld block precision changes (%llu loss-feedback rollbacks)\n",
+                  static_cast<long long>(t.switches), static_cast<unsigned long long>(agent.rollbacks()))
         << format("  measured saving  %.2f%% average per step (%.2f%% of all bytes copied vs all-BF16)\n",
                   t.saving_pct_sum / double(o.steps), runtime.total_bytes().saving_pct())
         << format(
@@ -120,6 +128,39 @@ void print_summary(const TrainerOptions& o, const agent::Agent& agent,
     else
         std::cout << "  telemetry        off\n";
     std::cout.flush();
+}
+
+// The machine-readable summary (--summary-json) the experiment driver reads.
+void write_summary_json(const TrainerOptions& o, const agent::Agent& agent,
+                        const agent::ReferencePrecisionRuntime& runtime, const RunTotals& t, double loop_s,
+                        double wall_s) {
+    const double block_steps = double(t.block_steps_bf16 + t.block_steps_int8);
+    nlohmann::json j = {
+        {"precision", std::string(to_string(o.precision))},
+        {"seed", o.seed},
+        {"steps", o.steps},
+        {"blocks", o.blocks},
+        {"d_model", o.d_model},
+        {"harsh_block", o.harsh_block ? nlohmann::json(*o.harsh_block) : nlohmann::json(nullptr)},
+        {"harsh_step", o.harsh_step},
+        {"config", to_json(o.config)},
+        {"initial_eval_loss", t.initial_eval},
+        {"final_eval_loss", t.final_eval},
+        {"eval_curve", t.eval_curve},
+        {"train_loss", t.train_losses},
+        {"bytes_copied", runtime.total_bytes().copied},
+        {"bytes_bf16", runtime.total_bytes().bf16},
+        {"saving_pct", runtime.total_bytes().saving_pct()},
+        {"int8_block_step_share", block_steps > 0 ? double(t.block_steps_int8) / block_steps : 0.0},
+        {"switches", t.switches},
+        {"rollbacks", agent.rollbacks()},
+        {"loop_s", loop_s},
+        {"wall_s", wall_s},
+        {"calibration", t.calibration},
+    };
+    std::ofstream out(o.summary_json);
+    out << j.dump(1) << '\n';
+    if (!out) throw std::runtime_error("cannot write --summary-json file '" + o.summary_json + "'");
 }
 
 // Calibration inputs: one fixed batch per sample from the training split, drawn from its own
@@ -176,6 +217,10 @@ int run(const TrainerOptions& o) {
     say("precision: " + std::string(to_string(o.precision)) + " (config mode " +
         std::string(to_string(o.config.effective_mode())) + ")");
     say("telemetry: " + telemetry_description(o));
+    if (o.harsh_block)
+        say(format(
+            "planted fault: blocks.%d's INT8 is stochastic ternary rounding, grid step %g x row absmax",
+            *o.harsh_block, o.harsh_step));
 
     agent::AgentOptions agent_options;
     agent_options.producer = "sp-trainer " SP_VERSION;
@@ -207,7 +252,9 @@ int run(const TrainerOptions& o) {
     }
     agent::Agent& agent = *agent_holder;
     if (!o.no_network) say("live: telemetry " + o.telemetry_endpoint + ", control " + o.control_endpoint);
-    agent.register_blocks(model.named_blocks());
+    std::vector<agent::AgentBlock> blocks = agent::blocks_from_modules(model.named_blocks());
+    if (o.harsh_block) blocks[std::size_t(*o.harsh_block)].harsh_int8_step = o.harsh_step;
+    agent.register_blocks(std::move(blocks));
 
     RunTotals totals;
     if (o.config.run_calibration) {
@@ -237,6 +284,7 @@ int run(const TrainerOptions& o) {
         const auto t0 = Clock::now();
         totals.initial_eval = totals.final_eval = evaluate();
         totals.eval_s += seconds_since(t0);
+        totals.eval_curve.emplace_back(0, totals.initial_eval);
     }
     say(format("setup %.2f s; initial eval loss %.4f", seconds_since(run_start), totals.initial_eval));
 
@@ -273,11 +321,13 @@ int run(const TrainerOptions& o) {
                 const auto t0 = Clock::now();
                 totals.final_eval = evaluate();
                 this_eval_s = seconds_since(t0);
+                totals.eval_curve.emplace_back(step + 1, totals.final_eval);  // after step+1 updates
             }
             agent.record_eval_loss(totals.final_eval);
         }
         const double loss_value = loss.item<double>();
         agent.end_step(loss_value);
+        totals.train_losses.push_back(loss_value);
         // The evaluation is not part of the training step the agent's overhead is compared with.
         totals.eval_s += this_eval_s;
         totals.train_step_s += seconds_since(step_start) - this_eval_s;
@@ -311,6 +361,8 @@ int run(const TrainerOptions& o) {
     }
     const double loop_s = seconds_since(loop_start);
     print_summary(o, agent, runtime, totals, loop_s);
+    if (!o.summary_json.empty())
+        write_summary_json(o, agent, runtime, totals, loop_s, seconds_since(run_start));
     return 0;
 }
 

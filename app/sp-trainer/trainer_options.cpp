@@ -178,6 +178,11 @@ std::string usage_text(const std::string& program) {
          "  --allowed-clients FILE  CURVE public keys of the clients allowed in, one per line\n"
          "  --insecure              allow a non-loopback bind without CURVE (a warning is logged)\n"
          "  --no-network            bind no sockets\n"
+         "Experiments (tests/bench/experiment):\n"
+         "  --harsh-block B      a planted fault: block B's \"INT8\" is stochastic ternary rounding onto a\n"
+         "                       grid of K times each row's absmax (K = --harsh-step); BF16 is unaffected\n"
+         "  --harsh-step K       that grid's step in row absmaxes (default 16)\n"
+         "  --summary-json FILE  write the run's summary and eval-loss curve as JSON\n"
          "Output:\n"
          "  --quiet              no progress lines, only the summary\n"
          "  --help               this text\n\n"
@@ -233,6 +238,13 @@ TrainerOptions parse_trainer_options(const std::vector<std::string>& args, const
         {"--server-key", [&](auto& f, auto& v) { o.server_key = non_empty(f, v); }},
         {"--allowed-clients", [&](auto& f, auto& v) { o.allowed_clients = non_empty(f, v); }},
         {"--threads", [&](auto& f, auto& v) { o.threads = parse_int<int>(f, v, 1, 1024); }},
+        {"--harsh-block", [&](auto& f, auto& v) { o.harsh_block = parse_int<int>(f, v, 0, 1023); }},
+        {"--harsh-step", [&](auto& f, auto& v) { o.harsh_step = parse_positive_double(f, v, 1e6); }},
+        {"--summary-json",
+         [&](auto& f, auto& v) {
+             if (v.empty()) throw UsageError(f + ": the file name is empty");
+             o.summary_json = v;
+         }},
     };
     const std::map<std::string, bool*> switches = {
         {"--no-telemetry", &o.no_telemetry},
@@ -272,6 +284,9 @@ TrainerOptions parse_trainer_options(const std::vector<std::string>& args, const
     if (o.d_model % o.heads != 0)
         throw UsageError("--d-model " + std::to_string(o.d_model) + " is not divisible by --heads " +
                          std::to_string(o.heads));
+    if (o.harsh_block && *o.harsh_block >= o.blocks)
+        throw UsageError("--harsh-block: block " + std::to_string(*o.harsh_block) +
+                         " does not exist (--blocks " + std::to_string(o.blocks) + ")");
     if (!o.server_key.empty() && o.allowed_clients.empty())
         throw UsageError("--server-key needs --allowed-clients (the public keys of the clients to let in)");
     if (o.telemetry_path && o.no_telemetry)

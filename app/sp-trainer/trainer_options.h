@@ -44,6 +44,11 @@ struct TrainerOptions {
     std::optional<int> threads;  // at::set_num_threads; unset -> LibTorch's default
     bool quiet = false;
     bool help = false;
+    // Experiments (tests/bench/experiment): a block made INT8-hostile on purpose, and a
+    // machine-readable summary of the run.
+    std::optional<int> harsh_block;  // --harsh-block B
+    double harsh_step = 16.0;        // --harsh-step K
+    std::string summary_json;        // --summary-json FILE
     // Live telemetry and control (agent/PROTOCOL.md).
     bool no_network = false;  // --no-network: bind no sockets
     std::string telemetry_endpoint = "tcp://127.0.0.1:5556";

@@ -198,6 +198,12 @@ const std::vector<Key>& keys() {
         text("telemetry_file", &Config::telemetry_file),
         flag("telemetry_every_step", &Config::telemetry_every_step),
         text("calibration_cache_dir", &Config::calibration_cache_dir),
+        flag("rollback_enabled", &Config::rollback_enabled),
+        real("loss_ema_alpha", &Config::loss_ema_alpha),
+        real("loss_spike_zscore", &Config::loss_spike_zscore),
+        whole("loss_min_history", &Config::loss_min_history),
+        whole("rollback_window_steps", &Config::rollback_window_steps),
+        whole("rollback_cooldown_steps", &Config::rollback_cooldown_steps),
     };
     return kKeys;
 }
@@ -294,14 +300,25 @@ std::vector<Issue> check(const Config& c, const std::string& prefix) {
                                                 "must be a finite number > 0, got " +
                                                 show(c.grad_sensitivity_threshold));
 
+    if (!(c.loss_ema_alpha > 0.0 && c.loss_ema_alpha <= 1.0))
+        add({"loss_ema_alpha"},
+            about(prefix, "loss_ema_alpha") + "must be a number in (0, 1], got " + show(c.loss_ema_alpha));
+    if (!(std::isfinite(c.loss_spike_zscore) && c.loss_spike_zscore > 0.0))
+        add({"loss_spike_zscore"}, about(prefix, "loss_spike_zscore") + "must be a finite number > 0, got " +
+                                       show(c.loss_spike_zscore));
+
     const std::pair<std::string_view, std::int64_t> at_least_one[] = {
         {"calibration_samples", c.calibration_samples},
         {"history_window", c.history_window},
-        {"update_interval_steps", c.update_interval_steps}};
+        {"update_interval_steps", c.update_interval_steps},
+        {"loss_min_history", c.loss_min_history},
+        {"rollback_window_steps", c.rollback_window_steps}};
     for (const auto& [name, v] : at_least_one)
         if (v < 1) add({name}, about(prefix, name) + "must be an integer >= 1, got " + std::to_string(v));
     const std::pair<std::string_view, std::int64_t> at_least_zero[] = {
-        {"warmup_steps", c.warmup_steps}, {"min_steps_between_switches", c.min_steps_between_switches}};
+        {"warmup_steps", c.warmup_steps},
+        {"min_steps_between_switches", c.min_steps_between_switches},
+        {"rollback_cooldown_steps", c.rollback_cooldown_steps}};
     for (const auto& [name, v] : at_least_zero)
         if (v < 0) add({name}, about(prefix, name) + "must be an integer >= 0, got " + std::to_string(v));
 

@@ -46,7 +46,8 @@ Policy::Policy(Config config, BlockLayout layout, std::vector<double> calibratio
     : config_(std::move(config)),
       layout_(std::move(layout)),
       calibration_errors_(std::move(calibration_errors)),
-      mode_(config_.effective_mode()) {
+      mode_(config_.effective_mode()),
+      loss_monitor_(config_) {
     std::vector<std::string> problems = validate(config_);
     const std::size_t n = layout_.size();
     for (std::size_t i = 0; i < n; ++i) {
@@ -94,6 +95,8 @@ Policy::Policy(Config config, BlockLayout layout, std::vector<double> calibratio
     pins_.assign(n, std::nullopt);
     config_force_.assign(n, std::nullopt);
     cooldown_from_.assign(n, kNever);
+    rollback_until_.assign(n, kNever);
+    lowered_at_.assign(n, kNever);
     last_change_step_.assign(n, -1);
     switches_.assign(n, 0);
 
@@ -150,6 +153,7 @@ void Policy::set_effective(int block, Precision p, std::int64_t step, Reason why
     if (effective_[b] == p) return;
     changes->push_back({block, effective_[b], p, why});
     effective_[b] = p;
+    if (p == Precision::bf16) lowered_at_[b] = kNever;  // whatever brought it back, nothing to undo
     last_change_step_[b] = step;
     ++switches_[b];
 }
@@ -230,8 +234,9 @@ const UpdateRecord* Policy::update(std::int64_t step, double timestamp) {
             d.reason = Reason::initial;
         } else {
             const Precision wanted = hysteresis_precision(current, d.sensitivity, config_);
-            const bool cooling =
-                cooldown_from_[b] != kNever && step < cooldown_from_[b] + config_.min_steps_between_switches;
+            const bool cooling = (cooldown_from_[b] != kNever &&
+                                  step < cooldown_from_[b] + config_.min_steps_between_switches) ||
+                                 (rollback_until_[b] != kNever && step < rollback_until_[b]);
             if (wanted == current) {
                 d.reason = Reason::hold;
             } else if (cooling) {
@@ -247,6 +252,9 @@ const UpdateRecord* Policy::update(std::int64_t step, double timestamp) {
             if (d.reason == Reason::policy || d.reason == Reason::initial || d.reason == Reason::nonfinite) {
                 cooldown_from_[b] = step;
             }
+            // A speculative move down by the policy itself is what loss feedback may undo.
+            if (next != Precision::bf16 && (d.reason == Reason::policy || d.reason == Reason::initial))
+                lowered_at_[b] = step;
         }
 
         d.precision = effective_[b];
@@ -273,6 +281,35 @@ const UpdateRecord* Policy::update(std::int64_t step, double timestamp) {
     return &rec;
 }
 
+const LossFeedback& Policy::observe_loss(std::int64_t step, double loss) {
+    LossFeedback& fb = loss_feedback_;
+    fb.suspects.clear();
+    fb.changes.clear();
+    fb.cooldown_until = 0;
+    fb.verdict = LossVerdict{};
+    if (!config_.rollback_enabled) return fb;
+    fb.verdict = loss_monitor_.observe(loss);
+    if (!fb.alarm()) return fb;
+
+    // The loss of `step` was computed with the map set up to step - 1: a block moved at `step`
+    // itself cannot have caused it.
+    for (int b = 0; b < block_count(); ++b) {
+        const std::size_t i = std::size_t(b);
+        ForcedBy by;
+        if (effective_[i] == Precision::bf16 || lowered_at_[i] == kNever || forced_precision(b, &by))
+            continue;
+        if (lowered_at_[i] < step && step - lowered_at_[i] <= config_.rollback_window_steps)
+            fb.suspects.push_back(b);
+    }
+    fb.cooldown_until = step + config_.rollback_cooldown_steps;
+    for (int b : fb.suspects) {
+        set_effective(b, Precision::bf16, step, Reason::rollback, &fb.changes);
+        cooldown_from_[std::size_t(b)] = step;
+        rollback_until_[std::size_t(b)] = fb.cooldown_until;
+    }
+    return fb;
+}
+
 CommandOutcome Policy::apply(const Command& command, std::int64_t step) {
     CommandOutcome out;
     for (int id : command.blocks) {
@@ -293,6 +330,7 @@ CommandOutcome Policy::apply(const Command& command, std::int64_t step) {
         if (!pins_[i]) return;
         pins_[i].reset();
         cooldown_from_[i] = kNever;  // no cooldown penalty: the policy may move it at the next update
+        rollback_until_[i] = kNever;
         if (config_force_[i]) set_effective(b, *config_force_[i], step, Reason::config, &out.changes);
         // Otherwise it keeps its precision until the next update decides from it (with hysteresis).
     };

@@ -21,7 +21,8 @@ struct StepInput {
     std::int64_t step = 0;
     std::optional<double> timestamp;
     std::vector<BlockGradStats> stats;
-    std::uint64_t stats_line = 0;                             // 0: no stats line for this step
+    std::uint64_t stats_line = 0;  // 0: no stats line for this step
+    std::optional<double> loss;    // the recorded training loss (NaN: recorded as null, non-finite)
     std::vector<std::pair<Command, std::uint64_t>> commands;  // with their line numbers
 };
 
@@ -196,6 +197,11 @@ class LineParser {
                 fail("field 'timestamp': expected a number, got " + j["timestamp"].dump());
             entry.timestamp = j["timestamp"].get<double>();
         }
+        if (const auto loss = j.find("loss"); loss != j.end()) {
+            if (!loss->is_null() && !loss->is_number())
+                fail("field 'loss': expected a number or null, got " + loss->dump());
+            entry.loss = loss->is_null() ? std::numeric_limits<double>::quiet_NaN() : loss->get<double>();
+        }
         const json& blocks = j["blocks"];
         if (!blocks.is_array()) fail("field 'blocks': expected an array, got " + blocks.dump());
         std::set<int> seen;
@@ -293,6 +299,11 @@ SimulationResult simulate(std::istream& stats, const std::string& source, const 
         for (const BlockGradStats& s : step.stats) policy.observe(step.step, s);
         if (auto rec = policy.update(step.step, step.timestamp ? *step.timestamp : options.now())) {
             result.records.push_back(std::move(*rec));
+        }
+        // Loss feedback after the update, as the agent's end_step does it.
+        if (step.loss) {
+            const LossFeedback& fb = policy.observe_loss(step.step, *step.loss);
+            if (fb.rolled_back()) result.rollbacks.push_back({step.step, fb.verdict, fb.suspects});
         }
         ++result.steps;
     }

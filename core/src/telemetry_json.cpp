@@ -16,8 +16,8 @@ namespace sp {
 
 namespace {
 
-constexpr std::array<std::string_view, 9> kReasonNames = {
-    "warmup", "mode", "initial", "policy", "hold", "cooldown", "nonfinite", "config", "pin"};
+constexpr std::array<std::string_view, 10> kReasonNames = {
+    "warmup", "mode", "initial", "policy", "hold", "cooldown", "nonfinite", "config", "pin", "rollback"};
 
 using ojson = nlohmann::ordered_json;
 
@@ -199,6 +199,8 @@ StepStatsRecord stats_from_json(const ojson& j) {
                 std::max<std::int64_t>(0, as_int(b["nonfinite_count"], prefix + ".nonfinite_count")));
         r.blocks.push_back(s);
     }
+    if (const auto loss = j.find("loss"); loss != j.end())
+        r.loss = loss->is_null() ? std::numeric_limits<double>::quiet_NaN() : as_double(*loss, "loss");
     return r;
 }
 
@@ -429,7 +431,12 @@ std::string to_json_line(const StepStatsRecord& r) {
         put_int(s, std::int64_t(b.nonfinite_count));
         s += '}';
     }
-    s += "]}";
+    s += ']';
+    if (r.loss) {
+        s += ",\"loss\":";
+        put_double(s, *r.loss);
+    }
+    s += '}';
     return s;
 }
 

@@ -127,6 +127,89 @@ class TestSpTrainer : public QObject {
         QVERIFY2(again.out.contains("cache"), again.out.constData());
     }
 
+    // The planted-sensitivity check, part one: calibration sees the harsh block, and the policy
+    // keeps it in BF16 while it routes others to INT8.
+    void calibration_keeps_the_harsh_block_in_bf16() {
+        QTemporaryDir dir;
+        const QString telemetry = dir.filePath("cal.jsonl"), cfg = dir.filePath("cal.json");
+        QFile f(cfg);
+        QVERIFY(f.open(QIODevice::WriteOnly));
+        f.write(R"({"log_decisions": false, "calibration_cache_dir": ")" + dir.filePath("cache").toUtf8() +
+                R"("})");
+        f.close();
+        const Run r =
+            run(SP_TRAINER_PATH, {"--steps", "60", "--harsh-block", "2", "--config", cfg, "--telemetry",
+                                  telemetry, "--threads", "1", "--quiet", "--no-network"});
+        QVERIFY2(r.exit_code == 0, r.err.constData());
+        const auto lines = read_jsonl(telemetry);
+        const auto& errors = lines.at(0)["calibration"]["errors"];
+        for (const char* other : {"0", "1", "3"})
+            QVERIFY2(errors["2"].get<double>() > 10 * errors[other].get<double>(), errors.dump().c_str());
+        int routed_others = 0;
+        for (const auto& j : lines) {
+            if (!j.contains("step_id")) continue;
+            QCOMPARE(j["block_details"]["2"]["precision"].get<std::string>(), std::string("bf16"));
+            for (const char* other : {"0", "1", "3"})
+                routed_others += j["block_details"][other]["precision"] == "int8";
+        }
+        QVERIFY2(routed_others > 0, "the policy routed nothing: the check shows nothing");
+    }
+
+    // The planted-sensitivity check, end to end: without calibration the policy routes the harsh
+    // block at step 50, the loss jumps, loss feedback rolls the switched blocks back, and the
+    // recorded file re-simulates to the same rollback and decisions.
+    void rollback_fires_on_a_harsh_switch_and_resimulates() {
+        QTemporaryDir dir;
+        const QString telemetry = dir.filePath("rb.jsonl"), cfg = dir.filePath("rb.json");
+        QFile f(cfg);
+        QVERIFY(f.open(QIODevice::WriteOnly));
+        f.write(
+            R"({"log_decisions": false, "run_calibration": false, "rollback_enabled": true, "warmup_steps": 50})");
+        f.close();
+        const Run r = run(SP_TRAINER_PATH,
+                          {"--steps", "70", "--harsh-block", "2", "--config", cfg, "--telemetry", telemetry,
+                           "--every-step-stats", "--threads", "1", "--quiet", "--no-network"});
+        QVERIFY2(r.exit_code == 0, r.err.constData());
+        QVERIFY2(r.out.contains("(1 loss-feedback rollbacks)"), r.out.constData());
+
+        const auto lines = read_jsonl(telemetry);
+        std::vector<nlohmann::json> updates;
+        std::vector<double> losses;
+        nlohmann::json rollback;
+        for (const auto& j : lines) {
+            if (j.contains("step_id")) updates.push_back(j);
+            if (!j.contains("type") && j.contains("blocks") && j.contains("loss"))
+                losses.push_back(j["loss"]);
+            if (j.value("kind", "") == "rollback") rollback = j;
+        }
+        QVERIFY(rollback.is_object());
+        const int at = rollback["step"].get<int>();
+        QVERIFY2(at > 50 && at <= 50 + 20, rollback.dump().c_str());  // within the window after the switch
+        QVERIFY(rollback["z"].get<double>() > 6.0);
+        QCOMPARE(rollback["blocks"].size(), std::size_t(3));  // everything the first assignment moved
+        // The loss recovers: the steps after the rollback are back near the level before the switch.
+        auto mean_of = [&](std::size_t from, std::size_t to) {
+            double sum = 0;
+            for (std::size_t k = from; k < to; ++k) sum += losses.at(k);
+            return sum / double(to - from);
+        };
+        const double before = mean_of(45, 50), spike = losses.at(std::size_t(at));
+        const double after = mean_of(losses.size() - 5, losses.size());
+        QVERIFY2(spike > before + 0.3 && after < before + 0.1,
+                 qPrintable(QString("before %1, spike %2, after %3").arg(before).arg(spike).arg(after)));
+
+        const Run sim = run(SP_CTL_PATH, {"simulate", "--stats", telemetry});
+        QVERIFY2(sim.exit_code == 0, sim.err.constData());
+        QVERIFY2(sim.err.contains("1 rollbacks"), sim.err.constData());
+        const auto replayed = parse_lines(sim.out);
+        QCOMPARE(replayed.size(), updates.size());
+        for (std::size_t i = 0; i < updates.size(); ++i)
+            for (const auto& [id, d] : updates[i]["block_details"].items()) {
+                QCOMPARE(replayed[i]["block_details"][id]["precision"], d["precision"]);
+                QCOMPARE(replayed[i]["block_details"][id]["reason"], d["reason"]);
+            }
+    }
+
     void bad_flags_exit_2_and_write_nothing() {
         QTemporaryDir dir;
         const QString telemetry = dir.filePath("bad.jsonl");
@@ -139,6 +222,8 @@ class TestSpTrainer : public QObject {
             {"--bogus"},
             {"--config", dir.filePath("missing.json")},
             {"--text", dir.filePath("missing.txt")},
+            {"--harsh-block", "4"},  // the default model has blocks 0..3
+            {"--harsh-step", "0"},
         };
         for (QStringList args : bad) {
             args << "--telemetry" << telemetry << "--no-network";

@@ -221,6 +221,79 @@ class TestAgent : public QObject {
         }
     }
 
+    void loss_spike_after_a_switch_rolls_back_announces_and_replays() {
+        QTemporaryDir dir;
+        const QString path = dir.filePath("run.jsonl");
+        Model model(4);
+        Config c = small_config(path);
+        c.warmup_steps = 10;
+        c.rollback_enabled = true;
+        c.loss_min_history = 5;
+        c.rollback_window_steps = 6;
+        c.rollback_cooldown_steps = 30;
+        std::vector<int> lowered;
+        std::vector<Precision> after_rollback;
+        {
+            Agent agent(c, fixed_clock());
+            agent.register_blocks(model.named());
+            CountingSink sink;
+            agent.add_hint_sink(&sink);
+            for (int step = 0; step < 40; ++step) {
+                agent.begin_step(step);
+                model.set_grads(step);
+                agent.collect_block_grad_stats();
+                agent.compute_hints(step);
+                if (step == 10) {
+                    for (int b = 0; b < 4; ++b)
+                        if (agent.policy().precisions()[std::size_t(b)] == Precision::int8)
+                            lowered.push_back(b);
+                }
+                // A steady loss with a little wobble, and one spike two steps after the first routing.
+                agent.end_step(step == 12 ? 6.0 : 3.0 + 0.01 * double(step % 3));
+                if (step == 12) after_rollback = sink.last.precision;
+            }
+            QCOMPARE(agent.rollbacks(), std::uint64_t(1));
+        }
+        QVERIFY2(!lowered.empty(), "the first update routed nothing: the test has no switch to roll back");
+        for (int b : lowered) QCOMPARE(after_rollback[std::size_t(b)], Precision::bf16);  // delivered at once
+
+        const auto lines = read_lines(path);
+        int rollback_events = 0, rollback_changes = 0, stats_with_loss = 0;
+        for (const auto& j : lines) {
+            if (!j.contains("type") && j.contains("blocks") && j.contains("loss")) ++stats_with_loss;
+            if (j.value("kind", "") == "precision_change" && j["reason"] == "rollback") ++rollback_changes;
+            if (j.value("kind", "") != "rollback") continue;
+            ++rollback_events;
+            QCOMPARE(j["step"].get<int>(), 12);
+            QCOMPARE(j["trigger"].get<std::string>(), std::string("spike"));
+            QCOMPARE(j["loss"].get<double>(), 6.0);
+            QVERIFY(j["z"].get<double>() > c.loss_spike_zscore);
+            QVERIFY(std::fabs(j["ema"].get<double>() - 3.0) < 0.05);
+            QCOMPARE(j["blocks"].get<std::vector<int>>(), lowered);
+            QCOMPARE(j["cooldown_until"].get<int>(), 42);
+        }
+        QCOMPARE(rollback_events, 1);
+        QCOMPARE(rollback_changes, int(lowered.size()));
+        QCOMPARE(stats_with_loss, 40);
+
+        // The recorded losses let the simulator reach the same rollback and the same decisions.
+        std::ifstream in(path.toStdString());
+        const SimulationResult sim = simulate(in, "run.jsonl", SimulationOptions{});
+        QCOMPARE(sim.rollbacks.size(), std::size_t(1));
+        QCOMPARE(sim.rollbacks[0].step, std::int64_t(12));
+        QCOMPARE(sim.rollbacks[0].blocks, lowered);
+        std::vector<nlohmann::json> recorded_updates;
+        for (const auto& j : lines)
+            if (j.contains("step_id")) recorded_updates.push_back(j);
+        QCOMPARE(sim.records.size(), recorded_updates.size());
+        for (std::size_t i = 0; i < sim.records.size(); ++i)
+            for (const BlockDetail& d : sim.records[i].block_details) {
+                const auto& rd = recorded_updates[i]["block_details"][std::to_string(d.id)];
+                QCOMPARE(std::string(to_string(d.precision)), rd["precision"].get<std::string>());
+                QCOMPARE(std::string(to_string(d.reason)), rd["reason"].get<std::string>());
+            }
+    }
+
     void calibration_off_is_a_no_op_and_misuse_throws() {
         Model model(2);
         Agent agent(small_config({}), fixed_clock());

@@ -110,7 +110,9 @@ class TestConfig : public QObject {
             "grad_sensitivity_threshold": 3.5, "run_calibration": false, "calibration_samples": 8,
             "quant_error_threshold": 0.1, "warmup_steps": 0, "history_window": 7, "update_interval_steps": 25,
             "min_steps_between_switches": 0, "force_bf16_blocks": [0, 11], "force_int8_blocks": [5],
-            "log_decisions": false, "telemetry_enabled": false, "telemetry_file": "run.jsonl"})");
+            "log_decisions": false, "telemetry_enabled": false, "telemetry_file": "run.jsonl",
+            "rollback_enabled": true, "loss_ema_alpha": 0.2, "loss_spike_zscore": 3.5, "loss_min_history": 12,
+            "rollback_window_steps": 15, "rollback_cooldown_steps": 0})");
         QCOMPARE(c.enabled, false);
         QVERIFY(c.mode == sp::Mode::static_);
         QCOMPARE(c.bf16_threshold, 0.8);
@@ -132,6 +134,12 @@ class TestConfig : public QObject {
         QCOMPARE(c.log_decisions, false);
         QCOMPARE(c.telemetry_enabled, false);
         QCOMPARE(c.telemetry_file, std::string("run.jsonl"));
+        QCOMPARE(c.rollback_enabled, true);
+        QCOMPARE(c.loss_ema_alpha, 0.2);
+        QCOMPARE(c.loss_spike_zscore, 3.5);
+        QCOMPARE(c.loss_min_history, 12);
+        QCOMPARE(c.rollback_window_steps, std::int64_t(15));
+        QCOMPARE(c.rollback_cooldown_steps, std::int64_t(0));
     }
 
     // ---- nestings --------------------------------------------------------------------------
@@ -204,6 +212,10 @@ class TestConfig : public QObject {
                              << "";
         QTest::newRow("short") << "x"
                                << "";
+        QTest::newRow("rollback typo") << "rollback_cooldown_step"
+                                       << "rollback_cooldown_steps";
+        QTest::newRow("zscore typo") << "loss_spike_zscor"
+                                     << "loss_spike_zscore";
     }
     void unknown_keys() {
         QFETCH(QString, key);
@@ -359,6 +371,24 @@ class TestConfig : public QObject {
         QTest::newRow("int8 block negative") << "force_int8_blocks"
                                              << "-7"
                                              << "block ids must be >= 0";
+        QTest::newRow("loss alpha zero") << "loss_ema_alpha"
+                                         << "0"
+                                         << "must be a number in (0, 1]";
+        QTest::newRow("loss alpha above") << "loss_ema_alpha"
+                                          << "1.5"
+                                          << "must be a number in (0, 1]";
+        QTest::newRow("zscore zero") << "loss_spike_zscore"
+                                     << "0"
+                                     << "must be a finite number > 0";
+        QTest::newRow("loss history zero") << "loss_min_history"
+                                           << "0"
+                                           << "must be an integer >= 1";
+        QTest::newRow("rollback window zero") << "rollback_window_steps"
+                                              << "0"
+                                              << "must be an integer >= 1";
+        QTest::newRow("rollback cooldown negative") << "rollback_cooldown_steps"
+                                                    << "-1"
+                                                    << "must be an integer >= 0";
     }
     void out_of_range() {
         QFETCH(QString, key);
@@ -548,7 +578,9 @@ class TestConfig : public QObject {
     void to_json_has_every_key() {
         const json j = sp::to_json(sp::Config{});
         QVERIFY(j.is_object());
-        QCOMPARE(j.size(), std::size_t(23));
+        QCOMPARE(j.size(), std::size_t(29));
+        QCOMPARE(j.at("rollback_enabled"), json(false));
+        QCOMPARE(j.at("loss_min_history"), json(20));
         QCOMPARE(j.at("mode"), json("dynamic"));
         QCOMPARE(j.at("ambiguous_default"), json("bf16"));
         QCOMPARE(j.at("force_bf16_blocks"), json::array());

@@ -43,6 +43,14 @@ struct Config {
     // Beyond the seed:
     bool telemetry_every_step = false;  // also write per-step block statistics (sp-ctl simulate's input)
     std::string calibration_cache_dir;  // "" -> $XDG_CACHE_HOME or ~/.cache, + /selective-precision
+    // Loss feedback (POLICY.md "Loss feedback"): a training-loss spike soon after the policy moved
+    // blocks to a lower precision moves them back to BF16. Off by default: the seed has no such rule.
+    bool rollback_enabled = false;
+    double loss_ema_alpha = 0.2;                 // weight of the newest loss in the EMAs
+    double loss_spike_zscore = 6.0;              // (loss - EMA) / stddev above this is a spike
+    int loss_min_history = 20;                   // finite losses seen before a spike can be called
+    std::int64_t rollback_window_steps = 20;     // a switch this many steps back or fewer is suspect
+    std::int64_t rollback_cooldown_steps = 100;  // a rolled-back block stays BF16 at least this long
 
     // The mode the policy actually runs in (`enabled: false` means off).
     Mode effective_mode() const { return enabled ? mode : Mode::off; }

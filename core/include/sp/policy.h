@@ -14,6 +14,7 @@
 #include "sp/command.h"
 #include "sp/config.h"
 #include "sp/layout.h"
+#include "sp/loss_monitor.h"
 #include "sp/stats.h"
 #include "sp/telemetry.h"
 
@@ -34,6 +35,20 @@ struct CommandOutcome {
     bool ok = false;
     std::string error;                     // set when !ok; nothing was applied then
     std::vector<PrecisionChange> changes;  // effective precision changes the command caused at once
+};
+
+// What the loss feedback did with one step's loss (POLICY.md, "Loss feedback").
+struct LossFeedback {
+    LossVerdict verdict;
+    // The blocks the policy had moved to a lower precision within rollback_window_steps before the
+    // step: rolled back to BF16 on a spike or a non-finite loss (ascending ids; `changes` lists them).
+    std::vector<int> suspects;
+    std::vector<PrecisionChange> changes;
+    std::int64_t cooldown_until = 0;  // rolled-back blocks stay BF16 before this step
+    bool alarm() const {
+        return verdict.kind == LossVerdict::Kind::spike || verdict.kind == LossVerdict::Kind::nonfinite;
+    }
+    bool rolled_back() const { return !changes.empty(); }
 };
 
 class Policy {
@@ -64,6 +79,13 @@ class Policy {
     // (unknown block, precision this build does not route) changes nothing.
     CommandOutcome apply(const Command& command, std::int64_t step);
 
+    // Loss feedback: judges the training loss of `step` (the loss of the forward pass that ran with
+    // the map of the previous steps) and, on a spike or a non-finite loss, rolls back to BF16 every
+    // block the policy moved to a lower precision within rollback_window_steps before `step`, held
+    // there for rollback_cooldown_steps. Does nothing (an empty result) unless rollback_enabled.
+    // Call once per step, after update(); the result is valid until the next call.
+    const LossFeedback& observe_loss(std::int64_t step, double loss);
+
     // The effective block -> precision map now.
     const std::vector<Precision>& precisions() const { return effective_; }
     const std::vector<std::optional<Precision>>& pins() const { return pins_; }
@@ -90,10 +112,14 @@ class Policy {
     std::vector<Precision> recorded_;  // as in the previous record
     std::vector<std::optional<Precision>> pins_;
     std::vector<std::optional<Precision>> config_force_;
-    std::vector<std::int64_t> cooldown_from_;  // step of the last policy change, or none
+    std::vector<std::int64_t> cooldown_from_;   // step of the last policy change, or none
+    std::vector<std::int64_t> rollback_until_;  // a rolled-back block is held in BF16 before this step
+    std::vector<std::int64_t> lowered_at_;      // step the policy last moved it below BF16, or none
     std::vector<std::int64_t> last_change_step_;
     std::vector<int> switches_;
     std::vector<PrecisionChange> last_changes_;
+    LossMonitor loss_monitor_;
+    LossFeedback loss_feedback_;
     UpdateRecord record_;
     std::optional<std::int64_t> last_update_;
     bool dynamic_assigned_ = false;  // the first dynamic update has happened

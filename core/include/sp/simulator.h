@@ -13,6 +13,7 @@
 
 #include "sp/config.h"
 #include "sp/layout.h"
+#include "sp/loss_monitor.h"
 #include "sp/telemetry.h"
 
 namespace sp {
@@ -33,6 +34,13 @@ struct SimulationOptions {
     std::function<double()> now = [] { return 0.0; };  // timestamps for steps without one
 };
 
+// A rollback the loss feedback made during the simulation (from the recorded training losses).
+struct SimulatedRollback {
+    std::int64_t step = 0;
+    LossVerdict verdict;
+    std::vector<int> blocks;
+};
+
 struct SimulationResult {
     Config config;                    // the configuration the policy ran with
     bool config_from_header = false;  // taken from a telemetry file's header
@@ -40,6 +48,7 @@ struct SimulationResult {
     std::uint64_t skipped_update_records = 0;  // a telemetry file's own update records, not input
     BlockLayout layout;
     std::vector<UpdateRecord> records;
+    std::vector<SimulatedRollback> rollbacks;
     std::uint64_t steps = 0;     // distinct steps simulated
     std::uint64_t commands = 0;  // operator commands applied
 };

@@ -29,6 +29,7 @@ enum class Reason : std::uint8_t {
     nonfinite,  // non-finite gradients since the previous update: promoted/kept bf16
     config,     // force_bf16_blocks / force_int8_blocks
     pin,        // operator pin
+    rollback,   // loss feedback moved it back to BF16 (only in precision_change events)
 };
 std::string_view to_string(Reason r);
 std::optional<Reason> parse_reason(std::string_view text);
@@ -84,6 +85,9 @@ struct StepStatsRecord {
     std::int64_t step = 0;
     double timestamp = 0.0;
     std::vector<BlockGradStats> blocks;
+    // The step's training loss, when the producer knew it (NaN: a non-finite loss, JSON null). Loss
+    // feedback decisions are replayed from it.
+    std::optional<double> loss;
 };
 
 struct RunHeader {

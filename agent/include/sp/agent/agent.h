@@ -11,7 +11,7 @@
 //     agent.collect_block_grad_stats();       // one pass over every gradient
 //     agent.compute_hints(step);              // policy update every update_interval_steps
 //     optimizer.step() (with the runtime's before/after hooks)
-//     agent.end_step(loss);                   // telemetry record
+//     agent.end_step(loss);                   // telemetry record; loss feedback (may roll back)
 //
 // Every method but enqueue() belongs to the training thread. Telemetry never blocks training.
 #include <chrono>
@@ -81,6 +81,9 @@ class Agent {
     // Optional inputs to this step's record: the runtime's real bytes, the latest held-out loss.
     void record_transfer(std::uint64_t bytes_copied, std::uint64_t bytes_bf16);
     void record_eval_loss(double loss);
+    // Writes the step's records and, when rollback_enabled, feeds the loss to the policy's loss
+    // feedback: a rollback is announced (events) and delivered to the hint sinks at once, so the
+    // next step runs with it.
     void end_step(double loss);
 
     const Config& config() const { return config_; }
@@ -92,6 +95,8 @@ class Agent {
     // The last update record written (with loss and measured bytes), if any.
     const std::optional<UpdateRecord>& last_record() const { return last_record_; }
     std::uint64_t telemetry_dropped() const;
+    // Loss-feedback rollbacks so far (each may have moved several blocks).
+    std::uint64_t rollbacks() const { return rollbacks_; }
 
     // Time the agent spent on the training thread, summed over all steps (for overhead figures).
     struct Overhead {
@@ -105,6 +110,7 @@ class Agent {
     void emit_event(std::int64_t step, const std::string& kind, const std::string& payload_json);
     void log_change(std::int64_t step, const PrecisionChange& change);
     void write_header_once();
+    void apply_loss_feedback(double loss);
     void publish_snapshot();
     template <typename Record>
     void emit_record(Record record);
@@ -136,6 +142,8 @@ class Agent {
     std::int64_t step_ = -1;
     std::int64_t boundary_step_ = -1;  // the last step whose boundary took the queue (commands_mutex_)
     double step_timestamp_ = 0;
+    bool stats_pending_ = false;
+    std::uint64_t rollbacks_ = 0;  // compute_hints ran: end_step writes the statistics line
     std::vector<BlockGradStats> stats_;
     PrecisionHints hints_;
     std::optional<UpdateRecord> pending_record_, last_record_;

@@ -20,6 +20,12 @@ struct AgentBlock {
     std::string name;                      // e.g. "blocks.3"
     std::vector<std::string> param_names;  // as named_parameters() gives them, relative to the block
     std::vector<at::Tensor> params;        // the parameters themselves (shared storage, not copies)
+    // A planted fault for experiments (sp-trainer --harsh-block), 0 for none: this block's "INT8"
+    // becomes a deliberately harsh quantizer, stochastic ternary rounding onto a grid whose step is
+    // this many times each row's absmax. Unbiased, but with noise far above the weights themselves,
+    // fresh at every step, so training cannot learn around it. Calibration and the runtime both
+    // honour it; BF16 is unaffected.
+    double harsh_int8_step = 0.0;
 };
 
 using NamedModule = std::pair<std::string, const torch::nn::Module*>;
