@@ -21,6 +21,7 @@
 #include <thread>
 #include <vector>
 
+#include "../common/reference_moments.h"
 #include "sp/cuda/grad_stats_launcher.h"
 
 using sp::cuda::BlockMoments;
@@ -115,42 +116,22 @@ HostTensor make_tensor(std::mt19937_64& rng, GradDType dtype, int block, std::in
     return t;
 }
 
-struct Ref {
-    std::uint64_t finite = 0, nonfinite = 0;
-    double mean = 0, variance = 0, l2 = 0, max_abs = 0, rms = 0;
-};
+using Ref = sp::test::ReferenceMoments;
+using sp::test::rel_close;
 
 Ref reference(const std::vector<HostTensor>& tensors, int block) {
-    Ref r;
     std::vector<double> v;
+    std::uint64_t nonfinite = 0;
     for (const auto& t : tensors) {
         if (t.block != block) continue;
         for (float x : t.values) {
             if (std::isfinite(x))
                 v.push_back(x);
             else
-                ++r.nonfinite;
+                ++nonfinite;
         }
     }
-    r.finite = v.size();
-    if (v.empty()) return r;
-    double sum = 0, sumsq = 0;
-    for (double x : v) {
-        sum += x;
-        sumsq += x * x;
-        r.max_abs = std::max(r.max_abs, std::fabs(x));
-    }
-    r.mean = sum / double(v.size());
-    double m2 = 0;
-    for (double x : v) m2 += (x - r.mean) * (x - r.mean);
-    r.variance = m2 / double(v.size());
-    r.l2 = std::sqrt(sumsq);
-    r.rms = std::sqrt(sumsq / double(v.size()));
-    return r;
-}
-
-bool rel_close(double got, double want, double tol) {
-    return std::fabs(got - want) <= tol * std::fabs(want) || (want == 0 && got == 0);
+    return sp::test::reference_moments(v, nonfinite);
 }
 
 void check_block(const BlockMoments& got, const Ref& want, const QString& what) {

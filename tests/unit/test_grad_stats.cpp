@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "../common/reference_moments.h"
 #include "sp/agent/block.h"
 #include "sp/agent/grad_stats_collector.h"
 
@@ -63,46 +64,32 @@ constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
 // The reference: plain loops in double over the values (bf16/fp16 -> float is exact), two-pass M2.
-struct Ref {
-    std::uint64_t numel = 0, nonfinite = 0, finite = 0;
-    double mean = 0, variance = 0, l2 = 0, max_abs = 0, rms = 0;
+struct Ref : sp::test::ReferenceMoments {
+    std::uint64_t numel = 0;
 };
 
 Ref reference(const std::vector<at::Tensor>& grads) {
     std::vector<double> v;
-    Ref r;
+    std::uint64_t numel = 0, nonfinite = 0;
     for (const auto& g : grads) {
         if (!g.defined()) continue;
         const at::Tensor f = g.to(at::kFloat).contiguous();
         const float* p = f.data_ptr<float>();
-        r.numel += std::uint64_t(f.numel());
+        numel += std::uint64_t(f.numel());
         for (std::int64_t i = 0; i < f.numel(); ++i) {
             if (std::isfinite(p[i]))
                 v.push_back(double(p[i]));
             else
-                ++r.nonfinite;
+                ++nonfinite;
         }
     }
-    r.finite = v.size();
-    if (v.empty()) return r;
-    double sum = 0, sumsq = 0;
-    for (double x : v) {
-        sum += x;
-        sumsq += x * x;
-        r.max_abs = std::max(r.max_abs, std::fabs(x));
-    }
-    r.mean = sum / double(v.size());
-    double m2 = 0;
-    for (double x : v) m2 += (x - r.mean) * (x - r.mean);
-    r.variance = m2 / double(v.size());
-    r.l2 = std::sqrt(sumsq);
-    r.rms = std::sqrt(sumsq / double(v.size()));
+    Ref r;
+    static_cast<sp::test::ReferenceMoments&>(r) = sp::test::reference_moments(v, nonfinite);
+    r.numel = numel;
     return r;
 }
 
-bool rel_close(double got, double want, double tol) {
-    return std::fabs(got - want) <= tol * std::fabs(want) || (want == 0 && got == 0);
-}
+using sp::test::rel_close;
 
 // Compares one block's statistics with the reference; failures name the case.
 void check_block(const BlockGradStats& got, const Ref& want, const QString& what) {

@@ -53,11 +53,7 @@ RunSession::RunSession(std::unique_ptr<TelemetrySource> source, QObject* parent)
     connect(s, &TelemetrySource::progress, this, &RunSession::onLoadProgress);
     connect(s, &TelemetrySource::loadFinished, this, &RunSession::onLoadFinished);
     connect(s, &TelemetrySource::badMessage, this, [this](const QString& why) {
-        EventEntry e;
-        e.timestamp = nowSeconds();
-        e.category = EventCategory::warning;
-        e.text = QStringLiteral("bad message from the agent: %1").arg(why);
-        logEvent(std::move(e));
+        logLocal(EventCategory::warning, QStringLiteral("bad message from the agent: %1").arg(why));
         flushEvents();
         touch();
     });
@@ -87,6 +83,16 @@ void RunSession::logEvent(EventEntry e) {
     events_added_ = true;
 }
 
+void RunSession::logLocal(EventCategory category, QString text, QString detail, std::int64_t step) {
+    EventEntry e;
+    e.timestamp = nowSeconds();
+    e.step = step;
+    e.category = category;
+    e.text = std::move(text);
+    e.detail = std::move(detail);
+    logEvent(std::move(e));
+}
+
 void RunSession::flushEvents() {
     if (!events_added_) return;
     events_added_ = false;
@@ -103,11 +109,7 @@ QString RunSession::blockName(int block) const {
 
 void RunSession::startOver(const sp::RunHeader& header, const QString& why) {
     rejectPending(QStringLiteral("the agent restarted before the command applied"));
-    EventEntry e;
-    e.timestamp = nowSeconds();
-    e.category = EventCategory::connection;
-    e.text = why;
-    logEvent(std::move(e));
+    logLocal(EventCategory::connection, why);
     header_ = header;
     store_.reset(header.blocks);
     snapshot_pins_.clear();
@@ -151,12 +153,8 @@ void RunSession::onHeader(const sp::RunHeader& header) {
 void RunSession::onSnapshot(const sp::protocol::Snapshot& snapshot) {
     if (!header_.run_id.empty() && snapshot.run_id != header_.run_id) {
         rejectPending(QStringLiteral("the agent restarted before the command applied"));
-        EventEntry e;
-        e.timestamp = nowSeconds();
-        e.category = EventCategory::connection;
-        e.text = QStringLiteral("agent restarted: run %1 (was %2); starting over")
-                     .arg(qs(snapshot.run_id), qs(header_.run_id));
-        logEvent(std::move(e));
+        logLocal(EventCategory::connection, QStringLiteral("agent restarted: run %1 (was %2); starting over")
+                                                .arg(qs(snapshot.run_id), qs(header_.run_id)));
     }
     const bool sameRun = !store_.empty() && snapshot.run_id == header_.run_id;
     header_.run_id = snapshot.run_id;
@@ -180,17 +178,14 @@ void RunSession::onSnapshot(const sp::protocol::Snapshot& snapshot) {
         }
         snapshot_updates_ = store_.updateCount();
     }
-    EventEntry e;
-    e.timestamp = nowSeconds();
-    e.step = snapshot.step;
-    e.category = EventCategory::connection;
-    e.text =
+    logLocal(
+        EventCategory::connection,
         QStringLiteral("%1 run %2 at step %3 (snapshot, seq %4)%5")
             .arg(sameRun ? QStringLiteral("reconnected to") : QStringLiteral("joined"), qs(snapshot.run_id))
             .arg(snapshot.step)
             .arg(snapshot.seq)
-            .arg(sameRun ? QStringLiteral("; history kept") : QString());
-    logEvent(std::move(e));
+            .arg(sameRun ? QStringLiteral("; history kept") : QString()),
+        QString(), snapshot.step);
     flushEvents();
     touch();
 }
@@ -432,12 +427,9 @@ void RunSession::onState(SourceState state, const QString& detail) {
     const bool changed = state != state_;
     state_ = state;
     if (changed) {
-        EventEntry e;
-        e.timestamp = nowSeconds();
-        e.category = EventCategory::connection;
-        e.text = detail.isEmpty() ? toString(state) : QStringLiteral("%1: %2").arg(toString(state), detail);
-        e.detail = source_->label();
-        logEvent(std::move(e));
+        logLocal(EventCategory::connection,
+                 detail.isEmpty() ? toString(state) : QStringLiteral("%1: %2").arg(toString(state), detail),
+                 source_->label());
     }
     flushEvents();
     touch();
@@ -446,13 +438,9 @@ void RunSession::onState(SourceState state, const QString& detail) {
 
 void RunSession::onMessagesLost(quint64 count) {
     messages_lost_ += count;
-    EventEntry e;
-    e.timestamp = nowSeconds();
-    e.step = store_.empty() ? -1 : store_.rows().back().step;
-    e.category = EventCategory::dropped;
-    e.text = QStringLiteral("lost %1 telemetry messages (seq gap)").arg(count);
-    e.detail = QStringLiteral("%1 lost in total").arg(messages_lost_);
-    logEvent(std::move(e));
+    logLocal(EventCategory::dropped, QStringLiteral("lost %1 telemetry messages (seq gap)").arg(count),
+             QStringLiteral("%1 lost in total").arg(messages_lost_),
+             store_.empty() ? -1 : store_.rows().back().step);
     flushEvents();
     touch();
 }
@@ -477,43 +465,28 @@ void RunSession::onLoadProgress(qint64 done, qint64 total) {
 
 void RunSession::onLoadFinished(const LoadReport& report) {
     load_report_ = report;
-    const double now = nowSeconds();
     if (!report.error.isEmpty()) {
-        EventEntry e;
-        e.timestamp = now;
-        e.category = EventCategory::load;
-        e.text = report.error;
-        e.detail = source_->label();
-        logEvent(std::move(e));
+        logLocal(EventCategory::load, report.error, source_->label());
     }
     if (report.problem_count > 0) {
-        EventEntry e;
-        e.timestamp = now;
-        e.category = EventCategory::load;
-        e.text = QStringLiteral("%1 bad lines").arg(report.problem_count);
+        QString text = QStringLiteral("%1 bad lines").arg(report.problem_count);
         if (!report.problems.empty())
-            e.text += QStringLiteral("; first: line %1: %2")
-                          .arg(report.problems.front().line)
-                          .arg(qs(report.problems.front().reason));
+            text += QStringLiteral("; first: line %1: %2")
+                        .arg(report.problems.front().line)
+                        .arg(qs(report.problems.front().reason));
         QStringList lines;
         for (const sp::LineProblem& p : report.problems)
             lines << QStringLiteral("line %1: %2").arg(p.line).arg(qs(p.reason));
-        e.detail = lines.join(QLatin1Char('\n'));
-        logEvent(std::move(e));
+        logLocal(EventCategory::load, text, lines.join(QLatin1Char('\n')));
     }
     if (report.unknown_types > 0) {
-        EventEntry e;
-        e.timestamp = now;
-        e.category = EventCategory::load;
-        e.text = QStringLiteral("%1 records of a newer schema skipped").arg(report.unknown_types);
-        logEvent(std::move(e));
+        logLocal(EventCategory::load,
+                 QStringLiteral("%1 records of a newer schema skipped").arg(report.unknown_types));
     }
     if (report.cancelled) {
-        EventEntry e;
-        e.timestamp = now;
-        e.category = EventCategory::load;
-        e.text = QStringLiteral("load cancelled after %1 records; showing what was read").arg(report.records);
-        logEvent(std::move(e));
+        logLocal(
+            EventCategory::load,
+            QStringLiteral("load cancelled after %1 records; showing what was read").arg(report.records));
     }
     flushEvents();
     touch();

@@ -72,8 +72,7 @@ class RunSession : public QObject {
     void onRecords(const RecordBatch& batch);
     void onState(SourceState state, const QString& detail);
     void onMessagesLost(quint64 count);
-    void onCommandReplied(const QString& requestId, bool ok, const QString& error,
-                          qint64 effectiveStep);
+    void onCommandReplied(const QString& requestId, bool ok, const QString& error, qint64 effectiveStep);
     void touch() { ++revision_; }
     void onLoadProgress(qint64 done, qint64 total);
     void onLoadFinished(const LoadReport& report);
@@ -82,6 +81,8 @@ class RunSession : public QObject {
     void startOver(const sp::RunHeader& header, const QString& why);
     void rejectPending(const QString& reason);
     void logEvent(EventEntry e);
+    // An event the dashboard itself observed (connection, load, loss), stamped with the local clock.
+    void logLocal(EventCategory category, QString text, QString detail = {}, std::int64_t step = -1);
     void flushEvents();
     QString blockName(int block) const;
     QString newRequestId();
