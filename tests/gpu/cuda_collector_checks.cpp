@@ -20,6 +20,8 @@
 #include "sp/agent/block.h"
 #include "sp/agent/cuda_grad_stats_collector.h"
 #include "sp/agent/grad_stats_collector.h"
+#include "sp/cuda/grad_stats_host_model.h"
+#include "sp/cuda/grad_stats_launcher.h"
 #if SP_GPU_CHECKS_RUNTIME
 #include "sp/agent/hints.h"
 #include "sp/agent/precision_runtime.h"
@@ -203,6 +205,65 @@ std::string huge_tensor() {
     return against_cpu(*c, blocks, "2^31 + 1001 bf16 elements");
 }
 
+// The kernels (through the launcher, on raw pointers) against their host model, which replays them in
+// the same order and must agree bit for bit. Each gradient is copied to a host arena at an address
+// congruent to its device address modulo 256, so that both plans cut the same chunks.
+std::string kernels_match_host_model() {
+    for (std::uint64_t seed = 11; seed <= 14; ++seed) {
+        const auto blocks = random_blocks(seed);
+        std::vector<at::Tensor> dense;  // keeps the contiguous device copies alive
+        std::vector<cuda::GradTensorDesc> on_device;
+        std::vector<std::size_t> host_offset;
+        std::size_t host_bytes = 0;
+        for (std::size_t b = 0; b < blocks.size(); ++b)
+            for (const auto& p : blocks[b].params) {
+                if (!p.grad().defined() || p.grad().numel() == 0) continue;
+                const at::Tensor g = p.grad().contiguous();
+                const auto dtype = g.scalar_type() == at::kFloat      ? cuda::GradDType::f32
+                                   : g.scalar_type() == at::kBFloat16 ? cuda::GradDType::bf16
+                                                                      : cuda::GradDType::f16;
+                on_device.push_back({g.data_ptr(), g.numel(), dtype, int(b)});
+                const std::size_t offset =
+                    (host_bytes + 255) / 256 * 256 + reinterpret_cast<std::uintptr_t>(g.data_ptr()) % 256;
+                host_offset.push_back(offset);
+                host_bytes = offset + std::size_t(g.nbytes());
+                dense.push_back(g);
+            }
+        std::vector<unsigned char> storage(host_bytes + 512);
+        unsigned char* base = storage.data() + (256 - reinterpret_cast<std::uintptr_t>(storage.data()) % 256);
+        std::vector<cuda::GradTensorDesc> on_host = on_device;
+        for (std::size_t i = 0; i < on_device.size(); ++i) {
+            on_host[i].data = base + host_offset[i];
+            if (cudaMemcpy(base + host_offset[i], on_device[i].data, std::size_t(dense[i].nbytes()),
+                           cudaMemcpyDeviceToHost) != cudaSuccess)
+                return "cudaMemcpy to the host arena failed";
+        }
+        const int n_blocks = int(blocks.size());
+        cuda::GradStatsLauncher launcher;
+        const cuda::Stream s = c10::cuda::getCurrentCUDAStream().stream();
+        launcher.set_plan(cuda::build_grad_stats_plan(on_device, n_blocks), s);
+        launcher.launch(s);
+        const std::vector<cuda::BlockMoments> got = launcher.results();
+        const std::vector<cuda::BlockMoments> want =
+            cuda::grad_stats_on_host(cuda::build_grad_stats_plan(on_host, n_blocks));
+        for (int b = 0; b < n_blocks; ++b) {
+            const auto& g = got[std::size_t(b)];
+            const auto& w = want[std::size_t(b)];
+            if (std::memcmp(&g, &w, sizeof g) != 0) {
+                std::ostringstream err;
+                err.precision(17);
+                err << "seed " << seed << " block " << b << ": device {finite " << g.finite << ", nonfinite "
+                    << g.nonfinite << ", mean " << g.mean << ", m2 " << g.m2 << ", sumsq " << g.sumsq
+                    << ", max " << g.max_abs << "} host model {finite " << w.finite << ", nonfinite "
+                    << w.nonfinite << ", mean " << w.mean << ", m2 " << w.m2 << ", sumsq " << w.sumsq
+                    << ", max " << w.max_abs << "}";
+                return err.str();
+            }
+        }
+    }
+    return "";
+}
+
 // Holds a stream until opened (or 20 s pass, so a bug cannot hang the run).
 struct Gate {
     std::atomic<bool> open{false};
@@ -285,6 +346,7 @@ bool have_cuda_device() {
 
 std::vector<Check> collector_checks() {
     return {{"random lists vs CPU collector", random_lists},
+            {"kernels vs host model (bit for bit)", kernels_match_host_model},
             {"plan refresh", plan_refresh},
             {"more than 2^31 elements", huge_tensor},
             {"collect() does not sync", collect_does_not_sync}};

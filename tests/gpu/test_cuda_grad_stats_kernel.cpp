@@ -1,12 +1,9 @@
-// The fused CUDA gradient-statistics kernels (sp_cuda_stats) against a float64 host reference, on raw
-// device buffers (no LibTorch): random lists of fp32/bf16/fp16 tensors of odd sizes at odd offsets,
-// with NaN and +-Inf, empty tensors and blocks, a tensor of more than 2^31 elements, determinism,
-// stream switching, and launch() returning while the stream is blocked (no host synchronization).
+// The fused CUDA gradient-statistics kernels (sp_cuda_stats) on raw device buffers (no LibTorch),
+// against a float64 host reference and against their host model (grad_stats_host_model.h, which must
+// agree bit for bit): random lists of fp32/bf16/fp16 tensors of odd sizes at odd offsets, with NaN and
+// +-Inf, empty tensors and blocks, a tensor of more than 2^31 elements, determinism, stream switching,
+// and launch() returning while the stream is blocked (no host synchronization).
 // Skips (QSKIP) when the CUDA runtime reports no device.
-//
-// Tolerances as in test_grad_stats: the kernel sums the same float values in fp64 in another order
-// (shifted by one element per chunk), so l2 and variance agree to ~1e-9 relative and the mean to
-// 1e-9 of |mean| + rms. max |g|, counts and non-finite counts are exact.
 #include <QtTest>
 
 #include <cuda_runtime_api.h>
@@ -21,166 +18,63 @@
 #include <thread>
 #include <vector>
 
-#include "../common/reference_moments.h"
+#include "../common/grad_tensor_fixtures.h"
+#include "sp/cuda/grad_stats_host_model.h"
 #include "sp/cuda/grad_stats_launcher.h"
 
 using sp::cuda::BlockMoments;
 using sp::cuda::GradDType;
 using sp::cuda::GradStatsLauncher;
 using sp::cuda::GradTensorDesc;
+using sp::test::bf16_value;
+using sp::test::check_block;
+using sp::test::HostTensor;
+using sp::test::make_tensor;
+using sp::test::reference;
+using sp::test::rel_close;
 
 namespace {
 
-constexpr double kRelTol = 1e-9;
-
 #define CUDA_OK(expr) QVERIFY2((expr) == cudaSuccess, #expr)
 
-float float_from_bits(std::uint32_t u) {
-    float f;
-    std::memcpy(&f, &u, 4);
-    return f;
-}
-std::uint32_t bits_of(float f) {
-    std::uint32_t u;
-    std::memcpy(&u, &f, 4);
-    return u;
-}
-// Host encoders (round toward zero: the reference decodes the stored bits, so any rounding will do)
-// and exact decoders.
-std::uint16_t bf16_bits(float f) {
-    return std::uint16_t(bits_of(f) >> 16);
-}
-float bf16_value(std::uint16_t b) {
-    return float_from_bits(std::uint32_t(b) << 16);
-}
-std::uint16_t f16_bits(float f) {
-    const std::uint32_t u = bits_of(f);
-    const auto sign = std::uint16_t((u >> 16) & 0x8000u);
-    if (std::isnan(f)) return std::uint16_t(sign | 0x7e00u);
-    const int e = int((u >> 23) & 0xffu) - 112;
-    const std::uint32_t mant = (u & 0x7fffffu) | 0x800000u;
-    if (e >= 31) return std::uint16_t(sign | 0x7c00u);  // overflow and Inf
-    if (e <= 0) {
-        const int shift = 14 - e;
-        return std::uint16_t(sign | (shift > 24 ? 0u : mant >> shift));
-    }
-    return std::uint16_t(sign | std::uint32_t(e) << 10 | ((u & 0x7fffffu) >> 13));
-}
-float f16_value(std::uint16_t h) {
-    const int e = (h >> 10) & 0x1f;
-    const int m = h & 0x3ff;
-    float v;
-    if (e == 0)
-        v = std::ldexp(float(m), -24);
-    else if (e == 31)
-        v = m ? std::numeric_limits<float>::quiet_NaN() : std::numeric_limits<float>::infinity();
-    else
-        v = std::ldexp(float(m | 0x400), e - 25);
-    return (h & 0x8000) ? -v : v;
-}
-
-// One host tensor: its values as the device will see them, and its raw bytes.
-struct HostTensor {
-    GradDType dtype = GradDType::f32;
-    int block = 0;
-    std::vector<float> values;  // decoded
-    std::vector<unsigned char> bytes;
-    std::size_t device_offset = 0;  // bytes from the arena start (any element-aligned offset)
-};
-
-HostTensor make_tensor(std::mt19937_64& rng, GradDType dtype, int block, std::int64_t n, double scale,
-                       double offset, int n_nonfinite) {
-    HostTensor t;
-    t.dtype = dtype;
-    t.block = block;
-    std::normal_distribution<double> normal(offset, scale);
-    std::vector<float> raw(static_cast<std::size_t>(n));
-    for (auto& x : raw) x = float(normal(rng));
-    const float specials[] = {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
-                              -std::numeric_limits<float>::infinity()};
-    for (int i = 0; i < n_nonfinite && n > 0; ++i)
-        raw[std::size_t(rng() % std::uint64_t(n))] = specials[i % 3];
-    const std::size_t es = sp::cuda::element_size(dtype);
-    t.bytes.resize(raw.size() * es);
-    t.values.resize(raw.size());
-    for (std::size_t i = 0; i < raw.size(); ++i) {
-        if (dtype == GradDType::f32) {
-            std::memcpy(&t.bytes[4 * i], &raw[i], 4);
-            t.values[i] = raw[i];
-        } else {
-            const std::uint16_t b = dtype == GradDType::bf16 ? bf16_bits(raw[i]) : f16_bits(raw[i]);
-            std::memcpy(&t.bytes[2 * i], &b, 2);
-            t.values[i] = dtype == GradDType::bf16 ? bf16_value(b) : f16_value(b);
-        }
-    }
-    return t;
-}
-
-using Ref = sp::test::ReferenceMoments;
-using sp::test::rel_close;
-
-Ref reference(const std::vector<HostTensor>& tensors, int block) {
-    std::vector<double> v;
-    std::uint64_t nonfinite = 0;
-    for (const auto& t : tensors) {
-        if (t.block != block) continue;
-        for (float x : t.values) {
-            if (std::isfinite(x))
-                v.push_back(x);
-            else
-                ++nonfinite;
-        }
-    }
-    return sp::test::reference_moments(v, nonfinite);
-}
-
-void check_block(const BlockMoments& got, const Ref& want, const QString& what) {
-    QVERIFY2(got.finite == want.finite,
-             qPrintable(what + QString(": finite %1 != %2").arg(got.finite).arg(want.finite)));
-    QVERIFY2(got.nonfinite == want.nonfinite,
-             qPrintable(what + QString(": nonfinite %1 != %2").arg(got.nonfinite).arg(want.nonfinite)));
-    QVERIFY2(
-        got.max_abs == want.max_abs,
-        qPrintable(what +
-                   QString(": max_abs %1 != %2").arg(got.max_abs, 0, 'g', 17).arg(want.max_abs, 0, 'g', 17)));
-    QVERIFY2(
-        rel_close(std::sqrt(got.sumsq), want.l2, kRelTol),
-        qPrintable(what +
-                   QString(": l2 %1 != %2").arg(std::sqrt(got.sumsq), 0, 'g', 17).arg(want.l2, 0, 'g', 17)));
-    QVERIFY2(
-        std::fabs(got.mean - want.mean) <= kRelTol * (std::fabs(want.mean) + want.rms),
-        qPrintable(what + QString(": mean %1 != %2").arg(got.mean, 0, 'g', 17).arg(want.mean, 0, 'g', 17)));
-    const double var = got.finite ? got.m2 / double(got.finite) : 0.0;
-    QVERIFY2(rel_close(var, want.variance, kRelTol),
-             qPrintable(what +
-                        QString(": variance %1 != %2").arg(var, 0, 'g', 17).arg(want.variance, 0, 'g', 17)));
-}
-
-// The tensors, uploaded into one device arena at their offsets. Frees on destruction.
+// The tensors, uploaded into one device arena at their lay_out() offsets. Frees on destruction.
 struct DeviceArena {
     void* base = nullptr;
     ~DeviceArena() {
         if (base) (void)cudaFree(base);
     }
     std::vector<GradTensorDesc> upload(std::vector<HostTensor>& tensors) {
-        std::size_t bytes = 0;
-        for (auto& t : tensors) {
-            const std::size_t es = sp::cuda::element_size(t.dtype);
-            // Some tensors start off the 16-byte grid (storage offsets), all on their element size.
-            const std::size_t misalign = t.values.size() % 3 == 0 ? es * (t.values.size() % (16 / es)) : 0;
-            t.device_offset = (bytes + 255) / 256 * 256 + misalign;
-            bytes = t.device_offset + t.bytes.size();
-        }
+        const std::size_t bytes = sp::test::lay_out(tensors);
         if (cudaMalloc(&base, bytes + 256) != cudaSuccess) return {};
-        std::vector<GradTensorDesc> d;
-        for (const auto& t : tensors) {
-            auto* p = static_cast<unsigned char*>(base) + t.device_offset;
-            if (!t.bytes.empty()) (void)cudaMemcpy(p, t.bytes.data(), t.bytes.size(), cudaMemcpyHostToDevice);
-            d.push_back(GradTensorDesc{p, std::int64_t(t.values.size()), t.dtype, t.block});
-        }
-        return d;
+        auto* b = static_cast<unsigned char*>(base);
+        for (const auto& t : tensors)
+            if (!t.bytes.empty())
+                (void)cudaMemcpy(b + t.offset, t.bytes.data(), t.bytes.size(), cudaMemcpyHostToDevice);
+        return sp::test::descriptors(tensors, b);
     }
 };
+
+// The same tensors in host memory at the same offsets from a 256-byte aligned base, so that the host
+// model sees the same chunks as the device.
+struct HostArena {
+    std::vector<unsigned char> storage;
+    std::vector<GradTensorDesc> place(std::vector<HostTensor>& tensors) {
+        storage.assign(sp::test::lay_out(tensors) + 512, 0);
+        auto* b = storage.data() + (256 - reinterpret_cast<std::uintptr_t>(storage.data()) % 256);
+        for (const auto& t : tensors) std::memcpy(b + t.offset, t.bytes.data(), t.bytes.size());
+        return sp::test::descriptors(tensors, b);
+    }
+};
+
+QString moments_text(const BlockMoments& m) {
+    return QString("finite %1 nonfinite %2 mean %3 m2 %4 sumsq %5 max %6")
+        .arg(m.finite)
+        .arg(m.nonfinite)
+        .arg(m.mean, 0, 'g', 17)
+        .arg(m.m2, 0, 'g', 17)
+        .arg(m.sumsq, 0, 'g', 17)
+        .arg(m.max_abs, 0, 'g', 17);
+}
 
 // Host callback that holds its stream until `open` is set (or 20 s pass, so a bug cannot hang CI).
 struct Gate {
@@ -209,22 +103,11 @@ class TestCudaGradStatsKernel : public QObject {
         if (!sp::cuda::cuda_device_available()) QSKIP("no CUDA device: the kernel is only compiled here");
     }
 
-    void random_lists_match_float64_reference() {
+    void random_lists_match_float64_reference_and_host_model() {
         std::mt19937_64 rng(20240611);
-        const std::int64_t sizes[] = {0, 1, 2, 3, 7, 9, 15, 33, 1000, 4097, 65535, 65536, 65537, 300001};
-        const GradDType dtypes[] = {GradDType::f32, GradDType::bf16, GradDType::f16};
         for (int round = 0; round < 6; ++round) {
             constexpr int kBlocks = 7;
-            std::vector<HostTensor> host;
-            for (int i = 0; i < 24; ++i) {
-                const int block = int(rng() % (kBlocks - 1));  // the last block stays empty
-                const GradDType d = dtypes[rng() % 3];
-                const std::int64_t n = sizes[rng() % std::size(sizes)];
-                // Mostly gradient-like values; some blocks far from zero mean (cancellation).
-                const double offset = round % 2 ? 0.0 : 0.5;
-                host.push_back(make_tensor(rng, d, block, n, 1e-3 * double(1 + rng() % 100), offset,
-                                           int(rng() % 4) - 1));
-            }
+            std::vector<HostTensor> host = sp::test::random_tensor_list(rng, kBlocks, 24, round % 2 == 0);
             DeviceArena arena;
             const auto desc = arena.upload(host);
             QVERIFY(arena.base);
@@ -233,10 +116,17 @@ class TestCudaGradStatsKernel : public QObject {
             l.launch(nullptr);
             const auto& got = l.results();
             QCOMPARE(int(got.size()), kBlocks);
+            HostArena on_host;
+            const auto model =
+                sp::cuda::grad_stats_on_host(sp::cuda::build_grad_stats_plan(on_host.place(host), kBlocks));
             for (int b = 0; b < kBlocks; ++b) {
-                check_block(got[std::size_t(b)], reference(host, b),
-                            QString("round %1 block %2").arg(round).arg(b));
+                const auto i = std::size_t(b);
+                const QString what = QString("round %1 block %2").arg(round).arg(b);
+                check_block(got[i], reference(host, b), what);
                 if (QTest::currentTestFailed()) return;
+                QVERIFY2(std::memcmp(&got[i], &model[i], sizeof(BlockMoments)) == 0,
+                         qPrintable(what + ": device " + moments_text(got[i]) + " != host model " +
+                                    moments_text(model[i])));
             }
         }
     }

@@ -1,4 +1,6 @@
-// The fused gradient-statistics kernels and their launcher (see grad_stats_launcher.h).
+// The fused gradient-statistics kernels and their launcher (see grad_stats_launcher.h). The
+// arithmetic and each thread's traversal are in grad_stats_kernel_math.h, shared with the host model
+// that replays these kernels on the CPU; this file holds the thread plumbing and the launcher.
 //
 // Statistics per chunk: every element is read once, as 16-byte vector loads after at most a few
 // scalar head elements. Each thread accumulates, over the finite elements, the count and the shifted
@@ -13,149 +15,67 @@
 // fp64 is used on purpose: the per-element cost is one f32->f64 conversion and three fp64 adds/FMAs,
 // within the fp64 and conversion throughput of data-centre GPUs (sm_80, sm_90) at HBM bandwidth. On
 // GPUs with 1/64-rate fp64 this pass would be compute-bound (unmeasured: no such GPU here).
-#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
-#include <cfloat>
-#include <cstdint>
 #include <stdexcept>
 #include <string>
 #include <utility>
 
+#include "grad_stats_kernel_math.h"
 #include "sp/cuda/grad_stats_launcher.h"
 
 namespace sp::cuda {
 
 namespace {
 
-constexpr int kChunkThreads = 256;
-constexpr int kMergeThreads = 256;
-constexpr int kUnroll = 4;  // independent 16-byte loads in flight per thread
+using kernel::ChunkPartial;
+using kernel::kChunkThreads;
+using kernel::kMergeThreads;
+using kernel::kWarpSize;
+using kernel::Moments;
+using kernel::ThreadAcc;
+static_assert(sizeof(Moments) == sizeof(BlockMoments), "Moments mirrors BlockMoments");
 
 void check(cudaError_t e, const char* what) {
     if (e != cudaSuccess)
         throw std::runtime_error(std::string("cuda grad stats: ") + what + ": " + cudaGetErrorString(e));
 }
 
-// One chunk's reduction, as the merge kernel reads it.
-struct ChunkPartial {
-    std::uint32_t finite;
-    std::uint32_t nonfinite;
-    float max_abs;
-    float pad;
-    double mean;
-    double m2;
-    double sumsq;
+// Gradient bytes through the read-only data cache.
+struct DeviceMemory {
+    __device__ __forceinline__ std::uint16_t load16(const unsigned char* p) const {
+        return __ldg(reinterpret_cast<const unsigned short*>(p));
+    }
+    __device__ __forceinline__ std::uint32_t load32(const unsigned char* p) const {
+        return __ldg(reinterpret_cast<const unsigned int*>(p));
+    }
+    __device__ __forceinline__ kernel::Words load128(const unsigned char* p) const {
+        const uint4 v = __ldg(reinterpret_cast<const uint4*>(p));
+        return kernel::Words{{v.x, v.y, v.z, v.w}};
+    }
 };
 
-// No default member initializers: arrays of it live in __shared__ memory, which cannot have
-// constructors.
-struct ThreadAcc {
-    unsigned finite;
-    unsigned nonfinite;
-    float max_abs;
-    double s1;
-    double s2;
-};
-
-// Device twin of BlockMoments (which has initializers) for the shared-memory merge tree.
-struct Moments {
-    unsigned long long finite;
-    unsigned long long nonfinite;
-    double mean;
-    double m2;
-    double sumsq;
-    double max_abs;
-};
-static_assert(sizeof(Moments) == sizeof(BlockMoments), "Moments mirrors BlockMoments");
-
-__device__ __forceinline__ void add(ThreadAcc& a, float x, double k) {
-    const float ax = fabsf(x);
-    const bool fin = ax <= FLT_MAX;  // false for NaN and +-Inf
-    const double d = fin ? double(x) - k : 0.0;
-    a.s1 += d;
-    a.s2 = fma(d, d, a.s2);
-    a.finite += fin ? 1u : 0u;
-    a.nonfinite += fin ? 0u : 1u;
-    a.max_abs = fin ? fmaxf(a.max_abs, ax) : a.max_abs;
-}
-
-// Element conversion by dtype; raw 16-bit patterns for bf16 and fp16.
 template <int kDtype>
-__device__ __forceinline__ float lo16(std::uint32_t w);
-template <int kDtype>
-__device__ __forceinline__ float hi16(std::uint32_t w);
-template <>
-__device__ __forceinline__ float lo16<1>(std::uint32_t w) {
-    return __uint_as_float(w << 16);
-}
-template <>
-__device__ __forceinline__ float hi16<1>(std::uint32_t w) {
-    return __uint_as_float(w & 0xffff0000u);
-}
-template <>
-__device__ __forceinline__ float lo16<2>(std::uint32_t w) {
-    return __half2float(__ushort_as_half(static_cast<unsigned short>(w & 0xffffu)));
-}
-template <>
-__device__ __forceinline__ float hi16<2>(std::uint32_t w) {
-    return __half2float(__ushort_as_half(static_cast<unsigned short>(w >> 16)));
+__device__ __forceinline__ ThreadAcc thread_share(const GradChunk& c, double* k) {
+    const DeviceMemory mem;
+    *k = kernel::chunk_shift<kDtype>(mem, c);
+    ThreadAcc a = kernel::empty_acc();
+    kernel::accumulate_chunk<kDtype>(mem, c, a, *k, threadIdx.x);
+    return a;
 }
 
-template <int kDtype>
-__device__ __forceinline__ float load_scalar(const unsigned char* base, std::uint32_t i) {
-    if constexpr (kDtype == 0) {
-        return __ldg(reinterpret_cast<const float*>(base) + i);
-    } else {
-        const unsigned short u = __ldg(reinterpret_cast<const unsigned short*>(base) + i);
-        return lo16<kDtype>(u);
-    }
-}
-
-template <int kDtype>
-__device__ __forceinline__ void add_vector(ThreadAcc& a, const uint4& v, double k) {
-    const std::uint32_t w[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-        if constexpr (kDtype == 0) {
-            add(a, __uint_as_float(w[j]), k);
-        } else {
-            add(a, lo16<kDtype>(w[j]), k);
-            add(a, hi16<kDtype>(w[j]), k);
-        }
-    }
-}
-
-template <int kDtype>
-__device__ void accumulate_chunk(const GradChunk& c, ThreadAcc& a, double k) {
-    const auto* base = reinterpret_cast<const unsigned char*>(c.addr);
-    const std::uint32_t tid = threadIdx.x;
-    if (tid < c.head) add(a, load_scalar<kDtype>(base, tid), k);
-    const std::uint32_t tail =
-        c.head + (c.numel - c.head) / c.vec_elems * c.vec_elems;  // GradChunk::tail_start
-    const std::uint32_t n_vec = (tail - c.head) / c.vec_elems;
-    const uint4* vp = reinterpret_cast<const uint4*>(base + std::size_t(c.head) * (kDtype == 0 ? 4 : 2));
-    std::uint32_t v = tid;
-    for (; v + (kUnroll - 1) * kChunkThreads < n_vec; v += kUnroll * kChunkThreads) {
-        uint4 r[kUnroll];
-#pragma unroll
-        for (int u = 0; u < kUnroll; ++u) r[u] = __ldg(vp + v + u * kChunkThreads);
-#pragma unroll
-        for (int u = 0; u < kUnroll; ++u) add_vector<kDtype>(a, r[u], k);
-    }
-    for (; v < n_vec; v += kChunkThreads) add_vector<kDtype>(a, __ldg(vp + v), k);
-    for (std::uint32_t i = tail + tid; i < c.numel; i += kChunkThreads)
-        add(a, load_scalar<kDtype>(base, i), k);
-}
-
+// Lane 0 ends with the warp's sum: lane i adds lane i + off for off = 16, 8, 4, 2, 1 (the host model
+// replays this tree).
 __device__ __forceinline__ void warp_sum(ThreadAcc& a) {
 #pragma unroll
-    for (int off = 16; off > 0; off >>= 1) {
-        a.finite += __shfl_down_sync(0xffffffffu, a.finite, off);
-        a.nonfinite += __shfl_down_sync(0xffffffffu, a.nonfinite, off);
-        a.max_abs = fmaxf(a.max_abs, __shfl_down_sync(0xffffffffu, a.max_abs, off));
-        a.s1 += __shfl_down_sync(0xffffffffu, a.s1, off);
-        a.s2 += __shfl_down_sync(0xffffffffu, a.s2, off);
+    for (int off = kWarpSize / 2; off > 0; off >>= 1) {
+        ThreadAcc o;
+        o.finite = __shfl_down_sync(0xffffffffu, a.finite, off);
+        o.nonfinite = __shfl_down_sync(0xffffffffu, a.nonfinite, off);
+        o.max_abs = __shfl_down_sync(0xffffffffu, a.max_abs, off);
+        o.s1 = __shfl_down_sync(0xffffffffu, a.s1, off);
+        o.s2 = __shfl_down_sync(0xffffffffu, a.s2, off);
+        kernel::combine(a, o);
     }
 }
 
@@ -163,82 +83,29 @@ __device__ __forceinline__ void warp_sum(ThreadAcc& a) {
 __global__ void __launch_bounds__(kChunkThreads)
     chunk_stats_kernel(const GradChunk* __restrict__ chunks, ChunkPartial* __restrict__ partials) {
     const GradChunk c = chunks[blockIdx.x];
-    const auto* base = reinterpret_cast<const unsigned char*>(c.addr);
-    float k0;
+    double k = 0.0;
+    ThreadAcc a;
     switch (c.dtype) {
         case 0:
-            k0 = load_scalar<0>(base, 0);
+            a = thread_share<0>(c, &k);
             break;
         case 1:
-            k0 = load_scalar<1>(base, 0);
+            a = thread_share<1>(c, &k);
             break;
         default:
-            k0 = load_scalar<2>(base, 0);
-            break;
-    }
-    const double k = fabsf(k0) <= FLT_MAX ? double(k0) : 0.0;
-
-    ThreadAcc a{0u, 0u, 0.0f, 0.0, 0.0};
-    switch (c.dtype) {
-        case 0:
-            accumulate_chunk<0>(c, a, k);
-            break;
-        case 1:
-            accumulate_chunk<1>(c, a, k);
-            break;
-        default:
-            accumulate_chunk<2>(c, a, k);
+            a = thread_share<2>(c, &k);
             break;
     }
 
-    __shared__ ThreadAcc warps[kChunkThreads / 32];
+    __shared__ ThreadAcc warps[kChunkThreads / kWarpSize];
     warp_sum(a);
-    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
     if (lane == 0) warps[warp] = a;
     __syncthreads();
     if (threadIdx.x != 0) return;
     ThreadAcc t = warps[0];
-    for (int w = 1; w < kChunkThreads / 32; ++w) {
-        t.finite += warps[w].finite;
-        t.nonfinite += warps[w].nonfinite;
-        t.max_abs = fmaxf(t.max_abs, warps[w].max_abs);
-        t.s1 += warps[w].s1;
-        t.s2 += warps[w].s2;
-    }
-    ChunkPartial p;
-    p.finite = t.finite;
-    p.nonfinite = t.nonfinite;
-    p.max_abs = t.max_abs;
-    p.pad = 0.0f;
-    p.mean = 0.0;
-    p.m2 = 0.0;
-    p.sumsq = 0.0;
-    if (t.finite > 0) {
-        const double n = double(t.finite);
-        p.mean = k + t.s1 / n;
-        p.m2 = fmax(0.0, t.s2 - t.s1 * (t.s1 / n));
-        p.sumsq = p.m2 + n * p.mean * p.mean;  // two non-negative terms: no cancellation
-    }
-    partials[blockIdx.x] = p;
-}
-
-// Chan, Golub & LeVeque's pairwise update, plus the order-free parts.
-__device__ __forceinline__ void merge(Moments& a, const Moments& b) {
-    a.nonfinite += b.nonfinite;
-    a.sumsq += b.sumsq;
-    a.max_abs = fmax(a.max_abs, b.max_abs);
-    if (b.finite == 0) return;
-    if (a.finite == 0) {
-        a.finite = b.finite;
-        a.mean = b.mean;
-        a.m2 = b.m2;
-        return;
-    }
-    const double na = double(a.finite), nb = double(b.finite), n = na + nb;
-    const double delta = b.mean - a.mean;
-    a.mean += delta * (nb / n);
-    a.m2 += b.m2 + delta * delta * (na * (nb / n));
-    a.finite += b.finite;
+    for (int w = 1; w < kChunkThreads / kWarpSize; ++w) kernel::combine(t, warps[w]);
+    partials[blockIdx.x] = kernel::finish_chunk(t, k);
 }
 
 // grid: one thread block per agent block. Each thread merges a strided subset of the block's chunk
@@ -246,24 +113,12 @@ __device__ __forceinline__ void merge(Moments& a, const Moments& b) {
 __global__ void __launch_bounds__(kMergeThreads)
     block_merge_kernel(const ChunkPartial* __restrict__ partials,
                        const std::int64_t* __restrict__ first_chunk, BlockMoments* __restrict__ out) {
-    const std::int64_t begin = first_chunk[blockIdx.x], end = first_chunk[blockIdx.x + 1];
-    Moments acc{0ull, 0ull, 0.0, 0.0, 0.0, 0.0};
-    for (std::int64_t c = begin + threadIdx.x; c < end; c += kMergeThreads) {
-        const ChunkPartial p = partials[c];
-        Moments m;
-        m.finite = p.finite;
-        m.nonfinite = p.nonfinite;
-        m.mean = p.mean;
-        m.m2 = p.m2;
-        m.sumsq = p.sumsq;
-        m.max_abs = p.max_abs;
-        merge(acc, m);
-    }
     __shared__ Moments tree[kMergeThreads];
-    tree[threadIdx.x] = acc;
+    tree[threadIdx.x] =
+        kernel::merge_strided(partials, first_chunk[blockIdx.x], first_chunk[blockIdx.x + 1], threadIdx.x);
     __syncthreads();
     for (int half = kMergeThreads / 2; half > 0; half >>= 1) {
-        if (int(threadIdx.x) < half) merge(tree[threadIdx.x], tree[threadIdx.x + half]);
+        if (int(threadIdx.x) < half) kernel::merge(tree[threadIdx.x], tree[threadIdx.x + half]);
         __syncthreads();
     }
     if (threadIdx.x == 0) {

@@ -11,6 +11,7 @@
 #include <memory>
 #include <vector>
 
+#include "sp/cuda/block_moments.h"
 #include "sp/cuda/grad_stats_plan.h"
 
 struct CUstream_st;
@@ -18,16 +19,6 @@ struct CUstream_st;
 namespace sp::cuda {
 
 using Stream = CUstream_st*;  // nullptr: the legacy default stream
-
-// One block's statistics over its finite elements (non-finite ones are only counted).
-struct BlockMoments {
-    std::uint64_t finite = 0;
-    std::uint64_t nonfinite = 0;
-    double mean = 0.0;
-    double m2 = 0.0;     // sum of squared deviations from the mean
-    double sumsq = 0.0;  // sum of squares
-    double max_abs = 0.0;
-};
 
 // True when the CUDA runtime reports at least one device. Never throws: false on any error (no
 // driver, no device, insufficient driver).

@@ -1,0 +1,187 @@
+#pragma once
+// Gradient tensors for the statistics tests of the fused pass (the kernels on a GPU, their host model
+// everywhere): random fp32/bf16/fp16 values with NaN and +-Inf as raw bytes, laid out in one arena at
+// offsets that put some tensors off the 16-byte grid, and the float64 reference per block.
+#include <QtTest>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "reference_moments.h"
+#include "sp/cuda/block_moments.h"
+#include "sp/cuda/grad_stats_plan.h"
+
+namespace sp::test {
+
+inline float float_from_bits(std::uint32_t u) {
+    float f;
+    std::memcpy(&f, &u, 4);
+    return f;
+}
+inline std::uint32_t bits_of(float f) {
+    std::uint32_t u;
+    std::memcpy(&u, &f, 4);
+    return u;
+}
+// Host encoders (round toward zero: the reference decodes the stored bits, so any rounding will do)
+// and exact decoders, written independently of the kernels' own decoding.
+inline std::uint16_t bf16_bits(float f) {
+    return std::uint16_t(bits_of(f) >> 16);
+}
+inline float bf16_value(std::uint16_t b) {
+    return float_from_bits(std::uint32_t(b) << 16);
+}
+inline std::uint16_t f16_bits(float f) {
+    const std::uint32_t u = bits_of(f);
+    const auto sign = std::uint16_t((u >> 16) & 0x8000u);
+    if (std::isnan(f)) return std::uint16_t(sign | 0x7e00u);
+    const int e = int((u >> 23) & 0xffu) - 112;
+    const std::uint32_t mant = (u & 0x7fffffu) | 0x800000u;
+    if (e >= 31) return std::uint16_t(sign | 0x7c00u);  // overflow and Inf
+    if (e <= 0) {
+        const int shift = 14 - e;
+        return std::uint16_t(sign | (shift > 24 ? 0u : mant >> shift));
+    }
+    return std::uint16_t(sign | std::uint32_t(e) << 10 | ((u & 0x7fffffu) >> 13));
+}
+inline float f16_value(std::uint16_t h) {
+    const int e = (h >> 10) & 0x1f;
+    const int m = h & 0x3ff;
+    float v;
+    if (e == 0)
+        v = std::ldexp(float(m), -24);
+    else if (e == 31)
+        v = m ? std::numeric_limits<float>::quiet_NaN() : std::numeric_limits<float>::infinity();
+    else
+        v = std::ldexp(float(m | 0x400), e - 25);
+    return (h & 0x8000) ? -v : v;
+}
+
+// One tensor: its values as the kernels will see them, and its raw bytes.
+struct HostTensor {
+    sp::cuda::GradDType dtype = sp::cuda::GradDType::f32;
+    int block = 0;
+    std::vector<float> values;  // decoded
+    std::vector<unsigned char> bytes;
+    std::size_t offset = 0;  // bytes from the arena start (see lay_out)
+};
+
+inline HostTensor make_tensor(std::mt19937_64& rng, sp::cuda::GradDType dtype, int block, std::int64_t n,
+                              double scale, double offset, int n_nonfinite) {
+    using sp::cuda::GradDType;
+    HostTensor t;
+    t.dtype = dtype;
+    t.block = block;
+    std::normal_distribution<double> normal(offset, scale);
+    std::vector<float> raw(static_cast<std::size_t>(n));
+    for (auto& x : raw) x = float(normal(rng));
+    const float specials[] = {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
+                              -std::numeric_limits<float>::infinity()};
+    for (int i = 0; i < n_nonfinite && n > 0; ++i)
+        raw[std::size_t(rng() % std::uint64_t(n))] = specials[i % 3];
+    const std::size_t es = sp::cuda::element_size(dtype);
+    t.bytes.resize(raw.size() * es);
+    t.values.resize(raw.size());
+    for (std::size_t i = 0; i < raw.size(); ++i) {
+        if (dtype == GradDType::f32) {
+            std::memcpy(&t.bytes[4 * i], &raw[i], 4);
+            t.values[i] = raw[i];
+        } else {
+            const std::uint16_t b = dtype == GradDType::bf16 ? bf16_bits(raw[i]) : f16_bits(raw[i]);
+            std::memcpy(&t.bytes[2 * i], &b, 2);
+            t.values[i] = dtype == GradDType::bf16 ? bf16_value(b) : f16_value(b);
+        }
+    }
+    return t;
+}
+
+// Sets each tensor's arena offset: 256-byte aligned, except that some tensors start off the 16-byte
+// grid (as storage offsets do), always on their element size. Returns the arena's size in bytes.
+// Arenas with the same offsets (and bases aligned to 256) give the same plan chunks.
+inline std::size_t lay_out(std::vector<HostTensor>& tensors) {
+    std::size_t bytes = 0;
+    for (auto& t : tensors) {
+        const std::size_t es = sp::cuda::element_size(t.dtype);
+        const std::size_t misalign = t.values.size() % 3 == 0 ? es * (t.values.size() % (16 / es)) : 0;
+        t.offset = (bytes + 255) / 256 * 256 + misalign;
+        bytes = t.offset + t.bytes.size();
+    }
+    return bytes;
+}
+
+// The tensors' descriptors for an arena starting at `base` (laid out by lay_out).
+inline std::vector<sp::cuda::GradTensorDesc> descriptors(const std::vector<HostTensor>& tensors,
+                                                         unsigned char* base) {
+    std::vector<sp::cuda::GradTensorDesc> d;
+    for (const auto& t : tensors)
+        d.push_back(
+            sp::cuda::GradTensorDesc{base + t.offset, std::int64_t(t.values.size()), t.dtype, t.block});
+    return d;
+}
+
+inline ReferenceMoments reference(const std::vector<HostTensor>& tensors, int block) {
+    std::vector<double> v;
+    std::uint64_t nonfinite = 0;
+    for (const auto& t : tensors) {
+        if (t.block != block) continue;
+        for (float x : t.values) {
+            if (std::isfinite(x))
+                v.push_back(x);
+            else
+                ++nonfinite;
+        }
+    }
+    return reference_moments(v, nonfinite);
+}
+
+// The pass sums the same float values in fp64 in another order (shifted by one element per chunk),
+// so l2 and variance agree to ~1e-9 relative and the mean to 1e-9 of |mean| + rms. max |g|, counts and
+// non-finite counts are exact.
+constexpr double kMomentsRelTol = 1e-9;
+
+inline void check_block(const sp::cuda::BlockMoments& got, const ReferenceMoments& want,
+                        const QString& what) {
+    QVERIFY2(got.finite == want.finite,
+             qPrintable(what + QString(": finite %1 != %2").arg(got.finite).arg(want.finite)));
+    QVERIFY2(got.nonfinite == want.nonfinite,
+             qPrintable(what + QString(": nonfinite %1 != %2").arg(got.nonfinite).arg(want.nonfinite)));
+    QVERIFY2(
+        got.max_abs == want.max_abs,
+        qPrintable(what +
+                   QString(": max_abs %1 != %2").arg(got.max_abs, 0, 'g', 17).arg(want.max_abs, 0, 'g', 17)));
+    QVERIFY2(
+        rel_close(std::sqrt(got.sumsq), want.l2, kMomentsRelTol),
+        qPrintable(what +
+                   QString(": l2 %1 != %2").arg(std::sqrt(got.sumsq), 0, 'g', 17).arg(want.l2, 0, 'g', 17)));
+    QVERIFY2(
+        std::fabs(got.mean - want.mean) <= kMomentsRelTol * (std::fabs(want.mean) + want.rms),
+        qPrintable(what + QString(": mean %1 != %2").arg(got.mean, 0, 'g', 17).arg(want.mean, 0, 'g', 17)));
+    const double var = got.finite ? got.m2 / double(got.finite) : 0.0;
+    QVERIFY2(rel_close(var, want.variance, kMomentsRelTol),
+             qPrintable(what +
+                        QString(": variance %1 != %2").arg(var, 0, 'g', 17).arg(want.variance, 0, 'g', 17)));
+}
+
+// A random mixed list: `count` tensors over blocks 0 .. n_blocks - 2 (the last block stays empty), of
+// sizes around chunk and vector boundaries, some far from zero mean (cancellation), some with NaN/Inf.
+inline std::vector<HostTensor> random_tensor_list(std::mt19937_64& rng, int n_blocks, int count,
+                                                  bool far_from_zero) {
+    const std::int64_t sizes[] = {0, 1, 2, 3, 7, 9, 15, 33, 1000, 4097, 65535, 65536, 65537, 300001};
+    const sp::cuda::GradDType dtypes[] = {sp::cuda::GradDType::f32, sp::cuda::GradDType::bf16,
+                                          sp::cuda::GradDType::f16};
+    std::vector<HostTensor> host;
+    for (int i = 0; i < count; ++i) {
+        const int block = int(rng() % std::uint64_t(n_blocks - 1));
+        const sp::cuda::GradDType d = dtypes[rng() % 3];
+        const std::int64_t n = sizes[rng() % std::size(sizes)];
+        host.push_back(make_tensor(rng, d, block, n, 1e-3 * double(1 + rng() % 100),
+                                   far_from_zero ? 0.5 : 0.0, int(rng() % 4) - 1));
+    }
+    return host;
+}
+
+}  // namespace sp::test
