@@ -134,6 +134,7 @@ class TestLiveSource : public QObject {
     void unansweredCommandTimesOut();
     void badMessagesAreReportedNotFatal();
     void survivesAgentRestart();
+    void agentNeverHeardIsReportedThenJoined();
     void quickRestartIsNoticedWithoutDisconnect();
     void nothingIsEmittedAfterStop();
     void curveKeysAreUsed();
@@ -389,6 +390,27 @@ void TestLiveSource::survivesAgentRestart() {
     QVERIFY2(rec.replyTo("t-alive-1")->ok, qPrintable(rec.replyTo("t-alive-1")->error));
     // A restart is not a loss.
     QVERIFY(rec.lost.empty());
+    source->stop();
+}
+
+void TestLiveSource::agentNeverHeardIsReportedThenJoined() {
+    FakeAgent agent(path());  // not started: nothing publishes at its endpoints yet
+    auto source = makeSource(agent);
+    Recorder rec(*source);
+    QString detail;
+    connect(source.get(), &TelemetrySource::stateChanged,
+            [&detail](SourceState, const QString& d) { detail = d; });
+    source->start();
+    QTRY_VERIFY_WITH_TIMEOUT(!rec.states.empty() && rec.states.back() == SourceState::disconnected, 5000);
+    QVERIFY(rec.states.front() == SourceState::connecting);
+    QVERIFY2(detail.contains("nothing heard from") && detail.contains("still trying"), qPrintable(detail));
+    QVERIFY(!source->sendCommand("t-nobody", pin({0}, sp::Precision::int8)));
+
+    agent.start("run-late");  // the sockets kept trying: the late agent is joined
+    agent.publishUpdate(1);
+    QTRY_VERIFY_WITH_TIMEOUT(rec.states.back() == SourceState::live, 10000);
+    QTRY_COMPARE_WITH_TIMEOUT(rec.snapshots.size(), std::size_t(1), 10000);
+    QCOMPARE(rec.snapshots.back().run_id, std::string("run-late"));
     source->stop();
 }
 

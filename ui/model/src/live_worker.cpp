@@ -167,7 +167,8 @@ long LiveWorker::pollTimeoutMs(Clock::time_point now) const {
     const Clock::time_point heard = heard_ ? last_message_ : started_;
     const SourceState s = state_.load();
     if (s == SourceState::live) consider(heard + options_.stale_timeout);
-    if (s == SourceState::live || s == SourceState::stale) consider(heard + options_.disconnect_timeout);
+    if (s == SourceState::live || s == SourceState::stale || s == SourceState::connecting)
+        consider(heard + options_.disconnect_timeout);
     for (const Pending& p : pending_) consider(p.deadline);
     if (snapshot_id_) consider(snapshot_deadline_);
     if (snapshot_wanted_ && !snapshot_id_) consider(snapshot_retry_);
@@ -270,6 +271,12 @@ void LiveWorker::checkTimers(Clock::time_point now) {
         buffer_.clear();
     } else if (s == SourceState::live && quiet >= options_.stale_timeout) {
         setState(SourceState::stale, "no message for " + seconds(options_.stale_timeout));
+    } else if (s == SourceState::connecting && quiet >= options_.disconnect_timeout) {
+        // Never heard at all (a wrong endpoint, an agent not started yet): say so rather than show
+        // "connecting" forever. The sockets keep trying; the first message makes the source live.
+        setState(SourceState::disconnected, "nothing heard from " + endpoints_.telemetry + " in " +
+                                                seconds(options_.disconnect_timeout) +
+                                                "; still trying (is an agent publishing there?)");
     }
 
     if (bad_suppressed_ > 0 && now - bad_window_ >= std::chrono::seconds(1)) {
