@@ -1,7 +1,9 @@
 // LiveSource against an in-test fake agent (tests/gui/fake_agent.h) on ipc:// sockets: late join,
 // streaming, seq gaps, commands (ack, rejection, timeout), bad messages, an agent restart, and the
 // RunSession on top (pending -> applied, a rejection's reason in the event log).
+#include <atomic>
 #include <memory>
+#include <thread>
 #include <variant>
 
 #include <QSignalSpy>
@@ -128,6 +130,8 @@ class TestLiveSource : public QObject {
   private slots:
     void parsesEndpointSpecs();
     void lateJoinIsWholeBeforeLaterUpdates();
+    void slowSnapshotIsAskedAgainAndTheLateAnswerTaken();
+    void unansweredSnapshotsAreGivenUpAfterThreeRequests();
     void updatesStreamAndGapsAreCounted();
     void pinReachesTheAgentAndTheReplyComesBack();
     void rejectionCarriesTheAgentsReason();
@@ -229,6 +233,67 @@ void TestLiveSource::lateJoinIsWholeBeforeLaterUpdates() {
     QCOMPARE(rec.steps(), (std::vector<std::int64_t>{7, 8, 9}));
     QVERIFY(rec.lost.empty());
     QCOMPARE(source->counters().snapshots, std::uint64_t(1));
+    source->stop();
+}
+
+// Options for tests whose fake agent stalls: silence must not look like a disconnect.
+LiveOptions slowSnapshotOptions() {
+    LiveOptions o = fastOptions();
+    o.stale_timeout = 5s;
+    o.disconnect_timeout = 10s;
+    o.command_timeout = 400ms;
+    return o;
+}
+
+void TestLiveSource::slowSnapshotIsAskedAgainAndTheLateAnswerTaken() {
+    FakeAgent agent(path());
+    agent.start("run-slow");
+    for (int s = 1; s <= 3; ++s) agent.publishUpdate(s);  // only the snapshot has these
+    // The first snapshot request is answered after 700 ms, past the 400 ms timeout: the source asks
+    // again meanwhile, and takes the first (late) answer when it comes; the second one is ignored.
+    auto calls = std::make_shared<std::atomic<int>>(0);
+    agent.setSnapshotHooks(
+        [calls] {
+            if (calls->fetch_add(1) == 0) std::this_thread::sleep_for(700ms);
+        },
+        {});
+    auto source = makeSource(agent, slowSnapshotOptions());
+    Recorder rec(*source);
+    join(agent, *source, rec);
+    QTRY_COMPARE_WITH_TIMEOUT(agent.snapshotRequests(), 2, 5000);
+    agent.publishUpdate(4);
+    QTRY_VERIFY_WITH_TIMEOUT(!rec.updates.empty(), 5000);
+    QTest::qWait(200);  // the second answer has arrived by now: it must change nothing
+    QCOMPARE(rec.snapshots.size(), std::size_t(1));
+    QCOMPARE(rec.snapshots[0].last_update->step_id, std::int64_t(3));
+    QCOMPARE(rec.steps(), (std::vector<std::int64_t>{4}));
+    QVERIFY2(rec.bad.isEmpty(), qPrintable(rec.bad.join("; ")));
+    QCOMPARE(source->counters().snapshots, std::uint64_t(1));
+    source->stop();
+}
+
+void TestLiveSource::unansweredSnapshotsAreGivenUpAfterThreeRequests() {
+    FakeAgent agent(path());
+    agent.start("run-stuck");
+    auto calls = std::make_shared<std::atomic<int>>(0);
+    agent.setSnapshotHooks(
+        [calls] {
+            if (calls->fetch_add(1) == 0) std::this_thread::sleep_for(2000ms);
+        },
+        {});
+    auto source = makeSource(agent, slowSnapshotOptions());
+    Recorder rec(*source);
+    source->start();
+    agent.publishUpdate(1);  // heard: the source asks for a snapshot
+    QTRY_VERIFY_WITH_TIMEOUT(!rec.bad.isEmpty(), 5000);
+    QVERIFY2(rec.bad.front().contains("no snapshot (no answer to 3 requests within 0.4 s each)"),
+             qPrintable(rec.bad.front()));
+    // The stream goes on without the agent's earlier state; the late answers change nothing.
+    agent.publishUpdate(2);
+    QTRY_VERIFY_WITH_TIMEOUT(!rec.updates.empty() && rec.updates.back().step_id == 2, 5000);
+    QTest::qWait(2000);
+    QVERIFY(rec.snapshots.empty());
+    QCOMPARE(agent.snapshotRequests(), 3);
     source->stop();
 }
 

@@ -17,6 +17,8 @@ constexpr std::size_t kMaxBatch = 4096;
 constexpr std::size_t kMaxBuffered = 100000;
 // A snapshot request that cannot be sent yet (the control connection is still coming up).
 constexpr auto kSnapshotRetry = std::chrono::milliseconds(100);
+// Snapshot requests sent, each given the command timeout, before showing the stream without one.
+constexpr int kSnapshotAttempts = 3;
 
 }  // namespace
 
@@ -135,6 +137,7 @@ void LiveWorker::onTelemetry(const zmq::message_t& topic_frame, const zmq::messa
     if (!synced_ && !snapshot_id_ && !snapshot_wanted_) {
         snapshot_wanted_ = true;
         snapshot_first_try_ = now;
+        snapshot_attempts_ = 0;
         requestSnapshot(now);
     }
     switch (*topic) {
@@ -187,8 +190,7 @@ void LiveWorker::onRestart() {
     flush();
     last_seq_.reset();
     synced_ = false;
-    snapshot_id_.reset();
-    snapshot_wanted_ = false;
+    forgetSnapshotRequests();
     buffer_.clear();
     in_snapshot_through_.reset();
     header_needed_ = true;
@@ -200,6 +202,7 @@ void LiveWorker::requestSnapshot(Clock::time_point now) {
     if (dealer_->send(zmq::buffer(text), zmq::send_flags::dontwait)) {
         snapshot_id_ = id;
         snapshot_deadline_ = now + options_.command_timeout;
+        ++snapshot_attempts_;
         return;
     }
     // Not connected yet: the control socket usually comes up a moment after the telemetry one.
@@ -211,10 +214,35 @@ void LiveWorker::requestSnapshot(Clock::time_point now) {
     snapshot_retry_ = now + kSnapshotRetry;
 }
 
+void LiveWorker::snapshotTimedOut(Clock::time_point now) {
+    if (snapshot_attempts_ >= kSnapshotAttempts) {
+        giveUpSnapshot("no answer to " + std::to_string(snapshot_attempts_) + " requests within " +
+                       seconds(options_.command_timeout).toStdString() + " each");
+        return;
+    }
+    // A busy agent (a long step holding its control thread) answers late: ask again, and still take
+    // a late answer to an earlier request.
+    earlier_snapshot_ids_.push_back(*snapshot_id_);
+    snapshot_id_.reset();
+    snapshot_first_try_ = now;
+    requestSnapshot(now);
+}
+
+bool LiveWorker::isSnapshotReply(const std::string& id) const {
+    return (snapshot_id_ && id == *snapshot_id_) ||
+           std::find(earlier_snapshot_ids_.begin(), earlier_snapshot_ids_.end(), id) !=
+               earlier_snapshot_ids_.end();
+}
+
+void LiveWorker::forgetSnapshotRequests() {
+    snapshot_id_.reset();
+    earlier_snapshot_ids_.clear();
+    snapshot_wanted_ = false;
+}
+
 void LiveWorker::giveUpSnapshot(const std::string& why) {
     bad("no snapshot (" + why + "); showing live messages without the agent's earlier state");
-    snapshot_id_.reset();
-    snapshot_wanted_ = false;
+    forgetSnapshotRequests();
     synced_ = true;
     reportGap();
     releaseBuffer(std::nullopt);
@@ -231,8 +259,7 @@ void LiveWorker::releaseBuffer(std::optional<std::uint64_t> after) {
 }
 
 void LiveWorker::onSnapshotReply(const protocol::Reply& r) {
-    snapshot_id_.reset();
-    snapshot_wanted_ = false;
+    forgetSnapshotRequests();
     if (!r.ok) {
         giveUpSnapshot("the agent refused: " + r.error);
         return;

@@ -19,10 +19,6 @@ constexpr int kBadPerSecond = 10;
 // The worker wakes at least this often even when nothing is due.
 constexpr long kMaxPollMs = 1000;
 
-QString seconds(std::chrono::milliseconds ms) {
-    return QString::number(double(ms.count()) / 1000.0, 'g', 4) + " s";
-}
-
 double threadCpuSeconds(clockid_t clock) {
     timespec ts{};
     if (clock_gettime(clock, &ts) != 0) return 0.0;
@@ -198,7 +194,7 @@ void LiveWorker::onReply(const std::string& frame) {
         bad("bad reply from the agent: " + error);
         return;
     }
-    if (r->id && snapshot_id_ && *r->id == *snapshot_id_) {
+    if (r->id && isSnapshotReply(*r->id)) {
         onSnapshotReply(*r);
         return;
     }
@@ -250,7 +246,7 @@ void LiveWorker::checkTimers(Clock::time_point now) {
         }
     }
     if (snapshot_id_ && snapshot_deadline_ <= now) {
-        giveUpSnapshot("no answer within " + seconds(options_.command_timeout).toStdString());
+        snapshotTimedOut(now);
     } else if (snapshot_wanted_ && !snapshot_id_ && snapshot_retry_ <= now) {
         requestSnapshot(now);
     }
@@ -266,8 +262,7 @@ void LiveWorker::checkTimers(Clock::time_point now) {
         // after reconnecting goes out on a clean connection.
         resetDealer();
         synced_ = false;
-        snapshot_id_.reset();
-        snapshot_wanted_ = false;
+        forgetSnapshotRequests();
         buffer_.clear();
     } else if (s == SourceState::live && quiet >= options_.stale_timeout) {
         setState(SourceState::stale, "no message for " + seconds(options_.stale_timeout));

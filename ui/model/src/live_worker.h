@@ -2,6 +2,7 @@
 // LiveSource's worker thread (private to sp_ui_model): the sockets, the late-join state machine,
 // liveness and the commands in flight. Everything it reports goes through `Post`, which runs a
 // closure on the GUI thread; the worker never touches the LiveSource object itself.
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -24,6 +25,11 @@ inline constexpr int kMaxMessagesPerIteration = 2000;
 
 inline QString q(const std::string& s) {
     return QString::fromStdString(s);
+}
+
+// "1.2 s", for messages.
+inline QString seconds(std::chrono::milliseconds ms) {
+    return QString::number(double(ms.count()) / 1000.0, 'g', 4) + " s";
 }
 
 // Builds the RunHeader of a `hello` body (producer "hello"); nullopt with `error` when the body
@@ -78,6 +84,9 @@ class LiveWorker {
     void checkTimers(Clock::time_point now);
 
     void requestSnapshot(Clock::time_point now);
+    void snapshotTimedOut(Clock::time_point now);
+    bool isSnapshotReply(const std::string& id) const;
+    void forgetSnapshotRequests();
     void giveUpSnapshot(const std::string& why);
     void releaseBuffer(std::optional<std::uint64_t> after);
     void failPending(const std::string& why);
@@ -106,11 +115,13 @@ class LiveWorker {
     std::optional<zmq::context_t> ctx_;
     std::optional<zmq::socket_t> sub_, dealer_;
     std::optional<std::uint64_t> last_seq_;
-    std::uint64_t deferred_gap_ = 0;  // missing seqs not reported yet (see onTelemetry)
-    std::string run_id_;              // the run of the last header emitted
-    bool header_needed_ = true;       // the next snapshot must also announce its header
-    bool synced_ = false;             // snapshot applied (or given up) for the current run
-    std::optional<std::string> snapshot_id_;
+    std::uint64_t deferred_gap_ = 0;                 // missing seqs not reported yet (see onTelemetry)
+    std::string run_id_;                             // the run of the last header emitted
+    bool header_needed_ = true;                      // the next snapshot must also announce its header
+    bool synced_ = false;                            // snapshot applied (or given up) for the current run
+    std::optional<std::string> snapshot_id_;         // the request in flight
+    std::vector<std::string> earlier_snapshot_ids_;  // timed out, but a late answer is still taken
+    int snapshot_attempts_ = 0;
     Clock::time_point snapshot_deadline_, snapshot_retry_, snapshot_first_try_;
     bool snapshot_wanted_ = false;
     std::vector<std::pair<std::uint64_t, sp::TelemetryRecord>> buffer_;
