@@ -2,6 +2,7 @@
 // tooltip, cursor, empty state.
 #include <QtTest>
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -121,23 +122,95 @@ class TestHeatmap : public QObject {
         }
     }
 
-    void zoomedOutStillShowsExactColours() {
-        // 3000 updates in ~500 px: each pixel column shows one cell's exact colour.
+    void zoomedOutShowsEachPixelsHighestSensitivity() {
+        // 3000 updates in ~500 px: pixel column x covers updates [floor(x / px), floor((x + 1) / px)),
+        // and shows the highest sensitivity among them (the missing cell is skipped).
         makeView(3000);
-        QVERIFY(view_->pixelsPerUpdate() < 1.0);
+        const double px = view_->pixelsPerUpdate();
+        QVERIFY(px < 1.0);
         const QImage shot = view_->viewport()->grab().toImage();
+        // Pixel column 0 is the one whose centre falls in update floor(0.5 / px).
+        const auto first_centred = std::size_t(std::floor(0.5 / px));
+        const int left = view_->cellRect(0, first_centred).left();
         int checked = 0;
-        for (std::size_t u = 0; u < 3000; u += 37) {
-            for (int b = 0; b < kBlocks; ++b) {
-                const QRect r = view_->cellRect(b, u);
-                if (r.isEmpty()) continue;  // no pixel centre falls in this cell at this zoom
-                QCOMPARE(shot.pixel(r.center()) & 0xFFFFFF, expectedColor(b, u) & 0xFFFFFF);
-                const auto cell = view_->cellAt(r.center());
-                QVERIFY(cell && cell->block == b && cell->update == u);
+        for (int b = 0; b < kBlocks; ++b) {
+            const int y = view_->cellRect(b, first_centred).center().y();
+            for (int x = 0;; ++x) {
+                const auto first = std::size_t(std::floor(x / px));
+                if (first >= 3000) break;
+                const auto last =
+                    std::min<std::size_t>(3000, std::max(first + 1, std::size_t(std::floor((x + 1) / px))));
+                float hottest = -1.0f;
+                for (std::size_t u = first; u < last; ++u)
+                    if (presentAt(b, u)) hottest = std::max(hottest, sensitivityOf(b, u));
+                QVERIFY2((shot.pixel(left + x, y) & 0xFFFFFF) == (sensitivityColor(hottest) & 0xFFFFFF),
+                         qPrintable(QString("block %1 pixel %2 (updates %3..%4, grid from %5, %6 px/update)")
+                                        .arg(b)
+                                        .arg(x)
+                                        .arg(first)
+                                        .arg(last)
+                                        .arg(left)
+                                        .arg(px)));
+                // The tooltip's cell is the one whose colour the pixel shows.
+                const auto cell = view_->cellAt(QPoint(left + x, y));
+                QVERIFY(cell && cell->block == b && cell->update >= first && cell->update < last);
+                QCOMPARE(sensitivityOf(b, cell->update), hottest);
                 ++checked;
             }
         }
-        QVERIFY(checked > 40);
+        QVERIFY(checked > 4 * 400);
+    }
+
+    void oneUpdateSpikeSurvivesZoomOut_data() {
+        QTest::addColumn<int>("blocks");
+        QTest::addColumn<int>("spikeBlock");
+        QTest::newRow("more updates than pixel columns") << kBlocks << 1;
+        QTest::newRow("more blocks than pixel rows too") << 600 << 401;
+    }
+    void oneUpdateSpikeSurvivesZoomOut() {
+        QFETCH(int, blocks);
+        QFETCH(int, spikeBlock);
+        // Every cell 0.1 except one: nearest-neighbour sampling would show it in about one zoom
+        // level in twelve; the heatmap must show it in every pixel that covers it.
+        constexpr std::size_t kUpdates = 5000, kSpikeAt = 2345;
+        store_.reset(sp::uniform_layout(blocks));
+        for (std::size_t u = 0; u < kUpdates; ++u) {
+            sp::UpdateRecord r = makeRecord(u, 0, false);
+            for (int b = 0; b < blocks; ++b) {
+                sp::BlockDetail d;
+                d.id = b;
+                d.sensitivity = (b == spikeBlock && u == kSpikeAt) ? 0.95f : 0.1f;
+                r.block_details.push_back(d);
+            }
+            store_.append(r);
+        }
+        view_ = std::make_unique<HeatmapView>();
+        view_->resize(QSize(420, 300));
+        view_->setStore(&store_);
+        view_->show();
+        QVERIFY(QTest::qWaitForWindowExposed(view_.get()));
+        view_->refresh();
+        QVERIFY(view_->pixelsPerUpdate() < 0.2);
+        QCOMPARE(view_->pixelsPerBlock() < 1.0, blocks > 300);
+        const QImage shot = view_->viewport()->grab().toImage();
+        const QRgb hot = sensitivityColor(0.95f) & 0xFFFFFF, calm = sensitivityColor(0.1f) & 0xFFFFFF;
+        QSet<int> hot_columns;
+        QPoint where;
+        for (int y = 0; y < shot.height(); ++y)
+            for (int x = 0; x < shot.width(); ++x)
+                if ((shot.pixel(x, y) & 0xFFFFFF) == hot) {
+                    hot_columns.insert(x);
+                    where = QPoint(x, y);
+                    // Every hot pixel is the spike's cell (tall rows repeat it down the row).
+                    const auto cell = view_->cellAt(where);
+                    QVERIFY(cell);
+                    QCOMPARE(cell->block, spikeBlock);
+                    QCOMPARE(cell->update, kSpikeAt);
+                }
+        QCOMPARE(hot_columns.size(), 1);  // one pixel column covers the spike's update, at any zoom
+        // Its neighbours on the row are calm.
+        QCOMPARE(shot.pixel(where + QPoint(1, 0)) & 0xFFFFFF, calm);
+        QCOMPARE(shot.pixel(where - QPoint(1, 0)) & 0xFFFFFF, calm);
     }
 
     void appendWritesOnlyNewColumns() {

@@ -53,7 +53,9 @@ const std::array<QRgb, kColormapSize>& viridisTable() {
 int sensitivityIndex(float sensitivity) {
     if (std::isnan(sensitivity)) return -1;
     const float clamped = sensitivity < 0.0f ? 0.0f : (sensitivity > 1.0f ? 1.0f : sensitivity);
-    return static_cast<int>(std::lround(clamped * float(kColormapSize - 1)));
+    // Round half up, exactly as lround for these non-negative values (a float plus 0.5 is exact in
+    // double), without the libm call: the zoomed-out heatmap converts every pixel.
+    return static_cast<int>(double(clamped * float(kColormapSize - 1)) + 0.5);
 }
 
 QRgb sensitivityColor(float sensitivity) {

@@ -11,6 +11,7 @@
 #include "heatmap_glyphs.h"
 #include "heatmap_image.h"
 #include "heatmap_layout.h"
+#include "heatmap_pooling.h"
 #include "sp/ui/colormap.h"
 #include "sp/ui/heatmap_view.h"
 #include "sp/ui/telemetry_store.h"
@@ -91,21 +92,33 @@ void HeatmapView::paintGrid(QPainter& p, const HeatmapLayout& layout, const View
                             bool use_cache) const {
     const QSize size = layout.grid.size();
     if (size.isEmpty()) return;
-    const QRgb background = palette().color(QPalette::Base).rgb();
     if (!use_cache) {
         QImage sampled(size, QImage::Format_RGB32);
-        image_->sampleInto(sampled, double(view.x_first), view.x_scale, shownUpdateCount(),
-                           double(view.y_first), view.y_scale, background);
+        sampleGrid(sampled, view);
         p.drawImage(layout.grid.topLeft(), sampled);
         return;
     }
     if (!grid_cache_valid_ || grid_cache_.size() != size) {
         if (grid_cache_.size() != size) grid_cache_ = QImage(size, QImage::Format_RGB32);
-        image_->sampleInto(grid_cache_, double(view.x_first), view.x_scale, shownUpdateCount(),
-                           double(view.y_first), view.y_scale, background);
+        sampleGrid(grid_cache_, view);
         grid_cache_valid_ = true;
     }
     p.drawImage(layout.grid.topLeft(), grid_cache_);
+}
+
+bool HeatmapView::poolsCells(const ViewState& view) const {
+    return color_mode_ == ColorMode::sensitivity && (view.x_scale < 1.0 || view.y_scale < 1.0);
+}
+
+void HeatmapView::sampleGrid(QImage& dst, const ViewState& view) const {
+    const QRgb background = palette().color(QPalette::Base).rgb();
+    if (poolsCells(view)) {
+        sampleMaxSensitivityInto(dst, *store_, double(view.x_first), view.x_scale, shownUpdateCount(),
+                                 double(view.y_first), view.y_scale, background);
+    } else {
+        image_->sampleInto(dst, double(view.x_first), view.x_scale, shownUpdateCount(), double(view.y_first),
+                           view.y_scale, background);
+    }
 }
 
 void HeatmapView::paintCellMarks(QPainter& p, const HeatmapLayout& layout, const ViewState& view) const {

@@ -10,6 +10,7 @@
 
 #include "heatmap_image.h"
 #include "heatmap_layout.h"
+#include "heatmap_pooling.h"
 #include "sp/ui/run_session.h"
 #include "sp/ui/telemetry_store.h"
 
@@ -349,6 +350,13 @@ std::optional<HeatmapView::CellRef> HeatmapView::cellAt(QPoint pos) const {
     if (!layout.grid.contains(pos)) return std::nullopt;
     const int row = rowAt(pos);
     if (row < 0) return std::nullopt;
+    if (poolsCells(view_)) {
+        const auto hot =
+            hottestCellOfPixel(*store_, pos - layout.grid.topLeft(), double(view_.x_first), view_.x_scale,
+                               shownUpdateCount(), double(view_.y_first), view_.y_scale);
+        if (!hot) return std::nullopt;
+        return CellRef{hot->block, hot->update};
+    }
     const double c = double(view_.x_first) + std::floor((pos.x() + 0.5 - layout.grid.left()) / view_.x_scale);
     if (c < 0.0 || c >= double(shownUpdateCount())) return std::nullopt;
     return CellRef{row, std::size_t(c)};

@@ -136,6 +136,10 @@ class HeatmapView : public QAbstractScrollArea {
     HeatmapLayout currentLayout() const;
     void paintAll(QPainter& p, const HeatmapLayout& layout, const ViewState& view, bool use_cache) const;
     void paintGrid(QPainter& p, const HeatmapLayout& layout, const ViewState& view, bool use_cache) const;
+    // Zoomed out in sensitivity mode a pixel shows its cells' highest sensitivity (heatmap_pooling.h);
+    // otherwise the cell under its centre, from the backing image.
+    bool poolsCells(const ViewState& view) const;
+    void sampleGrid(QImage& dst, const ViewState& view) const;
     void paintCellMarks(QPainter& p, const HeatmapLayout& layout, const ViewState& view) const;
     void paintRows(QPainter& p, const HeatmapLayout& layout, const ViewState& view) const;
     void paintAxis(QPainter& p, const HeatmapLayout& layout, const ViewState& view) const;
