@@ -123,6 +123,18 @@ inline std::vector<sp::cuda::GradTensorDesc> descriptors(const std::vector<HostT
     return d;
 }
 
+// The tensors in host memory at their lay_out() offsets from a 256-byte aligned base (plus `shift`
+// bytes), as a device arena holds them: the same addresses modulo 256 give the same plan chunks.
+struct HostArena {
+    std::vector<unsigned char> storage;
+    std::vector<sp::cuda::GradTensorDesc> place(std::vector<HostTensor>& tensors, std::size_t shift = 0) {
+        storage.assign(lay_out(tensors) + 512, 0);
+        auto* b = storage.data() + (256 - reinterpret_cast<std::uintptr_t>(storage.data()) % 256) + shift;
+        for (const auto& t : tensors) std::memcpy(b + t.offset, t.bytes.data(), t.bytes.size());
+        return descriptors(tensors, b);
+    }
+};
+
 inline ReferenceMoments reference(const std::vector<HostTensor>& tensors, int block) {
     std::vector<double> v;
     std::uint64_t nonfinite = 0;

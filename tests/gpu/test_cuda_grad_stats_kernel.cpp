@@ -54,18 +54,6 @@ struct DeviceArena {
     }
 };
 
-// The same tensors in host memory at the same offsets from a 256-byte aligned base, so that the host
-// model sees the same chunks as the device.
-struct HostArena {
-    std::vector<unsigned char> storage;
-    std::vector<GradTensorDesc> place(std::vector<HostTensor>& tensors) {
-        storage.assign(sp::test::lay_out(tensors) + 512, 0);
-        auto* b = storage.data() + (256 - reinterpret_cast<std::uintptr_t>(storage.data()) % 256);
-        for (const auto& t : tensors) std::memcpy(b + t.offset, t.bytes.data(), t.bytes.size());
-        return sp::test::descriptors(tensors, b);
-    }
-};
-
 QString moments_text(const BlockMoments& m) {
     return QString("finite %1 nonfinite %2 mean %3 m2 %4 sumsq %5 max %6")
         .arg(m.finite)
@@ -116,7 +104,7 @@ class TestCudaGradStatsKernel : public QObject {
             l.launch(nullptr);
             const auto& got = l.results();
             QCOMPARE(int(got.size()), kBlocks);
-            HostArena on_host;
+            sp::test::HostArena on_host;
             const auto model =
                 sp::cuda::grad_stats_on_host(sp::cuda::build_grad_stats_plan(on_host.place(host), kBlocks));
             for (int b = 0; b < kBlocks; ++b) {

@@ -25,22 +25,10 @@ using sp::test::reference;
 
 namespace {
 
-// Host memory laid out like the device arena of the GPU tests: 256-byte aligned base, lay_out()
-// offsets (some tensors off the 16-byte grid).
-struct Arena {
-    std::vector<unsigned char> storage;
-    std::vector<sp::cuda::GradTensorDesc> place(std::vector<HostTensor>& tensors, std::size_t shift = 0) {
-        storage.assign(sp::test::lay_out(tensors) + 512, 0);
-        auto* b = storage.data() + (256 - reinterpret_cast<std::uintptr_t>(storage.data()) % 256) + shift;
-        for (const auto& t : tensors) std::memcpy(b + t.offset, t.bytes.data(), t.bytes.size());
-        return sp::test::descriptors(tensors, b);
-    }
-};
-
 std::vector<BlockMoments> run(std::vector<HostTensor>& tensors, int n_blocks,
                               std::int64_t chunk_elems = sp::cuda::kDefaultChunkElems,
                               std::size_t shift = 0) {
-    Arena arena;
+    sp::test::HostArena arena;
     return sp::cuda::grad_stats_on_host(
         sp::cuda::build_grad_stats_plan(arena.place(tensors, shift), n_blocks, chunk_elems));
 }
