@@ -5,8 +5,6 @@
 #include <c10/cuda/CUDAStream.h>
 #include <cuda_runtime_api.h>
 
-#include <atomic>
-#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -15,13 +13,13 @@
 #include <memory>
 #include <random>
 #include <sstream>
-#include <thread>
 
 #include "sp/agent/block.h"
 #include "sp/agent/cuda_grad_stats_collector.h"
 #include "sp/agent/grad_stats_collector.h"
 #include "sp/cuda/grad_stats_host_model.h"
 #include "sp/cuda/grad_stats_launcher.h"
+#include "stream_gate.h"
 #if SP_GPU_CHECKS_RUNTIME
 #include "sp/agent/hints.h"
 #include "sp/agent/precision_runtime.h"
@@ -264,32 +262,16 @@ std::string kernels_match_host_model() {
     return "";
 }
 
-// Holds a stream until opened (or 20 s pass, so a bug cannot hang the run).
-struct Gate {
-    std::atomic<bool> open{false};
-    std::atomic<bool> timed_out{false};
-    static void CUDART_CB hold(void* self) {
-        auto* g = static_cast<Gate*>(self);
-        const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-        while (!g->open.load()) {
-            if (std::chrono::steady_clock::now() > until) {
-                g->timed_out = true;
-                return;
-            }
-            std::this_thread::sleep_for(std::chrono::milliseconds(1));
-        }
-    }
-};
-
 std::string collect_does_not_sync() {
     const auto blocks = random_blocks(7);
     auto c = agent::make_cuda_grad_stats_collector();
     c->prepare(blocks);
     c->collect();  // builds the plan (set_plan may wait once, when pinned memory grows)
     (void)c->results();
-    Gate gate;
+    sp::test::StreamGate gate;
     const cudaStream_t s = c10::cuda::getCurrentCUDAStream().stream();
-    if (cudaLaunchHostFunc(s, &Gate::hold, &gate) != cudaSuccess) return "cudaLaunchHostFunc failed";
+    if (cudaLaunchHostFunc(s, &sp::test::StreamGate::hold, &gate) != cudaSuccess)
+        return "cudaLaunchHostFunc failed";
     c->collect();
     gate.open = true;
     if (gate.timed_out) return "collect() waited for the device";

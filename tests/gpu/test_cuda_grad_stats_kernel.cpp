@@ -8,19 +8,17 @@
 
 #include <cuda_runtime_api.h>
 
-#include <atomic>
-#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <limits>
 #include <random>
-#include <thread>
 #include <vector>
 
 #include "../common/grad_tensor_fixtures.h"
 #include "sp/cuda/grad_stats_host_model.h"
 #include "sp/cuda/grad_stats_launcher.h"
+#include "stream_gate.h"
 
 using sp::cuda::BlockMoments;
 using sp::cuda::GradDType;
@@ -63,23 +61,6 @@ QString moments_text(const BlockMoments& m) {
         .arg(m.sumsq, 0, 'g', 17)
         .arg(m.max_abs, 0, 'g', 17);
 }
-
-// Host callback that holds its stream until `open` is set (or 20 s pass, so a bug cannot hang CI).
-struct Gate {
-    std::atomic<bool> open{false};
-    std::atomic<bool> timed_out{false};
-    static void CUDART_CB hold(void* self) {
-        auto* g = static_cast<Gate*>(self);
-        const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-        while (!g->open.load()) {
-            if (std::chrono::steady_clock::now() > until) {
-                g->timed_out = true;
-                return;
-            }
-            std::this_thread::sleep_for(std::chrono::milliseconds(1));
-        }
-    }
-};
 
 }  // namespace
 
@@ -213,8 +194,8 @@ class TestCudaGradStatsKernel : public QObject {
             l.set_plan(sp::cuda::build_grad_stats_plan(desc, 1), s);
             l.launch(s);
             (void)l.results();  // warm: the first launch loads the module
-            Gate gate;
-            CUDA_OK(cudaLaunchHostFunc(s, &Gate::hold, &gate));
+            sp::test::StreamGate gate;
+            CUDA_OK(cudaLaunchHostFunc(s, &sp::test::StreamGate::hold, &gate));
             l.launch(s);
             const bool ready_while_held = l.ready();
             gate.open = true;

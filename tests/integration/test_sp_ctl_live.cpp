@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 #include <zmq.hpp>
 
+#include "run_process.h"
 #include "sp/jsonl.h"
 #include "sp/protocol.h"
 
@@ -29,18 +30,8 @@ namespace protocol = sp::protocol;
 constexpr int kBlocks = 4;
 constexpr std::int64_t kStep = 120;
 
-struct Run {
-    int exit_code = -1;
-    QByteArray out, err;
-};
-
-Run sp_ctl(const QStringList& args) {
-    QProcess p;
-    p.start(QStringLiteral(SP_CTL_PATH), args);
-    if (!p.waitForFinished(120000)) qFatal("sp-ctl did not finish");
-    return {p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1, p.readAllStandardOutput(),
-            p.readAllStandardError()};
-}
+using sp::test::Run;
+using sp::test::sp_ctl;
 
 protocol::Snapshot fixed_snapshot() {
     protocol::Snapshot s;

@@ -7,24 +7,15 @@
 
 #include <nlohmann/json.hpp>
 
+#include "run_process.h"
 #include "sp/jsonl.h"
 
 namespace {
 
 using sp::Precision;
 
-struct Run {
-    int exit_code = -1;
-    QByteArray out, err;
-};
-
-Run sp_ctl(const QStringList& args) {
-    QProcess p;
-    p.start(QStringLiteral(SP_CTL_PATH), args);
-    if (!p.waitForFinished(120000)) qFatal("sp-ctl did not finish");
-    return {p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1, p.readAllStandardOutput(),
-            p.readAllStandardError()};
-}
+using sp::test::Run;
+using sp::test::sp_ctl;
 
 nlohmann::json json_of(const Run& r) {
     return nlohmann::json::parse(r.out.toStdString());

@@ -6,22 +6,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include "run_process.h"
 #include "sp/jsonl.h"
 
 namespace {
 
-struct Run {
-    int exit_code = -1;
-    QByteArray out, err;
-};
-
-Run sp_ctl(const QStringList& args) {
-    QProcess p;
-    p.start(QStringLiteral(SP_CTL_PATH), args);
-    if (!p.waitForFinished(120000)) qFatal("sp-ctl did not finish");
-    return {p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1, p.readAllStandardOutput(),
-            p.readAllStandardError()};
-}
+using sp::test::Run;
+using sp::test::sp_ctl;
 
 QString example(const char* file) {
     return QStringLiteral(SP_SOURCE_DIR "/resources/example/") + file;

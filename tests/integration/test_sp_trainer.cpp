@@ -10,21 +10,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include "run_process.h"
+
 namespace {
 
-struct Run {
-    int exit_code = -1;
-    QByteArray out, err;
-};
-
-Run run(const char* program, const QStringList& args, const QString& cwd = {}) {
-    QProcess p;
-    if (!cwd.isEmpty()) p.setWorkingDirectory(cwd);
-    p.start(QString::fromUtf8(program), args);
-    if (!p.waitForFinished(300000)) qFatal("%s did not finish", program);
-    return {p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1, p.readAllStandardOutput(),
-            p.readAllStandardError()};
-}
+using sp::test::Run;
+using sp::test::run;
 
 std::vector<nlohmann::json> read_jsonl(const QString& path) {
     std::ifstream in(path.toStdString());

@@ -62,15 +62,7 @@ BlockMoments block_on_host(const std::vector<ChunkPartial>& partials, std::int64
         tree[tid] = kernel::merge_strided(partials.data(), begin, end, tid);
     for (int half = kMergeThreads / 2; half > 0; half >>= 1)
         for (int i = 0; i < half; ++i) kernel::merge(tree[std::size_t(i)], tree[std::size_t(i + half)]);
-    const Moments& m = tree[0];
-    BlockMoments out;
-    out.finite = m.finite;
-    out.nonfinite = m.nonfinite;
-    out.mean = m.mean;
-    out.m2 = m.m2;
-    out.sumsq = m.sumsq;
-    out.max_abs = m.max_abs;
-    return out;
+    return kernel::to_block_moments(tree[0]);
 }
 
 }  // namespace

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "sp/cuda/block_moments.h"
 #include "sp/cuda/grad_stats_plan.h"
 
 #if defined(__CUDACC__)
@@ -207,6 +208,17 @@ SP_HD Moments empty_moments() {
 
 SP_HD Moments to_moments(const ChunkPartial& p) {
     return Moments{p.finite, p.nonfinite, p.mean, p.m2, p.sumsq, double(p.max_abs)};
+}
+
+SP_HD BlockMoments to_block_moments(const Moments& m) {
+    BlockMoments o;
+    o.finite = m.finite;
+    o.nonfinite = m.nonfinite;
+    o.mean = m.mean;
+    o.m2 = m.m2;
+    o.sumsq = m.sumsq;
+    o.max_abs = m.max_abs;
+    return o;
 }
 
 // Chan, Golub & LeVeque's pairwise update of (n, mean, M2), plus the order-free parts.

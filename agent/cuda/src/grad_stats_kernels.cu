@@ -34,7 +34,6 @@ using kernel::kMergeThreads;
 using kernel::kWarpSize;
 using kernel::Moments;
 using kernel::ThreadAcc;
-static_assert(sizeof(Moments) == sizeof(BlockMoments), "Moments mirrors BlockMoments");
 
 void check(cudaError_t e, const char* what) {
     if (e != cudaSuccess)
@@ -121,16 +120,7 @@ __global__ void __launch_bounds__(kMergeThreads)
         if (int(threadIdx.x) < half) kernel::merge(tree[threadIdx.x], tree[threadIdx.x + half]);
         __syncthreads();
     }
-    if (threadIdx.x == 0) {
-        const Moments& t = tree[0];
-        BlockMoments& o = out[blockIdx.x];
-        o.finite = t.finite;
-        o.nonfinite = t.nonfinite;
-        o.mean = t.mean;
-        o.m2 = t.m2;
-        o.sumsq = t.sumsq;
-        o.max_abs = t.max_abs;
-    }
+    if (threadIdx.x == 0) out[blockIdx.x] = kernel::to_block_moments(tree[0]);
 }
 
 // A device buffer that grows stream-ordered and never shrinks.
