@@ -5,7 +5,8 @@
 # Needs: python3 with a CUDA build of torch (its cmake_prefix_path), nvcc, cmake (>= 3.22), a C++17
 # compiler. Qt, libzmq and nlohmann_json are not needed: this builds tests/gpu/standalone, not the
 # whole project (whose configure needs all three). Everything written goes to $OUT (default
-# build/gpu/out): check.txt, memcheck.txt, bench.txt, and nsys.txt when nsys is installed.
+# build/gpu/out): check.txt, memcheck.txt, racecheck.txt, synccheck.txt,
+# initcheck.txt, bench.txt, and nsys.txt when nsys is installed.
 #
 # The kernels are compiled by the nvcc found first (CUDACXX, /usr/local/cuda/bin/nvcc, PATH); its
 # CUDA version must be supported by the installed driver (nvidia-smi prints the highest it supports).
@@ -35,6 +36,16 @@ if command -v compute-sanitizer >/dev/null; then
   echo "== memcheck"
   SP_GPU_CHECKS_SKIP_HUGE=1 PYTORCH_NO_CUDA_MEMORY_CACHING=1 \
     compute-sanitizer --tool memcheck --error-exitcode 3 "$bench" --check 2>&1 | tee "$out/memcheck.txt" || status=1
+  # racecheck finds shared-memory hazards (a missing __syncthreads in a tree), synccheck barriers
+  # reached by part of a block, initcheck reads of memory never written. Slower than memcheck.
+  # initcheck serializes the work it tracks, so the no-host-wait check is skipped under it.
+  for tool in racecheck synccheck initcheck; do
+    echo "== $tool"
+    nosync=""
+    [ "$tool" = initcheck ] && nosync=1
+    SP_GPU_CHECKS_SKIP_HUGE=1 PYTORCH_NO_CUDA_MEMORY_CACHING=1 SP_GPU_CHECKS_SKIP_NOSYNC=$nosync \
+      compute-sanitizer --tool "$tool" --error-exitcode 3 "$bench" --check 2>&1 | tee "$out/$tool.txt" || status=1
+  done
 else
   echo "compute-sanitizer not found: memcheck not run" | tee "$out/memcheck.txt"
 fi
