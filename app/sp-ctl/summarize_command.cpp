@@ -215,16 +215,17 @@ std::string to_table(const Summary& s) {
     out += "\n";
     if (s.blocks.empty()) return out + "(no per-block details in this file)\n";
 
-    out += "\n   id  name              bf16    int8     fp8  switches  final     mean sens\n";
+    out += "\n   id  name              bf16    int8     fp8    int4  switches  final     mean sens\n";
     for (const auto& [id, b] : s.blocks) {
         const std::string name = s.name(id);
         const std::int64_t fp8 =
             b.steps[std::size_t(sp::Precision::fp8_e4m3)] + b.steps[std::size_t(sp::Precision::fp8_e5m2)];
-        std::snprintf(line, sizeof line, "%5d  %-16.16s %6lld  %6lld  %6lld  %8d  %-8s  %s\n", id,
+        std::snprintf(line, sizeof line, "%5d  %-16.16s %6lld  %6lld  %6lld  %6lld  %8d  %-8s  %s\n", id,
                       name.empty() ? "-" : name.c_str(),
                       static_cast<long long>(b.steps[std::size_t(sp::Precision::bf16)]),
                       static_cast<long long>(b.steps[std::size_t(sp::Precision::int8)]),
-                      static_cast<long long>(fp8), b.switches,
+                      static_cast<long long>(fp8),
+                      static_cast<long long>(b.steps[std::size_t(sp::Precision::int4)]), b.switches,
                       std::string(sp::to_string(b.precision)).c_str(),
                       optional_number(mean_sensitivity(b), "%.4f").c_str());
         out += line;

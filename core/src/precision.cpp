@@ -12,6 +12,8 @@ std::string_view to_string(Precision p) {
             return "fp8_e4m3";
         case Precision::fp8_e5m2:
             return "fp8_e5m2";
+        case Precision::int4:
+            return "int4";
     }
     return "bf16";
 }

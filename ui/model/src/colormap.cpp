@@ -92,6 +92,8 @@ QRgb precisionColor(Precision p) {
             return 0xFFCC79A7u;
         case Precision::fp8_e5m2:
             return 0xFFD55E00u;
+        case Precision::int4:
+            return 0xFF0072B2u;
     }
     return kMissingColor;
 }
@@ -106,6 +108,8 @@ QString precisionLabel(Precision p) {
             return QStringLiteral("FP8 E4M3");
         case Precision::fp8_e5m2:
             return QStringLiteral("FP8 E5M2");
+        case Precision::int4:
+            return QStringLiteral("INT4");
     }
     return QStringLiteral("?");
 }
@@ -120,6 +124,8 @@ QChar precisionLetter(Precision p) {
             return QLatin1Char('F');
         case Precision::fp8_e5m2:
             return QLatin1Char('E');
+        case Precision::int4:
+            return QLatin1Char('4');
     }
     return QLatin1Char('?');
 }

@@ -13,8 +13,7 @@ namespace sp::ui {
 
 namespace {
 
-constexpr std::array<Precision, 4> kShownPrecisions = {Precision::bf16, Precision::int8, Precision::fp8_e4m3,
-                                                       Precision::fp8_e5m2};
+constexpr auto kShownPrecisions = kAllPrecisions;
 constexpr int kBarThickness = 14;
 constexpr int kBarLength = 160;
 constexpr int kMargin = 6;
