@@ -14,7 +14,7 @@ namespace {
 using json = nlohmann::json;
 
 constexpr Command::Kind kAllKinds[] = {Command::Kind::pin, Command::Kind::release, Command::Kind::release_all,
-                                       Command::Kind::set_mode};
+                                       Command::Kind::set_mode, Command::Kind::set_budget};
 
 std::string show(const json& v) {
     std::string text = v.dump();
@@ -114,6 +114,8 @@ std::string_view to_string(Command::Kind k) {
             return "release_all";
         case Command::Kind::set_mode:
             return "set_mode";
+        case Command::Kind::set_budget:
+            return "set_budget";
     }
     return "unknown";
 }
@@ -155,13 +157,26 @@ bool parse_command(const json& j, Command& out, std::string& error) {
         case Command::Kind::release_all:
             break;
         case Command::Kind::set_mode: {
-            const std::string valid = "off, static, dynamic";
+            const std::string valid = "off, static, dynamic, budget";
             const std::string* text = read_string(j, "mode", *name, valid, error);
             if (!text) return false;
             if (!parse_mode(*text, c.mode)) {
                 error = "field 'mode': unknown mode " + show(json(*text)) + "; valid: " + valid;
                 return false;
             }
+            break;
+        }
+        case Command::Kind::set_budget: {
+            const auto it = j.find("target_pct");
+            if (it == j.end()) {
+                error = "field 'target_pct': missing (required by 'set_budget'; a number in [0, 100])";
+                return false;
+            }
+            if (!it->is_number() || !(it->get<double>() >= 0.0 && it->get<double>() <= 100.0)) {
+                error = "field 'target_pct': must be a number in [0, 100], got " + show(*it);
+                return false;
+            }
+            c.target_pct = it->get<double>();
             break;
         }
     }
@@ -185,6 +200,9 @@ json to_json(const Command& c) {
             break;
         case Command::Kind::set_mode:
             j["mode"] = std::string(to_string(c.mode));
+            break;
+        case Command::Kind::set_budget:
+            j["target_pct"] = c.target_pct;
             break;
     }
     return j;

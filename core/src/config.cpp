@@ -23,8 +23,9 @@ namespace {
 
 using json = nlohmann::json;
 
-constexpr std::string_view kModeNames = R"("off", "static", "dynamic")";
-constexpr std::string_view kAmbiguousNames = R"("bf16", "int8")";
+constexpr std::string_view kModeNames = R"("off", "static", "dynamic", "budget")";
+constexpr std::string_view kAmbiguousNames = R"("bf16", "int8", "fp8_e4m3", "fp8_e5m2", "int4")";
+constexpr std::string_view kEstimatorNames = R"("zeroing", "sample")";
 
 // A value as it appears in a message. Doubles go through json so they print in the shortest form
 // that round-trips (0.6, not 0.59999999999999998); NaN/inf, which JSON cannot spell, get names.
@@ -159,18 +160,41 @@ Key mode_key() {
             [](const Config& c) { return json(std::string(to_string(c.mode))); }};
 }
 
-// The ambiguous band only chooses between the two tiers the seed policy knows; FP8 is not a
-// default tier (yet), so "fp8_*" is rejected here even though parse_precision knows it.
+// The ambiguous band's precision: any routed format.
 Key ambiguous_key() {
     return {"ambiguous_default",
             [](const json& v, Config& c) -> std::string {
                 const auto p = v.is_string() ? parse_precision(v.get<std::string>()) : std::nullopt;
-                if (!p || (*p != Precision::bf16 && *p != Precision::int8))
-                    return "must be one of " + std::string(kAmbiguousNames) + got(v);
+                if (!p) return "must be one of " + std::string(kAmbiguousNames) + got(v);
                 c.ambiguous_default = *p;
                 return {};
             },
             [](const Config& c) { return json(std::string(to_string(c.ambiguous_default))); }};
+}
+
+// {"int8": 30, "int4": 24, ...}: one threshold in dB per low format; formats left out keep theirs.
+Key snr_thresholds_key() {
+    return {"snr_threshold_db",
+            [](const json& v, Config& c) -> std::string {
+                if (!v.is_object()) return "must be an object of dB thresholds by low format" + got(v);
+                auto out = c.snr_threshold_db;
+                for (const auto& [name, value] : v.items()) {
+                    const auto p = parse_precision(name);
+                    if (!p || *p == Precision::bf16)
+                        return "unknown low format " + json(name).dump() +
+                               R"( (valid: "int8", "fp8_e4m3", "fp8_e5m2", "int4"))" + got(v);
+                    if (!value.is_number())
+                        return "the threshold of " + json(name).dump() + " must be a number" + got(v);
+                    out[std::size_t(*p)] = value.get<double>();
+                }
+                c.snr_threshold_db = out;
+                return {};
+            },
+            [](const Config& c) {
+                json j = json::object();
+                for (Precision p : kLowFormatsCheapestFirst) j[std::string(to_string(p))] = c.snr_threshold_db[std::size_t(p)];
+                return j;
+            }};
 }
 
 const std::vector<Key>& keys() {
@@ -204,6 +228,17 @@ const std::vector<Key>& keys() {
         whole("loss_min_history", &Config::loss_min_history),
         whole("rollback_window_steps", &Config::rollback_window_steps),
         whole("rollback_cooldown_steps", &Config::rollback_cooldown_steps),
+        whole("int4_group_size", &Config::int4_group_size),
+        whole("distribution_interval_steps", &Config::distribution_interval_steps),
+        whole("snr_samples", &Config::snr_samples),
+        real("snr_sample_rate", &Config::snr_sample_rate),
+        whole("snr_seed", &Config::snr_seed),
+        text("snr_estimator", &Config::snr_estimator),
+        flag("snr_tiers", &Config::snr_tiers),
+        snr_thresholds_key(),
+        real("snr_hysteresis_db", &Config::snr_hysteresis_db),
+        real("budget_target_pct", &Config::budget_target_pct),
+        text("format_gate_file", &Config::format_gate_file),
     };
     return kKeys;
 }
@@ -262,6 +297,42 @@ std::string about(const std::string& prefix, std::string_view key) {
     return "key " + quoted(prefix, key) + ": ";
 }
 
+// The ranges of the format, SNR, budget and gate keys.
+template <typename Add>
+void check_formats(const Config& c, const std::string& prefix, Add&& add) {
+    // Bounded so that a group, a sample or an interval is something the program can honour.
+    if (c.int4_group_size < 1 || c.int4_group_size > (1 << 20))
+        add({"int4_group_size"}, about(prefix, "int4_group_size") + "must be an integer in [1, 1048576], got " +
+                                     std::to_string(c.int4_group_size));
+    if (c.distribution_interval_steps < 0)
+        add({"distribution_interval_steps"}, about(prefix, "distribution_interval_steps") +
+                                                 "must be an integer >= 0 (0: never), got " +
+                                                 std::to_string(c.distribution_interval_steps));
+    if (c.snr_samples < 1 || c.snr_samples > 64)
+        add({"snr_samples"},
+            about(prefix, "snr_samples") + "must be an integer in [1, 64], got " + std::to_string(c.snr_samples));
+    if (!(c.snr_sample_rate > 0.0 && c.snr_sample_rate <= 1.0))
+        add({"snr_sample_rate"},
+            about(prefix, "snr_sample_rate") + "must be a number in (0, 1], got " + show(c.snr_sample_rate));
+    if (c.snr_seed < 0)
+        add({"snr_seed"}, about(prefix, "snr_seed") + "must be an integer >= 0, got " + std::to_string(c.snr_seed));
+    if (c.snr_estimator != "zeroing" && c.snr_estimator != "sample")
+        add({"snr_estimator"}, about(prefix, "snr_estimator") + "must be one of " + std::string(kEstimatorNames) +
+                                   ", got " + json(c.snr_estimator).dump());
+    for (Precision p : kLowFormatsCheapestFirst) {
+        const double t = c.snr_threshold_db[std::size_t(p)];
+        if (!std::isfinite(t))
+            add({"snr_threshold_db"}, about(prefix, "snr_threshold_db") + "the threshold of \"" +
+                                          std::string(to_string(p)) + "\" must be a finite number, got " + show(t));
+    }
+    if (!(std::isfinite(c.snr_hysteresis_db) && c.snr_hysteresis_db >= 0.0))
+        add({"snr_hysteresis_db"}, about(prefix, "snr_hysteresis_db") + "must be a finite number >= 0, got " +
+                                       show(c.snr_hysteresis_db));
+    if (!(c.budget_target_pct >= 0.0 && c.budget_target_pct <= 100.0))
+        add({"budget_target_pct"}, about(prefix, "budget_target_pct") + "must be a number in [0, 100], got " +
+                                       show(c.budget_target_pct));
+}
+
 // Every range and cross-key rule, in one place. `prefix` is the path of the section the keys came
 // from ("" for a bare object or a struct), so messages name the key as the user wrote it.
 std::vector<Issue> check(const Config& c, const std::string& prefix) {
@@ -271,13 +342,13 @@ std::vector<Issue> check(const Config& c, const std::string& prefix) {
     };
     auto in_unit = [](double v) { return v >= 0.0 && v <= 1.0; };  // false for NaN
 
-    if (c.mode != Mode::off && c.mode != Mode::static_ && c.mode != Mode::dynamic)
+    if (c.mode != Mode::off && c.mode != Mode::static_ && c.mode != Mode::dynamic && c.mode != Mode::budget)
         add({"mode"}, about(prefix, "mode") + "must be one of " + std::string(kModeNames) + ", got " +
                           std::to_string(static_cast<int>(c.mode)));
-    if (c.ambiguous_default != Precision::bf16 && c.ambiguous_default != Precision::int8)
+    if (std::size_t(c.ambiguous_default) >= kPrecisionCount)
         add({"ambiguous_default"}, about(prefix, "ambiguous_default") + "must be one of " +
                                        std::string(kAmbiguousNames) + ", got " +
-                                       json(std::string(to_string(c.ambiguous_default))).dump());
+                                       std::to_string(static_cast<int>(c.ambiguous_default)));
 
     const std::pair<std::string_view, double> unit_keys[] = {{"bf16_threshold", c.bf16_threshold},
                                                              {"int8_threshold", c.int8_threshold},
@@ -306,6 +377,8 @@ std::vector<Issue> check(const Config& c, const std::string& prefix) {
     if (!(std::isfinite(c.loss_spike_zscore) && c.loss_spike_zscore > 0.0))
         add({"loss_spike_zscore"}, about(prefix, "loss_spike_zscore") + "must be a finite number > 0, got " +
                                        show(c.loss_spike_zscore));
+
+    check_formats(c, prefix, add);
 
     const std::pair<std::string_view, std::int64_t> at_least_one[] = {
         {"calibration_samples", c.calibration_samples},
@@ -397,12 +470,14 @@ std::string_view to_string(Mode m) {
             return "static";
         case Mode::dynamic:
             return "dynamic";
+        case Mode::budget:
+            return "budget";
     }
     return "unknown";  // only for a value cast from outside the enum; validate() rejects it
 }
 
 bool parse_mode(std::string_view text, Mode& out) {
-    for (Mode m : {Mode::off, Mode::static_, Mode::dynamic}) {
+    for (Mode m : {Mode::off, Mode::static_, Mode::dynamic, Mode::budget}) {
         if (to_string(m) == text) {
             out = m;
             return true;

@@ -9,13 +9,6 @@
 namespace sp {
 namespace {
 
-constexpr std::int64_t kNever = std::numeric_limits<std::int64_t>::min();
-
-// This build's runtimes handle BF16 and INT8; the FP8 tier arrives with its own issue.
-bool routable(Precision p) {
-    return p == Precision::bf16 || p == Precision::int8;
-}
-
 bool all_finite(const BlockGradStats& s) {
     return s.finite() && std::isfinite(s.l2_norm) && std::isfinite(s.max_abs) && std::isfinite(s.variance) &&
            std::isfinite(s.mean);
@@ -47,6 +40,7 @@ Policy::Policy(Config config, BlockLayout layout, std::vector<double> calibratio
       layout_(std::move(layout)),
       calibration_errors_(std::move(calibration_errors)),
       mode_(config_.effective_mode()),
+      budget_target_pct_(config_.budget_target_pct),
       loss_monitor_(config_) {
     std::vector<std::string> problems = validate(config_);
     const std::size_t n = layout_.size();
@@ -90,6 +84,8 @@ Policy::Policy(Config config, BlockLayout layout, std::vector<double> calibratio
     win_count_.assign(n, 0);
     win_head_.assign(n, 0);
     nonfinite_since_update_.assign(n, 0);
+    snr_.assign(n, kNoSnr);
+    admitted_.assign(n, kAllFormats);
     effective_.assign(n, Precision::bf16);
     recorded_.assign(n, Precision::bf16);
     pins_.assign(n, std::nullopt);
@@ -128,6 +124,40 @@ void Policy::observe(std::int64_t /*step*/, const BlockGradStats& s) {
     win_count_[b] = std::min(win_count_[b] + 1, w);
 }
 
+void Policy::observe_snr(const BlockSnr& snr) {
+    if (snr.block_id < 0 || snr.block_id >= block_count())
+        throw std::invalid_argument("observe_snr: unknown block " + std::to_string(snr.block_id) + " (" +
+                                    block_range(layout_.size()) + ")");
+    snr_[std::size_t(snr.block_id)] = snr.snr_db;
+}
+
+void Policy::set_admitted_formats(std::vector<FormatMask> admitted) {
+    if (admitted.size() != layout_.size())
+        throw std::invalid_argument("set_admitted_formats: " + std::to_string(admitted.size()) +
+                                    " masks for " + std::to_string(layout_.size()) + " blocks");
+    for (FormatMask& m : admitted) m |= format_bit(Precision::bf16);
+    admitted_ = std::move(admitted);
+}
+
+void Policy::set_materializable(FormatMask formats) {
+    materializable_ = formats | format_bit(Precision::bf16);
+}
+
+std::string Policy::check_command(const Command& command) const {
+    for (int id : command.blocks) {
+        if (id < 0 || id >= block_count())
+            return "unknown block " + std::to_string(id) + " (" + block_range(layout_.size()) + ")";
+    }
+    if (command.kind == Command::Kind::pin && !has_format(materializable_, command.precision)) {
+        std::string can;
+        for (Precision p : kAllPrecisions)
+            if (has_format(materializable_, p)) can += (can.empty() ? "" : ", ") + std::string(to_string(p));
+        return "precision '" + std::string(to_string(command.precision)) +
+               "' cannot be materialized by this trainer's runtime (it can: " + can + ")";
+    }
+    return {};
+}
+
 bool Policy::is_update_step(std::int64_t step) const {
     return step >= config_.warmup_steps &&
            (!last_update_ || step - *last_update_ >= config_.update_interval_steps);
@@ -156,129 +186,6 @@ void Policy::set_effective(int block, Precision p, std::int64_t step, Reason why
     if (p == Precision::bf16) lowered_at_[b] = kNever;  // whatever brought it back, nothing to undo
     last_change_step_[b] = step;
     ++switches_[b];
-}
-
-const UpdateRecord* Policy::update(std::int64_t step, double timestamp) {
-    last_changes_.clear();
-    if (!is_update_step(step)) return nullptr;
-
-    const std::size_t n = layout_.size();
-    const int w = config_.history_window;
-    UpdateRecord& rec = record_;
-    rec.step_id = step;
-    rec.timestamp = timestamp;
-    rec.blocks_bf16 = rec.blocks_int8 = rec.blocks_fp8 = rec.precision_changes = 0;
-    rec.max_sensitivity = 0.0;
-    rec.mode = mode_;
-    rec.measured_bandwidth_saving_pct.reset();
-    rec.block_details.resize(n);
-
-    // Window averages, oldest observation first so the sums are reproducible.
-    double l2_sum = 0.0;
-    int with_window = 0;
-    for (std::size_t b = 0; b < n; ++b) {
-        BlockDetail& d = rec.block_details[b];
-        d = BlockDetail{};
-        d.id = int(b);
-        d.window = win_count_[b];
-        if (d.window == 0) continue;
-        const std::size_t base = b * std::size_t(w);
-        const int oldest = (win_head_[b] - d.window + w) % w;
-        double l2 = 0, mx = 0, var = 0, mean = 0;
-        for (int k = 0; k < d.window; ++k) {
-            const std::size_t slot = base + std::size_t((oldest + k) % w);
-            l2 += win_l2_[slot];
-            mx += win_max_[slot];
-            var += win_var_[slot];
-            mean += win_mean_[slot];
-        }
-        d.l2_norm = l2 / d.window;
-        d.max_abs = mx / d.window;
-        d.variance = var / d.window;
-        d.mean = mean / d.window;
-        l2_sum += d.l2_norm;
-        ++with_window;
-    }
-    const double l2_mean = with_window > 0 ? l2_sum / with_window : 0.0;
-    const bool first_dynamic = mode_ == Mode::dynamic && !dynamic_assigned_;
-
-    double sens_sum = 0.0;
-    double saved_bytes = 0.0, bf16_bytes = 0.0;
-    rec.min_sensitivity = n > 0 ? 1.0 : 0.0;
-    for (std::size_t b = 0; b < n; ++b) {
-        BlockDetail& d = rec.block_details[b];
-        const bool unsafe = nonfinite_since_update_[b] != 0;
-        d.relative_magnitude =
-            (d.window > 0 && l2_mean > 0.0 && std::isfinite(l2_mean)) ? d.l2_norm / l2_mean : 0.0;
-        d.grad_score = std::min(d.relative_magnitude / config_.grad_sensitivity_threshold, 1.0);
-        d.error_score = calibration_errors_.empty()
-                            ? 0.0
-                            : std::min(calibration_errors_[b] / config_.quant_error_threshold, 1.0);
-        const double raw = config_.grad_weight * d.grad_score + config_.error_weight * d.error_score;
-        d.sensitivity = unsafe ? 1.0 : std::clamp(raw, 0.0, 1.0);
-
-        const Precision current = effective_[b];
-        Precision next = current;
-        const std::optional<Precision> forced = forced_precision(int(b), &d.forced);
-        if (forced) {
-            next = *forced;
-            d.reason = d.forced == ForcedBy::pin ? Reason::pin : Reason::config;
-        } else if (mode_ != Mode::dynamic) {
-            next = Precision::bf16;
-            d.reason = Reason::mode;
-        } else if (unsafe) {
-            next = Precision::bf16;  // safety: even inside the cooldown
-            d.reason = Reason::nonfinite;
-        } else if (first_dynamic) {
-            next = initial_precision(d.sensitivity, config_);
-            d.reason = Reason::initial;
-        } else {
-            const Precision wanted = hysteresis_precision(current, d.sensitivity, config_);
-            const bool cooling = (cooldown_from_[b] != kNever &&
-                                  step < cooldown_from_[b] + config_.min_steps_between_switches) ||
-                                 (rollback_until_[b] != kNever && step < rollback_until_[b]);
-            if (wanted == current) {
-                d.reason = Reason::hold;
-            } else if (cooling) {
-                d.reason = Reason::cooldown;
-            } else {
-                next = wanted;
-                d.reason = Reason::policy;
-            }
-        }
-        if (next != current) {
-            set_effective(int(b), next, step, d.reason, &last_changes_);
-            // Only the policy's own moves start a cooldown; forced and pinned ones never do.
-            if (d.reason == Reason::policy || d.reason == Reason::initial || d.reason == Reason::nonfinite) {
-                cooldown_from_[b] = step;
-            }
-            // A speculative move down by the policy itself is what loss feedback may undo.
-            if (next != Precision::bf16 && (d.reason == Reason::policy || d.reason == Reason::initial))
-                lowered_at_[b] = step;
-        }
-
-        d.precision = effective_[b];
-        d.changed = effective_[b] != recorded_[b];
-        d.last_change_step = last_change_step_[b];
-        d.switches = switches_[b];
-        rec.precision_changes += d.changed ? 1 : 0;
-        rec.blocks_bf16 += d.precision == Precision::bf16 ? 1 : 0;
-        rec.blocks_int8 += d.precision == Precision::int8 ? 1 : 0;
-        rec.blocks_fp8 += is_fp8(d.precision) ? 1 : 0;
-        sens_sum += d.sensitivity;
-        rec.max_sensitivity = std::max(rec.max_sensitivity, d.sensitivity);
-        rec.min_sensitivity = std::min(rec.min_sensitivity, d.sensitivity);
-        saved_bytes += layout_[b].bytes_at(d.precision);
-        bf16_bytes += double(layout_[b].bytes_bf16);
-    }
-    rec.mean_sensitivity = n > 0 ? sens_sum / double(n) : 0.0;
-    rec.estimated_bandwidth_saving_pct = bf16_bytes > 0.0 ? 100.0 * (1.0 - saved_bytes / bf16_bytes) : 0.0;
-
-    if (first_dynamic) dynamic_assigned_ = true;
-    recorded_ = effective_;
-    std::fill(nonfinite_since_update_.begin(), nonfinite_since_update_.end(), 0);
-    last_update_ = step;
-    return &rec;
 }
 
 const LossFeedback& Policy::observe_loss(std::int64_t step, double loss) {
@@ -312,17 +219,8 @@ const LossFeedback& Policy::observe_loss(std::int64_t step, double loss) {
 
 CommandOutcome Policy::apply(const Command& command, std::int64_t step) {
     CommandOutcome out;
-    for (int id : command.blocks) {
-        if (id < 0 || id >= block_count()) {
-            out.error = "unknown block " + std::to_string(id) + " (" + block_range(layout_.size()) + ")";
-            return out;
-        }
-    }
-    if (command.kind == Command::Kind::pin && !routable(command.precision)) {
-        out.error = "precision '" + std::string(to_string(command.precision)) +
-                    "' is not routed by this build (bf16, int8)";
-        return out;
-    }
+    out.error = check_command(command);
+    if (!out.error.empty()) return out;
     out.ok = true;
 
     auto release = [&](int b) {
@@ -348,11 +246,14 @@ CommandOutcome Policy::apply(const Command& command, std::int64_t step) {
         case Command::Kind::release_all:
             for (int b = 0; b < block_count(); ++b) release(b);
             break;
+        case Command::Kind::set_budget:
+            budget_target_pct_ = command.target_pct;  // the next update plans for it
+            break;
         case Command::Kind::set_mode:
             mode_ = command.mode;
-            // Leaving dynamic returns policy-routed blocks to bf16 at once; entering dynamic lets the
-            // next update decide, with hysteresis, from where each block stands.
-            if (mode_ != Mode::dynamic) {
+            // Leaving dynamic or budget returns policy-routed blocks to bf16 at once; entering them lets
+            // the next update decide from where each block stands.
+            if (mode_ == Mode::off || mode_ == Mode::static_) {
                 ForcedBy by;
                 for (int b = 0; b < block_count(); ++b) {
                     if (!forced_precision(b, &by))

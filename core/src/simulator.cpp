@@ -23,6 +23,7 @@ struct StepInput {
     std::vector<BlockGradStats> stats;
     std::uint64_t stats_line = 0;  // 0: no stats line for this step
     std::optional<double> loss;    // the recorded training loss (NaN: recorded as null, non-finite)
+    std::vector<BlockSnr> snr;     // SNR estimates taken at this step
     std::vector<std::pair<Command, std::uint64_t>> commands;  // with their line numbers
 };
 
@@ -30,6 +31,7 @@ struct ParsedInput {
     std::optional<BlockLayout> layout;
     std::optional<Config> header_config;
     std::optional<std::map<int, double>> header_calibration;
+    std::vector<FormatMask> admitted_formats;  // from the header; empty: every format
     std::uint64_t skipped_update_records = 0;
     std::vector<StepInput> steps;  // ascending
     int max_block_id = -1;
@@ -132,6 +134,7 @@ class LineParser {
                 fail(std::string("header config: ") + e.what());
             }
         }
+        if (const auto a = j.find("admitted_formats"); a != j.end()) out.admitted_formats = admitted(*a);
         const auto cal = j.find("calibration");
         if (cal == j.end()) return;
         std::istringstream text(cal->dump());
@@ -140,6 +143,48 @@ class LineParser {
         } catch (const SimulationError& e) {
             fail(e.what());
         }
+    }
+
+    std::vector<FormatMask> admitted(const json& a) const {
+        if (!a.is_array()) fail("header admitted_formats: expected an array, got " + a.dump());
+        std::vector<FormatMask> out;
+        for (const json& formats : a) {
+            if (!formats.is_array()) fail("header admitted_formats: expected arrays of format names, got " + formats.dump());
+            FormatMask m = 0;
+            for (const json& f : formats) {
+                const auto p = f.is_string() ? parse_precision(f.get<std::string>()) : std::nullopt;
+                if (!p) fail("header admitted_formats: unknown format " + f.dump());
+                m |= format_bit(*p);
+            }
+            out.push_back(m);
+        }
+        return out;
+    }
+
+    // "snr": [{"id": 0, "snr_db": {"int8": 41.7, ...}}, ...]
+    std::vector<BlockSnr> snr_entries(const json& a, ParsedInput& out) const {
+        if (!a.is_array()) fail("field 'snr': expected an array, got " + a.dump());
+        std::vector<BlockSnr> entries;
+        for (const json& b : a) {
+            if (!b.is_object()) fail("each snr entry must be an object, got " + b.dump());
+            BlockSnr s;
+            s.block_id = integer<int>(b, "id", 0);
+            check_block(s.block_id, out);
+            const auto v = b.find("snr_db");
+            if (v != b.end()) {
+                if (!v->is_object()) fail("field 'snr_db': expected an object, got " + v->dump());
+                for (const auto& [name, value] : v->items()) {
+                    const auto p = parse_precision(name);
+                    if (!p) fail("field 'snr_db': unknown format '" + name + "'");
+                    if (!value.is_number() && !value.is_null())
+                        fail("field 'snr_db." + name + "': expected a number or null, got " + value.dump());
+                    s.snr_db[std::size_t(*p)] =
+                        value.is_null() ? std::numeric_limits<double>::quiet_NaN() : value.get<double>();
+                }
+            }
+            entries.push_back(s);
+        }
+        return entries;
     }
 
     void add_command_event(const json& j, ParsedInput& out) const {
@@ -202,6 +247,7 @@ class LineParser {
                 fail("field 'loss': expected a number or null, got " + loss->dump());
             entry.loss = loss->is_null() ? std::numeric_limits<double>::quiet_NaN() : loss->get<double>();
         }
+        if (const auto snr = j.find("snr"); snr != j.end()) entry.snr = snr_entries(*snr, out);
         const json& blocks = j["blocks"];
         if (!blocks.is_array()) fail("field 'blocks': expected an array, got " + blocks.dump());
         std::set<int> seen;
@@ -290,6 +336,12 @@ SimulationResult simulate(std::istream& stats, const std::string& source, const 
 
     Policy policy(result.config, result.layout,
                   std::move(errors));  // ConfigError when config and layout disagree
+    if (!input.admitted_formats.empty()) {
+        if (input.admitted_formats.size() != n)
+            throw SimulationError(source, 1, "header admitted_formats: " + std::to_string(input.admitted_formats.size()) +
+                                                 " entries for " + std::to_string(n) + " blocks");
+        policy.set_admitted_formats(input.admitted_formats);
+    }
     for (const StepInput& step : input.steps) {
         for (const auto& [command, line] : step.commands) {
             const CommandOutcome outcome = policy.apply(command, step.step);
@@ -297,6 +349,7 @@ SimulationResult simulate(std::istream& stats, const std::string& source, const 
             ++result.commands;
         }
         for (const BlockGradStats& s : step.stats) policy.observe(step.step, s);
+        for (const BlockSnr& s : step.snr) policy.observe_snr(s);
         if (auto rec = policy.update(step.step, step.timestamp ? *step.timestamp : options.now())) {
             result.records.push_back(std::move(*rec));
         }

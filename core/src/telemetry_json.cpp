@@ -161,7 +161,34 @@ RunHeader header_from_json(const ojson& j) {
             }
         }
     }
+    if (const auto it = j.find("admitted_formats"); it != j.end()) {
+        if (!it->is_array()) wrong_type("admitted_formats", "an array", *it);
+        for (std::size_t i = 0; i < it->size(); ++i) {
+            const ojson& formats = (*it)[i];
+            const std::string name = "admitted_formats[" + std::to_string(i) + "]";
+            if (!formats.is_array()) wrong_type(name, "an array of format names", formats);
+            FormatMask m = 0;
+            for (const ojson& f : formats) {
+                const auto p = parse_precision(as_string(f, name));
+                if (!p) throw FieldError("field '" + name + "': unknown format " + f.dump());
+                m |= format_bit(*p);
+            }
+            h.admitted_formats.push_back(m);
+        }
+    }
     return h;
+}
+
+// {"int8": 41.7, ...} -> PerFormat (absent formats unknown).
+PerFormat snr_from_json(const ojson& v, const std::string& name) {
+    PerFormat out = kNoSnr;
+    if (!v.is_object()) wrong_type(name, "an object", v);
+    for (const auto& [key, value] : v.items()) {
+        const auto p = parse_precision(key);
+        if (!p) throw FieldError("field '" + name + "': unknown format '" + key + "'");
+        out[std::size_t(*p)] = as_double(value, name + "." + key);
+    }
+    return out;
 }
 
 double statistic_from_json(const ojson& b, const char* key, const std::string& prefix) {
@@ -201,6 +228,21 @@ StepStatsRecord stats_from_json(const ojson& j) {
     }
     if (const auto loss = j.find("loss"); loss != j.end())
         r.loss = loss->is_null() ? std::numeric_limits<double>::quiet_NaN() : as_double(*loss, "loss");
+    if (const auto snr = j.find("snr"); snr != j.end()) {
+        if (!snr->is_array()) wrong_type("snr", "an array", *snr);
+        for (std::size_t i = 0; i < snr->size(); ++i) {
+            const ojson& b = (*snr)[i];
+            const std::string prefix = "snr[" + std::to_string(i) + "]";
+            if (!b.is_object()) wrong_type(prefix, "an object", b);
+            BlockSnr s;
+            const std::int64_t id = as_int(require(b, "id"), prefix + ".id");
+            if (id < 0 || id > std::numeric_limits<int>::max())
+                throw FieldError("field '" + prefix + ".id': out of range");
+            s.block_id = int(id);
+            if (const auto v = b.find("snr_db"); v != b.end()) s.snr_db = snr_from_json(*v, prefix + ".snr_db");
+            r.snr.push_back(s);
+        }
+    }
     return r;
 }
 
@@ -225,6 +267,21 @@ std::optional<Reason> parse_reason(std::string_view text) {
         if (kReasonNames[i] == text) return Reason(i);
     }
     return std::nullopt;
+}
+
+// ,"snr_db":{"int4":19.1,"int8":41.7,...}: the low formats with a finite estimate; nothing when none.
+void append_snr(std::string& s, const PerFormat& snr_db) {
+    bool any = false;
+    for (Precision p : kLowFormatsCheapestFirst) {
+        const double v = snr_db[std::size_t(p)];
+        if (!std::isfinite(v)) continue;
+        s += any ? ",\"" : ",\"snr_db\":{\"";
+        s += to_string(p);
+        s += "\":";
+        put_double(s, v);
+        any = true;
+    }
+    if (any) s += '}';
 }
 
 void append_json(std::string& s, const UpdateRecord& r) {
@@ -282,10 +339,17 @@ void append_json(std::string& s, const UpdateRecord& r) {
         put_int(s, d.last_change_step);
         s += ",\"switches\":";
         put_int(s, d.switches);
+        append_snr(s, d.snr_db);
+        if (!d.reason_text.empty()) {
+            s += ",\"reason_text\":";
+            s += ojson(d.reason_text).dump();
+        }
         s += '}';
     }
     s += "},\"blocks_fp8\":";
     put_int(s, r.blocks_fp8);
+    s += ",\"blocks_int4\":";
+    put_int(s, r.blocks_int4);
     if (r.mode) {
         s += ",\"mode\":";
         put_str(s, to_string(*r.mode));
@@ -294,6 +358,7 @@ void append_json(std::string& s, const UpdateRecord& r) {
         {",\"measured_bandwidth_saving_pct\":", &r.measured_bandwidth_saving_pct},
         {",\"train_loss\":", &r.train_loss},
         {",\"eval_loss\":", &r.eval_loss},
+        {",\"budget_target_pct\":", &r.budget_target_pct},
     };
     for (const auto& [key, value] : optional_numbers) {
         if (!*value) continue;
@@ -332,6 +397,16 @@ std::string to_json_line(const RunHeader& h) {
             errors[std::to_string(i)] = double_or_null(h.calibration_errors[i]);
         }
         j["calibration"] = {{"errors", std::move(errors)}};
+    }
+    if (!h.admitted_formats.empty()) {
+        ojson admitted = ojson::array();
+        for (FormatMask m : h.admitted_formats) {
+            ojson formats = ojson::array();
+            for (Precision p : kAllPrecisions)
+                if (has_format(m, p)) formats.push_back(std::string(to_string(p)));
+            admitted.push_back(std::move(formats));
+        }
+        j["admitted_formats"] = std::move(admitted);
     }
     return dump(j);
 }
@@ -435,6 +510,16 @@ std::string to_json_line(const StepStatsRecord& r) {
     if (r.loss) {
         s += ",\"loss\":";
         put_double(s, *r.loss);
+    }
+    if (!r.snr.empty()) {
+        s += ",\"snr\":[";
+        for (std::size_t i = 0; i < r.snr.size(); ++i) {
+            s += i == 0 ? "{\"id\":" : ",{\"id\":";
+            put_int(s, r.snr[i].block_id);
+            append_snr(s, r.snr[i].snr_db);
+            s += '}';
+        }
+        s += ']';
     }
     s += '}';
     return s;

@@ -28,9 +28,10 @@ enum TopIndex : std::size_t {
     kMeasured,
     kTrainLoss,
     kEvalLoss,
-    kType
+    kType,
+    kBudgetTarget = 17
 };
-constexpr std::array<TopField, 16> kTop = {{
+constexpr std::array<TopField, 18> kTop = {{
     {"step_id", nullptr, nullptr},
     {"timestamp", &UpdateRecord::timestamp, nullptr},
     {"blocks_bf16", nullptr, &UpdateRecord::blocks_bf16},
@@ -47,6 +48,8 @@ constexpr std::array<TopField, 16> kTop = {{
     {"train_loss", nullptr, nullptr, &UpdateRecord::train_loss},
     {"eval_loss", nullptr, nullptr, &UpdateRecord::eval_loss},
     {"type", nullptr, nullptr},
+    {"blocks_int4", nullptr, &UpdateRecord::blocks_int4},
+    {"budget_target_pct", nullptr, nullptr, &UpdateRecord::budget_target_pct},
 }};
 constexpr std::uint32_t kTopRequired = (1u << 10) - 1;  // the seed's ten fields
 
@@ -55,8 +58,16 @@ struct DetailField {
     double BlockDetail::*dbl;
     int BlockDetail::*num;
 };
-enum DetailIndex : std::size_t { kPrecision, kForced = 8, kChanged, kReason = 11, kLastChangeStep = 13 };
-constexpr std::array<DetailField, 15> kDetail = {{
+enum DetailIndex : std::size_t {
+    kPrecision,
+    kForced = 8,
+    kChanged,
+    kReason = 11,
+    kLastChangeStep = 13,
+    kSnr = 15,
+    kReasonText
+};
+constexpr std::array<DetailField, 17> kDetail = {{
     {"precision", nullptr, nullptr},
     {"sensitivity", &BlockDetail::sensitivity, nullptr},
     {"grad_score", &BlockDetail::grad_score, nullptr},
@@ -72,6 +83,8 @@ constexpr std::array<DetailField, 15> kDetail = {{
     {"window", nullptr, &BlockDetail::window},
     {"last_change_step", nullptr, nullptr},
     {"switches", nullptr, &BlockDetail::switches},
+    {"snr_db", nullptr, nullptr},
+    {"reason_text", nullptr, nullptr},
 }};
 constexpr std::uint32_t kDetailRequired = (1u << 10) - 1;  // all but the additive last five
 
@@ -190,6 +203,7 @@ class UpdateParser {
     bool hex4(unsigned& cp);
     bool number(const char*& start, bool& is_int);
     bool skip_value(int depth);
+    bool snr(PerFormat& out);
 
     bool read_int64(std::int64_t& v, std::string_view name);
     template <typename Int>
@@ -414,9 +428,26 @@ bool UpdateParser::detail_member(BlockDetail& d, std::size_t k) {
         }
         case kLastChangeStep:
             return read_int64(d.last_change_step, f.key);
+        case kSnr:
+            return snr(d.snr_db);
+        case kReasonText:
+            if (!read_string(text, f.key)) return false;
+            d.reason_text.assign(text);
+            return true;
         default:
             return false;  // every other row has a member pointer
     }
+}
+
+// "snr_db": {"int8": 41.7, ...}; formats left out stay unknown.
+bool UpdateParser::snr(PerFormat& out) {
+    if (*p_ != '{') return wrong_type("snr_db", "an object");
+    out = kNoSnr;
+    return object([&](std::string_view key) {
+        const auto p = parse_precision(key);
+        if (!p) return fail("snr_db: unknown format '" + std::string(key) + "'");
+        return read_double(out[std::size_t(*p)], "snr_db." + std::string(key));
+    });
 }
 
 bool UpdateParser::details(std::vector<BlockDetail>& out) {
@@ -477,6 +508,7 @@ bool UpdateParser::top_member(UpdateRecord& r, std::size_t k) {
         case kMeasured:
         case kTrainLoss:
         case kEvalLoss:
+        case kBudgetTarget:
             (r.*f.opt).reset();
             if (*p_ == 'n') return literal("null");
             if (!read_double(pct, f.key)) return false;

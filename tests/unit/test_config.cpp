@@ -266,16 +266,22 @@ class TestConfig : public QObject {
                                          << "must be an integer";
         QTest::newRow("mode as number") << "mode"
                                         << "3"
-                                        << R"(must be one of "off", "static", "dynamic")";
+                                        << R"(must be one of "off", "static", "dynamic", "budget")";
         QTest::newRow("mode unknown") << "mode"
                                       << "\"fast\""
-                                      << R"(must be one of "off", "static", "dynamic")";
-        QTest::newRow("ambiguous fp8") << "ambiguous_default"
-                                       << "\"fp8_e4m3\""
-                                       << R"(must be one of "bf16", "int8")";
+                                      << R"(must be one of "off", "static", "dynamic", "budget")";
         QTest::newRow("ambiguous unknown") << "ambiguous_default"
                                            << "\"fp16\""
-                                           << R"("bf16", "int8")";
+                                           << R"("bf16", "int8", "fp8_e4m3", "fp8_e5m2", "int4")";
+        QTest::newRow("snr thresholds not object") << "snr_threshold_db"
+                                                   << "30"
+                                                   << "must be an object of dB thresholds";
+        QTest::newRow("snr threshold of bf16") << "snr_threshold_db"
+                                               << R"({"bf16": 30})"
+                                               << R"(unknown low format "bf16")";
+        QTest::newRow("snr threshold not number") << "snr_threshold_db"
+                                                  << R"({"int4": "high"})"
+                                                  << R"(the threshold of "int4" must be a number)";
         QTest::newRow("list not array") << "force_bf16_blocks"
                                         << "3"
                                         << "must be an array of block ids";
@@ -509,14 +515,14 @@ class TestConfig : public QObject {
 
     void validate_struct_only_rules() {
         sp::Config c;
-        c.ambiguous_default = sp::Precision::fp8_e5m2;
+        c.ambiguous_default = static_cast<sp::Precision>(9);
         c.mode = static_cast<sp::Mode>(7);
         c.force_bf16_blocks = {4, 4, -2};  // duplicates are fine, the negative id is not
         c.force_int8_blocks = {4};
         c.telemetry_file.clear();
         const auto ps = sp::validate(c);
         QCOMPARE(ps.size(), std::size_t(5));
-        EXPECT_PROBLEM(ps, "key 'ambiguous_default'", R"("bf16", "int8")", "got \"fp8_e5m2\"");
+        EXPECT_PROBLEM(ps, "key 'ambiguous_default'", R"("bf16", "int8")", "got 9");
         EXPECT_PROBLEM(ps, "key 'mode'", "got 7");
         EXPECT_PROBLEM(ps, "key 'force_bf16_blocks'", ">= 0", "got -2");
         EXPECT_PROBLEM(ps, "block 4 ", "'force_int8_blocks'");
@@ -578,7 +584,11 @@ class TestConfig : public QObject {
     void to_json_has_every_key() {
         const json j = sp::to_json(sp::Config{});
         QVERIFY(j.is_object());
-        QCOMPARE(j.size(), std::size_t(29));
+        QCOMPARE(j.size(), std::size_t(40));
+        QCOMPARE(j.at("int4_group_size"), json(64));
+        QCOMPARE(j.at("snr_tiers"), json(false));
+        QCOMPARE(j.at("snr_threshold_db").size(), std::size_t(4));
+        QCOMPARE(j.at("budget_target_pct"), json(50.0));
         QCOMPARE(j.at("rollback_enabled"), json(false));
         QCOMPARE(j.at("loss_min_history"), json(20));
         QCOMPARE(j.at("mode"), json("dynamic"));

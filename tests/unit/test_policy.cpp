@@ -507,9 +507,15 @@ void TestPolicy::rule9_invalid_commands_change_nothing() {
     QVERIFY2(out.error.find("0..2") != std::string::npos, out.error.c_str());
     QCOMPARE(p.precisions()[0], Precision::bf16);  // block 0 was not pinned either
     QVERIFY(!p.pins()[0]);
+    // A format the runtime cannot materialize is rejected, naming what it can.
+    p.set_materializable(format_bit(Precision::int8));
     out = p.apply(pin({1}, Precision::fp8_e4m3), 0);
     QVERIFY(!out.ok);
-    QVERIFY2(out.error.find("fp8_e4m3") != std::string::npos, out.error.c_str());
+    QVERIFY2(out.error.find("'fp8_e4m3' cannot be materialized") != std::string::npos, out.error.c_str());
+    QVERIFY2(out.error.find("bf16, int8)") != std::string::npos, out.error.c_str());
+    QCOMPARE(p.check_command(pin({1}, Precision::fp8_e4m3)), out.error);
+    QVERIFY(!p.pins()[1]);
+    QVERIFY(p.apply(pin({1}, Precision::int8), 0).ok);
     out = p.apply(pin({-1}, Precision::int8), 0);
     QVERIFY(!out.ok);
 }

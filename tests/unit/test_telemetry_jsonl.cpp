@@ -185,7 +185,7 @@ class TestTelemetryJsonl : public QObject {
         auto j = nlohmann::ordered_json::parse(to_json_line(r));
         std::vector<std::string> expected = seed;
         for (const char* k :
-             {"blocks_fp8", "mode", "measured_bandwidth_saving_pct", "train_loss", "eval_loss"})
+             {"blocks_fp8", "blocks_int4", "mode", "measured_bandwidth_saving_pct", "train_loss", "eval_loss"})
             expected.push_back(k);
         QCOMPARE(keys_of(j), expected);
         QVERIFY(!j.contains("type"));
@@ -221,8 +221,61 @@ class TestTelemetryJsonl : public QObject {
         r.train_loss.reset();
         r.eval_loss.reset();
         j = nlohmann::ordered_json::parse(to_json_line(r));
-        expected.resize(seed.size() + 1);
+        expected.resize(seed.size() + 2);  // blocks_fp8 and blocks_int4 are always written
         QCOMPARE(keys_of(j), expected);
+    }
+
+    void formatFieldsRoundTrip() {
+        // Update records: per-block SNR (finite entries only) and reason text, INT4 count, budget target.
+        UpdateRecord r = sample_update();
+        r.blocks_int4 = 3;
+        r.budget_target_pct = 55.5;
+        r.block_details[0].snr_db[std::size_t(Precision::int4)] = 19.25;
+        r.block_details[0].snr_db[std::size_t(Precision::int8)] = 41.5;
+        r.block_details[0].reason_text = "int4 19.2 dB < 24.0 dB; \"quoted\"";
+        const std::string line = to_json_line(r);
+        const auto j = nlohmann::json::parse(line);
+        QCOMPARE(j["block_details"]["0"]["snr_db"].size(), std::size_t(2));
+        QVERIFY(!j["block_details"]["7"].contains("snr_db"));
+        QVERIFY(!j["block_details"]["7"].contains("reason_text"));
+        const UpdateRecord back = parse_update(line);
+        QCOMPARE(back.blocks_int4, 3);
+        QCOMPARE(*back.budget_target_pct, 55.5);
+        QCOMPARE(back.block_details[0].snr_db[std::size_t(Precision::int4)], 19.25);
+        QCOMPARE(back.block_details[0].snr_db[std::size_t(Precision::int8)], 41.5);
+        QVERIFY(std::isnan(back.block_details[0].snr_db[std::size_t(Precision::fp8_e4m3)]));
+        QCOMPARE(back.block_details[0].reason_text, r.block_details[0].reason_text);
+        std::string error;
+        TelemetryRecord rec;
+        QCOMPARE(parse_record(minimal_line(R"({"0":{"precision":"int4","sensitivity":0,"grad_score":0,"error_score":0,)"
+                                           R"("relative_magnitude":0,"l2_norm":0,"max_abs":0,"variance":0,)"
+                                           R"("forced":null,"changed":false,"snr_db":{"int9":3}}})"),
+                              rec, error),
+                 ParseStatus::corrupt);
+        QVERIFY2(error.find("unknown format 'int9'") != std::string::npos, error.c_str());
+
+        // Step lines: the SNR estimates taken at that step.
+        StepStatsRecord st;
+        st.step = 50;
+        BlockSnr s;
+        s.block_id = 2;
+        s.snr_db[std::size_t(Precision::fp8_e5m2)] = 27.0;
+        st.snr = {s};
+        QCOMPARE(parse_record(to_json_line(st), rec, error), ParseStatus::ok);
+        const auto& stats = std::get<StepStatsRecord>(rec);
+        QCOMPARE(stats.snr.size(), std::size_t(1));
+        QCOMPARE(stats.snr[0].block_id, 2);
+        QCOMPARE(stats.snr[0].snr_db[std::size_t(Precision::fp8_e5m2)], 27.0);
+
+        // Headers: the formats the gate admits per block.
+        RunHeader h;
+        h.blocks = uniform_layout(2);
+        h.admitted_formats = {FormatMask(format_bit(Precision::bf16) | format_bit(Precision::int8)),
+                              format_bit(Precision::bf16)};
+        const std::string header = to_json_line(h);
+        QVERIFY2(header.find(R"("admitted_formats":[["bf16","int8"],["bf16"]])") != std::string::npos, header.c_str());
+        QCOMPARE(parse_record(header, rec, error), ParseStatus::ok);
+        QVERIFY(std::get<RunHeader>(rec).admitted_formats == h.admitted_formats);
     }
 
     void stepStatsLinesRoundTrip() {

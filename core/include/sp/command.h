@@ -3,6 +3,7 @@
 // on the control socket and through the agent's command queue.
 //   {"cmd":"pin","blocks":[3,4],"precision":"int8"}   {"cmd":"release","blocks":[3]}
 //   {"cmd":"release_all"}                               {"cmd":"set_mode","mode":"static"}
+//   {"cmd":"set_budget","target_pct":55}
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -15,11 +16,12 @@
 namespace sp {
 
 struct Command {
-    enum class Kind : std::uint8_t { pin, release, release_all, set_mode };
+    enum class Kind : std::uint8_t { pin, release, release_all, set_mode, set_budget };
     Kind kind = Kind::release_all;
     std::vector<int> blocks;                // pin, release
     Precision precision = Precision::bf16;  // pin
     Mode mode = Mode::dynamic;              // set_mode
+    double target_pct = 0.0;                // set_budget: budget_target_pct, in [0, 100]
 };
 
 std::string_view to_string(Command::Kind k);

@@ -1,6 +1,7 @@
 #pragma once
 // The policy's configuration: every key of the seed's table, with the seed's defaults.
 // Loading validates everything at once; a Config that exists is a valid Config.
+#include <array>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
@@ -13,9 +14,9 @@
 
 namespace sp {
 
-enum class Mode : std::uint8_t { off, static_, dynamic };
+enum class Mode : std::uint8_t { off, static_, dynamic, budget };
 
-std::string_view to_string(Mode m);  // "off", "static", "dynamic"
+std::string_view to_string(Mode m);  // "off", "static", "dynamic", "budget"
 bool parse_mode(std::string_view text, Mode& out);
 
 struct Config {
@@ -51,6 +52,20 @@ struct Config {
     int loss_min_history = 20;                   // finite losses seen before a spike can be called
     std::int64_t rollback_window_steps = 20;     // a switch this many steps back or fewer is suspect
     std::int64_t rollback_cooldown_steps = 100;  // a rolled-back block stays BF16 at least this long
+
+    // Formats, distribution statistics, SNR tiers, budget and gate (POLICY.md "Formats and tiers").
+    int int4_group_size = 64;                       // INT4: one scale per this many elements of a row
+    std::int64_t distribution_interval_steps = 50;  // weights/inputs profiled every this many steps; 0 never
+    int snr_samples = 5;                            // K independent samples per tensor
+    double snr_sample_rate = 0.01;                  // gamma: each sample's share of the tensor
+    std::int64_t snr_seed = 0;                      // sampling seed (runs with the same seed sample alike)
+    std::string snr_estimator = "zeroing";          // "zeroing" (the bulk's zeroing probability) or "sample"
+    bool snr_tiers = false;                         // route below BF16 to the cheapest format whose SNR clears
+    // dB an estimated SNR must reach for each low format (by Precision value; bf16's entry is unused).
+    PerFormat snr_threshold_db = {0.0, 30.0, 25.0, 20.0, 30.0};
+    double snr_hysteresis_db = 3.0;  // leave a format below threshold - this, enter one above threshold + this
+    double budget_target_pct = 50.0;  // mode "budget": bytes to save against all-BF16, in percent
+    std::string format_gate_file;     // a "never slower than BF16" policy file (GATE.md); "" none
 
     // The mode the policy actually runs in (`enabled: false` means off).
     Mode effective_mode() const { return enabled ? mode : Mode::off; }

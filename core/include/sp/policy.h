@@ -7,10 +7,12 @@
 // block that had gradients, then update(step, now). update() returns a record only on update
 // steps; precisions() is the map the trainer's runtime should use after it.
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "sp/budget.h"
 #include "sp/command.h"
 #include "sp/config.h"
 #include "sp/layout.h"
@@ -67,6 +69,22 @@ class Policy {
     // for a block id outside the layout.
     void observe(std::int64_t step, const BlockGradStats& stats);
 
+    // The latest SNR estimate of a block's formats (rule 17); held until the next one. Throws
+    // std::invalid_argument for a block id outside the layout.
+    void observe_snr(const BlockSnr& snr);
+
+    // Rule 19: the formats each block may take (BF16 is always allowed), from a "never slower than
+    // BF16" gate file; by default every format. Throws std::invalid_argument for another length.
+    void set_admitted_formats(std::vector<FormatMask> admitted);
+    const std::vector<FormatMask>& admitted_formats() const { return admitted_; }
+    // The formats the trainer's runtime can materialize: pins to others are rejected and the policy
+    // never routes to them. Default: every format.
+    void set_materializable(FormatMask formats);
+    FormatMask materializable() const { return materializable_; }
+    // Why `command` would be rejected ("" when it would be applied): unknown blocks, a format the
+    // runtime cannot materialize. Reads only state fixed at setup, so another thread may call it.
+    std::string check_command(const Command& command) const;
+
     // Rule 3: whether update(step) will produce a record.
     bool is_update_step(std::int64_t step) const;
 
@@ -90,10 +108,28 @@ class Policy {
     const std::vector<Precision>& precisions() const { return effective_; }
     const std::vector<std::optional<Precision>>& pins() const { return pins_; }
     std::optional<std::int64_t> last_update_step() const { return last_update_; }
+    double budget_target_pct() const { return budget_target_pct_; }
     // Changes made by the most recent update() (empty when it was not an update step).
     const std::vector<PrecisionChange>& last_changes() const { return last_changes_; }
 
   private:
+    static constexpr std::int64_t kNever = std::numeric_limits<std::int64_t>::min();
+    struct Decision {
+        Precision next = Precision::bf16;
+        Reason reason = Reason::hold;
+    };
+    // The phases of update(), in POLICY.md's order.
+    void average_windows(UpdateRecord& rec) const;                       // rule 2
+    void score_blocks(UpdateRecord& rec) const;                          // rule 4
+    Decision decide_dynamic(BlockDetail& d, std::int64_t step, bool first) const;  // rules 5-7, 16, 17
+    std::vector<Precision> plan_budget_map(const UpdateRecord& rec, std::int64_t step) const;  // rule 18
+    Decision decide_budget(BlockDetail& d, Precision planned) const;
+    void apply_decision(BlockDetail& d, const Decision& decision, std::int64_t step);
+    void tally(UpdateRecord& rec) const;                                 // rule 10
+    bool cooling(std::size_t block, std::int64_t step) const;
+    std::int64_t free_from(std::size_t block) const;  // first step the cooldowns allow a policy move
+    FormatMask allowed(std::size_t block) const { return admitted_[block] & materializable_; }
+
     std::optional<Precision> forced_precision(int block, ForcedBy* by) const;
     void set_effective(int block, Precision p, std::int64_t step, Reason why,
                        std::vector<PrecisionChange>* changes);
@@ -107,6 +143,10 @@ class Policy {
     std::vector<double> win_l2_, win_max_, win_var_, win_mean_;
     std::vector<int> win_count_, win_head_;
     std::vector<char> nonfinite_since_update_;
+    std::vector<PerFormat> snr_;          // latest estimate per block (NaN: none yet)
+    std::vector<FormatMask> admitted_;    // gate, per block
+    FormatMask materializable_ = kAllFormats;
+    double budget_target_pct_ = 0;
 
     std::vector<Precision> effective_;
     std::vector<Precision> recorded_;  // as in the previous record

@@ -43,6 +43,19 @@ constexpr bool is_int(Precision p) {
     return p == Precision::int8 || p == Precision::int4;
 }
 
+// A set of formats, one bit per Precision value.
+using FormatMask = std::uint8_t;
+constexpr FormatMask format_bit(Precision p) {
+    return static_cast<FormatMask>(1u << static_cast<unsigned>(p));
+}
+inline constexpr FormatMask kAllFormats = (1u << kPrecisionCount) - 1;
+constexpr bool has_format(FormatMask m, Precision p) {
+    return (m & format_bit(p)) != 0;
+}
+
+// Per-format values (an SNR in dB, a threshold), indexed by the Precision value.
+using PerFormat = std::array<double, kPrecisionCount>;
+
 // Wire/file spelling: "bf16", "int8", "fp8_e4m3", "fp8_e5m2", "int4".
 std::string_view to_string(Precision p);
 std::optional<Precision> parse_precision(std::string_view text);

@@ -1,6 +1,9 @@
 #pragma once
 // Gradient statistics of one block at one step, as collectors (CPU or CUDA) report them.
 #include <cstdint>
+#include <limits>
+
+#include "sp/precision.h"
 
 namespace sp {
 
@@ -15,6 +18,17 @@ struct BlockGradStats {
     std::uint64_t nonfinite_count = 0;  // NaN and +-Inf elements; > 0 keeps the observation out of the window
 
     bool finite() const { return nonfinite_count == 0; }
+};
+
+// Estimated SNR of a block's weights (and the inputs of its linear layers, when the trainer supplies
+// them) in each format, from the distribution statistics taken every distribution_interval_steps.
+// NaN: not estimated (bf16's entry, or a format the producer did not evaluate).
+inline constexpr double kUnknownSnr = std::numeric_limits<double>::quiet_NaN();
+inline constexpr PerFormat kNoSnr = {kUnknownSnr, kUnknownSnr, kUnknownSnr, kUnknownSnr, kUnknownSnr};
+
+struct BlockSnr {
+    int block_id = 0;
+    PerFormat snr_db = kNoSnr;
 };
 
 }  // namespace sp

@@ -57,6 +57,10 @@ struct BlockDetail {
     int window = 0;                      // finite observations in the window
     std::int64_t last_change_step = -1;  // -1: never changed
     int switches = 0;                    // precision changes so far in this run
+    // The latest SNR estimate per format ("snr_db", low formats only; NaN/absent: none yet) and the
+    // decision in words ("reason_text"): thresholds, SNR tiers, gate, budget, cooldown.
+    PerFormat snr_db = kNoSnr;
+    std::string reason_text;
 };
 
 struct UpdateRecord {
@@ -73,6 +77,8 @@ struct UpdateRecord {
     std::vector<BlockDetail> block_details;  // sorted by id; JSON object keyed by the id as a string
     // Additive fields.
     int blocks_fp8 = 0;
+    int blocks_int4 = 0;
+    std::optional<double> budget_target_pct;  // mode "budget": the target the plan aimed at
     std::optional<Mode> mode;                             // absent in original-tool files
     std::optional<double> measured_bandwidth_saving_pct;  // set by a runtime that counts real bytes
     std::optional<double> train_loss;                     // the loss of the update's step, when known
@@ -88,6 +94,8 @@ struct StepStatsRecord {
     // The step's training loss, when the producer knew it (NaN: a non-finite loss, JSON null). Loss
     // feedback decisions are replayed from it.
     std::optional<double> loss;
+    // SNR estimates taken at this step (distribution statistics steps only), replayed by the simulator.
+    std::vector<BlockSnr> snr;
 };
 
 struct RunHeader {
@@ -97,6 +105,8 @@ struct RunHeader {
     BlockLayout blocks;
     std::string config_json;                 // the effective config object, as JSON text
     std::vector<double> calibration_errors;  // per block id; empty when calibration did not run
+    // Per block id, the formats the "never slower than BF16" gate admits; empty when no gate is set.
+    std::vector<FormatMask> admitted_formats;
 };
 
 struct EventRecord {

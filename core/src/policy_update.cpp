@@ -1,0 +1,257 @@
+// Policy::update, in the phases POLICY.md names: window averages (rule 2), scores (rule 4), one
+// decision per block (rules 5-9 and 16-18), the record's totals (rule 10).
+#include <algorithm>
+#include <cmath>
+
+#include "format_choice.h"
+#include "sp/policy.h"
+
+namespace sp {
+
+using detail::fmt;
+
+bool Policy::cooling(std::size_t b, std::int64_t step) const {
+    return (cooldown_from_[b] != kNever && step < cooldown_from_[b] + config_.min_steps_between_switches) ||
+           (rollback_until_[b] != kNever && step < rollback_until_[b]);
+}
+
+std::int64_t Policy::free_from(std::size_t b) const {
+    std::int64_t from = 0;
+    if (cooldown_from_[b] != kNever) from = cooldown_from_[b] + config_.min_steps_between_switches;
+    if (rollback_until_[b] != kNever) from = std::max(from, rollback_until_[b]);
+    return from;
+}
+
+void Policy::average_windows(UpdateRecord& rec) const {
+    const int w = config_.history_window;
+    for (std::size_t b = 0; b < layout_.size(); ++b) {
+        BlockDetail& d = rec.block_details[b];
+        d = BlockDetail{};
+        d.id = int(b);
+        d.window = win_count_[b];
+        d.snr_db = snr_[b];
+        if (d.window == 0) continue;
+        // Oldest observation first, so the sums are reproducible.
+        const std::size_t base = b * std::size_t(w);
+        const int oldest = (win_head_[b] - d.window + w) % w;
+        double l2 = 0, mx = 0, var = 0, mean = 0;
+        for (int k = 0; k < d.window; ++k) {
+            const std::size_t slot = base + std::size_t((oldest + k) % w);
+            l2 += win_l2_[slot];
+            mx += win_max_[slot];
+            var += win_var_[slot];
+            mean += win_mean_[slot];
+        }
+        d.l2_norm = l2 / d.window;
+        d.max_abs = mx / d.window;
+        d.variance = var / d.window;
+        d.mean = mean / d.window;
+    }
+}
+
+void Policy::score_blocks(UpdateRecord& rec) const {
+    double l2_sum = 0.0;
+    int with_window = 0;
+    for (const BlockDetail& d : rec.block_details) {
+        if (d.window == 0) continue;
+        l2_sum += d.l2_norm;
+        ++with_window;
+    }
+    const double l2_mean = with_window > 0 ? l2_sum / with_window : 0.0;
+    for (std::size_t b = 0; b < layout_.size(); ++b) {
+        BlockDetail& d = rec.block_details[b];
+        d.relative_magnitude =
+            (d.window > 0 && l2_mean > 0.0 && std::isfinite(l2_mean)) ? d.l2_norm / l2_mean : 0.0;
+        d.grad_score = std::min(d.relative_magnitude / config_.grad_sensitivity_threshold, 1.0);
+        d.error_score = calibration_errors_.empty()
+                            ? 0.0
+                            : std::min(calibration_errors_[b] / config_.quant_error_threshold, 1.0);
+        const double raw = config_.grad_weight * d.grad_score + config_.error_weight * d.error_score;
+        d.sensitivity = nonfinite_since_update_[b] ? 1.0 : std::clamp(raw, 0.0, 1.0);
+    }
+}
+
+Policy::Decision Policy::decide_dynamic(BlockDetail& d, std::int64_t step, bool first) const {
+    const std::size_t b = std::size_t(d.id);
+    const Precision current = effective_[b];
+    const std::string sens = "sensitivity " + fmt(d.sensitivity);
+    if (first) {
+        // Rule 5: thresholds without hysteresis.
+        Precision fallback = Precision::int8;
+        if (d.sensitivity >= config_.bf16_threshold) {
+            d.reason_text = sens + " >= bf16_threshold " + fmt(config_.bf16_threshold) + ": bf16";
+            return {Precision::bf16, Reason::initial};
+        }
+        if (d.sensitivity < config_.int8_threshold) {
+            d.reason_text = sens + " < int8_threshold " + fmt(config_.int8_threshold) + "; ";
+        } else {
+            fallback = config_.ambiguous_default;
+            d.reason_text = sens + " in the ambiguous band: ambiguous_default " +
+                            std::string(to_string(fallback)) + "; ";
+            if (fallback == Precision::bf16) {
+                d.reason_text += "bf16";
+                return {Precision::bf16, Reason::initial};
+            }
+        }
+        // The first assignment starts from BF16 whatever a released pin left behind.
+        const detail::FormatChoice choice =
+            detail::choose_low_format(Precision::bf16, true, d.snr_db, allowed(b), fallback, config_);
+        d.reason_text += choice.why;
+        return {choice.format, Reason::initial};
+    }
+
+    // Rule 6: hysteresis on the sensitivity decides whether the block may be below BF16 ...
+    Precision wanted = Precision::bf16;
+    if (current == Precision::bf16) {
+        const double below = config_.int8_threshold - config_.hysteresis_margin;  // in double, as written
+        if (d.sensitivity < below) {
+            d.reason_text = sens + " < int8_threshold - hysteresis_margin " + fmt(below) + "; ";
+        } else {
+            d.reason_text = sens + " >= " + fmt(below) + " (int8_threshold - hysteresis_margin): bf16";
+        }
+        if (d.sensitivity < below) {
+            const auto choice = detail::choose_low_format(current, false, d.snr_db, allowed(b), Precision::int8, config_);
+            wanted = choice.format;
+            d.reason_text += choice.why;
+        }
+    } else if (d.sensitivity >= config_.bf16_threshold) {
+        d.reason_text = sens + " >= bf16_threshold " + fmt(config_.bf16_threshold) + ": bf16";
+    } else {
+        // ... rule 17: the SNR tiers decide which format.
+        d.reason_text = sens + " < bf16_threshold " + fmt(config_.bf16_threshold) + "; ";
+        const auto choice = detail::choose_low_format(current, false, d.snr_db, allowed(b), Precision::int8, config_);
+        wanted = choice.format;
+        d.reason_text += choice.why;
+    }
+    if (wanted == current) return {current, Reason::hold};
+    if (cooling(b, step)) {  // rule 7
+        d.reason_text += "; held in " + std::string(to_string(current)) + " by the cooldown until step " +
+                         std::to_string(free_from(b));
+        return {current, Reason::cooldown};
+    }
+    return {wanted, Reason::policy};
+}
+
+std::vector<Precision> Policy::plan_budget_map(const UpdateRecord& rec, std::int64_t step) const {
+    std::vector<BudgetBlock> blocks(layout_.size());
+    for (std::size_t b = 0; b < layout_.size(); ++b) {
+        const BlockDetail& d = rec.block_details[b];
+        BudgetBlock& bb = blocks[b];
+        bb.bytes_bf16 = double(layout_[b].bytes_bf16);
+        bb.sensitivity = d.sensitivity;
+        bb.snr_db = d.snr_db;
+        bb.current = effective_[b];
+        bb.admissible = allowed(b);
+        if (config_.snr_tiers) {  // rule 17's thresholds bound what the budget may use
+            for (Precision p : kLowFormatsCheapestFirst)
+                if (!(d.snr_db[std::size_t(p)] >= config_.snr_threshold_db[std::size_t(p)]))
+                    bb.admissible &= FormatMask(~format_bit(p));
+        }
+        ForcedBy by;
+        if (const auto forced = forced_precision(int(b), &by)) {
+            bb.fixed = forced;
+        } else if (nonfinite_since_update_[b]) {
+            bb.fixed = Precision::bf16;
+        } else if (cooling(b, step)) {
+            bb.fixed = effective_[b];
+        }
+    }
+    return plan_budget(blocks, budget_target_pct_, config_.hysteresis_margin).precision;
+}
+
+Policy::Decision Policy::decide_budget(BlockDetail& d, Precision planned) const {
+    const std::size_t b = std::size_t(d.id);
+    const Precision current = effective_[b];
+    d.reason_text = "budget " + fmt(budget_target_pct_, 1) + "%, sensitivity " + fmt(d.sensitivity) + ": " +
+                    std::string(to_string(planned));
+    return {planned, planned == current ? Reason::hold : Reason::policy};
+}
+
+void Policy::apply_decision(BlockDetail& d, const Decision& decision, std::int64_t step) {
+    const std::size_t b = std::size_t(d.id);
+    d.reason = decision.reason;
+    if (decision.next == effective_[b]) return;
+    set_effective(d.id, decision.next, step, decision.reason, &last_changes_);
+    // Only the policy's own moves start a cooldown; forced and pinned ones never do.
+    if (d.reason == Reason::policy || d.reason == Reason::initial || d.reason == Reason::nonfinite)
+        cooldown_from_[b] = step;
+    // A speculative move down by the policy itself is what loss feedback may undo.
+    if (decision.next != Precision::bf16 && (d.reason == Reason::policy || d.reason == Reason::initial))
+        lowered_at_[b] = step;
+}
+
+void Policy::tally(UpdateRecord& rec) const {
+    const std::size_t n = layout_.size();
+    double sens_sum = 0.0, bytes = 0.0, bf16_bytes = 0.0;
+    rec.min_sensitivity = n > 0 ? 1.0 : 0.0;
+    for (std::size_t b = 0; b < n; ++b) {
+        BlockDetail& d = rec.block_details[b];
+        d.precision = effective_[b];
+        d.changed = effective_[b] != recorded_[b];
+        d.last_change_step = last_change_step_[b];
+        d.switches = switches_[b];
+        rec.precision_changes += d.changed ? 1 : 0;
+        rec.blocks_bf16 += d.precision == Precision::bf16 ? 1 : 0;
+        rec.blocks_int8 += d.precision == Precision::int8 ? 1 : 0;
+        rec.blocks_fp8 += is_fp8(d.precision) ? 1 : 0;
+        rec.blocks_int4 += d.precision == Precision::int4 ? 1 : 0;
+        sens_sum += d.sensitivity;
+        rec.max_sensitivity = std::max(rec.max_sensitivity, d.sensitivity);
+        rec.min_sensitivity = std::min(rec.min_sensitivity, d.sensitivity);
+        bytes += layout_[b].bytes_at(d.precision);
+        bf16_bytes += double(layout_[b].bytes_bf16);
+    }
+    rec.mean_sensitivity = n > 0 ? sens_sum / double(n) : 0.0;
+    rec.estimated_bandwidth_saving_pct = bf16_bytes > 0.0 ? 100.0 * (1.0 - bytes / bf16_bytes) : 0.0;
+}
+
+const UpdateRecord* Policy::update(std::int64_t step, double timestamp) {
+    last_changes_.clear();
+    if (!is_update_step(step)) return nullptr;
+
+    UpdateRecord& rec = record_;
+    rec.step_id = step;
+    rec.timestamp = timestamp;
+    rec.blocks_bf16 = rec.blocks_int8 = rec.blocks_fp8 = rec.blocks_int4 = rec.precision_changes = 0;
+    rec.max_sensitivity = 0.0;
+    rec.mode = mode_;
+    rec.budget_target_pct.reset();
+    if (mode_ == Mode::budget) rec.budget_target_pct = budget_target_pct_;
+    rec.measured_bandwidth_saving_pct.reset();
+    rec.block_details.resize(layout_.size());
+    average_windows(rec);
+    score_blocks(rec);
+
+    const bool first_dynamic = mode_ == Mode::dynamic && !dynamic_assigned_;
+    std::vector<Precision> planned;
+    if (mode_ == Mode::budget) planned = plan_budget_map(rec, step);
+    for (std::size_t b = 0; b < layout_.size(); ++b) {
+        BlockDetail& d = rec.block_details[b];
+        Decision decision;
+        if (const auto forced = forced_precision(int(b), &d.forced)) {  // rule 9
+            decision = {*forced, d.forced == ForcedBy::pin ? Reason::pin : Reason::config};
+            d.reason_text = d.forced == ForcedBy::pin ? "pinned to " + std::string(to_string(*forced)) + " by the operator"
+                                                      : "forced to " + std::string(to_string(*forced)) + " by the config";
+        } else if (mode_ == Mode::off || mode_ == Mode::static_) {  // rule 8
+            decision = {Precision::bf16, Reason::mode};
+            d.reason_text = "mode " + std::string(to_string(mode_)) + ": bf16";
+        } else if (nonfinite_since_update_[b]) {  // rule 4: safety, even inside the cooldown
+            decision = {Precision::bf16, Reason::nonfinite};
+            d.reason_text = "non-finite gradients since the last update: bf16";
+        } else if (mode_ == Mode::budget) {
+            decision = decide_budget(d, planned[b]);
+        } else {
+            decision = decide_dynamic(d, step, first_dynamic);
+        }
+        apply_decision(d, decision, step);
+    }
+    tally(rec);
+
+    if (first_dynamic) dynamic_assigned_ = true;
+    recorded_ = effective_;
+    std::fill(nonfinite_since_update_.begin(), nonfinite_since_update_.end(), 0);
+    last_update_ = step;
+    return &rec;
+}
+
+}  // namespace sp

@@ -1,0 +1,115 @@
+// The budget allocator (POLICY.md rule 18) on hand-computed cases: four blocks of 100 bytes at BF16
+// are 25 bytes each at INT4 and 50 at 8 bits, so each INT4 -> INT8 move costs 6.25 points of saving.
+#include <QtTest>
+
+#include "sp/budget.h"
+#include "sp/stats.h"
+
+using namespace sp;
+
+namespace {
+
+std::vector<BudgetBlock> blocks_with(const std::vector<double>& sensitivities, double bytes = 100) {
+    std::vector<BudgetBlock> out;
+    for (double s : sensitivities) {
+        BudgetBlock b;
+        b.bytes_bf16 = bytes;
+        b.sensitivity = s;
+        b.snr_db = kNoSnr;  // unknown: the nominal SNRs decide
+        out.push_back(b);
+    }
+    return out;
+}
+
+std::vector<Precision> all(Precision p, std::size_t n) {
+    return std::vector<Precision>(n, p);
+}
+
+}  // namespace
+
+class TestBudget : public QObject {
+    Q_OBJECT
+  private slots:
+    void startsAtTheCheapestAndMovesUpWhileTheTargetHolds() {
+        // From 75% (all INT4), four moves to INT8 reach exactly 50%; every move to BF16 would break it.
+        const BudgetPlan plan = plan_budget(blocks_with({0.9, 0.1, 0.5, 0.0}), 50.0, 0.0);
+        QCOMPARE(plan.precision, all(Precision::int8, 4));
+        QCOMPARE(plan.saving_pct, 50.0);
+        QCOMPARE(plan.moves_up, 4);
+    }
+
+    void mostSensitiveBlocksMoveUpFirst() {
+        // Room for two moves only: the blocks whose sensitivity falls most per extra byte (0 and 2).
+        // With QSync's published sign the least sensitive blocks (3 and 1) would move instead.
+        const BudgetPlan plan = plan_budget(blocks_with({0.9, 0.1, 0.5, 0.0}), 60.0, 0.0);
+        QCOMPARE(plan.precision,
+                 (std::vector<Precision>{Precision::int8, Precision::int4, Precision::int8, Precision::int4}));
+        QCOMPARE(plan.saving_pct, 62.5);
+        QVERIFY(plan.saving_pct >= 60.0);
+    }
+
+    void gainIsPerExtraByte() {
+        // Equal sensitivity, sizes 100 and 300: the small block removes three times as much
+        // sensitivity per extra byte, so it moves first (75% -> 68.75%); the large one's move
+        // (-> 50%) would then break a 65% target.
+        std::vector<BudgetBlock> b = blocks_with({0.5, 0.5});
+        b[1].bytes_bf16 = 300;
+        const BudgetPlan plan = plan_budget(b, 65.0, 0.0);
+        QCOMPARE(plan.precision, (std::vector<Precision>{Precision::int8, Precision::int4}));
+        QCOMPARE(plan.saving_pct, 100.0 * (1.0 - (50.0 + 75.0) / 400.0));
+        QCOMPARE(sensitivity_in(b[0], Precision::int4), sensitivity_in(b[1], Precision::int4));
+    }
+
+    void aMoveThatBreaksTheTargetIsSkippedNotTheRest() {
+        // Block 0 (most sensitive, 300 bytes) cannot move without breaking 60%; block 1 (100 bytes) can.
+        std::vector<BudgetBlock> b = blocks_with({0.9, 0.2});
+        b[0].bytes_bf16 = 300;
+        const BudgetPlan plan = plan_budget(b, 60.0, 0.0);
+        QCOMPARE(plan.precision, (std::vector<Precision>{Precision::int4, Precision::int8}));
+        QCOMPARE(plan.saving_pct, 100.0 * (1.0 - (75.0 + 50.0) / 400.0));
+    }
+
+    void fixedBlocksCountButDoNotMove() {
+        std::vector<BudgetBlock> b = blocks_with({0.9, 0.1, 0.5, 0.0});
+        b[0].fixed = Precision::bf16;  // pinned: 100 bytes, saves nothing
+        // The others start at INT4 (56.25%); one move to INT8 (block 2) keeps 50%.
+        const BudgetPlan plan = plan_budget(b, 50.0, 0.0);
+        QCOMPARE(plan.precision,
+                 (std::vector<Precision>{Precision::bf16, Precision::int4, Precision::int8, Precision::int4}));
+        QCOMPARE(plan.saving_pct, 50.0);
+    }
+
+    void admissibilityChoosesTheLevels() {
+        std::vector<BudgetBlock> b = blocks_with({0.5, 0.5});
+        b[0].admissible = kAllFormats & FormatMask(~format_bit(Precision::int4));  // 8 bits at best
+        b[1].admissible = format_bit(Precision::bf16);                             // nothing below BF16
+        const BudgetPlan plan = plan_budget(b, 0.0, 0.0);
+        QCOMPARE(plan.precision, all(Precision::bf16, 2));  // a 0% target lets everything go back up
+        const BudgetPlan tight = plan_budget(b, 90.0, 0.0);
+        QCOMPARE(tight.precision, (std::vector<Precision>{Precision::int8, Precision::bf16}));
+        QCOMPARE(tight.saving_pct, 25.0);  // below the unreachable target, as cheap as allowed
+    }
+
+    void theEightBitLevelTakesTheBestSnr() {
+        std::vector<BudgetBlock> b = blocks_with({0.5});
+        b[0].admissible = format_bit(Precision::fp8_e4m3) | format_bit(Precision::int8) | format_bit(Precision::fp8_e5m2);
+        QCOMPARE(plan_budget(b, 50.0, 0.0).precision, all(Precision::int8, 1));  // nominal: INT8 43.3 dB
+        b[0].snr_db[std::size_t(Precision::int8)] = 20.0;                       // outliers: INT8 loses
+        b[0].snr_db[std::size_t(Precision::fp8_e4m3)] = 31.0;
+        QCOMPARE(plan_budget(b, 50.0, 0.0).precision, all(Precision::fp8_e4m3, 1));
+    }
+
+    void hysteresisFavoursWhereBlocksStand() {
+        // Two equal blocks, room for one move: without hysteresis the lower id wins the tie; with it,
+        // the block already at INT8 keeps its place.
+        std::vector<BudgetBlock> b = blocks_with({0.5, 0.5});
+        QCOMPARE(plan_budget(b, 60.0, 0.1).precision,
+                 (std::vector<Precision>{Precision::int8, Precision::int4}));
+        b[1].current = Precision::int8;
+        QCOMPARE(plan_budget(b, 60.0, 0.1).precision,
+                 (std::vector<Precision>{Precision::int4, Precision::int8}));
+    }
+};
+
+QTEST_APPLESS_MAIN(TestBudget)
+#include "test_budget.moc"
