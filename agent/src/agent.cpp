@@ -8,6 +8,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "distribution_profiler.h"
+#include "sp/format_gate.h"
 #include "sp/agent/telemetry_sink.h"
 
 namespace sp::agent {
@@ -38,6 +40,7 @@ class Agent::ServerAdapter : public transport::ServerBackend {
     std::int64_t submit(const Command& command, const std::string& request_id) override {
         return agent_.enqueue(command, {}, request_id);
     }
+    std::string check(const Command& command) const override { return agent_.check_command(command); }
 
   private:
     Agent& agent_;
@@ -78,6 +81,13 @@ void Agent::register_blocks(std::vector<AgentBlock> blocks) {
     if (policy_) throw std::logic_error("Agent::register_blocks: blocks are already registered");
     blocks_ = std::move(blocks);
     policy_ = std::make_unique<Policy>(config_, layout_of(blocks_));  // ConfigError: force ids vs. layout
+    admitted_ = admitted_by_gate();
+    configure_policy();
+    profiler_ = std::make_unique<detail::DistributionProfiler>(config_, blocks_);
+    {
+        std::lock_guard<std::mutex> lock(commands_mutex_);
+        block_count_ = int(blocks_.size());
+    }
     options_.collector->prepare(blocks_);
     if (server_) server_->set_run(run_id_, policy_->layout(), config_json_);
     hints_.precision = policy_->precisions();
@@ -96,11 +106,58 @@ const CalibrationResult& Agent::calibrate(const CalibrationHooks& hooks) {
     calibration_ =
         sp::agent::calibrate(blocks_, hooks, config_.calibration_samples, options_.model_identity, dir);
     policy_ = std::make_unique<Policy>(config_, layout_of(blocks_), calibration_.errors);
+    configure_policy();
     return calibration_;
 }
 
+std::vector<FormatMask> Agent::admitted_by_gate() const {
+    if (config_.format_gate_file.empty()) return {};
+    const FormatGatePolicy gate = load_gate_policy(config_.format_gate_file);  // ConfigError naming the file
+    std::vector<FormatMask> out;
+    for (const AgentBlock& b : blocks_) {
+        std::vector<TensorShape> shapes;
+        for (const at::Tensor& p : b.params) {
+            const auto n = std::uint64_t(p.numel());
+            const std::uint64_t rows = p.dim() >= 2 ? std::uint64_t(p.size(0)) : 1;
+            shapes.push_back({rows, rows == 0 ? 0 : n / rows});
+        }
+        FormatMask m = format_bit(Precision::bf16);
+        for (Precision p : kLowFormatsCheapestFirst)
+            if (admits_block(gate, p, shapes)) m |= format_bit(p);
+        out.push_back(m);
+    }
+    return out;
+}
+
+void Agent::configure_policy() {
+    if (!admitted_.empty()) policy_->set_admitted_formats(admitted_);
+    FormatMask formats = kAllFormats;
+    for (const HintSink* s : hint_sinks_) formats &= s->formats();
+    policy_->set_materializable(formats);
+    std::lock_guard<std::mutex> lock(commands_mutex_);
+    materializable_ = policy_->materializable();
+}
+
 void Agent::add_hint_sink(HintSink* sink) {
-    if (sink) hint_sinks_.push_back(sink);
+    if (!sink) return;
+    hint_sinks_.push_back(sink);
+    if (policy_) configure_policy();
+}
+
+std::string Agent::check_command(const Command& command) const {
+    std::lock_guard<std::mutex> lock(commands_mutex_);
+    return sp::check_command(command, block_count_, materializable_);
+}
+
+bool Agent::wants_layer_inputs(std::int64_t step) const {
+    return profiler_ && profiler_->due(step);
+}
+
+void Agent::observe_layer_input(int block, int layer, const at::Tensor& input) {
+    if (!profiler_) throw std::logic_error("Agent::observe_layer_input: register_blocks first");
+    const auto t0 = Clock::now();
+    profiler_->observe_input(step_, block, layer, input);
+    overhead_.distribution_s += seconds_since(t0);
 }
 
 std::int64_t Agent::enqueue(Command command, CommandDone done, std::string request_id) {
@@ -141,6 +198,11 @@ void Agent::write_header_once() {
     h.blocks = policy_->layout();
     h.config_json = config_json_;
     h.calibration_errors = calibration_.errors;
+    // What bounds the routing besides the policy, so that a re-simulation bounds it alike.
+    if (!admitted_.empty() || policy_->materializable() != kAllFormats) {
+        for (std::size_t b = 0; b < blocks_.size(); ++b)
+            h.admitted_formats.push_back(policy_->admitted_formats()[b] & policy_->materializable());
+    }
     sink_->push(std::move(h));
 }
 
@@ -212,6 +274,15 @@ const PrecisionHints& Agent::compute_hints(std::int64_t step) {
     const auto t0 = Clock::now();
     stats_ = options_.collector->results();  // a GPU collector waits for its event here, not earlier
     for (const BlockGradStats& s : stats_) policy_->observe(step, s);
+    step_snr_.clear();
+    double profiling_s = 0;
+    if (profiler_->due(step)) {
+        const auto td = Clock::now();
+        step_snr_ = profiler_->finish(step);
+        for (const BlockSnr& s : step_snr_) policy_->observe_snr(s);
+        profiling_s = seconds_since(td);
+        overhead_.distribution_s += profiling_s;
+    }
     step_timestamp_ = now();
     stats_pending_ = (sink_ || server_) && config_.telemetry_every_step;
     const UpdateRecord* rec = policy_->update(step, step_timestamp_);
@@ -223,7 +294,7 @@ const PrecisionHints& Agent::compute_hints(std::int64_t step) {
         for (const PrecisionChange& c : policy_->last_changes()) log_change(step, c);
     }
     hints_.precision = policy_->precisions();
-    overhead_.hints_s += seconds_since(t0);
+    overhead_.hints_s += seconds_since(t0) - profiling_s;
     for (HintSink* sink : hint_sinks_) sink->on_hints(hints_);  // the runtime's time is not the agent's
     return hints_;
 }
@@ -240,7 +311,7 @@ void Agent::end_step(double loss) {
     const auto t0 = Clock::now();
     // The step's statistics line carries its loss, so a re-simulation replays the loss feedback too.
     // Written before the update record, as the policy saw them: statistics first.
-    if (stats_pending_) emit_record(StepStatsRecord{step_, step_timestamp_, stats_, loss});
+    if (stats_pending_) emit_record(StepStatsRecord{step_, step_timestamp_, stats_, loss, step_snr_});
     stats_pending_ = false;
     if (pending_record_) {
         UpdateRecord& r = *pending_record_;

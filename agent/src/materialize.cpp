@@ -12,26 +12,20 @@
 
 namespace sp::agent::detail {
 
-void check_routable(Precision p) {
-    if (p == Precision::bf16 || p == Precision::int8) return;
-    throw std::invalid_argument("precision '" + std::string(to_string(p)) +
-                                "' is not routed in this build (only bf16 and int8)");
-}
-
 std::int64_t int8_rows(const at::Tensor& t) {
     return t.dim() >= 2 ? t.size(0) : 1;
 }
 
-std::uint64_t materialized_bytes(const at::Tensor& t, Precision p) {
-    check_routable(p);
-    const auto numel = static_cast<std::uint64_t>(t.numel());
-    if (p == Precision::bf16) return 2 * numel;
-    return numel + 4 * static_cast<std::uint64_t>(int8_rows(t));
+std::uint64_t materialized_bytes(const at::Tensor& t, Precision p, std::size_t int4_group) {
+    const auto numel = static_cast<std::size_t>(t.numel());
+    const auto rows = static_cast<std::size_t>(int8_rows(t));
+    if (numel == 0) return 0;
+    return stored_bytes(p, rows, numel / rows, int4_group);
 }
 
 namespace {
 
-at::Tensor int8_roundtrip(const at::Tensor& src) {
+at::Tensor reference_roundtrip(const at::Tensor& src, Precision p, std::size_t int4_group) {
     // The core reference works on contiguous float data in host memory. A CUDA tensor therefore
     // takes a round trip through the CPU: correct (bit for bit the reference) but slow; a fused
     // kernel checked against the same reference is the production path.
@@ -39,11 +33,7 @@ at::Tensor int8_roundtrip(const at::Tensor& src) {
     at::Tensor out = at::empty_like(host);
     const auto rows = static_cast<std::size_t>(int8_rows(host));
     const auto numel = static_cast<std::size_t>(host.numel());
-    if (numel > 0) {
-        const std::size_t cols = numel / rows;
-        const Int8Rows q = quantize_int8_rows(host.data_ptr<float>(), rows, cols);
-        dequantize_int8_rows(q, out.data_ptr<float>());
-    }
+    if (numel > 0) roundtrip(p, host.data_ptr<float>(), rows, numel / rows, out.data_ptr<float>(), int4_group);
     return out.to(src.device(), src.scalar_type());
 }
 
@@ -67,8 +57,7 @@ at::Tensor harsh_roundtrip(const at::Tensor& src, double step) {
 
 }  // namespace
 
-at::Tensor materialized(const at::Tensor& src, Precision p, double harsh_int8_step) {
-    check_routable(p);
+at::Tensor materialized(const at::Tensor& src, Precision p, double harsh_int8_step, std::size_t int4_group) {
     if (!src.is_floating_point())
         throw std::invalid_argument("cannot materialize a tensor of dtype " +
                                     std::string(c10::toString(src.scalar_type())) + " in " +
@@ -81,7 +70,8 @@ at::Tensor materialized(const at::Tensor& src, Precision p, double harsh_int8_st
     if (!(harsh_int8_step >= 0.0) || !std::isfinite(harsh_int8_step))
         throw std::invalid_argument("harsh_int8_step must be finite and >= 0, got " +
                                     std::to_string(harsh_int8_step));
-    return harsh_int8_step == 0.0 ? int8_roundtrip(src) : harsh_roundtrip(src, harsh_int8_step);
+    if (p == Precision::int8 && harsh_int8_step > 0.0) return harsh_roundtrip(src, harsh_int8_step);
+    return reference_roundtrip(src, p, int4_group);
 }
 
 void assign(const at::Tensor& param, const at::Tensor& value) {

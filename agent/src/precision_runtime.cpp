@@ -23,8 +23,9 @@ TransferBytes& operator+=(TransferBytes& into, const TransferBytes& more) {
 
 }  // namespace
 
-ReferencePrecisionRuntime::ReferencePrecisionRuntime(std::vector<AgentBlock> blocks)
-    : blocks_(std::move(blocks)) {
+ReferencePrecisionRuntime::ReferencePrecisionRuntime(std::vector<AgentBlock> blocks, std::size_t int4_group_size)
+    : blocks_(std::move(blocks)), int4_group_(int4_group_size) {
+    if (int4_group_ == 0) throw std::invalid_argument("ReferencePrecisionRuntime: int4_group_size must be >= 1");
     const std::size_t n = blocks_.size();
     masters_.resize(n);
     for (std::size_t b = 0; b < n; ++b) {
@@ -73,14 +74,17 @@ TransferBytes ReferencePrecisionRuntime::materialize(std::size_t block) {
     if (uploader_) {
         // CPU parameters next to CUDA ones keep the plain path; CUDA ones go in one batched upload.
         uploader_->begin();
+        // The staged path carries BF16 values or INT8 codes + scales; the other formats are
+        // materialized on the host and copied as values, their bytes counted as stored.
+        const bool staged = p == Precision::bf16 || p == Precision::int8;
         for (std::size_t k = 0; k < params.size(); ++k) {
             const at::Tensor& master = masters_[block][k];
             bytes.bf16 += detail::materialized_bytes(master, Precision::bf16);
-            if (params[k].is_cuda()) {
+            if (params[k].is_cuda() && staged) {
                 uploader_->add(params[k], master, p);
             } else {
-                detail::assign(params[k], detail::materialized(master, p));
-                bytes.copied += detail::materialized_bytes(master, p);
+                detail::assign(params[k], detail::materialized(master, p, 0.0, int4_group_));
+                bytes.copied += detail::materialized_bytes(master, p, int4_group_);
             }
         }
         bytes.copied += uploader_->finish();
@@ -89,8 +93,8 @@ TransferBytes ReferencePrecisionRuntime::materialize(std::size_t block) {
 #endif
     for (std::size_t k = 0; k < params.size(); ++k) {
         const at::Tensor& master = masters_[block][k];
-        detail::assign(params[k], detail::materialized(master, p, blocks_[block].harsh_int8_step));
-        bytes.copied += detail::materialized_bytes(master, p);
+        detail::assign(params[k], detail::materialized(master, p, blocks_[block].harsh_int8_step, int4_group_));
+        bytes.copied += detail::materialized_bytes(master, p, int4_group_);
         bytes.bf16 += detail::materialized_bytes(master, Precision::bf16);
     }
     return bytes;
@@ -102,7 +106,10 @@ void ReferencePrecisionRuntime::on_hints(const PrecisionHints& hints) {
         throw std::invalid_argument(
             "ReferencePrecisionRuntime::on_hints: " + std::to_string(hints.precision.size()) +
             " precisions for " + std::to_string(blocks_.size()) + " blocks");
-    for (const Precision p : hints.precision) detail::check_routable(p);
+    for (const Precision p : hints.precision)
+        if (std::size_t(p) >= kPrecisionCount)
+            throw std::invalid_argument("ReferencePrecisionRuntime::on_hints: unknown precision " +
+                                        std::to_string(int(p)));
 
     for (std::size_t b = 0; b < blocks_.size(); ++b) {
         if (hints.precision[b] == precision_[b]) continue;

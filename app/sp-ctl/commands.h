@@ -17,6 +17,7 @@ int run_pin(const Args& args);
 int run_release(const Args& args);
 int run_release_all(const Args& args);
 int run_mode(const Args& args);
+int run_budget(const Args& args);
 int run_snapshot(const Args& args);
 int run_ping(const Args& args);
 int run_tail(const Args& args);

@@ -52,6 +52,10 @@ bool parse_blocks(const char* command, const std::string& text, nlohmann::json& 
     }
 }
 
+std::string json_number(double v) {
+    return nlohmann::json(v).dump();
+}
+
 std::string join_blocks(const std::vector<int>& blocks) {
     std::string out;
     for (const int b : blocks) out += (out.empty() ? "" : ",") + std::to_string(b);
@@ -108,6 +112,9 @@ int run_routing(const char* command, const Args& args, const std::vector<OptionS
             case sp::Command::Kind::set_mode:
                 what = "set mode " + std::string(sp::to_string(cmd.mode));
                 break;
+            case sp::Command::Kind::set_budget:
+                what = "set budget target " + json_number(cmd.target_pct) + "%";
+                break;
         }
         const std::string step = r.effective_step ? std::to_string(*r.effective_step) : "?";
         return "accepted: " + what + ", applied at step " + step + "\n";
@@ -132,7 +139,8 @@ int run_pin(const Args& args) {
     const std::string usage =
         usage_of("pin --blocks IDS --precision P [options]",
                  "Pins blocks (e.g. --blocks 3,4) to a precision: bf16, int8, fp8_e4m3, "
-                 "fp8_e5m2.\nThe agent applies it at the next step boundary.");
+                 "fp8_e5m2, int4.\nThe agent applies it at the next step boundary; a format its "
+                 "runtime cannot materialize is rejected.");
     return run_routing("pin", args, {{"--blocks", true}, {"--precision", true}}, 0, usage,
                        [](const ParsedArgs& p, nlohmann::json& r) {
                            if (!require("pin", p, "--blocks") || !require("pin", p, "--precision"))
@@ -163,14 +171,35 @@ int run_release_all(const Args& args) {
 }
 
 int run_mode(const Args& args) {
-    const std::string usage = usage_of("mode dynamic|static|off [options]", "Switches the policy's mode.");
+    const std::string usage =
+        usage_of("mode dynamic|static|off|budget [options]", "Switches the policy's mode.");
     return run_routing("mode", args, {}, 1, usage, [&usage](const ParsedArgs& p, nlohmann::json& r) {
         if (p.positionals.empty()) {
-            std::fprintf(stderr, "sp-ctl mode: which mode? dynamic, static or off\n\n%s", usage.c_str());
+            std::fprintf(stderr, "sp-ctl mode: which mode? dynamic, static, off or budget\n\n%s", usage.c_str());
             return false;
         }
         r["cmd"] = "set_mode";
         r["mode"] = p.positionals[0];
+        return true;
+    });
+}
+
+int run_budget(const Args& args) {
+    const std::string usage =
+        usage_of("budget --target-pct X [options]",
+                 "Sets the budget mode's target: bytes to save against all-BF16, in percent (0 to 100).\n"
+                 "The next update plans for it; `sp-ctl mode budget` switches to the budget mode.");
+    return run_routing("budget", args, {{"--target-pct", true}}, 0, usage, [](const ParsedArgs& p, nlohmann::json& r) {
+        if (!require("budget", p, "--target-pct")) return false;
+        const std::string text = p.value("--target-pct");
+        double v = 0;
+        const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+        if (text.empty() || ec != std::errc() || ptr != text.data() + text.size()) {
+            std::fprintf(stderr, "sp-ctl budget: --target-pct: '%s' is not a number\n", text.c_str());
+            return false;
+        }
+        r["cmd"] = "set_budget";
+        r["target_pct"] = v;
         return true;
     });
 }

@@ -25,17 +25,23 @@ class BlockImpl : public torch::nn::Module {
         causal_mask_ = register_buffer("causal_mask", torch::ones({seq_len, seq_len}, torch::kBool).triu(1));
     }
 
-    torch::Tensor forward(const torch::Tensor& x) {
+    // `observe(layer, input)`, when set, sees the input of each linear layer, in parameter order.
+    torch::Tensor forward(const torch::Tensor& x, const std::function<void(int, const at::Tensor&)>& observe = {}) {
         const auto batch = x.size(0), time = x.size(1), channels = x.size(2);
+        auto seen = [&](int layer, const torch::Tensor& input) {
+            if (observe) observe(layer, input.detach());
+            return input;
+        };
         // [B, T, 3, H, hd] -> [3, B, H, T, hd]
-        const auto qkv = qkv_(ln_attn_(x)).view({batch, time, 3, heads_, head_dim_}).permute({2, 0, 3, 1, 4});
+        const auto qkv =
+            qkv_(seen(0, ln_attn_(x))).view({batch, time, 3, heads_, head_dim_}).permute({2, 0, 3, 1, 4});
         const auto q = qkv[0], k = qkv[1], v = qkv[2];
         auto scores = torch::matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(double(head_dim_)));
         scores = scores.masked_fill(causal_mask_.slice(0, 0, time).slice(1, 0, time),
                                     -std::numeric_limits<float>::infinity());
         const auto attended = torch::matmul(torch::softmax(scores, -1), v);  // [B, H, T, hd]
-        auto h = x + attn_out_(attended.transpose(1, 2).reshape({batch, time, channels}));
-        return h + mlp_out_(torch::gelu(mlp_in_(ln_mlp_(h))));
+        auto h = x + attn_out_(seen(1, attended.transpose(1, 2).reshape({batch, time, channels})));
+        return h + mlp_out_(seen(3, torch::gelu(mlp_in_(seen(2, ln_mlp_(h))))));
     }
 
     // The projections that write into the residual stream (GPT-2 scales their init down).
@@ -111,7 +117,13 @@ at::Tensor GptModel::forward(const at::Tensor& tokens) {
     if (tokens.size(1) > shape_.seq_len) throw std::invalid_argument("sequence longer than seq_len");
     auto& m = *impl_;
     auto x = embed(tokens);
-    for (auto& block : m.block_list) x = block(x);
+    for (std::size_t b = 0; b < m.block_list.size(); ++b) {
+        if (!input_observer_) {
+            x = m.block_list[b](x);
+            continue;
+        }
+        x = m.block_list[b]->forward(x, [&](int layer, const at::Tensor& in) { input_observer_(int(b), layer, in); });
+    }
     return m.lm_head(m.final_norm(x));
 }
 

@@ -11,6 +11,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -39,6 +40,11 @@ class GptModel {
 
     const GptShape& shape() const { return shape_; }
 
+    // While set, forward() hands the input of each block's linear layers to `observer(block, layer,
+    // input)` (layers in parameter order: qkv, attn_out, mlp_in, mlp_out). Unset: an empty function.
+    using LayerInputObserver = std::function<void(int block, int layer, const at::Tensor& input)>;
+    void set_layer_input_observer(LayerInputObserver observer) { input_observer_ = std::move(observer); }
+
     // tokens: int64 [B, T] with T <= seq_len. Returns logits [B, T, vocab].
     at::Tensor forward(const at::Tensor& tokens);
     // Mean cross-entropy of predicting `targets` (int64 [B, T]) from `tokens`; differentiable.
@@ -62,6 +68,7 @@ class GptModel {
     struct Impl;
     GptShape shape_;
     std::unique_ptr<Impl> impl_;
+    LayerInputObserver input_observer_;
 };
 
 // torch::optim::AdamW over all of the model's parameters. Weight decay applies to matrices

@@ -7,6 +7,7 @@
 #include <ATen/core/grad_mode.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstdarg>
@@ -90,37 +91,47 @@ double learning_rate_at(std::int64_t step, std::int64_t steps, double peak) {
 struct RunTotals {
     double train_step_s = 0;  // begin_step .. end_step, summed (what the overhead is relative to)
     double eval_s = 0;
-    std::int64_t block_steps_bf16 = 0, block_steps_int8 = 0;
+    std::array<std::int64_t, kPrecisionCount> block_steps{};  // per format
     std::int64_t switches = 0;
     double saving_pct_sum = 0;
     double initial_eval = NAN, final_eval = NAN;
     std::string calibration;                                  // where the INT8 errors came from
     std::vector<std::pair<std::int64_t, double>> eval_curve;  // (step, held-out loss)
     std::vector<double> train_losses;                         // per step
+
+    // The share of block-steps spent below BF16.
+    double low_share() const {
+        std::int64_t all = 0;
+        for (std::int64_t n : block_steps) all += n;
+        return all > 0 ? 1.0 - double(block_steps[std::size_t(Precision::bf16)]) / double(all) : 0.0;
+    }
 };
 
 void print_summary(const TrainerOptions& o, const agent::Agent& agent,
                    const agent::ReferencePrecisionRuntime& runtime, const RunTotals& t, double loop_s) {
     const auto& overhead = agent.overhead();
-    const double block_steps = double(t.block_steps_bf16 + t.block_steps_int8);
+    std::string per_format;
+    for (Precision p : kAllPrecisions)
+        if (t.block_steps[std::size_t(p)] > 0 || p == Precision::bf16)
+            per_format += format("%s%lld %s", per_format.empty() ? "" : ", ",
+                                 static_cast<long long>(t.block_steps[std::size_t(p)]), std::string(to_string(p)).c_str());
     std::cout
         << "summary\n"
         << format(
                "  steps            %lld in %.1f s (%.2f steps/s; training steps %.1f s, evaluation %.1f s)\n",
                static_cast<long long>(o.steps), loop_s, double(o.steps) / loop_s, t.train_step_s, t.eval_s)
         << format("  eval loss        %.4f -> %.4f (initial -> final)\n", t.initial_eval, t.final_eval)
-        << format("  precision        %lld block-steps BF16, %lld block-steps INT8 (%.1f%% INT8)\n",
-                  static_cast<long long>(t.block_steps_bf16), static_cast<long long>(t.block_steps_int8),
-                  block_steps > 0 ? 100.0 * double(t.block_steps_int8) / block_steps : 0.0)
+        << format("  precision        block-steps: %s (%.1f%% below BF16)\n", per_format.c_str(),
+                  100.0 * t.low_share())
         << format("  switches         %lld block precision changes (%llu loss-feedback rollbacks)\n",
                   static_cast<long long>(t.switches), static_cast<unsigned long long>(agent.rollbacks()))
         << format("  measured saving  %.2f%% average per step (%.2f%% of all bytes copied vs all-BF16)\n",
                   t.saving_pct_sum / double(o.steps), runtime.total_bytes().saving_pct())
         << format(
                "  agent overhead   %.3f s = %.2f%% of training-step time (collect %.3f s, hints %.3f s, "
-               "bookkeeping %.3f s)\n",
+               "bookkeeping %.3f s, distribution statistics %.3f s)\n",
                overhead.total_s(), t.train_step_s > 0 ? 100.0 * overhead.total_s() / t.train_step_s : 0.0,
-               overhead.collect_s, overhead.hints_s, overhead.step_bookkeeping_s);
+               overhead.collect_s, overhead.hints_s, overhead.step_bookkeeping_s, overhead.distribution_s);
     std::cout << "  calibration      " << t.calibration << '\n';
     if (o.config.telemetry_enabled)
         std::cout << format("  telemetry        %s (%llu records dropped)\n", o.config.telemetry_file.c_str(),
@@ -134,7 +145,8 @@ void print_summary(const TrainerOptions& o, const agent::Agent& agent,
 void write_summary_json(const TrainerOptions& o, const agent::Agent& agent,
                         const agent::ReferencePrecisionRuntime& runtime, const RunTotals& t, double loop_s,
                         double wall_s) {
-    const double block_steps = double(t.block_steps_bf16 + t.block_steps_int8);
+    nlohmann::json steps_by_format = nlohmann::json::object();
+    for (Precision p : kAllPrecisions) steps_by_format[std::string(to_string(p))] = t.block_steps[std::size_t(p)];
     nlohmann::json j = {
         {"precision", std::string(to_string(o.precision))},
         {"seed", o.seed},
@@ -151,7 +163,8 @@ void write_summary_json(const TrainerOptions& o, const agent::Agent& agent,
         {"bytes_copied", runtime.total_bytes().copied},
         {"bytes_bf16", runtime.total_bytes().bf16},
         {"saving_pct", runtime.total_bytes().saving_pct()},
-        {"int8_block_step_share", block_steps > 0 ? double(t.block_steps_int8) / block_steps : 0.0},
+        {"block_steps", steps_by_format},
+        {"low_block_step_share", t.low_share()},
         {"switches", t.switches},
         {"rollbacks", agent.rollbacks()},
         {"loop_s", loop_s},
@@ -264,7 +277,7 @@ int run(const TrainerOptions& o) {
         say("calibration: " + totals.calibration);
     }
 
-    agent::ReferencePrecisionRuntime runtime(agent.blocks());
+    agent::ReferencePrecisionRuntime runtime(agent.blocks(), std::size_t(o.config.int4_group_size));
     agent.add_hint_sink(&runtime);
     AdamW optimizer(model, o.lr);
 
@@ -299,7 +312,12 @@ int run(const TrainerOptions& o) {
         const auto step_start = Clock::now();
         agent.begin_step(step);
         const Batch batch = text.sample(Split::train, train_rng, o.batch, o.seq_len, o.device);
+        // Distribution statistics steps: the agent profiles the inputs of the blocks' linear layers.
+        if (agent.wants_layer_inputs(step))
+            model.set_layer_input_observer(
+                [&agent](int block, int layer, const at::Tensor& x) { agent.observe_layer_input(block, layer, x); });
         at::Tensor loss = model.loss(batch.tokens, batch.targets);
+        model.set_layer_input_observer({});
         optimizer.zero_grad();
         loss.backward();
         agent.collect_block_grad_stats();
@@ -333,14 +351,13 @@ int run(const TrainerOptions& o) {
         totals.train_step_s += seconds_since(step_start) - this_eval_s;
 
         const auto& now_precisions = runtime.precisions();
-        int int8_blocks = 0;
+        int low_blocks = 0;
         for (std::size_t b = 0; b < now_precisions.size(); ++b) {
-            if (now_precisions[b] == Precision::int8) ++int8_blocks;
+            ++totals.block_steps[std::size_t(now_precisions[b])];
+            if (now_precisions[b] != Precision::bf16) ++low_blocks;
             if (now_precisions[b] != previous[b]) ++totals.switches;
         }
         previous = now_precisions;
-        totals.block_steps_int8 += int8_blocks;
-        totals.block_steps_bf16 += std::int64_t(now_precisions.size()) - int8_blocks;
         totals.saving_pct_sum += bytes.saving_pct();
         loss_sum_since_print += loss_value;
         ++losses_since_print;
@@ -350,7 +367,7 @@ int run(const TrainerOptions& o) {
             std::cout << format("step %5lld/%lld  train %.4f", static_cast<long long>(step),
                                 static_cast<long long>(o.steps), loss_sum_since_print / losses_since_print)
                       << (eval_step ? format("  eval %.4f", totals.final_eval) : std::string(13, ' '))
-                      << format("  %6.2f steps/s  int8 %d/%zu  saving %5.1f%%", rate, int8_blocks,
+                      << format("  %6.2f steps/s  low %d/%zu  saving %5.1f%%", rate, low_blocks,
                                 now_precisions.size(), bytes.saving_pct())
                       << std::endl;
             loss_sum_since_print = 0;

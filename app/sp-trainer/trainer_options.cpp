@@ -55,8 +55,8 @@ double parse_positive_double(const std::string& flag, const std::string& text, d
     return value;
 }
 
-// --precision int8 and bf16 override the config's routing; ids in the config's force lists must
-// exist in this model for --precision policy.
+// A uniform --precision overrides the config's routing; ids in the config's force lists must exist
+// in this model for --precision policy.
 void apply_flags_to_config(TrainerOptions& o) {
     Config& c = o.config;
     if (o.telemetry_path) {
@@ -65,31 +65,19 @@ void apply_flags_to_config(TrainerOptions& o) {
     }
     if (o.no_telemetry) c.telemetry_enabled = false;
     if (o.every_step_stats) c.telemetry_every_step = true;
-    switch (o.precision) {
-        case PrecisionChoice::policy:
-            for (const auto* list : {&c.force_bf16_blocks, &c.force_int8_blocks})
-                for (int id : *list)
-                    if (id >= o.blocks)
-                        throw UsageError("--config: " +
-                                         std::string(list == &c.force_bf16_blocks ? "force_bf16_blocks"
-                                                                                  : "force_int8_blocks") +
-                                         " names block " + std::to_string(id) + ", but the model has " +
-                                         std::to_string(o.blocks) + " blocks (--blocks)");
-            break;
-        case PrecisionChoice::bf16:
-            // Force lists hold in every mode (POLICY.md rule 9): clear them so "off" means all BF16.
-            c.enabled = true;
-            c.mode = Mode::off;
-            c.force_bf16_blocks.clear();
-            c.force_int8_blocks.clear();
-            break;
-        case PrecisionChoice::int8:
-            c.enabled = true;
-            c.mode = Mode::static_;
-            c.force_bf16_blocks.clear();
-            c.force_int8_blocks.clear();
-            for (int i = 0; i < o.blocks; ++i) c.force_int8_blocks.push_back(i);
-            break;
+    if (!o.precision.uniform) {
+        for (Precision p : kAllPrecisions)
+            for (int id : c.force_list(p))
+                if (id >= o.blocks)
+                    throw UsageError("--config: " + Config::force_key(p) + " names block " + std::to_string(id) +
+                                     ", but the model has " + std::to_string(o.blocks) + " blocks (--blocks)");
+    } else {
+        // Force lists hold in every mode (POLICY.md rule 9): clear them so that only the chosen one holds.
+        for (Precision p : kAllPrecisions) c.force_list(p).clear();
+        c.enabled = true;
+        c.mode = *o.precision.uniform == Precision::bf16 ? Mode::off : Mode::static_;
+        if (c.mode == Mode::static_)
+            for (int i = 0; i < o.blocks; ++i) c.force_list(*o.precision.uniform).push_back(i);
     }
     if (const auto problems = validate(c); !problems.empty()) {
         std::string message = "the effective Selective Precision config is invalid:";
@@ -131,15 +119,7 @@ void validate_telemetry_path(const TrainerOptions& o) {
 }  // namespace
 
 std::string_view to_string(PrecisionChoice p) {
-    switch (p) {
-        case PrecisionChoice::policy:
-            return "policy";
-        case PrecisionChoice::bf16:
-            return "bf16";
-        case PrecisionChoice::int8:
-            return "int8";
-    }
-    return "?";
+    return p.uniform ? to_string(*p.uniform) : std::string_view("policy");
 }
 
 std::string usage_text(const std::string& program) {
@@ -166,8 +146,9 @@ std::string usage_text(const std::string& program) {
          "  --threads N          intra-op CPU threads (default: LibTorch's choice)\n"
          "Selective Precision:\n"
          "  --config CFG.json    policy configuration (core/CONFIG.md); default: built-in defaults\n"
-         "  --precision P        policy (route per the config; default) | bf16 (every block BF16) |\n"
-         "                       int8 (every block INT8); the agent collects statistics in every case\n"
+         "  --precision P        policy (route per the config; default) | bf16 | int8 | int4 | fp8_e4m3 |\n"
+         "                       fp8_e5m2 (every block in that format); the agent collects statistics\n"
+         "                       in every case\n"
          "  --telemetry FILE     write telemetry JSONL to FILE (overrides the config; turns it on)\n"
          "  --no-telemetry       write no telemetry\n"
          "  --every-step-stats   also write per-step block statistics (input for `sp-ctl simulate`)\n"
@@ -223,14 +204,13 @@ TrainerOptions parse_trainer_options(const std::vector<std::string>& args, const
          }},
         {"--precision",
          [&](auto& f, auto& v) {
-             if (v == "policy")
-                 o.precision = PrecisionChoice::policy;
-             else if (v == "bf16")
-                 o.precision = PrecisionChoice::bf16;
-             else if (v == "int8")
-                 o.precision = PrecisionChoice::int8;
-             else
-                 throw UsageError(f + ": expected policy, bf16 or int8, got " + quoted(v));
+             if (v == "policy") {
+                 o.precision.uniform.reset();
+             } else if (const auto p = parse_precision(v)) {
+                 o.precision.uniform = *p;
+             } else {
+                 throw UsageError(f + ": expected policy, bf16, int8, int4, fp8_e4m3 or fp8_e5m2, got " + quoted(v));
+             }
          }},
         {"--text", [&](auto&, auto& v) { o.text_path = v; }},
         {"--telemetry-endpoint", [&](auto& f, auto& v) { o.telemetry_endpoint = non_empty(f, v); }},

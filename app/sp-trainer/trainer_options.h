@@ -13,12 +13,12 @@
 
 namespace sp::trainer {
 
-// How the routed blocks run. The agent collects statistics and writes telemetry in all three, so
-// their runs are comparable.
-enum class PrecisionChoice {
-    policy,  // Selective Precision as the config says
-    bf16,    // config mode "off": every block BF16
-    int8,    // config mode "static", every block in force_int8_blocks
+// How the routed blocks run: Selective Precision as the config says, or every block in one format
+// (bf16: config mode "off"; another format: mode "static" with every block in its
+// force_<format>_blocks list). The agent collects statistics and writes telemetry in every case, so
+// the runs are comparable.
+struct PrecisionChoice {
+    std::optional<Precision> uniform;  // none: the policy routes
 };
 
 struct TrainerOptions {
@@ -39,7 +39,7 @@ struct TrainerOptions {
     std::int64_t eval_every = 50;
     int eval_batches = 8;
     std::string device = "cpu";  // "cpu" or "cuda"
-    PrecisionChoice precision = PrecisionChoice::policy;
+    PrecisionChoice precision;
     std::string text_path;       // defaults to the bundled corpus
     std::optional<int> threads;  // at::set_num_threads; unset -> LibTorch's default
     bool quiet = false;

@@ -120,6 +120,25 @@ std::string_view to_string(Command::Kind k) {
     return "unknown";
 }
 
+std::string check_command(const Command& c, int block_count, FormatMask materializable) {
+    for (int id : c.blocks) {
+        if (id < 0 || id >= block_count) {
+            const std::string range = block_count == 0 ? std::string("the model has no blocks")
+                                                       : "the model has " + std::to_string(block_count) +
+                                                             " blocks: 0.." + std::to_string(block_count - 1);
+            return "unknown block " + std::to_string(id) + " (" + range + ")";
+        }
+    }
+    if (c.kind == Command::Kind::pin && !has_format(materializable, c.precision)) {
+        std::string can;
+        for (Precision p : kAllPrecisions)
+            if (has_format(materializable, p)) can += (can.empty() ? "" : ", ") + std::string(to_string(p));
+        return "precision '" + std::string(to_string(c.precision)) +
+               "' cannot be materialized by this trainer's runtime (it can: " + can + ")";
+    }
+    return {};
+}
+
 bool parse_command(const json& j, Command& out, std::string& error) {
     if (!j.is_object()) {
         error = "a command must be a JSON object, got " + show(j);

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <functional>
 #include <iterator>
+#include <map>
 #include <limits>
 #include <set>
 #include <system_error>
@@ -217,6 +218,9 @@ const std::vector<Key>& keys() {
         whole("min_steps_between_switches", &Config::min_steps_between_switches),
         block_list("force_bf16_blocks", &Config::force_bf16_blocks),
         block_list("force_int8_blocks", &Config::force_int8_blocks),
+        block_list("force_int4_blocks", &Config::force_int4_blocks),
+        block_list("force_fp8_e4m3_blocks", &Config::force_fp8_e4m3_blocks),
+        block_list("force_fp8_e5m2_blocks", &Config::force_fp8_e5m2_blocks),
         flag("log_decisions", &Config::log_decisions),
         flag("telemetry_enabled", &Config::telemetry_enabled),
         text("telemetry_file", &Config::telemetry_file),
@@ -333,6 +337,16 @@ void check_formats(const Config& c, const std::string& prefix, Add&& add) {
                                        show(c.budget_target_pct));
 }
 
+// "force_<format>_blocks" by Precision value.
+const std::array<std::string, kPrecisionCount>& force_key_names() {
+    static const std::array<std::string, kPrecisionCount> kNames = [] {
+        std::array<std::string, kPrecisionCount> names;
+        for (Precision p : kAllPrecisions) names[std::size_t(p)] = "force_" + std::string(to_string(p)) + "_blocks";
+        return names;
+    }();
+    return kNames;
+}
+
 // Every range and cross-key rule, in one place. `prefix` is the path of the section the keys came
 // from ("" for a bare object or a struct), so messages name the key as the user wrote it.
 std::vector<Issue> check(const Config& c, const std::string& prefix) {
@@ -395,19 +409,22 @@ std::vector<Issue> check(const Config& c, const std::string& prefix) {
     for (const auto& [name, v] : at_least_zero)
         if (v < 0) add({name}, about(prefix, name) + "must be an integer >= 0, got " + std::to_string(v));
 
-    const std::pair<std::string_view, const std::vector<int>*> lists[] = {
-        {"force_bf16_blocks", &c.force_bf16_blocks}, {"force_int8_blocks", &c.force_int8_blocks}};
-    for (const auto& [name, ids] : lists)
-        for (int id : std::set<int>(ids->begin(), ids->end()))
-            if (id < 0)
+    std::map<int, std::string_view> forced;  // block -> the first list naming it
+    for (Precision p : kAllPrecisions) {
+        const std::vector<int>& ids = c.force_list(p);
+        const auto& name = force_key_names()[std::size_t(p)];
+        for (int id : std::set<int>(ids.begin(), ids.end())) {
+            if (id < 0) {
                 add({name}, about(prefix, name) + "block ids must be >= 0, got " + std::to_string(id));
-    const std::set<int> bf16_ids(c.force_bf16_blocks.begin(), c.force_bf16_blocks.end());
-    for (int id : std::set<int>(c.force_int8_blocks.begin(), c.force_int8_blocks.end()))
-        if (bf16_ids.count(id))
-            add({"force_bf16_blocks", "force_int8_blocks"},
-                "keys " + quoted(prefix, "force_bf16_blocks") + " and " +
-                    quoted(prefix, "force_int8_blocks") + ": block " + std::to_string(id) +
-                    " is in both; a block can be forced to one precision only");
+                continue;
+            }
+            const auto [it, fresh] = forced.emplace(id, name);
+            if (!fresh)
+                add({it->second, name}, "keys " + quoted(prefix, it->second) + " and " + quoted(prefix, name) +
+                                            ": block " + std::to_string(id) +
+                                            " is in both; a block can be forced to one precision only");
+        }
+    }
 
     if (c.telemetry_enabled && c.telemetry_file.empty())
         add({"telemetry_file", "telemetry_enabled"},
@@ -461,6 +478,30 @@ std::string describe(const std::vector<std::string>& problems) {
 }
 
 }  // namespace
+
+std::vector<int>& Config::force_list(Precision p) {
+    switch (p) {
+        case Precision::bf16:
+            return force_bf16_blocks;
+        case Precision::int8:
+            return force_int8_blocks;
+        case Precision::fp8_e4m3:
+            return force_fp8_e4m3_blocks;
+        case Precision::fp8_e5m2:
+            return force_fp8_e5m2_blocks;
+        case Precision::int4:
+            return force_int4_blocks;
+    }
+    return force_bf16_blocks;
+}
+
+const std::vector<int>& Config::force_list(Precision p) const {
+    return const_cast<Config*>(this)->force_list(p);
+}
+
+std::string Config::force_key(Precision p) {
+    return force_key_names()[std::size_t(p)];
+}
 
 std::string_view to_string(Mode m) {
     switch (m) {

@@ -59,8 +59,7 @@ Policy::Policy(Config config, BlockLayout layout, std::vector<double> calibratio
             }
         }
     };
-    check_ids(config_.force_bf16_blocks, "force_bf16_blocks");
-    check_ids(config_.force_int8_blocks, "force_int8_blocks");
+    for (Precision p : kAllPrecisions) check_ids(config_.force_list(p), Config::force_key(p).c_str());
     if (!calibration_errors_.empty()) {
         if (calibration_errors_.size() != n) {
             problems.push_back("calibration: " + std::to_string(calibration_errors_.size()) +
@@ -97,8 +96,8 @@ Policy::Policy(Config config, BlockLayout layout, std::vector<double> calibratio
     switches_.assign(n, 0);
 
     // Force lists hold from the start, in every mode: they are the run's initial state, not a switch.
-    for (int id : config_.force_bf16_blocks) config_force_[std::size_t(id)] = Precision::bf16;
-    for (int id : config_.force_int8_blocks) config_force_[std::size_t(id)] = Precision::int8;
+    for (Precision p : kAllPrecisions)
+        for (int id : config_.force_list(p)) config_force_[std::size_t(id)] = p;
     for (std::size_t i = 0; i < n; ++i) {
         if (config_force_[i]) effective_[i] = *config_force_[i];
     }
@@ -144,18 +143,7 @@ void Policy::set_materializable(FormatMask formats) {
 }
 
 std::string Policy::check_command(const Command& command) const {
-    for (int id : command.blocks) {
-        if (id < 0 || id >= block_count())
-            return "unknown block " + std::to_string(id) + " (" + block_range(layout_.size()) + ")";
-    }
-    if (command.kind == Command::Kind::pin && !has_format(materializable_, command.precision)) {
-        std::string can;
-        for (Precision p : kAllPrecisions)
-            if (has_format(materializable_, p)) can += (can.empty() ? "" : ", ") + std::string(to_string(p));
-        return "precision '" + std::string(to_string(command.precision)) +
-               "' cannot be materialized by this trainer's runtime (it can: " + can + ")";
-    }
-    return {};
+    return sp::check_command(command, block_count(), materializable_);
 }
 
 bool Policy::is_update_step(std::int64_t step) const {

@@ -19,7 +19,7 @@ namespace {
 using json = nlohmann::json;
 using ojson = nlohmann::ordered_json;
 
-constexpr std::string_view kRequestNames = "pin, release, release_all, set_mode, snapshot, ping";
+constexpr std::string_view kRequestNames = "pin, release, release_all, set_mode, set_budget, snapshot, ping";
 
 // Replies must go out even when a client sent (and we echo) invalid UTF-8.
 std::string dump(const ojson& j) {
@@ -151,7 +151,7 @@ std::variant<Request, RequestError> parse_request_unchecked(std::string_view fra
         r.kind = cmd == "ping" ? Request::Kind::ping : Request::Kind::snapshot;
         return r;
     }
-    if (cmd != "pin" && cmd != "release" && cmd != "release_all" && cmd != "set_mode") {
+    if (cmd != "pin" && cmd != "release" && cmd != "release_all" && cmd != "set_mode" && cmd != "set_budget") {
         return RequestError{id, "field 'cmd': unknown command " + single_quoted(cmd) + " (expected one of " +
                                     std::string(kRequestNames) + ")"};
     }

@@ -136,6 +136,31 @@ class TestCommand : public QObject {
                      qPrintable("'" + f + "' not in: " + QString::fromStdString(error)));
     }
 
+    void set_budget_and_budget_mode() {
+        sp::Command c;
+        QCOMPARE(error_of(R"({"cmd":"set_budget","target_pct":62.5})", &c), std::string());
+        QVERIFY(c.kind == sp::Command::Kind::set_budget);
+        QCOMPARE(c.target_pct, 62.5);
+        QCOMPARE(sp::to_json(c), json::parse(R"({"cmd":"set_budget","target_pct":62.5})"));
+        QVERIFY(contains(error_of(R"({"cmd":"set_budget"})"), "field 'target_pct': missing"));
+        QVERIFY(contains(error_of(R"({"cmd":"set_budget","target_pct":101})"), "[0, 100], got 101"));
+        QVERIFY(contains(error_of(R"({"cmd":"set_budget","target_pct":"50"})"), "[0, 100], got \"50\""));
+        QCOMPARE(error_of(R"({"cmd":"set_mode","mode":"budget"})", &c), std::string());
+        QVERIFY(c.mode == sp::Mode::budget);
+    }
+
+    void check_command_against_the_model() {
+        sp::Command pin;
+        pin.kind = sp::Command::Kind::pin;
+        pin.blocks = {0, 2};
+        pin.precision = sp::Precision::int4;
+        QCOMPARE(sp::check_command(pin, 3, sp::kAllFormats), std::string());
+        QVERIFY(contains(sp::check_command(pin, 2, sp::kAllFormats), "unknown block 2 (the model has 2 blocks: 0..1)"));
+        const sp::FormatMask cpu_only = sp::format_bit(sp::Precision::bf16) | sp::format_bit(sp::Precision::int8);
+        QCOMPARE(sp::check_command(pin, 3, cpu_only),
+                 std::string("precision 'int4' cannot be materialized by this trainer's runtime (it can: bf16, int8)"));
+    }
+
     void failure_leaves_output_untouched() {
         sp::Command c;
         c.kind = sp::Command::Kind::set_mode;

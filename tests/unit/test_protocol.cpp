@@ -47,7 +47,7 @@ bool contains(const std::string& s, const std::string& part) {
     return s.find(part) != std::string::npos;
 }
 
-const std::string kNames = "pin, release, release_all, set_mode, snapshot, ping";
+const std::string kNames = "pin, release, release_all, set_mode, set_budget, snapshot, ping";
 
 sp::UpdateRecord sample_update() {
     sp::UpdateRecord r;

@@ -294,7 +294,11 @@ void AgentServer::Impl::answer(std::vector<zmq::message_t>& parts) {
                                     : protocol::reject(req.id, "no snapshot yet: the agent has not started");
                         break;
                     case protocol::Request::Kind::command:
-                        reply = protocol::ack(req, backend.submit(req.command, req.id));
+                        if (const std::string why = backend.check(req.command); !why.empty()) {
+                            reply = protocol::reject(req.id, why);
+                        } else {
+                            reply = protocol::ack(req, backend.submit(req.command, req.id));
+                        }
                         break;
                 }
             } catch (const std::exception& e) {

@@ -26,6 +26,11 @@ struct Command {
 
 std::string_view to_string(Command::Kind k);
 
+// Why a parsed command cannot be applied to a model of `block_count` blocks whose runtime can
+// materialize `materializable` ("" when it can): an unknown block, a pin to a format the runtime
+// cannot materialize. The policy and the agent (when the request arrives) both ask this.
+std::string check_command(const Command& c, int block_count, FormatMask materializable);
+
 // Parses one command object. Fields other than the command's own are ignored (e.g. a
 // protocol "id"). On failure returns false and sets `error` to a message naming the field.
 bool parse_command(const nlohmann::json& j, Command& out, std::string& error);

@@ -38,6 +38,10 @@ struct Config {
     std::int64_t min_steps_between_switches = 20;
     std::vector<int> force_bf16_blocks;
     std::vector<int> force_int8_blocks;
+    // Beyond the seed: the same for the other formats.
+    std::vector<int> force_int4_blocks;
+    std::vector<int> force_fp8_e4m3_blocks;
+    std::vector<int> force_fp8_e5m2_blocks;
     bool log_decisions = true;
     bool telemetry_enabled = true;
     std::string telemetry_file = "selective_precision_telemetry.jsonl";
@@ -69,6 +73,11 @@ struct Config {
 
     // The mode the policy actually runs in (`enabled: false` means off).
     Mode effective_mode() const { return enabled ? mode : Mode::off; }
+
+    // The force list of a format ("force_<format>_blocks"), and its key name.
+    std::vector<int>& force_list(Precision p);
+    const std::vector<int>& force_list(Precision p) const;
+    static std::string force_key(Precision p);
 };
 
 // Thrown when a configuration is rejected. what() lists every problem found, one per line,

@@ -170,7 +170,7 @@ RunResult run_one(const Settings& s, const Variant& v, std::uint64_t seed) {
         const auto j = nlohmann::json::parse(f.readAll().toStdString());
         r.final_eval = j.at("final_eval_loss").get<double>();
         r.saving_pct = j.at("saving_pct").get<double>();
-        r.int8_share = j.at("int8_block_step_share").get<double>();
+        r.int8_share = j.at("low_block_step_share").get<double>();
         r.switches = j.at("switches").get<std::int64_t>();
         r.eval_curve = j.at("eval_curve").get<std::vector<std::pair<std::int64_t, double>>>();
         r.train_loss = j.at("train_loss").get<std::vector<double>>();

@@ -280,6 +280,8 @@ QString describe(const sp::Command& c, const std::function<QString(int)>& name) 
             return QStringLiteral("release all pins");
         case sp::Command::Kind::set_mode:
             return QStringLiteral("set mode %1").arg(qs(std::string(to_string(c.mode))));
+        case sp::Command::Kind::set_budget:
+            return QStringLiteral("set budget target %1%").arg(c.target_pct);
     }
     return QStringLiteral("command");
 }

@@ -89,6 +89,8 @@ void TelemetryStore::append(const UpdateRecord& r) {
     row.blocks_bf16 = r.blocks_bf16;
     row.blocks_int8 = r.blocks_int8;
     row.blocks_fp8 = r.blocks_fp8;
+    row.blocks_int4 = r.blocks_int4;
+    if (r.budget_target_pct) row.budget_target_pct = static_cast<float>(*r.budget_target_pct);
     row.precision_changes = r.precision_changes;
     row.mean_sensitivity = static_cast<float>(r.mean_sensitivity);
     row.max_sensitivity = static_cast<float>(r.max_sensitivity);

@@ -26,6 +26,7 @@ constexpr std::array<QRgb, ChartsPanel::kMaxSelectedLines> kBlockColors = {
     0xFF0072B2u, 0xFFE69F00u, 0xFF009E73u, 0xFFCC79A7u, 0xFF56B4E9u, 0xFFD55E00u, 0xFFF0E442u, 0xFF999999u};
 constexpr QRgb kEstimatedColor = 0xFF0072B2u;
 constexpr QRgb kMeasuredColor = 0xFFD55E00u;
+constexpr QRgb kTargetColor = 0xFF009E73u;
 constexpr QRgb kTrainLossColor = 0xFF0072B2u;
 constexpr QRgb kEvalLossColor = 0xFFE69F00u;
 
@@ -156,10 +157,12 @@ void ChartsPanel::buildCharts() {
     auto& saving = *charts_[std::size_t(Chart::saving)];
     saving.addLine(tr("estimated"), QColor::fromRgb(kEstimatedColor));
     saving.addLine(tr("measured"), QColor::fromRgb(kMeasuredColor));
+    saving.addLine(tr("budget target"), QColor::fromRgb(kTargetColor));
     auto& precision = *charts_[std::size_t(Chart::precision)];
     precision.addLine(QStringLiteral("BF16"), QColor::fromRgb(precisionColor(Precision::bf16)));
     precision.addLine(QStringLiteral("INT8"), QColor::fromRgb(precisionColor(Precision::int8)));
     precision.addLine(QStringLiteral("FP8"), QColor::fromRgb(precisionColor(Precision::fp8_e4m3)));
+    precision.addLine(QStringLiteral("INT4"), QColor::fromRgb(precisionColor(Precision::int4)));
     auto& loss = *charts_[std::size_t(Chart::loss)];
     loss.addLine(tr("train loss"), QColor::fromRgb(kTrainLossColor));
     loss.addLine(tr("eval loss"), QColor::fromRgb(kEvalLossColor));
@@ -191,8 +194,7 @@ void ChartsPanel::setStore(const TelemetryStore* store) {
 }
 
 void ChartsPanel::resetData() {
-    for (auto* column : {&estimated_, &measured_, &bf16_, &int8_, &fp8_, &train_loss_, &eval_loss_})
-        column->clear();
+    for (auto* column : runColumns()) column->clear();
     steps_.clear();
     selected_.clear();
     ++resets_;
@@ -204,8 +206,7 @@ void ChartsPanel::appendRunColumns() {
     const std::size_t n = store_->updateCount();
     if (steps_.size() > n || (!steps_.empty() && store_->row(0).timestamp != first_timestamp_)) {
         // The store was reset and refilled behind our back: start over.
-        for (auto* column : {&estimated_, &measured_, &bf16_, &int8_, &fp8_, &train_loss_, &eval_loss_})
-            column->clear();
+        for (auto* column : runColumns()) column->clear();
         steps_.clear();
         ++resets_;
     }
@@ -216,9 +217,11 @@ void ChartsPanel::appendRunColumns() {
         steps_.push_back(double(r.step));
         estimated_.push_back(r.estimated_saving_pct);
         measured_.push_back(r.measured_saving_pct);
+        target_.push_back(r.budget_target_pct);
         bf16_.push_back(float(r.blocks_bf16));
         int8_.push_back(float(r.blocks_int8));
         fp8_.push_back(float(r.blocks_fp8));
+        int4_.push_back(float(r.blocks_int4));
         train_loss_.push_back(r.train_loss);
         eval_loss_.push_back(r.eval_loss);
     }
@@ -329,12 +332,15 @@ void ChartsPanel::redraw() {
         DecimatedSeries measured = decimate(measured_, GapPolicy::break_line);
         const bool has_measured = !measured.points.isEmpty();
         add(plan, std::move(measured), has_measured);
+        DecimatedSeries target = decimate(target_, GapPolicy::break_line);  // budget mode only
+        const bool has_target = !target.points.isEmpty();
+        add(plan, std::move(target), has_target);
     }
     {
         Plan& plan = plans[std::size_t(Chart::precision)];
         plan.y_lo = 0.0;
         plan.y_hi = store_ ? double(std::max(1, store_->blockCount())) : 1.0;
-        for (const std::vector<float>* column : {&bf16_, &int8_, &fp8_})
+        for (const std::vector<float>* column : {&bf16_, &int8_, &fp8_, &int4_})
             add(plan, decimate(*column, GapPolicy::skip));
     }
     for (auto [which, field] : {std::pair{Chart::sensitivity, BlockField::sensitivity},

@@ -4,6 +4,7 @@
 #include <QCloseEvent>
 #include <QComboBox>
 #include <QDockWidget>
+#include <QInputDialog>
 #include <QLabel>
 #include <QMenu>
 #include <QMimeData>
@@ -72,6 +73,13 @@ MainWindow::MainWindow(QWidget* parent)
       recentEndpoints_(std::make_unique<RecentList>(QStringLiteral("recent/endpoints"))) {
     setWindowTitle(tr("Selective Precision"));
     setObjectName(QStringLiteral("MainWindow"));
+    control_->setTargetPrompt([this](double& target_pct) {
+        bool ok = false;
+        target_pct = QInputDialog::getDouble(this, tr("Budget target"),
+                                             tr("Bytes to save against all-BF16 (percent):"), target_pct, 0.0,
+                                             100.0, 1, &ok);
+        return ok;
+    });
     setAcceptDrops(true);
 
     auto* top = new QWidget(this);

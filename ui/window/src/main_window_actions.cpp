@@ -75,7 +75,7 @@ void MainWindow::buildActions() {
     runs_->setToolTip(tr("The run shown (one per file or agent)"));
     bar->addWidget(runs_);
     bar->addSeparator();
-    for (QAction* a : control_->all()) bar->addAction(a);
+    for (QAction* a : control_->blockActions()) bar->addAction(a);
     bar->addSeparator();
     bar->addAction(followAction_);
 }
@@ -109,7 +109,11 @@ void MainWindow::buildMenus() {
             [this](bool dark) { setTheme(dark ? Theme::dark : Theme::light); });
 
     QMenu* control = menuBar()->addMenu(tr("&Control"));
-    for (QAction* a : control_->all()) control->addAction(a);
+    for (QAction* a : control_->blockActions()) control->addAction(a);
+    control->addSeparator();
+    for (sp::Mode m : {sp::Mode::dynamic, sp::Mode::budget, sp::Mode::static_, sp::Mode::off})
+        control->addAction(control_->mode(m));
+    control->addAction(control_->budgetTarget());
 
     QMenu* help = menuBar()->addMenu(tr("&Help"));
     help->addAction(tr("&Keyboard shortcuts"), this, &MainWindow::showShortcuts)

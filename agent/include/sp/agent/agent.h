@@ -7,7 +7,8 @@
 //   agent.add_hint_sink(&runtime);            // the trainer's runtime receives the map
 //   for each step:
 //     agent.begin_step(step);                 // applies queued operator commands
-//     forward; backward;
+//     forward (if agent.wants_layer_inputs(step): agent.observe_layer_input(block, layer, x));
+//     backward;
 //     agent.collect_block_grad_stats();       // one pass over every gradient
 //     agent.compute_hints(step);              // policy update every update_interval_steps
 //     optimizer.step() (with the runtime's before/after hooks)
@@ -35,6 +36,9 @@
 namespace sp::agent {
 
 class TelemetrySink;
+namespace detail {
+class DistributionProfiler;
+}
 
 struct AgentOptions {
     std::string run_id;  // "" -> generated from the clock
@@ -68,7 +72,19 @@ class Agent {
     // feed the error score. Call after register_blocks and before the first step.
     const CalibrationResult& calibrate(const CalibrationHooks& hooks);
 
+    // The runtime that receives the map. The formats it can materialize (HintSink::formats()) bound
+    // what the policy routes to and which pins are accepted.
     void add_hint_sink(HintSink* sink);
+
+    // Distribution statistics (POLICY.md rule 17): true when `step` profiles weights and inputs, so
+    // the trainer's forward pass should hand the inputs of each block's linear layers to
+    // observe_layer_input (layer = the index among the block's parameters of two or more dimensions).
+    bool wants_layer_inputs(std::int64_t step) const;
+    void observe_layer_input(int block, int layer, const at::Tensor& input);
+
+    // Why `command` would be rejected at the next step boundary ("" when it would be applied).
+    // Thread-safe: the control socket asks before acknowledging a request.
+    std::string check_command(const Command& command) const;
 
     // Thread-safe: may be called from any thread. Applied at the next begin_step(), in order, and
     // announced as a "command" event (with `request_id` when one is given). Returns the step it will
@@ -101,8 +117,9 @@ class Agent {
     // Time the agent spent on the training thread, summed over all steps (for overhead figures).
     struct Overhead {
         double collect_s = 0, hints_s = 0, step_bookkeeping_s = 0;
+        double distribution_s = 0;  // distribution statistics: inputs and weights (not in hints_s)
         std::uint64_t steps = 0;
-        double total_s() const { return collect_s + hints_s + step_bookkeeping_s; }
+        double total_s() const { return collect_s + hints_s + step_bookkeeping_s + distribution_s; }
     };
     const Overhead& overhead() const { return overhead_; }
 
@@ -112,6 +129,8 @@ class Agent {
     void write_header_once();
     void apply_loss_feedback(double loss);
     void publish_snapshot();
+    void configure_policy();  // the gate's admitted formats and the runtime's formats, after (re)creation
+    std::vector<FormatMask> admitted_by_gate() const;
     template <typename Record>
     void emit_record(Record record);
     double now() const;
@@ -125,13 +144,19 @@ class Agent {
     std::vector<double> calibration_errors_;
     CalibrationResult calibration_;
     std::vector<HintSink*> hint_sinks_;
+    std::unique_ptr<detail::DistributionProfiler> profiler_;
+    std::vector<FormatMask> admitted_;  // by the gate file, per block; empty: no gate
+    std::vector<BlockSnr> step_snr_;    // the SNR estimates of this step, for its statistics line
+    // What check_command needs, under commands_mutex_ (the policy itself is the training thread's).
+    int block_count_ = 0;
+    FormatMask materializable_ = kAllFormats;
     std::unique_ptr<TelemetrySink> sink_;
     class ServerAdapter;
     std::unique_ptr<ServerAdapter> server_backend_;
     std::unique_ptr<transport::AgentServer> server_;
     bool header_written_ = false;
 
-    std::mutex commands_mutex_;
+    mutable std::mutex commands_mutex_;
     struct QueuedCommand {
         Command command;
         CommandDone done;

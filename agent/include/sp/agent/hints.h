@@ -22,6 +22,9 @@ class HintSink {
   public:
     virtual ~HintSink() = default;
     virtual void on_hints(const PrecisionHints& hints) = 0;
+    // The formats this runtime can materialize. The agent never routes to others and rejects pins to
+    // them when the request arrives.
+    virtual FormatMask formats() const { return kAllFormats; }
 };
 
 }  // namespace sp::agent

@@ -1,10 +1,12 @@
 #pragma once
 // The reference precision runtime: what makes the routing real. Each routed block's weights live as
 // an fp32 master; after every optimizer step (and when its precision changes) they are materialized
-// in the routed precision — BF16, or INT8 per-output-row symmetric with fp32 scales (the core
-// quantization reference) — and copied into the compute copy the forward pass uses. Gradients are
+// in the routed precision — BF16; INT8 per output row, symmetric, fp32 scales; FP8 E4M3/E5M2 with an
+// fp32 scale per row; INT4 per group of int4_group_size elements of a row (the core quantization
+// reference, sp/quantize.h) — and copied into the compute copy the forward pass uses. Gradients are
 // taken at the compute weights and applied to the master (straight-through). Bytes are counted per
-// block per step: BF16 = 2 bytes per element, INT8 = 1 byte per element + 4 bytes per row scale.
+// block per step as stored (sp::stored_bytes): BF16 2 bytes per element, INT8 and FP8 1 byte per
+// element + 4 per row scale, INT4 half a byte per element + 4 per group scale.
 //
 // Trainer step: forward; backward; agent.collect_block_grad_stats(); runtime.before_optimizer_step();
 // agent.compute_hints(step) (delivered to on_hints, which then only records the map);
@@ -16,6 +18,7 @@
 
 #include "sp/agent/block.h"
 #include "sp/agent/hints.h"
+#include "sp/quantize.h"
 
 namespace sp::agent {
 
@@ -41,10 +44,15 @@ class ReferencePrecisionRuntime : public HintSink {
     // copied to the device, through pinned staging and cudaMemcpyAsync on a side stream (see
     // agent/cuda/torch/cuda_staged_upload.h), so the bytes counted are bytes that crossed the bus.
     // Without CUDA LibTorch, CUDA parameters keep device masters and INT8 takes a slow host round trip.
-    explicit ReferencePrecisionRuntime(std::vector<AgentBlock> blocks);
+    // FP8 and INT4 are materialized on the host in every build (their values are copied; their bytes
+    // are counted as stored). `int4_group_size` >= 1 (std::invalid_argument otherwise).
+    explicit ReferencePrecisionRuntime(std::vector<AgentBlock> blocks,
+                                       std::size_t int4_group_size = kDefaultInt4GroupSize);
+
+    // Every format materializes here (HintSink::formats() stays at its default: all of them).
 
     // Records the routed map (hints.precision, one per block; std::invalid_argument for another
-    // length or an FP8 precision, which this build does not route — nothing changes then). Every
+    // length — nothing changes then). Every
     // block whose precision changed is re-materialized from its master at once and its bytes count
     // into the step being accumulated. Between before_optimizer_step() and after_optimizer_step()
     // (the parameters hold the masters then) the map is only recorded; after_optimizer_step()
@@ -78,6 +86,7 @@ class ReferencePrecisionRuntime : public HintSink {
     std::vector<AgentBlock> blocks_;
     std::vector<std::vector<at::Tensor>> masters_;  // fp32, per block per parameter
     std::vector<Precision> precision_;
+    std::size_t int4_group_;
     std::vector<TransferBytes> pending_per_block_;  // being accumulated for the current step
     std::vector<TransferBytes> step_per_block_;     // the last completed step
     TransferBytes pending_total_, step_total_, total_;

@@ -36,6 +36,9 @@ class ServerBackend {
     // A validated routing command (pin/release/release_all/set_mode): queue it for the next step
     // boundary and return that step (the reply's effective_step).
     virtual std::int64_t submit(const Command& command, const std::string& request_id) = 0;
+    // Why the command would be rejected when applied ("" when it would be applied): checked before
+    // submit(), so the reply tells the truth instead of acknowledging a command that is dropped later.
+    virtual std::string check(const Command& /*command*/) const { return {}; }
 };
 
 class AgentServer {

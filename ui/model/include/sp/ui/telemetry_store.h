@@ -28,12 +28,14 @@ struct UpdateRow {
     int blocks_bf16 = 0;
     int blocks_int8 = 0;
     int blocks_fp8 = 0;
+    int blocks_int4 = 0;
     int precision_changes = 0;
     float mean_sensitivity = kMissing;
     float max_sensitivity = kMissing;
     float min_sensitivity = kMissing;
     float estimated_saving_pct = kMissing;
     float measured_saving_pct = kMissing;  // only from runtimes that count real bytes
+    float budget_target_pct = kMissing;    // only in mode "budget"
     float train_loss = kMissing;
     float eval_loss = kMissing;
     bool has_details = false;  // false: the record's block_details was empty (original tool)

@@ -92,7 +92,10 @@ class ChartsPanel : public QWidget {
 
     // Run-level columns copied from the store as updates arrive (decimation wants contiguous floats).
     std::vector<double> steps_;
-    std::vector<float> estimated_, measured_, bf16_, int8_, fp8_, train_loss_, eval_loss_;
+    std::vector<float> estimated_, measured_, target_, bf16_, int8_, fp8_, int4_, train_loss_, eval_loss_;
+    std::array<std::vector<float>*, 9> runColumns() {
+        return {&estimated_, &measured_, &target_, &bf16_, &int8_, &fp8_, &int4_, &train_loss_, &eval_loss_};
+    }
     double first_timestamp_ = 0.0;
 
     std::array<std::unique_ptr<ChartBox>, kChartCount> charts_;

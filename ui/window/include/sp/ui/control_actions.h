@@ -1,16 +1,23 @@
 #pragma once
-// The operator's routing commands as actions (toolbar, menu, context menus, shortcuts):
-// Pin BF16, Pin INT8, Release, Release all. They act on the current session's selected blocks,
-// are enabled only when that session can send commands (live and heard from), and the result
-// shows in the event log (pending → applied / rejected).
+// The operator's routing commands as actions (toolbar, menu, context menus, shortcuts): one Pin
+// action per format, Release, Release all, the policy's mode and the budget target. The pins act on
+// the current session's selected blocks; everything is enabled only when that session can send
+// commands (live and heard from), and the result shows in the event log (pending → applied /
+// rejected).
+#include <array>
 #include <functional>
 #include <vector>
 
 #include <QObject>
 
+#include "sp/config.h"
+#include "sp/precision.h"
+
 class QAction;
+class QActionGroup;
 class QMenu;
 class QPoint;
+class QWidget;
 
 namespace sp::ui {
 
@@ -20,17 +27,25 @@ class ControlActions : public QObject {
     Q_OBJECT
   public:
     using SelectionProvider = std::function<std::vector<int>()>;
+    // Asks the operator for a budget target in percent (a dialog in the window, a fixed value in
+    // tests); returns false when cancelled.
+    using TargetPrompt = std::function<bool(double& target_pct)>;
     ControlActions(SelectionProvider selection, QObject* parent);
 
     void setSession(RunSession* session);
+    void setTargetPrompt(TargetPrompt prompt) { prompt_ = std::move(prompt); }
     // Re-evaluates which actions are enabled (session state, selection).
     void updateEnabled();
 
-    QAction* pinBf16() const { return pinBf16_; }
-    QAction* pinInt8() const { return pinInt8_; }
+    QAction* pin(sp::Precision p) const { return pins_[std::size_t(p)]; }
     QAction* release() const { return release_; }
     QAction* releaseAll() const { return releaseAll_; }
-    std::vector<QAction*> all() const { return {pinBf16_, pinInt8_, release_, releaseAll_}; }
+    QAction* mode(sp::Mode m) const { return modes_[std::size_t(m)]; }
+    QAction* budgetTarget() const { return budget_; }
+    // The actions that act on selected blocks or on every pin (toolbar and context menu).
+    std::vector<QAction*> blockActions() const;
+    // Everything, for the Control menu and the shortcut list.
+    std::vector<QAction*> all() const;
 
     // A context menu for `blocks` at `globalPos` (the selection is already `blocks`).
     void showContextMenu(const std::vector<int>& blocks, const QPoint& globalPos, QWidget* parent);
@@ -40,14 +55,16 @@ class ControlActions : public QObject {
     void commandFailed(const QString& why);
 
   private:
-    void pin(int precision);
+    void sendPin(sp::Precision precision);
 
     SelectionProvider selection_;
+    TargetPrompt prompt_;
     RunSession* session_ = nullptr;
-    QAction* pinBf16_;
-    QAction* pinInt8_;
+    std::array<QAction*, kPrecisionCount> pins_{};
     QAction* release_;
     QAction* releaseAll_;
+    std::array<QAction*, 4> modes_{};  // by Mode value: off, static, dynamic, budget
+    QAction* budget_;
 };
 
 }  // namespace sp::ui

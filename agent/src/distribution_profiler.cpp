@@ -1,0 +1,99 @@
+#include "distribution_profiler.h"
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+namespace sp::agent::detail {
+namespace {
+
+// Streams keep the samples of different tensors independent: 2 per layer (weight, input).
+std::uint64_t stream_of(int block, std::size_t layer, bool input) {
+    return (std::uint64_t(block) << 20) + (std::uint64_t(layer) << 1) + (input ? 1 : 0);
+}
+
+// rows x cols as the formats scale it: a weight [out, in, ...] has `out` rows; an activation
+// [..., features] has one row per feature vector; a vector is one row.
+std::pair<std::size_t, std::size_t> rows_cols(const at::Tensor& t, bool input) {
+    const auto n = std::size_t(t.numel());
+    if (n == 0) return {0, 0};
+    if (t.dim() == 0) return {1, 1};
+    const std::size_t cols = input ? std::size_t(t.size(t.dim() - 1)) : n / std::size_t(t.dim() >= 2 ? t.size(0) : 1);
+    return {n / cols, cols};
+}
+
+}  // namespace
+
+DistributionProfiler::DistributionProfiler(const Config& c, const std::vector<AgentBlock>& blocks)
+    : blocks_(blocks),
+      estimator_(c.snr_estimator == "sample" ? SnrEstimator::sample : SnrEstimator::zeroing),
+      int4_group_(std::size_t(c.int4_group_size)),
+      interval_(c.distribution_interval_steps) {
+    sampling_.samples = c.snr_samples;
+    sampling_.rate = c.snr_sample_rate;
+    layers_.resize(blocks_.size());
+    for (std::size_t b = 0; b < blocks_.size(); ++b) {
+        const auto& params = blocks_[b].params;
+        for (std::size_t k = 0; k < params.size(); ++k)
+            if (params[k].dim() >= 2) layers_[b].push_back(k);
+        // A block without matrices (all norms or biases) is judged by its vectors.
+        if (layers_[b].empty())
+            for (std::size_t k = 0; k < params.size(); ++k) layers_[b].push_back(k);
+    }
+    seed_ = std::uint64_t(c.snr_seed);
+}
+
+bool DistributionProfiler::due(std::int64_t step) const {
+    return interval_ > 0 && step >= 0 && step % interval_ == 0;
+}
+
+TensorProfile DistributionProfiler::profile(const at::Tensor& t, std::int64_t step, std::uint64_t stream) const {
+    const bool input = (stream & 1) != 0;
+    const at::Tensor host = t.detach().to(at::kCPU, at::kFloat).contiguous();
+    const auto [rows, cols] = rows_cols(host, input);
+    SamplingConfig cfg = sampling_;
+    // A fresh, reproducible draw per step: the same seed and step sample the same elements.
+    cfg.seed = seed_ ^ (std::uint64_t(step) * 0x9E3779B97F4A7C15ull);
+    return profile_tensor(host.data_ptr<float>(), rows, cols, cfg, stream, int4_group_);
+}
+
+void DistributionProfiler::observe_input(std::int64_t step, int block, int layer, const at::Tensor& input) {
+    if (block < 0 || std::size_t(block) >= blocks_.size())
+        throw std::invalid_argument("observe_layer_input: unknown block " + std::to_string(block));
+    if (layer < 0 || std::size_t(layer) >= layers_[std::size_t(block)].size())
+        throw std::invalid_argument("observe_layer_input: block " + std::to_string(block) + " has " +
+                                    std::to_string(layers_[std::size_t(block)].size()) + " linear layers, not " +
+                                    std::to_string(layer + 1));
+    if (!due(step) || input.numel() == 0) return;
+    if (inputs_step_ != step) inputs_.clear();
+    inputs_step_ = step;
+    inputs_[{block, layer}] = profile(input, step, stream_of(block, std::size_t(layer), true));
+}
+
+std::vector<BlockSnr> DistributionProfiler::finish(std::int64_t step) {
+    std::vector<BlockSnr> out(blocks_.size());
+    for (std::size_t b = 0; b < blocks_.size(); ++b) {
+        out[b].block_id = int(b);
+        out[b].snr_db = kNoSnr;
+        for (std::size_t l = 0; l < layers_[b].size(); ++l) {
+            const at::Tensor& w = blocks_[b].params[layers_[b][l]];
+            if (w.numel() == 0) continue;
+            const TensorProfile weight = profile(w, step, stream_of(int(b), l, false));
+            const auto in = inputs_step_ == step ? inputs_.find({int(b), int(l)}) : inputs_.end();
+            for (Precision p : kLowFormatsCheapestFirst) {
+                const double snr = in != inputs_.end() ? estimated_pair_snr_db(p, weight, in->second, estimator_)
+                                                       : estimated_snr_db(p, weight, estimator_);
+                double& worst = out[b].snr_db[std::size_t(p)];
+                worst = std::isnan(worst) ? snr : std::min(worst, snr);
+            }
+        }
+    }
+    inputs_.clear();
+    inputs_step_ = -1;
+    return out;
+}
+
+}  // namespace sp::agent::detail
