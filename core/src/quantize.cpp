@@ -1,4 +1,5 @@
-// Reference quantizers; the arithmetic contract is in sp/quantize.h.
+// Reference quantizers (INT8 rows, FP8 elements, relative error); the arithmetic contract is in
+// sp/quantize.h. INT4 groups, FP8 rows, BF16 and the per-format entry points: quantize_formats.cpp.
 #include "sp/quantize.h"
 
 #include <algorithm>
@@ -6,19 +7,12 @@
 #include <limits>
 #include <stdexcept>
 
+#include "round_half_even.h"
+
 namespace sp {
 namespace {
 
-// Round half to even without touching (or depending on) the floating point environment.
-// Exact for any |x| below 2^52 (double) or 2^23 (float), where x - floor(x) has no rounding.
-template <typename T>
-T round_half_even(T x) {
-    const T f = std::floor(x);
-    const T diff = x - f;
-    if (diff > T(0.5)) return f + T(1);
-    if (diff < T(0.5)) return f;
-    return std::fmod(f, T(2)) == T(0) ? f : f + T(1);
-}
+using detail::round_half_even;
 
 struct Fp8Format {
     int mantissa_bits;

@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "sp/precision.h"
+
 namespace sp {
 
 // ---------------------------------------------------------------------------------------------
@@ -70,6 +72,110 @@ std::uint8_t encode_fp8_e4m3(float x);
 std::uint8_t encode_fp8_e5m2(float x);
 float decode_fp8_e4m3(std::uint8_t bits);
 float decode_fp8_e5m2(std::uint8_t bits);
+
+// ---------------------------------------------------------------------------------------------
+// INT4, symmetric absmax, one scale per GROUP of `group` consecutive elements along each row of a
+// row-major [rows x cols] matrix (the last group of a row is shorter when group does not divide cols;
+// groups never span rows).
+//
+// Per row r and group g (elements c in [g*group, min((g+1)*group, cols))), all in float:
+//   absmax_rg = max |w[r][c]| over the FINITE elements of the group (0 if there are none)
+//   scale_rg  = max(absmax_rg / 7.0f, kInt4MinScale)          // float division
+//   q         = round_half_to_even(clamp(w[r][c] / scale_rg, -7, 7))
+// and dequantize is w' = float(q) * scale_rg. Non-finite inputs as in INT8: NaN -> 0, +inf -> +7,
+// -inf -> -7, and they do not take part in absmax. -8 is never produced (symmetric range).
+//
+// Storage: codes are two's-complement nibbles, two per byte. Each row starts on a byte boundary and
+// takes ceil(cols / 2) bytes; column c of row r lives in byte r * ceil(cols/2) + c/2, in the LOW
+// nibble when c is even and the HIGH nibble when c is odd. With odd cols the last byte's high nibble
+// is 0. Scales are row-major: scales[r * ceil(cols/group) + g].
+// ---------------------------------------------------------------------------------------------
+inline constexpr int kInt4Max = 7;
+inline constexpr float kInt4MinScale = 1e-8f;
+inline constexpr std::size_t kDefaultInt4GroupSize = 64;
+
+struct Int4Groups {
+    std::vector<std::uint8_t> packed;  // rows * ceil(cols / 2) bytes
+    std::vector<float> scales;         // rows * ceil(cols / group), row-major
+    std::size_t rows = 0;
+    std::size_t cols = 0;
+    std::size_t group = 0;
+};
+
+// ceil(cols / 2) and ceil(cols / group) (group >= 1).
+constexpr std::size_t int4_bytes_per_row(std::size_t cols) {
+    return (cols + 1) / 2;
+}
+constexpr std::size_t int4_groups_per_row(std::size_t cols, std::size_t group) {
+    return (cols + group - 1) / group;
+}
+
+// group == 0 throws std::invalid_argument.
+Int4Groups quantize_int4_groups(const float* w, std::size_t rows, std::size_t cols, std::size_t group);
+// Writes rows * cols floats to `out`.
+void dequantize_int4_groups(const Int4Groups& m, float* out);
+// The signed code stored for (r, c): a two's-complement nibble sign-extended to [-8, 7].
+int int4_code(const Int4Groups& m, std::size_t r, std::size_t c);
+
+// ---------------------------------------------------------------------------------------------
+// FP8 (E4M3 or E5M2) with one fp32 scale per row of a row-major [rows x cols] matrix: the row's
+// absmax is mapped onto the format's largest finite value, so the whole row uses the top of the
+// format's range. Per row r, all in float:
+//   absmax_r = max |w[r][c]| over the FINITE elements of the row (0 if there are none)
+//   scale_r  = max(absmax_r / fmt_max, kFp8MinScale)      // fmt_max = 448 or 57344; float division
+//   x        = w[r][c] / scale_r                            // float division
+//   code     = NaN(x) ? 0x00 : encode_fp8_*(clamp(x, -fmt_max, fmt_max))
+// and dequantize is w' = decode_fp8_*(code) * scale_r (one float multiplication).
+// Non-finite inputs as in INT8: NaN -> code 0x00 (+0), +-inf -> +-fmt_max (the clamp makes E5M2
+// saturate too instead of keeping its infinity). x may exceed fmt_max by an ulp because scale_r is
+// rounded; encode saturates finite values, so the absmax element always gets the largest code.
+//
+// Why kFp8MinScale = 1e-12 (and not INT8's 1e-8): the floor only exists so that an all-zero row
+// does not divide by zero. It should never bind for a real tensor: with 1e-12 it binds only for
+// rows with absmax below 4.5e-10 (E4M3) or 5.7e-8 (E5M2), whereas 1e-8 would already bind below
+// 5.7e-4 for E5M2, a normal gradient magnitude. It is also large enough that every dequantized
+// non-zero value, at least (smallest subnormal 2^-16) * 1e-12 ~ 1.5e-17, is a NORMAL float, so a
+// GPU kernel that flushes float subnormals to zero gives the same bits; and w / scale_r stays
+// finite because |w| <= absmax_r < fmt_max * 1e-12 whenever the floor binds.
+// ---------------------------------------------------------------------------------------------
+inline constexpr float kFp8MinScale = 1e-12f;
+
+struct Fp8Rows {
+    std::vector<std::uint8_t> q;  // rows * cols codes, row-major
+    std::vector<float> scales;    // one per row
+    std::size_t rows = 0;
+    std::size_t cols = 0;
+    Precision format = Precision::fp8_e4m3;
+};
+
+// format must be fp8_e4m3 or fp8_e5m2, else std::invalid_argument.
+Fp8Rows quantize_fp8_rows(const float* w, std::size_t rows, std::size_t cols, Precision format);
+// Writes rows * cols floats to `out`.
+void dequantize_fp8_rows(const Fp8Rows& m, float* out);
+
+// ---------------------------------------------------------------------------------------------
+// One entry point for every format.
+//
+// stored_bytes: bytes a row-major rows x cols tensor occupies in `p`, codes and scales (fp32) as
+// stored above: bf16 2*n; int8 n + 4*rows; fp8 n + 4*rows;
+// int4 rows*ceil(cols/2) + 4*rows*ceil(cols/group). int4 with int4_group == 0 throws
+// std::invalid_argument.
+//
+// roundtrip: w materialized in p (quantize then dequantize) into out[rows*cols]; exactly the
+// per-format functions above (INT8 per row, INT4 per group, FP8 per row). BF16 is round_to_bf16 per
+// element.
+//
+// round_to_bf16: round to nearest, ties to even, on the bit pattern (what c10::BFloat16 and
+// at::Tensor::to(kBFloat16) do): bits' = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000.
+// Overflow goes to +-inf (finite values at or past the midpoint above bf16's largest finite
+// value, 0x7F7F, round to infinity), +-inf stays +-inf, subnormals round like normals, and every
+// NaN (either sign, any payload) becomes the quiet NaN 0x7FC0 (float bits 0x7FC00000).
+// ---------------------------------------------------------------------------------------------
+std::uint64_t stored_bytes(Precision p, std::size_t rows, std::size_t cols,
+                           std::size_t int4_group = kDefaultInt4GroupSize);
+void roundtrip(Precision p, const float* w, std::size_t rows, std::size_t cols, float* out,
+               std::size_t int4_group = kDefaultInt4GroupSize);
+float round_to_bf16(float x);
 
 // ---------------------------------------------------------------------------------------------
 // ||a - b||_2 / ||a||_2, accumulated in double. `a` is the reference.
