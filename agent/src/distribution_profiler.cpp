@@ -29,7 +29,7 @@ std::pair<std::size_t, std::size_t> rows_cols(const at::Tensor& t, bool input) {
 
 DistributionProfiler::DistributionProfiler(const Config& c, const std::vector<AgentBlock>& blocks)
     : blocks_(blocks),
-      estimator_(c.snr_estimator == "sample" ? SnrEstimator::sample : SnrEstimator::zeroing),
+      estimator_(parse_snr_estimator(c.snr_estimator).value_or(SnrEstimator::zeroing)),
       int4_group_(std::size_t(c.int4_group_size)),
       interval_(c.distribution_interval_steps) {
     sampling_.samples = c.snr_samples;

@@ -26,7 +26,7 @@ using json = nlohmann::json;
 
 constexpr std::string_view kModeNames = R"("off", "static", "dynamic", "budget")";
 constexpr std::string_view kAmbiguousNames = R"("bf16", "int8", "fp8_e4m3", "fp8_e5m2", "int4")";
-constexpr std::string_view kEstimatorNames = R"("zeroing", "sample")";
+constexpr std::string_view kEstimatorNames = R"("zeroing", "sample", "zeroing_tensor_absmax")";
 
 // A value as it appears in a message. Doubles go through json so they print in the shortest form
 // that round-trips (0.6, not 0.59999999999999998); NaN/inf, which JSON cannot spell, get names.
@@ -320,7 +320,7 @@ void check_formats(const Config& c, const std::string& prefix, Add&& add) {
             about(prefix, "snr_sample_rate") + "must be a number in (0, 1], got " + show(c.snr_sample_rate));
     if (c.snr_seed < 0)
         add({"snr_seed"}, about(prefix, "snr_seed") + "must be an integer >= 0, got " + std::to_string(c.snr_seed));
-    if (c.snr_estimator != "zeroing" && c.snr_estimator != "sample")
+    if (c.snr_estimator != "zeroing" && c.snr_estimator != "sample" && c.snr_estimator != "zeroing_tensor_absmax")
         add({"snr_estimator"}, about(prefix, "snr_estimator") + "must be one of " + std::string(kEstimatorNames) +
                                    ", got " + json(c.snr_estimator).dump());
     for (Precision p : kLowFormatsCheapestFirst) {

@@ -63,7 +63,7 @@ struct Config {
     int snr_samples = 5;                            // K independent samples per tensor
     double snr_sample_rate = 0.01;                  // gamma: each sample's share of the tensor
     std::int64_t snr_seed = 0;                      // sampling seed (runs with the same seed sample alike)
-    std::string snr_estimator = "zeroing";          // "zeroing" (the bulk's zeroing probability) or "sample"
+    std::string snr_estimator = "zeroing";  // "zeroing", "sample" or "zeroing_tensor_absmax" (core/SNR.md)
     bool snr_tiers = false;                         // route below BF16 to the cheapest format whose SNR clears
     // dB an estimated SNR must reach for each low format (by Precision value; bf16's entry is unused).
     PerFormat snr_threshold_db = {0.0, 30.0, 25.0, 20.0, 30.0};
