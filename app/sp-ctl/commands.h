@@ -11,6 +11,8 @@ using Args = std::vector<std::string>;
 int run_simulate(const Args& args);
 int run_validate(const Args& args);
 int run_summarize(const Args& args);
+// Measures each format against BF16 on this machine and writes the format gate policy (core/GATE.md).
+int run_gate(const Args& args);
 
 // Live commands: talk to a running agent (agent/PROTOCOL.md). Extra exit code 3: no answer.
 int run_pin(const Args& args);

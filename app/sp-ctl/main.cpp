@@ -17,6 +17,7 @@ constexpr Subcommand kSubcommands[] = {
     {"simulate", spctl::run_simulate, "re-run the policy offline on recorded gradient statistics"},
     {"validate", spctl::run_validate, "check a telemetry file: parse errors and inconsistent records"},
     {"summarize", spctl::run_summarize, "per-block precision time, switches and savings of a telemetry file"},
+    {"gate", spctl::run_gate, "measure each format against BF16 here; write the format gate policy"},
     {"pin", spctl::run_pin, "pin blocks of a running agent to a precision"},
     {"release", spctl::run_release, "release operator pins of blocks"},
     {"release-all", spctl::run_release_all, "release every operator pin"},
