@@ -7,6 +7,7 @@
 // the mean absolute error and mean signed error in dB, the estimate threshold that keeps every
 // accepted case at or above the target (30 dB) measured, a per-distribution table, and its own run time.
 // Usage: bench_snr_estimator [--rate R] [--samples K] [--target dB]
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -124,7 +125,7 @@ double pair_measured_db(sp::Precision p, const std::vector<float>& x, const std:
 }
 
 struct Summary {
-    double spearman, mae, bias, threshold;
+    double spearman, mae, max_error, bias, threshold;
     std::size_t finite, accepted, good;
 };
 
@@ -142,6 +143,7 @@ Summary summarize(const std::vector<Case>& cases, sp::Precision p, std::size_t e
         est.push_back(v);
         meas.push_back(m);
         abs_sum += std::fabs(v - m);
+        s.max_error = std::max(s.max_error, std::fabs(v - m));
         signed_sum += v - m;
     }
     for (const Case& c : cases) {
@@ -158,17 +160,18 @@ Summary summarize(const std::vector<Case>& cases, sp::Precision p, std::size_t e
 void print_summary(const char* title, const std::vector<Case>& cases) {
     std::printf("\n%s (%zu cases)\n", title, cases.size());
     std::printf(
-        "| format | estimator | Spearman | MAE dB | bias dB | threshold for >= %.0f dB | accepted / >= %.0f "
+        "| format | estimator | Spearman | MAE dB | max error dB | bias dB | threshold for >= %.0f dB | "
+        "accepted / >= %.0f "
         "dB |\n",
         kTargetDb, kTargetDb);
-    std::printf("|---|---|---|---|---|---|---|\n");
+    std::printf("|---|---|---|---|---|---|---|---|\n");
     for (sp::Precision p : sp::kLowFormatsCheapestFirst) {
         for (std::size_t e = 0; e < 3; ++e) {
             const Summary s = summarize(cases, p, e);
-            std::printf("| %s | %s | %.3f | %.2f | %+.2f | %.1f | %zu / %zu |\n",
+            std::printf("| %s | %s | %.3f | %.2f | %.2f | %+.2f | %.1f | %zu / %zu |\n",
                         std::string(sp::to_string(p)).c_str(),
-                        std::string(sp::to_string(kEstimators[e])).c_str(), s.spearman, s.mae, s.bias,
-                        s.threshold, s.accepted, s.good);
+                        std::string(sp::to_string(kEstimators[e])).c_str(), s.spearman, s.mae, s.max_error,
+                        s.bias, s.threshold, s.accepted, s.good);
         }
     }
 }
