@@ -68,9 +68,32 @@ void DistributionProfiler::observe_input(std::int64_t step, int block, int layer
                                     std::to_string(layers_[std::size_t(block)].size()) + " linear layers, not " +
                                     std::to_string(layer + 1));
     if (!due(step) || input.numel() == 0) return;
+    const at::Tensor& w = blocks_[std::size_t(block)].params[layers_[std::size_t(block)][std::size_t(layer)]];
+    const std::int64_t features = input.dim() == 0 ? 1 : input.size(input.dim() - 1);
+    if (w.dim() >= 2 && features != w.numel() / w.size(0))
+        throw std::invalid_argument("observe_layer_input: block " + std::to_string(block) + " layer " +
+                                    std::to_string(layer) + ": the input has " + std::to_string(features) +
+                                    " features, the weight takes " + std::to_string(w.numel() / w.size(0)));
     if (inputs_step_ != step) inputs_.clear();
     inputs_step_ = step;
-    inputs_[{block, layer}] = profile(input, step, stream_of(block, std::size_t(layer), true));
+    const std::uint64_t stream = stream_of(block, std::size_t(layer), true);
+    InputSample s;
+    s.profile = profile(input, step, stream);
+    const at::Tensor host = input.detach().to(at::kCPU, at::kFloat).contiguous();
+    const auto [rows, cols] = rows_cols(host, true);
+    s.tokens = sample_rows(host.data_ptr<float>(), rows, cols, kInputTokens, seed_ ^ std::uint64_t(step), stream);
+    s.count = cols == 0 ? 0 : s.tokens.size() / cols;
+    inputs_[{block, layer}] = std::move(s);
+}
+
+double DistributionProfiler::layer_snr(Precision p, const at::Tensor& weight, const TensorProfile& w,
+                                       const InputSample* in) const {
+    if (!in) return estimated_snr_db(p, w, estimator_);
+    if (estimator_ != SnrEstimator::sample || weight.dim() < 2 || in->count == 0)
+        return estimated_pair_snr_db(p, w, in->profile, estimator_);
+    const at::Tensor host = weight.detach().to(at::kCPU, at::kFloat).contiguous();
+    const auto out = std::size_t(host.size(0)), cols = std::size_t(host.numel()) / out;
+    return output_snr_db(p, host.data_ptr<float>(), out, cols, in->tokens.data(), in->count, int4_group_);
 }
 
 std::vector<BlockSnr> DistributionProfiler::finish(std::int64_t step) {
@@ -83,9 +106,9 @@ std::vector<BlockSnr> DistributionProfiler::finish(std::int64_t step) {
             if (w.numel() == 0) continue;
             const TensorProfile weight = profile(w, step, stream_of(int(b), l, false));
             const auto in = inputs_step_ == step ? inputs_.find({int(b), int(l)}) : inputs_.end();
+            const InputSample* input = in != inputs_.end() ? &in->second : nullptr;
             for (Precision p : kLowFormatsCheapestFirst) {
-                const double snr = in != inputs_.end() ? estimated_pair_snr_db(p, weight, in->second, estimator_)
-                                                       : estimated_snr_db(p, weight, estimator_);
+                const double snr = layer_snr(p, w, weight, input);
                 double& worst = out[b].snr_db[std::size_t(p)];
                 worst = std::isnan(worst) ? snr : std::min(worst, snr);
             }

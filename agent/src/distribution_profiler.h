@@ -1,9 +1,10 @@
 #pragma once
 // Distribution statistics at a low cadence (POLICY.md rule 17): every distribution_interval_steps,
 // each block's linear weights — and the inputs of those layers when the trainer hands them over
-// during that step's forward pass — are profiled (the bulk's mean and sigma from sampling, the exact
-// absmax) and turned into an estimated SNR per format. The block's SNR in a format is its worst
-// layer's. Training-thread only.
+// during that step's forward pass — are profiled and turned into an estimated SNR per format. With
+// the "sample" estimator and an input, that is the SNR of the layer's output on kInputTokens sampled
+// tokens, both operands quantized (output_snr_db); otherwise the weight's (and input's) profile
+// estimate (core/SNR.md). The block's SNR in a format is its worst layer's. Training-thread only.
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
@@ -37,8 +38,16 @@ class DistributionProfiler {
     // Linear layers (parameters of two or more dimensions) per block: the pairs the SNR is taken over.
     std::size_t layer_count(int block) const { return layers_[std::size_t(block)].size(); }
 
+    static constexpr std::size_t kInputTokens = 32;
+
   private:
+    struct InputSample {
+        TensorProfile profile;
+        std::vector<float> tokens;  // kInputTokens sampled rows (fewer for a short input), row-major
+        std::size_t count = 0;
+    };
     TensorProfile profile(const at::Tensor& t, std::int64_t step, std::uint64_t stream) const;
+    double layer_snr(Precision p, const at::Tensor& weight, const TensorProfile& w, const InputSample* in) const;
 
     const std::vector<AgentBlock>& blocks_;
     SamplingConfig sampling_;
@@ -47,7 +56,7 @@ class DistributionProfiler {
     std::int64_t interval_;
     std::uint64_t seed_ = 0;
     std::vector<std::vector<std::size_t>> layers_;  // per block: indices into params (profiled tensors)
-    std::map<std::pair<int, int>, TensorProfile> inputs_;  // (block, layer) -> input profile
+    std::map<std::pair<int, int>, InputSample> inputs_;  // (block, layer) -> input sample
     std::int64_t inputs_step_ = -1;
 };
 

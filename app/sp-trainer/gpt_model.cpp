@@ -44,6 +44,21 @@ class BlockImpl : public torch::nn::Module {
         return h + mlp_out_(seen(3, torch::gelu(mlp_in_(seen(2, ln_mlp_(h))))));
     }
 
+    // Outlier features, function-preserving: value channel c (row 2d + c of qkv, and its bias) is scaled
+    // by 1/s and input column c of attn_out by s. Attention is linear in v, so attn_out sees channel c
+    // divided by s and multiplies it back: the same function (up to rounding), but attn_out's weight
+    // rows now each hold `channels` entries s times larger than the rest.
+    void plant_outliers(double s, int channels) {
+        torch::NoGradGuard no_grad;
+        const auto d = attn_out_->weight.size(0);
+        for (int j = 0; j < channels; ++j) {
+            const auto c = j * (d / channels);
+            qkv_->weight[2 * d + c].div_(s);
+            qkv_->bias[2 * d + c].div_(s);
+            attn_out_->weight.select(1, c).mul_(s);
+        }
+    }
+
     // The projections that write into the residual stream (GPT-2 scales their init down).
     std::vector<torch::Tensor> residual_projections() const { return {attn_out_->weight, mlp_out_->weight}; }
 
@@ -135,6 +150,11 @@ at::Tensor GptModel::loss(const at::Tensor& tokens, const at::Tensor& targets) {
 at::Tensor GptModel::run_block(int block, const at::Tensor& x) {
     torch::NoGradGuard no_grad;
     return impl_->block_list.at(static_cast<std::size_t>(block))(x);
+}
+
+void GptModel::plant_outliers(int block, double scale) {
+    if (!(scale > 0.0) || !std::isfinite(scale)) throw std::invalid_argument("outlier scale must be finite and > 0");
+    impl_->block_list.at(static_cast<std::size_t>(block))->plant_outliers(scale, kOutlierChannels);
 }
 
 std::vector<sp::agent::NamedModule> GptModel::named_blocks() const {

@@ -55,6 +55,12 @@ class GptModel {
     at::Tensor embed(const at::Tensor& tokens);
     at::Tensor run_block(int block, const at::Tensor& x);
 
+    // Plants outlier features in `block` (sp-trainer --outlier-block): kOutlierChannels value channels
+    // scaled down by `scale` and the matching input columns of the attention output projection scaled
+    // up by it, which leaves the block's function unchanged. Call before training starts.
+    static constexpr int kOutlierChannels = 4;
+    void plant_outliers(int block, double scale);
+
     // The routed blocks as the agent registers them: "blocks.0" .. "blocks.<N-1>".
     std::vector<sp::agent::NamedModule> named_blocks() const;
 

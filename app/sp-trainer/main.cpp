@@ -64,6 +64,7 @@ std::string model_identity(const TrainerOptions& o, std::size_t text_bytes) {
         format("sp-trainer gpt v1 blocks=%d d=%d heads=%d seq=%d seed=%llu batch=%d text=%zu", o.blocks,
                o.d_model, o.heads, o.seq_len, static_cast<unsigned long long>(o.seed), o.batch, text_bytes);
     if (o.harsh_block) id += format(" harsh=%d:%.17g", *o.harsh_block, o.harsh_step);
+    if (o.outlier_block) id += format(" outliers=%d:%.17g", *o.outlier_block, o.outlier_scale);
     return id;
 }
 
@@ -155,6 +156,8 @@ void write_summary_json(const TrainerOptions& o, const agent::Agent& agent,
         {"d_model", o.d_model},
         {"harsh_block", o.harsh_block ? nlohmann::json(*o.harsh_block) : nlohmann::json(nullptr)},
         {"harsh_step", o.harsh_step},
+        {"outlier_block", o.outlier_block ? nlohmann::json(*o.outlier_block) : nlohmann::json(nullptr)},
+        {"outlier_scale", o.outlier_scale},
         {"config", to_json(o.config)},
         {"initial_eval_loss", t.initial_eval},
         {"final_eval_loss", t.final_eval},
@@ -220,6 +223,7 @@ int run(const TrainerOptions& o) {
     shape.heads = o.heads;
     shape.seq_len = o.seq_len;
     GptModel model(shape, o.seed, o.device);
+    if (o.outlier_block) model.plant_outliers(*o.outlier_block, o.outlier_scale);
     say(format("sp-trainer: %d blocks, d_model %d, %d heads, seq %d, batch %d; %lld parameters (%lld routed)",
                o.blocks, o.d_model, o.heads, o.seq_len, o.batch,
                static_cast<long long>(model.parameter_count()),
@@ -230,6 +234,9 @@ int run(const TrainerOptions& o) {
     say("precision: " + std::string(to_string(o.precision)) + " (config mode " +
         std::string(to_string(o.config.effective_mode())) + ")");
     say("telemetry: " + telemetry_description(o));
+    if (o.outlier_block)
+        say(format("planted outliers: blocks.%d, %d value channels / %g and attn_out columns x %g",
+                   *o.outlier_block, GptModel::kOutlierChannels, o.outlier_scale, o.outlier_scale));
     if (o.harsh_block)
         say(format(
             "planted fault: blocks.%d's INT8 is stochastic ternary rounding, grid step %g x row absmax",

@@ -163,6 +163,11 @@ std::string usage_text(const std::string& program) {
          "  --harsh-block B      a planted fault: block B's \"INT8\" is stochastic ternary rounding onto a\n"
          "                       grid of K times each row's absmax (K = --harsh-step); BF16 is unaffected\n"
          "  --harsh-step K       that grid's step in row absmaxes (default 16)\n"
+         "  --outlier-block B    outlier features in block B: a function-preserving reparameterization\n"
+         "                       that scales 4 value channels down by S and the matching input columns\n"
+         "                       of the attention output projection up by S (same BF16 function; per-row\n"
+         "                       INT8/INT4 lose the small columns, FP8 keeps them)\n"
+         "  --outlier-scale S    that factor (default 50)\n"
          "  --summary-json FILE  write the run's summary and eval-loss curve as JSON\n"
          "Output:\n"
          "  --quiet              no progress lines, only the summary\n"
@@ -220,6 +225,8 @@ TrainerOptions parse_trainer_options(const std::vector<std::string>& args, const
         {"--threads", [&](auto& f, auto& v) { o.threads = parse_int<int>(f, v, 1, 1024); }},
         {"--harsh-block", [&](auto& f, auto& v) { o.harsh_block = parse_int<int>(f, v, 0, 1023); }},
         {"--harsh-step", [&](auto& f, auto& v) { o.harsh_step = parse_positive_double(f, v, 1e6); }},
+        {"--outlier-block", [&](auto& f, auto& v) { o.outlier_block = parse_int<int>(f, v, 0, 1023); }},
+        {"--outlier-scale", [&](auto& f, auto& v) { o.outlier_scale = parse_positive_double(f, v, 1e6); }},
         {"--summary-json",
          [&](auto& f, auto& v) {
              if (v.empty()) throw UsageError(f + ": the file name is empty");
@@ -266,6 +273,9 @@ TrainerOptions parse_trainer_options(const std::vector<std::string>& args, const
                          std::to_string(o.heads));
     if (o.harsh_block && *o.harsh_block >= o.blocks)
         throw UsageError("--harsh-block: block " + std::to_string(*o.harsh_block) +
+                         " does not exist (--blocks " + std::to_string(o.blocks) + ")");
+    if (o.outlier_block && *o.outlier_block >= o.blocks)
+        throw UsageError("--outlier-block: block " + std::to_string(*o.outlier_block) +
                          " does not exist (--blocks " + std::to_string(o.blocks) + ")");
     if (!o.server_key.empty() && o.allowed_clients.empty())
         throw UsageError("--server-key needs --allowed-clients (the public keys of the clients to let in)");

@@ -49,6 +49,8 @@ struct TrainerOptions {
     std::optional<int> harsh_block;  // --harsh-block B
     double harsh_step = 16.0;        // --harsh-step K
     std::string summary_json;        // --summary-json FILE
+    std::optional<int> outlier_block;  // --outlier-block B: outlier features planted in block B
+    double outlier_scale = 50.0;       // --outlier-scale S
     // Live telemetry and control (agent/PROTOCOL.md).
     bool no_network = false;  // --no-network: bind no sockets
     std::string telemetry_endpoint = "tcp://127.0.0.1:5556";

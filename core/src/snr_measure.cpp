@@ -61,6 +61,33 @@ double measured_snr_db(Precision p, const float* x, std::size_t rows, std::size_
     return 10.0 * std::log10(signal / error);
 }
 
+double output_snr_db(Precision p, const float* w, std::size_t out, std::size_t in, const float* x,
+                     std::size_t tokens, std::size_t int4_group) {
+    std::vector<float> wq(out * in), xq(tokens * in);
+    roundtrip(p, w, out, in, wq.data(), int4_group);
+    roundtrip(p, x, tokens, in, xq.data(), int4_group);
+    double signal = 0, error = 0;
+    for (std::size_t t = 0; t < tokens; ++t) {
+        const float* xt = x + t * in;
+        const float* qt = xq.data() + t * in;
+        for (std::size_t o = 0; o < out; ++o) {
+            const float* wo = w + o * in;
+            const float* qo = wq.data() + o * in;
+            double y = 0, yq = 0;
+            for (std::size_t i = 0; i < in; ++i) {
+                y += double(wo[i]) * double(xt[i]);
+                yq += double(qo[i]) * double(qt[i]);
+            }
+            signal += y * y;
+            error += (y - yq) * (y - yq);
+        }
+    }
+    if (!(signal > 0.0) || !std::isfinite(signal) || !std::isfinite(error))
+        return std::numeric_limits<double>::quiet_NaN();
+    if (error == 0.0) return std::numeric_limits<double>::infinity();
+    return 10.0 * std::log10(signal / error);
+}
+
 double spearman(const std::vector<double>& a, const std::vector<double>& b) {
     if (a.size() != b.size()) throw std::invalid_argument("spearman: sizes differ");
     const auto has_nan = [](const std::vector<double>& v) {

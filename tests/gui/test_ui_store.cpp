@@ -64,6 +64,34 @@ class TestUiStore : public QObject {
         QCOMPARE(d.last_change_step, std::int64_t(20));
     }
 
+    void everyFormatWithItsFlagsAndTheLatestReason() {
+        // Every format survives the packed state byte next to the forced and changed flags.
+        TelemetryStore store;
+        store.reset(sp::uniform_layout(5));
+        std::vector<sp::BlockDetail> details;
+        for (Precision p : sp::kAllPrecisions)
+            details.push_back(blockDetail(int(details.size()), p, 0.1, ForcedBy::pin, true));
+        auto r = updateRecord(10, details);
+        r.blocks_int4 = 1;
+        r.budget_target_pct = 60.0;
+        r.block_details[4].reason_text = "int4 24.0 dB >= 18.0 dB: int4";
+        r.block_details[4].snr_db[std::size_t(Precision::int4)] = 24.0;
+        store.append(r);
+        for (Precision p : sp::kAllPrecisions) {
+            const auto c = store.cell(int(p), 0);
+            QCOMPARE(c.precision, p);
+            QCOMPARE(c.forced, ForcedBy::pin);
+            QVERIFY(c.changed && c.present);
+        }
+        QCOMPARE(store.row(0).blocks_int4, 1);
+        QCOMPARE(store.row(0).budget_target_pct, 60.0f);
+        QCOMPARE(store.reasonText(4, 0), std::string("int4 24.0 dB >= 18.0 dB: int4"));
+        QCOMPARE(store.snr(4, 0)[std::size_t(Precision::int4)], 24.0);
+        store.append(updateRecord(20, details));
+        QCOMPARE(store.reasonText(4, 1), std::string());  // the later record had none
+        QCOMPARE(store.reasonText(4, 0), std::string());  // kept for the latest update only
+    }
+
     void switchesAndLastChangeStep() {
         TelemetryStore store;
         store.reset(sp::uniform_layout(2));

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "sp/agent/agent.h"
+#include "sp/format_gate.h"
 #include "sp/simulator.h"
 
 using namespace sp;
@@ -103,9 +104,103 @@ Command pin(std::vector<int> blocks, Precision p) {
 
 }  // namespace
 
+// A runtime that cannot materialize FP8 E5M2.
+class NoE5m2Sink : public CountingSink {
+  public:
+    FormatMask formats() const override { return kAllFormats & FormatMask(~format_bit(Precision::fp8_e5m2)); }
+};
+
+// A gate file admitting INT8 and INT4 for the 8-column matrices (and vectors) of the test model.
+QString write_gate(const QString& path) {
+    FormatGatePolicy g;
+    g.producer = "test";
+    g.device = "test";
+    g.link = "test";
+    for (Precision p : {Precision::int8, Precision::int4})
+        for (LayerKind k : {LayerKind::matrix, LayerKind::vector}) {
+            GateRule r;
+            r.kind = k;
+            r.cols = 8;
+            r.format = p;
+            r.min_rows = 1;
+            r.measured_speedup = r.min_speedup = 1.5;
+            r.max_rows = 64;
+            g.rules.push_back(r);
+        }
+    std::ofstream(path.toStdString()) << to_json_text(g);
+    return path;
+}
+
 class TestAgent : public QObject {
     Q_OBJECT
   private slots:
+    void tiers_gate_and_runtime_formats_are_recorded_and_replayed() {
+        QTemporaryDir dir;
+        const QString path = dir.filePath("run.jsonl");
+        Config c = small_config(path);
+        c.snr_tiers = true;
+        c.distribution_interval_steps = 4;
+        c.format_gate_file = write_gate(dir.filePath("gate.json")).toStdString();
+        Model model(4);
+        NoE5m2Sink sink;
+        {
+            Agent agent(c, fixed_clock());
+            agent.register_blocks(model.named());
+            agent.add_hint_sink(&sink);
+            // Pins are the operator's: any format the runtime can materialize, gate or not.
+            QCOMPARE(agent.check_command(pin({1}, Precision::fp8_e4m3)), std::string());
+            QVERIFY(agent.check_command(pin({1}, Precision::fp8_e5m2)).find("cannot be materialized") !=
+                    std::string::npos);
+            QVERIFY(agent.check_command(pin({9}, Precision::int8)).find("unknown block 9") != std::string::npos);
+            QVERIFY(agent.wants_layer_inputs(0) && !agent.wants_layer_inputs(1) && agent.wants_layer_inputs(8));
+            QVERIFY_THROWS_EXCEPTION(std::invalid_argument, agent.observe_layer_input(0, 1, torch::ones({2, 8})));
+            for (int step = 0; step < 16; ++step) {
+                agent.begin_step(step);
+                if (agent.wants_layer_inputs(step))
+                    for (int b = 0; b < 4; ++b) agent.observe_layer_input(b, 0, torch::randn({16, 8}));
+                model.set_grads(step);
+                agent.collect_block_grad_stats();
+                agent.compute_hints(step);
+                agent.end_step(2.0);
+            }
+            // Only the gate's formats below BF16; E5M2, which the runtime lacks, never.
+            for (Precision p : sink.last.precision) QVERIFY(p == Precision::bf16 || p == Precision::int8 || p == Precision::int4);
+        }
+        const auto lines = read_lines(path);
+        const nlohmann::json admitted = lines[0]["admitted_formats"];
+        QCOMPARE(admitted.size(), std::size_t(4));
+        QCOMPARE(admitted[0], nlohmann::json::parse(R"(["bf16","int8","int4"])"));
+        int snr_lines = 0;
+        for (const auto& j : lines) {
+            if (j.contains("snr")) {
+                ++snr_lines;
+                QVERIFY(j["step"].get<int>() % 4 == 0);
+                QCOMPARE(j["snr"].size(), std::size_t(4));
+                QVERIFY(j["snr"][0]["snr_db"]["int8"].get<double>() > j["snr"][0]["snr_db"]["int4"].get<double>());
+            }
+            if (j.contains("step_id") && j["step_id"].get<int>() >= 4) {
+                QVERIFY(j["block_details"]["0"].contains("snr_db"));
+                QVERIFY(!j["block_details"]["0"]["reason_text"].get<std::string>().empty());
+            }
+        }
+        QCOMPARE(snr_lines, 4);  // steps 0, 4, 8, 12
+
+        std::ifstream in(path.toStdString());
+        const SimulationResult sim = simulate(in, "run.jsonl", SimulationOptions{});
+        std::size_t u = 0;
+        for (const auto& j : lines) {
+            if (!j.contains("step_id")) continue;
+            QVERIFY(u < sim.records.size());
+            for (const BlockDetail& d : sim.records[u].block_details) {
+                const auto& rd = j["block_details"][std::to_string(d.id)];
+                QCOMPARE(std::string(to_string(d.precision)), rd["precision"].get<std::string>());
+                QCOMPARE(d.reason_text, rd["reason_text"].get<std::string>());
+            }
+            ++u;
+        }
+        QCOMPARE(u, sim.records.size());
+    }
+
     void lifecycle_routes_and_notifies_sinks() {
         Model model(4);
         Agent agent(small_config({}), fixed_clock());

@@ -28,6 +28,19 @@ torch::Tensor ref_int8(const torch::Tensor& t) {
     return torch::from_blob(v.data(), c.sizes(), torch::kFloat).clone();
 }
 
+// FP8 with row scales and INT4 in groups, from the per-format core quantizers.
+torch::Tensor ref_format(const torch::Tensor& t, Precision p, std::size_t group = 64) {
+    const torch::Tensor c = t.detach().to(torch::kFloat).contiguous();
+    const auto rows = static_cast<std::size_t>(c.dim() >= 2 ? c.size(0) : 1);
+    const auto cols = static_cast<std::size_t>(c.numel()) / rows;
+    std::vector<float> v(c.numel());
+    if (p == Precision::int4)
+        sp::dequantize_int4_groups(sp::quantize_int4_groups(c.data_ptr<float>(), rows, cols, group), v.data());
+    else
+        sp::dequantize_fp8_rows(sp::quantize_fp8_rows(c.data_ptr<float>(), rows, cols, p), v.data());
+    return torch::from_blob(v.data(), c.sizes(), torch::kFloat).clone();
+}
+
 torch::Tensor ref_bf16(const torch::Tensor& t) {
     return t.detach().to(torch::kBFloat16).to(torch::kFloat);
 }
@@ -234,21 +247,49 @@ class TestPrecisionRuntime : public QObject {
         QCOMPARE(rt.step_bytes().copied, kLinearInt8);
     }
 
-    void fp8AndBadMapsThrow() {
+    void everyFormatIsMaterializedAsTheReference() {
+        // Each format, computed here from the core quantizers directly (not through roundtrip(), the
+        // runtime's path), and bytes counted as stored: codes plus fp32 scales.
+        for (Precision p : {Precision::fp8_e4m3, Precision::fp8_e5m2, Precision::int4}) {
+            torch::nn::Linear lin(70, 32);  // 70 columns: INT4 groups of 64 leave a short last group
+            const torch::Tensor w0 = lin->weight.detach().clone(), b0 = lin->bias.detach().clone();
+            ReferencePrecisionRuntime rt({block_of(0, "a", *lin)}, 64);
+            rt.on_hints(hints_of({p}));
+            QVERIFY2(same(lin->weight, ref_format(w0, p)), sp::to_string(p).data());
+            QVERIFY2(same(lin->bias, ref_format(b0, p)), sp::to_string(p).data());
+            rt.before_optimizer_step();
+            rt.after_optimizer_step();
+            const std::uint64_t stored = p == Precision::int4 ? (32 * 35 + 4 * 32 * 2) + (16 + 4 * 1)
+                                                              : (32 * 70 + 4 * 32) + (32 + 4 * 1);
+            QCOMPARE(rt.step_bytes().copied, 2 * stored);  // on_hints' materialization and the step's
+            QCOMPARE(rt.step_bytes().bf16, 2 * std::uint64_t(2 * (32 * 70 + 32)));
+        }
+    }
+
+    void int4GroupSizeIsHonoured() {
+        torch::nn::Linear lin(64, 8);
+        const torch::Tensor w0 = lin->weight.detach().clone();
+        ReferencePrecisionRuntime rt({block_of(0, "a", *lin)}, 16);
+        rt.on_hints(hints_of({Precision::int4}));
+        QVERIFY(same(lin->weight, ref_format(w0, Precision::int4, 16)));
+        QVERIFY(!same(lin->weight, ref_format(w0, Precision::int4, 64)));
+        QVERIFY_THROWS_EXCEPTION(std::invalid_argument, ReferencePrecisionRuntime({block_of(0, "a", *lin)}, 0));
+    }
+
+    void badMapsThrow() {
         torch::nn::Linear lin(64, 32);
         const torch::Tensor w0 = lin->weight.detach().clone();
         ReferencePrecisionRuntime rt({block_of(0, "a", *lin), block_of(1, "b", *torch::nn::Linear(4, 4))});
-        QVERIFY_THROWS_EXCEPTION(std::invalid_argument,
-                                 rt.on_hints(hints_of({Precision::int8, Precision::fp8_e4m3})));
-        QVERIFY_THROWS_EXCEPTION(std::invalid_argument,
-                                 rt.on_hints(hints_of({Precision::fp8_e5m2, Precision::bf16})));
         QVERIFY_THROWS_EXCEPTION(std::invalid_argument, rt.on_hints(hints_of({Precision::int8})));
+        QVERIFY_THROWS_EXCEPTION(std::invalid_argument,
+                                 rt.on_hints(hints_of({Precision::int8, static_cast<Precision>(9)})));
         // Nothing changed: not the map, not the weights, not the bytes.
         QCOMPARE(rt.precisions(), (std::vector<Precision>{Precision::bf16, Precision::bf16}));
         QVERIFY(same(lin->weight, ref_bf16(w0)));
         rt.before_optimizer_step();
         rt.after_optimizer_step();
         QCOMPARE(rt.step_bytes().copied, kLinearBf16 + std::uint64_t{2 * (16 + 4)});
+        QCOMPARE(rt.formats(), sp::kAllFormats);
     }
 
     void misuseThrows() {

@@ -277,6 +277,41 @@ class TestSnr : public QObject {
     }
 
     // ---- Spearman ----------------------------------------------------------------------------
+    // Outlier features (sp-trainer --outlier-block): 4 of 64 input channels x50, the matching weight
+    // columns /50. The layer computes the same function; per-row INT8 of the inputs now spends its
+    // range on the 4 channels and loses the other 60, which per-operand powers barely notice but the
+    // output does. FP8 keeps every channel's relative precision.
+    void output_snr_sees_outlier_features() {
+        const std::size_t out = 48, in = 64, tokens = 32;
+        std::vector<float> w = gaussian(out * in, 0.0, 0.02, 1), x = gaussian(tokens * in, 0.0, 1.0, 2);
+        const double int8_plain = sp::output_snr_db(sp::Precision::int8, w.data(), out, in, x.data(), tokens);
+        const double e4m3_plain = sp::output_snr_db(sp::Precision::fp8_e4m3, w.data(), out, in, x.data(), tokens);
+        for (std::size_t c = 0; c < in; c += 16) {
+            for (std::size_t t = 0; t < tokens; ++t) x[t * in + c] *= 50.0f;
+            for (std::size_t o = 0; o < out; ++o) w[o * in + c] /= 50.0f;
+        }
+        const double int8_planted = sp::output_snr_db(sp::Precision::int8, w.data(), out, in, x.data(), tokens);
+        const double e4m3_planted = sp::output_snr_db(sp::Precision::fp8_e4m3, w.data(), out, in, x.data(), tokens);
+        QVERIFY2(int8_planted < int8_plain - 15.0, qPrintable(QString("%1 -> %2").arg(int8_plain).arg(int8_planted)));
+        QVERIFY2(std::fabs(e4m3_planted - e4m3_plain) < 3.0, qPrintable(QString("%1 -> %2").arg(e4m3_plain).arg(e4m3_planted)));
+        QVERIFY(int8_plain > 30.0 && e4m3_planted > int8_planted + 5.0);
+        // BF16 of exactly representable operands loses nothing; an all-zero output is NaN.
+        std::vector<float> ones(in, 1.0f), zeros(out * in, 0.0f);
+        QCOMPARE(sp::output_snr_db(sp::Precision::bf16, ones.data(), 1, in, ones.data(), 1), kInf);
+        QVERIFY(std::isnan(sp::output_snr_db(sp::Precision::int8, zeros.data(), out, in, x.data(), tokens)));
+    }
+
+    void sample_rows_are_distinct_ordered_and_reproducible() {
+        std::vector<float> x(100 * 3);
+        for (std::size_t i = 0; i < x.size(); ++i) x[i] = float(i / 3);  // row r holds r, r, r
+        const auto a = sp::sample_rows(x.data(), 100, 3, 10, 7, 1);
+        QCOMPARE(a.size(), std::size_t(30));
+        for (std::size_t r = 1; r < 10; ++r) QVERIFY(a[r * 3] > a[(r - 1) * 3]);  // distinct, in order
+        QCOMPARE(sp::sample_rows(x.data(), 100, 3, 10, 7, 1), a);
+        QVERIFY(sp::sample_rows(x.data(), 100, 3, 10, 7, 2) != a);
+        QCOMPARE(sp::sample_rows(x.data(), 4, 3, 10, 7, 1), std::vector<float>(x.begin(), x.begin() + 12));
+    }
+
     void spearman_known_ranks() {
         QCOMPARE(sp::spearman({1, 2, 3, 4}, {10, 20, 30, 40}), 1.0);
         QCOMPARE(sp::spearman({1, 2, 3, 4}, {4, 3, 2, 1}), -1.0);

@@ -56,7 +56,9 @@ void CudaStagedUploader::begin() {
 }
 
 void CudaStagedUploader::add(const at::Tensor& param, const at::Tensor& master, Precision p) {
-    check_routable(p);
+    if (p != Precision::bf16 && p != Precision::int8)
+        throw std::invalid_argument("CudaStagedUploader: stages BF16 and INT8 payloads only, not " +
+                                    std::string(to_string(p)));
     if (!param.is_cuda() || master.is_cuda() || master.scalar_type() != at::kFloat)
         throw std::invalid_argument("CudaStagedUploader: expects a CUDA parameter and an fp32 host master");
     if (param.device() != device_)

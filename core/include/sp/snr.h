@@ -133,6 +133,20 @@ double estimated_pair_snr_db(Precision p, const TensorProfile& weight, const Ten
 double measured_snr_db(Precision p, const float* x, std::size_t rows, std::size_t cols,
                        std::size_t int4_group = kDefaultInt4GroupSize);
 
+// The SNR of a linear layer's output in `p`: y = W x for each of the `tokens` rows of x (row-major
+// [tokens x in]; W row-major [out x in]) against y' = roundtrip(W) roundtrip(x), both operands
+// materialized in `p` by core's reference (x per token row, as activations are scaled), summed in
+// double: 10 log10(sum y^2 / sum (y - y')^2). +inf when nothing is lost, NaN when y is all zero or
+// not finite. Unlike per-operand powers it sees outlier features: a few large input channels that
+// carry little of the output but set every token's scale, or the small weight columns they meet.
+double output_snr_db(Precision p, const float* w, std::size_t out, std::size_t in, const float* x,
+                     std::size_t tokens, std::size_t int4_group = kDefaultInt4GroupSize);
+
+// `count` distinct rows of a row-major [rows x cols] tensor (all of them when rows <= count), chosen
+// uniformly with splitmix64 seeded by (seed, stream), in their original order, copied out.
+std::vector<float> sample_rows(const float* x, std::size_t rows, std::size_t cols, std::size_t count,
+                               std::uint64_t seed, std::uint64_t stream);
+
 // Spearman's rank correlation: Pearson correlation of the ranks, ties get their average rank
 // (+inf ranks above every finite value, infinities tie with each other). NaN when fewer than two
 // pairs, when either side has no spread, or when a value is NaN. Sizes differ: std::invalid_argument.

@@ -18,7 +18,7 @@ QString precisionText(Precision p) {
 
 bool isNumeric(int column) {
     return column != BlockTableModel::NameColumn && column != BlockTableModel::PrecisionColumn &&
-           column != BlockTableModel::ForcedColumn;
+           column != BlockTableModel::ForcedColumn && column != BlockTableModel::WhyColumn;
 }
 
 }  // namespace
@@ -80,6 +80,8 @@ BlockTableModel::RowState BlockTableModel::readRow(int block, std::size_t update
     r.last_change = store.lastChangeStep(block, update);
     r.switches = store.switchesUpTo(block, update);
     if (r.cell.present && r.cell.forced == ForcedBy::pin) r.pin = r.cell.precision;
+    r.why = store.reasonText(block, update);
+    r.snr = store.snr(block, update);
     return r;
 }
 
@@ -119,6 +121,7 @@ void BlockTableModel::refresh() {
                                 next.cell.forced != prev.cell.forced || next.pin != prev.pin;
         changed[LastChangeColumn] = next.last_change != prev.last_change;
         changed[SwitchesColumn] = next.switches != prev.switches;
+        changed[WhyColumn] = next.why != prev.why;
         // The tooltip shows the reason: a reason change repaints the precision cell.
         changed[PrecisionColumn] = changed[PrecisionColumn] || next.cell.reason != prev.cell.reason;
         rows_[static_cast<std::size_t>(b)] = std::move(next);
@@ -172,6 +175,8 @@ QVariant BlockTableModel::data(const QModelIndex& index, int role) const {
                                               : QVariant(QString());
                 case SwitchesColumn:
                     return r.switches;
+                case WhyColumn:
+                    return QString::fromStdString(r.why);
                 default:
                     return {};
             }
@@ -196,6 +201,8 @@ QVariant BlockTableModel::data(const QModelIndex& index, int role) const {
                     return static_cast<qlonglong>(r.last_change);
                 case SwitchesColumn:
                     return r.switches;
+                case WhyColumn:
+                    return QString::fromStdString(r.why);
                 default:
                     return {};
             }
@@ -212,6 +219,14 @@ QVariant BlockTableModel::data(const QModelIndex& index, int role) const {
             if (r.pin) tip += QStringLiteral("\npinned to %1 by an operator").arg(precisionText(*r.pin));
             if (r.cell.forced == ForcedBy::config) tip += QStringLiteral("\nforced by the config");
             if (r.cell.changed) tip += QStringLiteral("\nchanged at this update");
+            if (!r.why.empty()) tip += QStringLiteral("\nwhy: ") + QString::fromStdString(r.why);
+            QString snr;
+            for (Precision p : kLowFormatsCheapestFirst)
+                if (std::isfinite(r.snr[std::size_t(p)]))
+                    snr += QStringLiteral("%1%2 %3 dB")
+                               .arg(snr.isEmpty() ? QString() : QStringLiteral(", "), precisionText(p))
+                               .arg(r.snr[std::size_t(p)], 0, 'f', 1);
+            if (!snr.isEmpty()) tip += QStringLiteral("\nestimated SNR: ") + snr;
             return tip;
         }
         default:
@@ -242,6 +257,8 @@ QVariant BlockTableModel::headerData(int section, Qt::Orientation orientation, i
             return tr("Last change");
         case SwitchesColumn:
             return tr("Switches");
+        case WhyColumn:
+            return tr("Why");
         default:
             return {};
     }

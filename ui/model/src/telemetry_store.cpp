@@ -7,21 +7,22 @@
 namespace sp::ui {
 namespace {
 
-// Packed state byte: precision (2 bits) | forced (2 bits) << 2 | changed << 4 | present << 5.
-constexpr std::uint8_t kChangedBit = 1u << 4;
-constexpr std::uint8_t kPresentBit = 1u << 5;
+// Packed state byte: precision (3 bits) | forced (2 bits) << 3 | changed << 5 | present << 6.
+constexpr std::uint8_t kChangedBit = 1u << 5;
+constexpr std::uint8_t kPresentBit = 1u << 6;
+static_assert(kPrecisionCount <= 8, "the precision takes 3 bits of the state byte");
 // Block ids beyond this are not a model but a broken or hostile file: skipped, so one bad id
 // cannot make the store allocate columns for billions of blocks.
 constexpr int kMaxBlockId = (1 << 20) - 1;
 
 std::uint8_t packState(const BlockDetail& d, bool changed) {
-    return static_cast<std::uint8_t>((static_cast<unsigned>(d.precision) & 3u) |
-                                     ((static_cast<unsigned>(d.forced) & 3u) << 2) |
+    return static_cast<std::uint8_t>((static_cast<unsigned>(d.precision) & 7u) |
+                                     ((static_cast<unsigned>(d.forced) & 3u) << 3) |
                                      (changed ? kChangedBit : 0u) | kPresentBit);
 }
 
 Precision precisionOf(std::uint8_t state) {
-    return static_cast<Precision>(state & 3u);
+    return static_cast<Precision>(state & 7u);
 }
 
 const std::vector<float>& emptySeries() {
@@ -143,6 +144,9 @@ void TelemetryStore::append(const UpdateRecord& r) {
             b.fields[5].push_back(static_cast<float>(d.max_abs));
             b.state.push_back(packState(d, changed));
             b.reason.push_back(static_cast<std::uint8_t>(d.reason));
+            b.reason_text = d.reason_text;
+            b.snr = d.snr_db;
+            b.text_update = update;
             if (changed) b.change_updates.push_back(static_cast<std::uint32_t>(update));
             ++it;
             while (it != end && static_cast<std::size_t>(it->id) == id) ++it;  // duplicate id: first wins
@@ -173,7 +177,7 @@ BlockCell TelemetryStore::cell(int block, std::size_t update) const {
     if (!(s & kPresentBit)) return c;
     c.present = true;
     c.precision = precisionOf(s);
-    c.forced = static_cast<ForcedBy>((s >> 2) & 3u);
+    c.forced = static_cast<ForcedBy>((s >> 3) & 3u);
     c.changed = (s & kChangedBit) != 0;
     c.reason = static_cast<Reason>(b.reason[update]);
     return c;
@@ -233,6 +237,18 @@ std::size_t TelemetryStore::memoryBytes() const {
         bytes += b.change_updates.capacity() * sizeof(std::uint32_t);
     }
     return bytes;
+}
+
+std::string TelemetryStore::reasonText(int block, std::size_t update) const {
+    if (block < 0 || block >= blockCount()) return {};
+    const BlockColumns& b = blocks_[static_cast<std::size_t>(block)];
+    return b.text_update == update ? b.reason_text : std::string();
+}
+
+PerFormat TelemetryStore::snr(int block, std::size_t update) const {
+    if (block < 0 || block >= blockCount()) return kNoSnr;
+    const BlockColumns& b = blocks_[static_cast<std::size_t>(block)];
+    return b.text_update == update ? b.snr : kNoSnr;
 }
 
 }  // namespace sp::ui

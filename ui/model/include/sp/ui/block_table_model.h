@@ -35,6 +35,7 @@ class BlockTableModel : public QAbstractTableModel {
         ForcedColumn,
         LastChangeColumn,
         SwitchesColumn,
+        WhyColumn,
         ColumnCount
     };
     enum Role { SortRole = Qt::UserRole };
@@ -70,6 +71,8 @@ class BlockTableModel : public QAbstractTableModel {
         int switches = 0;
         std::string name;
         std::optional<Precision> pin;  // forced == pin: the pinned precision
+        std::string why;               // reason_text (latest update only)
+        PerFormat snr = kNoSnr;
     };
     RowState readRow(int block, std::size_t update) const;
     void rebuild();

@@ -98,6 +98,12 @@ class TelemetryStore {
     // precision; switches and last_change_step from the store's own history).
     BlockDetail detail(int block, std::size_t update) const;
 
+    // The decision in words (reason_text) and the SNR estimates of the block's latest present update:
+    // kept for that update only (a string per block per update would dwarf the columns). Empty / no
+    // SNR when `update` is not that update or the record had none.
+    std::string reasonText(int block, std::size_t update) const;
+    PerFormat snr(int block, std::size_t update) const;
+
     // The last update whose step is <= `step`; nullopt when there is none.
     std::optional<std::size_t> updateAtOrBefore(std::int64_t step) const;
 
@@ -107,7 +113,7 @@ class TelemetryStore {
   private:
     struct BlockColumns {
         std::vector<float> fields[kBlockFieldCount];
-        std::vector<std::uint8_t> state;   // precision | forced << 2 | changed << 4 | present << 5
+        std::vector<std::uint8_t> state;   // precision | forced << 3 | changed << 5 | present << 6
         std::vector<std::uint8_t> reason;  // sp::Reason
         std::vector<std::uint32_t> change_updates;  // update indices where precision changed
         // What the record said before the store's own history began (late join): the block's
@@ -115,6 +121,9 @@ class TelemetryStore {
         int base_switches = 0;
         std::int64_t base_last_change_step = -1;
         bool seen = false;
+        std::string reason_text;  // of update text_update
+        PerFormat snr = kNoSnr;
+        std::size_t text_update = static_cast<std::size_t>(-1);
     };
     void growBlocks(int count);
 
