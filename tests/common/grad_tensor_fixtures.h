@@ -99,6 +99,20 @@ inline HostTensor make_tensor(std::mt19937_64& rng, sp::cuda::GradDType dtype, i
     return t;
 }
 
+// Overwrites element i with x encoded in the tensor's dtype (NaN, Inf and all), keeping `values` the
+// decoded value, as make_tensor does.
+inline void set_element(HostTensor& t, std::size_t i, float x) {
+    using sp::cuda::GradDType;
+    if (t.dtype == GradDType::f32) {
+        std::memcpy(&t.bytes[4 * i], &x, 4);
+        t.values[i] = x;
+        return;
+    }
+    const std::uint16_t b = t.dtype == GradDType::bf16 ? bf16_bits(x) : f16_bits(x);
+    std::memcpy(&t.bytes[2 * i], &b, 2);
+    t.values[i] = t.dtype == GradDType::bf16 ? bf16_value(b) : f16_value(b);
+}
+
 // Sets each tensor's arena offset: 256-byte aligned, except that some tensors start off the 16-byte
 // grid (as storage offsets do), always on their element size. Returns the arena's size in bytes.
 // Arenas with the same offsets (and bases aligned to 256) give the same plan chunks.

@@ -117,16 +117,11 @@ class TestSimtGradStats : public QObject {
                                         make_tensor(rng, GradDType::f32, 1, 0, 1.0, 0.0, 0),
                                         make_tensor(rng, GradDType::f32, 3, 70, 1.0, 5.0, 0),
                                         make_tensor(rng, GradDType::f16, 3, 1, 1.0, 0.0, 0)};
-        const std::uint16_t nan = 0x7fc0, minus_inf = 0xfc00;
-        for (std::size_t i = 0; i < 100; ++i) {
-            host[0].values[i] = std::numeric_limits<float>::quiet_NaN();
-            std::memcpy(&host[0].bytes[2 * i], &nan, 2);
-        }
         const float inf = std::numeric_limits<float>::infinity();
-        host[2].values[0] = inf;
-        std::memcpy(host[2].bytes.data(), &inf, 4);
-        host[3].values[0] = -inf;
-        std::memcpy(host[3].bytes.data(), &minus_inf, 2);
+        for (std::size_t i = 0; i < 100; ++i)
+            sp::test::set_element(host[0], i, std::numeric_limits<float>::quiet_NaN());
+        sp::test::set_element(host[2], 0, inf);
+        sp::test::set_element(host[3], 0, -inf);
         check_kernels(host, 4, 64, "non-finite");
     }
 
