@@ -1,6 +1,6 @@
 // Fibers for the SIMT emulator. On x86-64 a switch is a few instructions (save the callee-saved
 // registers on the old stack, swap stack pointers, restore): glibc's swapcontext makes a signal-mask
-// system call per switch, which made a block's 6,400 shuffle switches cost milliseconds. Elsewhere
+// system call per switch, which would make a block's ~6,400 shuffle switches cost milliseconds. Elsewhere
 // swapcontext is used.
 #include "fiber.h"
 
