@@ -99,6 +99,20 @@ inline HostTensor make_tensor(std::mt19937_64& rng, sp::cuda::GradDType dtype, i
     return t;
 }
 
+// Overwrites element i with x encoded in the tensor's dtype (NaN, Inf and all), keeping `values` the
+// decoded value, as make_tensor does.
+inline void set_element(HostTensor& t, std::size_t i, float x) {
+    using sp::cuda::GradDType;
+    if (t.dtype == GradDType::f32) {
+        std::memcpy(&t.bytes[4 * i], &x, 4);
+        t.values[i] = x;
+        return;
+    }
+    const std::uint16_t b = t.dtype == GradDType::bf16 ? bf16_bits(x) : f16_bits(x);
+    std::memcpy(&t.bytes[2 * i], &b, 2);
+    t.values[i] = t.dtype == GradDType::bf16 ? bf16_value(b) : f16_value(b);
+}
+
 // Sets each tensor's arena offset: 256-byte aligned, except that some tensors start off the 16-byte
 // grid (as storage offsets do), always on their element size. Returns the arena's size in bytes.
 // Arenas with the same offsets (and bases aligned to 256) give the same plan chunks.
@@ -179,21 +193,28 @@ inline void check_block(const sp::cuda::BlockMoments& got, const ReferenceMoment
 }
 
 // A random mixed list: `count` tensors over blocks 0 .. n_blocks - 2 (the last block stays empty), of
-// sizes around chunk and vector boundaries, some far from zero mean (cancellation), some with NaN/Inf.
+// sizes drawn from `sizes`, some far from zero mean (cancellation), some with NaN/Inf.
 inline std::vector<HostTensor> random_tensor_list(std::mt19937_64& rng, int n_blocks, int count,
-                                                  bool far_from_zero) {
-    const std::int64_t sizes[] = {0, 1, 2, 3, 7, 9, 15, 33, 1000, 4097, 65535, 65536, 65537, 300001};
+                                                  bool far_from_zero,
+                                                  const std::vector<std::int64_t>& sizes) {
     const sp::cuda::GradDType dtypes[] = {sp::cuda::GradDType::f32, sp::cuda::GradDType::bf16,
                                           sp::cuda::GradDType::f16};
     std::vector<HostTensor> host;
     for (int i = 0; i < count; ++i) {
         const int block = int(rng() % std::uint64_t(n_blocks - 1));
         const sp::cuda::GradDType d = dtypes[rng() % 3];
-        const std::int64_t n = sizes[rng() % std::size(sizes)];
+        const std::int64_t n = sizes[rng() % sizes.size()];
         host.push_back(make_tensor(rng, d, block, n, 1e-3 * double(1 + rng() % 100),
                                    far_from_zero ? 0.5 : 0.0, int(rng() % 4) - 1));
     }
     return host;
+}
+
+// ... of sizes around the default chunk's and the vectors' boundaries.
+inline std::vector<HostTensor> random_tensor_list(std::mt19937_64& rng, int n_blocks, int count,
+                                                  bool far_from_zero) {
+    return random_tensor_list(rng, n_blocks, count, far_from_zero,
+                              {0, 1, 2, 3, 7, 9, 15, 33, 1000, 4097, 65535, 65536, 65537, 300001});
 }
 
 }  // namespace sp::test
