@@ -26,6 +26,7 @@
 #include "sp/agent/agent.h"
 #include "sp/agent/cuda_grad_stats_collector.h"
 #include "sp/agent/precision_runtime.h"
+#include "snr_validation.h"
 #include "text_data.h"
 #include "trainer_options.h"
 
@@ -87,6 +88,14 @@ double learning_rate_at(std::int64_t step, std::int64_t steps, double peak) {
     if (step < warmup) return peak * double(step + 1) / double(warmup);
     const double progress = double(step - warmup) / double(std::max<std::int64_t>(1, steps - warmup));
     return peak * (0.1 + 0.9 * 0.5 * (1.0 + std::cos(3.141592653589793 * progress)));
+}
+
+// The weight of a block's `layer`-th linear layer (its layer-th parameter of two or more dimensions).
+const at::Tensor& layer_weight(const agent::Agent& agent, int block, int layer) {
+    int seen = 0;
+    for (const at::Tensor& p : agent.blocks().at(std::size_t(block)).params)
+        if (p.dim() >= 2 && seen++ == layer) return p;
+    throw std::out_of_range("no linear layer " + std::to_string(layer) + " in block " + std::to_string(block));
 }
 
 struct RunTotals {
@@ -285,6 +294,8 @@ int run(const TrainerOptions& o) {
     }
 
     agent::ReferencePrecisionRuntime runtime(agent.blocks(), std::size_t(o.config.int4_group_size));
+    std::unique_ptr<SnrValidation> validation;
+    if (!o.snr_validation.empty()) validation = std::make_unique<SnrValidation>(o.snr_validation, o.config);
     agent.add_hint_sink(&runtime);
     AdamW optimizer(model, o.lr);
 
@@ -321,8 +332,10 @@ int run(const TrainerOptions& o) {
         const Batch batch = text.sample(Split::train, train_rng, o.batch, o.seq_len, o.device);
         // Distribution statistics steps: the agent profiles the inputs of the blocks' linear layers.
         if (agent.wants_layer_inputs(step))
-            model.set_layer_input_observer(
-                [&agent](int block, int layer, const at::Tensor& x) { agent.observe_layer_input(block, layer, x); });
+            model.set_layer_input_observer([&, step](int block, int layer, const at::Tensor& x) {
+                agent.observe_layer_input(block, layer, x);
+                if (validation) validation->observe(step, block, layer, layer_weight(agent, block, layer), x);
+            });
         at::Tensor loss = model.loss(batch.tokens, batch.targets);
         model.set_layer_input_observer({});
         optimizer.zero_grad();
@@ -385,6 +398,7 @@ int run(const TrainerOptions& o) {
     }
     const double loop_s = seconds_since(loop_start);
     print_summary(o, agent, runtime, totals, loop_s);
+    if (validation) std::cout << validation->summary() << std::flush;
     if (!o.summary_json.empty())
         write_summary_json(o, agent, runtime, totals, loop_s, seconds_since(run_start));
     return 0;

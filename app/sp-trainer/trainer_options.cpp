@@ -168,6 +168,9 @@ std::string usage_text(const std::string& program) {
          "                       of the attention output projection up by S (same BF16 function; per-row\n"
          "                       INT8/INT4 lose the small columns, FP8 keeps them)\n"
          "  --outlier-scale S    that factor (default 50)\n"
+         "  --snr-validation F   at each distribution-statistics step, write every linear layer's SNR\n"
+         "                       estimates next to the truth (output SNR over the batch) to F (JSONL),\n"
+         "                       and print their agreement after the summary\n"
          "  --summary-json FILE  write the run's summary and eval-loss curve as JSON\n"
          "Output:\n"
          "  --quiet              no progress lines, only the summary\n"
@@ -227,6 +230,7 @@ TrainerOptions parse_trainer_options(const std::vector<std::string>& args, const
         {"--harsh-step", [&](auto& f, auto& v) { o.harsh_step = parse_positive_double(f, v, 1e6); }},
         {"--outlier-block", [&](auto& f, auto& v) { o.outlier_block = parse_int<int>(f, v, 0, 1023); }},
         {"--outlier-scale", [&](auto& f, auto& v) { o.outlier_scale = parse_positive_double(f, v, 1e6); }},
+        {"--snr-validation", [&](auto& f, auto& v) { o.snr_validation = non_empty(f, v); }},
         {"--summary-json",
          [&](auto& f, auto& v) {
              if (v.empty()) throw UsageError(f + ": the file name is empty");

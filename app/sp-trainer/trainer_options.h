@@ -51,6 +51,7 @@ struct TrainerOptions {
     std::string summary_json;        // --summary-json FILE
     std::optional<int> outlier_block;  // --outlier-block B: outlier features planted in block B
     double outlier_scale = 50.0;       // --outlier-scale S
+    std::string snr_validation;        // --snr-validation FILE: estimators against the truth (JSONL)
     // Live telemetry and control (agent/PROTOCOL.md).
     bool no_network = false;  // --no-network: bind no sockets
     std::string telemetry_endpoint = "tcp://127.0.0.1:5556";

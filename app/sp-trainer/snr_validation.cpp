@@ -1,0 +1,99 @@
+#include "snr_validation.h"
+
+#include <ATen/ATen.h>
+
+#include <cmath>
+#include <cstdio>
+#include <stdexcept>
+
+#include <nlohmann/json.hpp>
+
+#include "sp/snr.h"
+
+namespace sp::trainer {
+namespace {
+
+constexpr const char* kEstimators[] = {"zeroing", "zeroing_tensor_absmax", "sample", "output_sample"};
+constexpr std::size_t kEstimatorCount = 4;
+constexpr std::size_t kOutputTokens = 32;  // the agent's token sample (DistributionProfiler::kInputTokens)
+
+struct Matrix {
+    at::Tensor host;  // fp32, contiguous, on the CPU
+    std::size_t rows = 0, cols = 0;
+    const float* data() const { return host.data_ptr<float>(); }
+};
+
+Matrix as_matrix(const at::Tensor& t) {
+    Matrix m;
+    m.host = t.detach().to(at::kCPU, at::kFloat).contiguous();
+    m.cols = std::size_t(t.size(t.dim() - 1));
+    m.rows = m.cols == 0 ? 0 : std::size_t(t.numel()) / m.cols;
+    return m;
+}
+
+nlohmann::json number(double v) {
+    return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr);
+}
+
+}  // namespace
+
+SnrValidation::SnrValidation(const std::string& path, const Config& config) : out_(path), config_(config) {
+    if (!out_) throw std::runtime_error("--snr-validation: cannot write '" + path + "'");
+}
+
+void SnrValidation::observe(std::int64_t step, int block, int layer, const at::Tensor& weight,
+                            const at::Tensor& input) {
+    if (weight.dim() != 2 || input.dim() < 1) return;
+    const Matrix w = as_matrix(weight), x = as_matrix(input);
+    if (w.cols != x.cols || w.rows == 0 || x.rows == 0) return;
+    SamplingConfig cfg;
+    cfg.samples = config_.snr_samples;
+    cfg.rate = config_.snr_sample_rate;
+    cfg.seed = std::uint64_t(config_.snr_seed) ^ std::uint64_t(step);
+    const auto group = std::size_t(config_.int4_group_size);
+    const std::uint64_t stream = (std::uint64_t(block) << 20) + (std::uint64_t(layer) << 1);
+    const TensorProfile wp = profile_tensor(w.data(), w.rows, w.cols, cfg, stream, group);
+    const TensorProfile xp = profile_tensor(x.data(), x.rows, x.cols, cfg, stream + 1, group);
+    const std::vector<float> tokens = sample_rows(x.data(), x.rows, x.cols, kOutputTokens, cfg.seed, stream + 1);
+    for (Precision p : kLowFormatsCheapestFirst) {
+        Row r;
+        r.format = p;
+        r.truth = output_snr_db(p, w.data(), w.rows, w.cols, x.data(), x.rows, group);
+        r.estimates = {estimated_pair_snr_db(p, wp, xp, SnrEstimator::zeroing),
+                       estimated_pair_snr_db(p, wp, xp, SnrEstimator::zeroing_tensor_absmax),
+                       estimated_pair_snr_db(p, wp, xp, SnrEstimator::sample),
+                       output_snr_db(p, w.data(), w.rows, w.cols, tokens.data(), tokens.size() / x.cols, group)};
+        nlohmann::json line = {{"step", step},       {"block", block},          {"layer", layer},
+                               {"format", std::string(to_string(p))},          {"truth", number(r.truth)},
+                               {"weight_measured", number(measured_snr_db(p, w.data(), w.rows, w.cols, group))},
+                               {"input_measured", number(measured_snr_db(p, x.data(), x.rows, x.cols, group))}};
+        for (std::size_t e = 0; e < kEstimatorCount; ++e) line[kEstimators[e]] = number(r.estimates[e]);
+        out_ << line.dump() << '\n';
+        rows_.push_back(std::move(r));
+    }
+    out_.flush();
+}
+
+std::string SnrValidation::summary() const {
+    std::string text = "SNR validation (truth: output SNR over the whole batch; Spearman / mean |error| dB, n layers)\n";
+    char line[256];
+    for (Precision p : kLowFormatsCheapestFirst) {
+        for (std::size_t e = 0; e < kEstimatorCount; ++e) {
+            std::vector<double> truth, est;
+            for (const Row& r : rows_)
+                if (r.format == p && std::isfinite(r.truth) && std::isfinite(r.estimates[e])) {
+                    truth.push_back(r.truth);
+                    est.push_back(r.estimates[e]);
+                }
+            double mae = 0;
+            for (std::size_t i = 0; i < truth.size(); ++i) mae += std::fabs(truth[i] - est[i]);
+            std::snprintf(line, sizeof line, "  %-9s %-22s %7.3f  %6.2f dB  (n %zu)\n", std::string(to_string(p)).c_str(),
+                          kEstimators[e], spearman(truth, est), truth.empty() ? NAN : mae / double(truth.size()),
+                          truth.size());
+            text += line;
+        }
+    }
+    return text;
+}
+
+}  // namespace sp::trainer

@@ -1,0 +1,44 @@
+#pragma once
+// sp-trainer --snr-validation FILE: how well the SNR estimators agree with the truth on this model's
+// own weights and inputs over a run (core/SNR.md has the synthetic validation). At every
+// distribution-statistics step, for each linear layer of each routed block and each low format, it
+// records the truth — the SNR of the layer's output over the whole batch with both operands really
+// quantized (output_snr_db on every token) — next to each estimate: the seed's zeroing pair estimate
+// (per scaling unit, and with the tensor's absmax), the sample pair estimate, and the output SNR on
+// the agent's token sample. One JSON line per (step, block, layer, format) goes to FILE; summary()
+// gives Spearman's rank correlation and the mean absolute error in dB per format and estimator.
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "sp/config.h"
+#include "sp/precision.h"
+
+namespace sp::trainer {
+
+class SnrValidation {
+  public:
+    // Throws std::runtime_error when FILE cannot be written.
+    SnrValidation(const std::string& path, const Config& config);
+
+    // One layer at a distribution step: its weight [out, in] and the input it saw [..., in].
+    void observe(std::int64_t step, int block, int layer, const at::Tensor& weight, const at::Tensor& input);
+
+    // The agreement table, one line per format and estimator.
+    std::string summary() const;
+
+  private:
+    struct Row {
+        Precision format;
+        double truth;
+        std::vector<double> estimates;  // by estimator, in kEstimators order
+    };
+    std::ofstream out_;
+    Config config_;
+    std::vector<Row> rows_;
+};
+
+}  // namespace sp::trainer
