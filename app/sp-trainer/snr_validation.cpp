@@ -15,6 +15,27 @@ namespace {
 
 constexpr const char* kEstimators[] = {"zeroing", "zeroing_tensor_absmax", "sample", "output_sample"};
 constexpr std::size_t kEstimatorCount = 4;
+constexpr const char* kWeightEstimators[] = {"zeroing", "zeroing_tensor_absmax", "sample"};
+constexpr SnrEstimator kWeightEstimatorIds[] = {SnrEstimator::zeroing, SnrEstimator::zeroing_tensor_absmax,
+                                                SnrEstimator::sample};
+constexpr std::size_t kWeightEstimatorCount = 3;
+
+// "  int8      sample     0.990   0.32 dB  (n 96)" for the pairs whose both values are finite.
+std::string agreement(const char* format, const char* estimator, const std::vector<double>& truth_all,
+                      const std::vector<double>& est_all) {
+    std::vector<double> truth, est;
+    for (std::size_t i = 0; i < truth_all.size(); ++i)
+        if (std::isfinite(truth_all[i]) && std::isfinite(est_all[i])) {
+            truth.push_back(truth_all[i]);
+            est.push_back(est_all[i]);
+        }
+    double mae = 0;
+    for (std::size_t i = 0; i < truth.size(); ++i) mae += std::fabs(truth[i] - est[i]);
+    char line[256];
+    std::snprintf(line, sizeof line, "  %-9s %-22s %7.3f  %6.2f dB  (n %zu)\n", format, estimator, spearman(truth, est),
+                  truth.empty() ? NAN : mae / double(truth.size()), truth.size());
+    return line;
+}
 constexpr std::size_t kOutputTokens = 32;  // the agent's token sample (DistributionProfiler::kInputTokens)
 
 struct Matrix {
@@ -59,15 +80,19 @@ void SnrValidation::observe(std::int64_t step, int block, int layer, const at::T
         Row r;
         r.format = p;
         r.truth = output_snr_db(p, w.data(), w.rows, w.cols, x.data(), x.rows, group);
+        r.weight_truth = measured_snr_db(p, w.data(), w.rows, w.cols, group);
+        for (SnrEstimator e : kWeightEstimatorIds) r.weight_estimates.push_back(estimated_snr_db(p, wp, e));
         r.estimates = {estimated_pair_snr_db(p, wp, xp, SnrEstimator::zeroing),
                        estimated_pair_snr_db(p, wp, xp, SnrEstimator::zeroing_tensor_absmax),
                        estimated_pair_snr_db(p, wp, xp, SnrEstimator::sample),
                        output_snr_db(p, w.data(), w.rows, w.cols, tokens.data(), tokens.size() / x.cols, group)};
         nlohmann::json line = {{"step", step},       {"block", block},          {"layer", layer},
                                {"format", std::string(to_string(p))},          {"truth", number(r.truth)},
-                               {"weight_measured", number(measured_snr_db(p, w.data(), w.rows, w.cols, group))},
+                               {"weight_measured", number(r.weight_truth)},
                                {"input_measured", number(measured_snr_db(p, x.data(), x.rows, x.cols, group))}};
         for (std::size_t e = 0; e < kEstimatorCount; ++e) line[kEstimators[e]] = number(r.estimates[e]);
+        for (std::size_t e = 0; e < kWeightEstimatorCount; ++e)
+            line[std::string("weight_") + kWeightEstimators[e]] = number(r.weight_estimates[e]);
         out_ << line.dump() << '\n';
         rows_.push_back(std::move(r));
     }
@@ -75,23 +100,28 @@ void SnrValidation::observe(std::int64_t step, int block, int layer, const at::T
 }
 
 std::string SnrValidation::summary() const {
-    std::string text = "SNR validation (truth: output SNR over the whole batch; Spearman / mean |error| dB, n layers)\n";
-    char line[256];
+    std::string text =
+        "SNR validation: layer outputs (truth: output SNR over the whole batch, both operands quantized)\n"
+        "  format    estimator              Spearman  mean |error|\n";
+    auto column = [this](Precision p, auto&& pick) {
+        std::vector<double> out;
+        for (const Row& r : rows_)
+            if (r.format == p) out.push_back(pick(r));
+        return out;
+    };
     for (Precision p : kLowFormatsCheapestFirst) {
-        for (std::size_t e = 0; e < kEstimatorCount; ++e) {
-            std::vector<double> truth, est;
-            for (const Row& r : rows_)
-                if (r.format == p && std::isfinite(r.truth) && std::isfinite(r.estimates[e])) {
-                    truth.push_back(r.truth);
-                    est.push_back(r.estimates[e]);
-                }
-            double mae = 0;
-            for (std::size_t i = 0; i < truth.size(); ++i) mae += std::fabs(truth[i] - est[i]);
-            std::snprintf(line, sizeof line, "  %-9s %-22s %7.3f  %6.2f dB  (n %zu)\n", std::string(to_string(p)).c_str(),
-                          kEstimators[e], spearman(truth, est), truth.empty() ? NAN : mae / double(truth.size()),
-                          truth.size());
-            text += line;
-        }
+        const std::string name(to_string(p));
+        const auto truth = column(p, [](const Row& r) { return r.truth; });
+        for (std::size_t e = 0; e < kEstimatorCount; ++e)
+            text += agreement(name.c_str(), kEstimators[e], truth, column(p, [e](const Row& r) { return r.estimates[e]; }));
+    }
+    text += "SNR validation: weights alone (truth: measured_snr_db of the weight)\n";
+    for (Precision p : kLowFormatsCheapestFirst) {
+        const std::string name(to_string(p));
+        const auto truth = column(p, [](const Row& r) { return r.weight_truth; });
+        for (std::size_t e = 0; e < kWeightEstimatorCount; ++e)
+            text += agreement(name.c_str(), kWeightEstimators[e], truth,
+                              column(p, [e](const Row& r) { return r.weight_estimates[e]; }));
     }
     return text;
 }

@@ -6,7 +6,8 @@
 // quantized (output_snr_db on every token) — next to each estimate: the seed's zeroing pair estimate
 // (per scaling unit, and with the tensor's absmax), the sample pair estimate, and the output SNR on
 // the agent's token sample. One JSON line per (step, block, layer, format) goes to FILE; summary()
-// gives Spearman's rank correlation and the mean absolute error in dB per format and estimator.
+// gives Spearman's rank correlation and the mean absolute error in dB per format and estimator, for
+// the layer's output and, separately, for the weight alone against its measured SNR.
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
@@ -33,8 +34,10 @@ class SnrValidation {
   private:
     struct Row {
         Precision format;
-        double truth;
+        double truth;                   // output SNR over the batch
         std::vector<double> estimates;  // by estimator, in kEstimators order
+        double weight_truth;            // measured_snr_db of the weight alone
+        std::vector<double> weight_estimates;  // estimated_snr_db of the weight, by kWeightEstimators
     };
     std::ofstream out_;
     Config config_;
