@@ -39,6 +39,12 @@ class FakeBackend : public tr::ServerBackend {
         ids.push_back(request_id);
         return 42;
     }
+    // Like an agent whose runtime cannot materialize INT4.
+    std::string check(const sp::Command& command) const override {
+        return command.kind == sp::Command::Kind::pin && command.precision == sp::Precision::int4
+                   ? "precision 'int4' cannot be materialized by this trainer's runtime (it can: bf16, int8)"
+                   : std::string();
+    }
     std::mutex mutex;
     std::vector<sp::Command> commands;
     std::vector<std::string> ids;
@@ -263,6 +269,11 @@ class TestAgentServer : public QObject {
             QVERIFY(!(*r)["ok"].get<bool>());
             QVERIFY(!(*r)["error"].get<std::string>().empty());
         }
+        // A command the agent would reject when applying it is rejected in the reply, with its id.
+        auto refused = request(dealer, R"({"id":"c2","cmd":"pin","blocks":[1],"precision":"int4"})");
+        QVERIFY(refused && !(*refused)["ok"].get<bool>());
+        QCOMPARE((*refused)["id"].get<std::string>(), std::string("c2"));
+        QVERIFY((*refused)["error"].get<std::string>().find("cannot be materialized") != std::string::npos);
         // Two payload frames: one rejection.
         dealer.send(zmq::str_buffer("{\"id\":\"m\",\"cmd\":\"ping\"}"), zmq::send_flags::sndmore);
         dealer.send(zmq::str_buffer("{}"), zmq::send_flags::none);
