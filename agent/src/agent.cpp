@@ -9,8 +9,8 @@
 #include <nlohmann/json.hpp>
 
 #include "distribution_profiler.h"
-#include "sp/format_gate.h"
 #include "sp/agent/telemetry_sink.h"
+#include "sp/format_gate.h"
 
 namespace sp::agent {
 namespace {

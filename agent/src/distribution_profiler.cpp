@@ -21,7 +21,8 @@ std::pair<std::size_t, std::size_t> rows_cols(const at::Tensor& t, bool input) {
     const auto n = std::size_t(t.numel());
     if (n == 0) return {0, 0};
     if (t.dim() == 0) return {1, 1};
-    const std::size_t cols = input ? std::size_t(t.size(t.dim() - 1)) : n / std::size_t(t.dim() >= 2 ? t.size(0) : 1);
+    const std::size_t cols =
+        input ? std::size_t(t.size(t.dim() - 1)) : n / std::size_t(t.dim() >= 2 ? t.size(0) : 1);
     return {n / cols, cols};
 }
 
@@ -50,7 +51,8 @@ bool DistributionProfiler::due(std::int64_t step) const {
     return interval_ > 0 && step >= 0 && step % interval_ == 0;
 }
 
-TensorProfile DistributionProfiler::profile(const at::Tensor& t, std::int64_t step, std::uint64_t stream) const {
+TensorProfile DistributionProfiler::profile(const at::Tensor& t, std::int64_t step,
+                                            std::uint64_t stream) const {
     const bool input = (stream & 1) != 0;
     const at::Tensor host = t.detach().to(at::kCPU, at::kFloat).contiguous();
     const auto [rows, cols] = rows_cols(host, input);
@@ -65,8 +67,8 @@ void DistributionProfiler::observe_input(std::int64_t step, int block, int layer
         throw std::invalid_argument("observe_layer_input: unknown block " + std::to_string(block));
     if (layer < 0 || std::size_t(layer) >= layers_[std::size_t(block)].size())
         throw std::invalid_argument("observe_layer_input: block " + std::to_string(block) + " has " +
-                                    std::to_string(layers_[std::size_t(block)].size()) + " linear layers, not " +
-                                    std::to_string(layer + 1));
+                                    std::to_string(layers_[std::size_t(block)].size()) +
+                                    " linear layers, not " + std::to_string(layer + 1));
     if (!due(step) || input.numel() == 0) return;
     const at::Tensor& w = blocks_[std::size_t(block)].params[layers_[std::size_t(block)][std::size_t(layer)]];
     const std::int64_t features = input.dim() == 0 ? 1 : input.size(input.dim() - 1);
@@ -81,7 +83,8 @@ void DistributionProfiler::observe_input(std::int64_t step, int block, int layer
     s.profile = profile(input, step, stream);
     const at::Tensor host = input.detach().to(at::kCPU, at::kFloat).contiguous();
     const auto [rows, cols] = rows_cols(host, true);
-    s.tokens = sample_rows(host.data_ptr<float>(), rows, cols, kInputTokens, seed_ ^ std::uint64_t(step), stream);
+    s.tokens =
+        sample_rows(host.data_ptr<float>(), rows, cols, kInputTokens, seed_ ^ std::uint64_t(step), stream);
     s.count = cols == 0 ? 0 : s.tokens.size() / cols;
     inputs_[{block, layer}] = std::move(s);
 }

@@ -47,7 +47,8 @@ class DistributionProfiler {
         std::size_t count = 0;
     };
     TensorProfile profile(const at::Tensor& t, std::int64_t step, std::uint64_t stream) const;
-    double layer_snr(Precision p, const at::Tensor& weight, const TensorProfile& w, const InputSample* in) const;
+    double layer_snr(Precision p, const at::Tensor& weight, const TensorProfile& w,
+                     const InputSample* in) const;
 
     const std::vector<AgentBlock>& blocks_;
     SamplingConfig sampling_;
@@ -55,7 +56,7 @@ class DistributionProfiler {
     std::size_t int4_group_;
     std::int64_t interval_;
     std::uint64_t seed_ = 0;
-    std::vector<std::vector<std::size_t>> layers_;  // per block: indices into params (profiled tensors)
+    std::vector<std::vector<std::size_t>> layers_;       // per block: indices into params (profiled tensors)
     std::map<std::pair<int, int>, InputSample> inputs_;  // (block, layer) -> input sample
     std::int64_t inputs_step_ = -1;
 };

@@ -33,7 +33,8 @@ at::Tensor reference_roundtrip(const at::Tensor& src, Precision p, std::size_t i
     at::Tensor out = at::empty_like(host);
     const auto rows = static_cast<std::size_t>(int8_rows(host));
     const auto numel = static_cast<std::size_t>(host.numel());
-    if (numel > 0) roundtrip(p, host.data_ptr<float>(), rows, numel / rows, out.data_ptr<float>(), int4_group);
+    if (numel > 0)
+        roundtrip(p, host.data_ptr<float>(), rows, numel / rows, out.data_ptr<float>(), int4_group);
     return out.to(src.device(), src.scalar_type());
 }
 

@@ -28,7 +28,8 @@ namespace sp::agent::detail {
 std::int64_t int8_rows(const at::Tensor& t);
 
 // Bytes `t` occupies when held in `p`.
-std::uint64_t materialized_bytes(const at::Tensor& t, Precision p, std::size_t int4_group = kDefaultInt4GroupSize);
+std::uint64_t materialized_bytes(const at::Tensor& t, Precision p,
+                                 std::size_t int4_group = kDefaultInt4GroupSize);
 
 // A new tensor with the dtype, shape and device of `src` holding its values materialized in `p`.
 // `src` must be a floating point tensor; the quantized formats are computed in float (the reference

@@ -23,9 +23,11 @@ TransferBytes& operator+=(TransferBytes& into, const TransferBytes& more) {
 
 }  // namespace
 
-ReferencePrecisionRuntime::ReferencePrecisionRuntime(std::vector<AgentBlock> blocks, std::size_t int4_group_size)
+ReferencePrecisionRuntime::ReferencePrecisionRuntime(std::vector<AgentBlock> blocks,
+                                                     std::size_t int4_group_size)
     : blocks_(std::move(blocks)), int4_group_(int4_group_size) {
-    if (int4_group_ == 0) throw std::invalid_argument("ReferencePrecisionRuntime: int4_group_size must be >= 1");
+    if (int4_group_ == 0)
+        throw std::invalid_argument("ReferencePrecisionRuntime: int4_group_size must be >= 1");
     const std::size_t n = blocks_.size();
     masters_.resize(n);
     for (std::size_t b = 0; b < n; ++b) {
@@ -93,7 +95,8 @@ TransferBytes ReferencePrecisionRuntime::materialize(std::size_t block) {
 #endif
     for (std::size_t k = 0; k < params.size(); ++k) {
         const at::Tensor& master = masters_[block][k];
-        detail::assign(params[k], detail::materialized(master, p, blocks_[block].harsh_int8_step, int4_group_));
+        detail::assign(params[k],
+                       detail::materialized(master, p, blocks_[block].harsh_int8_step, int4_group_));
         bytes.copied += detail::materialized_bytes(master, p, int4_group_);
         bytes.bf16 += detail::materialized_bytes(master, Precision::bf16);
     }

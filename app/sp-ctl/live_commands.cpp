@@ -175,7 +175,8 @@ int run_mode(const Args& args) {
         usage_of("mode dynamic|static|off|budget [options]", "Switches the policy's mode.");
     return run_routing("mode", args, {}, 1, usage, [&usage](const ParsedArgs& p, nlohmann::json& r) {
         if (p.positionals.empty()) {
-            std::fprintf(stderr, "sp-ctl mode: which mode? dynamic, static, off or budget\n\n%s", usage.c_str());
+            std::fprintf(stderr, "sp-ctl mode: which mode? dynamic, static, off or budget\n\n%s",
+                         usage.c_str());
             return false;
         }
         r["cmd"] = "set_mode";
@@ -189,19 +190,20 @@ int run_budget(const Args& args) {
         usage_of("budget --target-pct X [options]",
                  "Sets the budget mode's target: bytes to save against all-BF16, in percent (0 to 100).\n"
                  "The next update plans for it; `sp-ctl mode budget` switches to the budget mode.");
-    return run_routing("budget", args, {{"--target-pct", true}}, 0, usage, [](const ParsedArgs& p, nlohmann::json& r) {
-        if (!require("budget", p, "--target-pct")) return false;
-        const std::string text = p.value("--target-pct");
-        double v = 0;
-        const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-        if (text.empty() || ec != std::errc() || ptr != text.data() + text.size()) {
-            std::fprintf(stderr, "sp-ctl budget: --target-pct: '%s' is not a number\n", text.c_str());
-            return false;
-        }
-        r["cmd"] = "set_budget";
-        r["target_pct"] = v;
-        return true;
-    });
+    return run_routing(
+        "budget", args, {{"--target-pct", true}}, 0, usage, [](const ParsedArgs& p, nlohmann::json& r) {
+            if (!require("budget", p, "--target-pct")) return false;
+            const std::string text = p.value("--target-pct");
+            double v = 0;
+            const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+            if (text.empty() || ec != std::errc() || ptr != text.data() + text.size()) {
+                std::fprintf(stderr, "sp-ctl budget: --target-pct: '%s' is not a number\n", text.c_str());
+                return false;
+            }
+            r["cmd"] = "set_budget";
+            r["target_pct"] = v;
+            return true;
+        });
 }
 
 int run_snapshot(const Args& args) {

@@ -40,26 +40,28 @@ std::string format_jsonl(const std::vector<sp::UpdateRecord>& records) {
     return out;
 }
 
-// Block ids that moved to `to` in this record, e.g. "3,4,17".
-std::string moved_to(const sp::UpdateRecord& rec, sp::Precision to) {
+// Block ids that moved in this record with their new format, e.g. "3:int8,4:int4,17:bf16".
+std::string moves(const sp::UpdateRecord& rec) {
     std::string ids;
     for (const sp::BlockDetail& d : rec.block_details) {
-        if (d.changed && d.precision == to) ids += (ids.empty() ? "" : ",") + std::to_string(d.id);
+        if (d.changed)
+            ids += (ids.empty() ? "" : ",") + std::to_string(d.id) + ":" +
+                   std::string(sp::to_string(d.precision));
     }
     return ids.empty() ? "-" : ids;
 }
 
 std::string format_table(const std::vector<sp::UpdateRecord>& records) {
     std::string out =
-        "  step  mode     bf16  int8  changes  sens mean/min/max   saving%  to int8         to bf16\n";
-    char line[512];
+        "  step  mode     bf16  int8   fp8  int4  changes  sens mean/min/max   saving%  moved\n";
+    char line[1024];
     for (const sp::UpdateRecord& rec : records) {
-        std::snprintf(line, sizeof line, "%6lld  %-7s  %4d  %4d  %7d  %.2f / %.2f / %.2f  %7.2f  %-14s  %s\n",
-                      static_cast<long long>(rec.step_id),
-                      rec.mode ? std::string(sp::to_string(*rec.mode)).c_str() : "?", rec.blocks_bf16,
-                      rec.blocks_int8, rec.precision_changes, rec.mean_sensitivity, rec.min_sensitivity,
-                      rec.max_sensitivity, rec.estimated_bandwidth_saving_pct,
-                      moved_to(rec, sp::Precision::int8).c_str(), moved_to(rec, sp::Precision::bf16).c_str());
+        std::snprintf(
+            line, sizeof line, "%6lld  %-7s  %4d  %4d  %4d  %4d  %7d  %.2f / %.2f / %.2f  %7.2f  %s\n",
+            static_cast<long long>(rec.step_id),
+            rec.mode ? std::string(sp::to_string(*rec.mode)).c_str() : "?", rec.blocks_bf16, rec.blocks_int8,
+            rec.blocks_fp8, rec.blocks_int4, rec.precision_changes, rec.mean_sensitivity, rec.min_sensitivity,
+            rec.max_sensitivity, rec.estimated_bandwidth_saving_pct, moves(rec).c_str());
         out += line;
     }
     return out;
@@ -127,11 +129,11 @@ int run_simulate(const Args& args) {
             std::fprintf(
                 stderr,
                 "sp-ctl simulate: %zu blocks, %llu steps, %zu updates, %llu commands, %zu rollbacks; at "
-                "step %lld: %d bf16, %d int8, estimated bandwidth saving %.2f%%\n",
+                "step %lld: %d bf16, %d int8, %d fp8, %d int4, estimated bandwidth saving %.2f%%\n",
                 result.layout.size(), static_cast<unsigned long long>(result.steps), result.records.size(),
                 static_cast<unsigned long long>(result.commands), result.rollbacks.size(),
-                static_cast<long long>(last.step_id), last.blocks_bf16, last.blocks_int8,
-                last.estimated_bandwidth_saving_pct);
+                static_cast<long long>(last.step_id), last.blocks_bf16, last.blocks_int8, last.blocks_fp8,
+                last.blocks_int4, last.estimated_bandwidth_saving_pct);
         }
         return 0;
     } catch (const sp::ConfigError& e) {

@@ -71,6 +71,7 @@ struct Printer {
                 std::string s = "step " + text_of(m, "step_id") + ": " + text_of(m, "blocks_bf16", "0") +
                                 " bf16 / " + text_of(m, "blocks_int8", "0") + " int8";
                 if (m.value("blocks_fp8", 0) > 0) s += " / " + text_of(m, "blocks_fp8") + " fp8";
+                if (m.value("blocks_int4", 0) > 0) s += " / " + text_of(m, "blocks_int4") + " int4";
                 return s + ", saving " + fixed2(m, "estimated_bandwidth_saving_pct") + "%, changes " +
                        text_of(m, "precision_changes", "0");
             }

@@ -73,23 +73,28 @@ struct Checker {
         if (r.block_details.empty()) return;
         max_details = std::max(max_details, r.block_details.size());
 
-        int bf16 = 0, int8 = 0, fp8 = 0, changed = 0;
+        int bf16 = 0, int8 = 0, fp8 = 0, int4 = 0, changed = 0;
         for (const sp::BlockDetail& d : r.block_details) {
-            (d.precision == sp::Precision::bf16 ? bf16 : d.precision == sp::Precision::int8 ? int8 : fp8)++;
+            (d.precision == sp::Precision::bf16   ? bf16
+             : d.precision == sp::Precision::int8 ? int8
+             : d.precision == sp::Precision::int4 ? int4
+                                                  : fp8)++;
             changed += d.changed ? 1 : 0;
             if (!layout.empty() && layout.count(d.id) == 0) {
                 add(line, "block " + std::to_string(d.id) + " is not in the header's layout");
             }
         }
-        const int sum = r.blocks_bf16 + r.blocks_int8 + r.blocks_fp8;
+        const int sum = r.blocks_bf16 + r.blocks_int8 + r.blocks_fp8 + r.blocks_int4;
         if (sum != int(r.block_details.size())) {
-            add(line, "blocks_bf16+blocks_int8+blocks_fp8 = " + std::to_string(sum) +
+            add(line, "blocks_bf16+blocks_int8+blocks_fp8+blocks_int4 = " + std::to_string(sum) +
                           " but block_details has " + std::to_string(r.block_details.size()) + " blocks");
-        } else if (bf16 != r.blocks_bf16 || int8 != r.blocks_int8 || fp8 != r.blocks_fp8) {
-            add(line, "precision counts bf16/int8/fp8 " + std::to_string(r.blocks_bf16) + "/" +
-                          std::to_string(r.blocks_int8) + "/" + std::to_string(r.blocks_fp8) +
-                          " disagree with block_details (" + std::to_string(bf16) + "/" +
-                          std::to_string(int8) + "/" + std::to_string(fp8) + ")");
+        } else if (bf16 != r.blocks_bf16 || int8 != r.blocks_int8 || fp8 != r.blocks_fp8 ||
+                   int4 != r.blocks_int4) {
+            add(line, "precision counts bf16/int8/fp8/int4 " + std::to_string(r.blocks_bf16) + "/" +
+                          std::to_string(r.blocks_int8) + "/" + std::to_string(r.blocks_fp8) + "/" +
+                          std::to_string(r.blocks_int4) + " disagree with block_details (" +
+                          std::to_string(bf16) + "/" + std::to_string(int8) + "/" + std::to_string(fp8) +
+                          "/" + std::to_string(int4) + ")");
         }
         if (changed != r.precision_changes) {
             add(line, "precision_changes " + std::to_string(r.precision_changes) + " but " +

@@ -26,7 +26,8 @@ class BlockImpl : public torch::nn::Module {
     }
 
     // `observe(layer, input)`, when set, sees the input of each linear layer, in parameter order.
-    torch::Tensor forward(const torch::Tensor& x, const std::function<void(int, const at::Tensor&)>& observe = {}) {
+    torch::Tensor forward(const torch::Tensor& x,
+                          const std::function<void(int, const at::Tensor&)>& observe = {}) {
         const auto batch = x.size(0), time = x.size(1), channels = x.size(2);
         auto seen = [&](int layer, const torch::Tensor& input) {
             if (observe) observe(layer, input.detach());
@@ -137,7 +138,8 @@ at::Tensor GptModel::forward(const at::Tensor& tokens) {
             x = m.block_list[b](x);
             continue;
         }
-        x = m.block_list[b]->forward(x, [&](int layer, const at::Tensor& in) { input_observer_(int(b), layer, in); });
+        x = m.block_list[b]->forward(
+            x, [&](int layer, const at::Tensor& in) { input_observer_(int(b), layer, in); });
     }
     return m.lm_head(m.final_norm(x));
 }
@@ -153,7 +155,8 @@ at::Tensor GptModel::run_block(int block, const at::Tensor& x) {
 }
 
 void GptModel::plant_outliers(int block, double scale) {
-    if (!(scale > 0.0) || !std::isfinite(scale)) throw std::invalid_argument("outlier scale must be finite and > 0");
+    if (!(scale > 0.0) || !std::isfinite(scale))
+        throw std::invalid_argument("outlier scale must be finite and > 0");
     impl_->block_list.at(static_cast<std::size_t>(block))->plant_outliers(scale, kOutlierChannels);
 }
 

@@ -23,10 +23,10 @@
 #include <nlohmann/json.hpp>
 
 #include "gpt_model.h"
+#include "snr_validation.h"
 #include "sp/agent/agent.h"
 #include "sp/agent/cuda_grad_stats_collector.h"
 #include "sp/agent/precision_runtime.h"
-#include "snr_validation.h"
 #include "text_data.h"
 #include "trainer_options.h"
 
@@ -95,7 +95,8 @@ const at::Tensor& layer_weight(const agent::Agent& agent, int block, int layer) 
     int seen = 0;
     for (const at::Tensor& p : agent.blocks().at(std::size_t(block)).params)
         if (p.dim() >= 2 && seen++ == layer) return p;
-    throw std::out_of_range("no linear layer " + std::to_string(layer) + " in block " + std::to_string(block));
+    throw std::out_of_range("no linear layer " + std::to_string(layer) + " in block " +
+                            std::to_string(block));
 }
 
 struct RunTotals {
@@ -124,7 +125,8 @@ void print_summary(const TrainerOptions& o, const agent::Agent& agent,
     for (Precision p : kAllPrecisions)
         if (t.block_steps[std::size_t(p)] > 0 || p == Precision::bf16)
             per_format += format("%s%lld %s", per_format.empty() ? "" : ", ",
-                                 static_cast<long long>(t.block_steps[std::size_t(p)]), std::string(to_string(p)).c_str());
+                                 static_cast<long long>(t.block_steps[std::size_t(p)]),
+                                 std::string(to_string(p)).c_str());
     std::cout
         << "summary\n"
         << format(
@@ -156,7 +158,8 @@ void write_summary_json(const TrainerOptions& o, const agent::Agent& agent,
                         const agent::ReferencePrecisionRuntime& runtime, const RunTotals& t, double loop_s,
                         double wall_s) {
     nlohmann::json steps_by_format = nlohmann::json::object();
-    for (Precision p : kAllPrecisions) steps_by_format[std::string(to_string(p))] = t.block_steps[std::size_t(p)];
+    for (Precision p : kAllPrecisions)
+        steps_by_format[std::string(to_string(p))] = t.block_steps[std::size_t(p)];
     nlohmann::json j = {
         {"precision", std::string(to_string(o.precision))},
         {"seed", o.seed},

@@ -32,8 +32,8 @@ std::string agreement(const char* format, const char* estimator, const std::vect
     double mae = 0;
     for (std::size_t i = 0; i < truth.size(); ++i) mae += std::fabs(truth[i] - est[i]);
     char line[256];
-    std::snprintf(line, sizeof line, "  %-9s %-22s %7.3f  %6.2f dB  (n %zu)\n", format, estimator, spearman(truth, est),
-                  truth.empty() ? NAN : mae / double(truth.size()), truth.size());
+    std::snprintf(line, sizeof line, "  %-9s %-22s %7.3f  %6.2f dB  (n %zu)\n", format, estimator,
+                  spearman(truth, est), truth.empty() ? NAN : mae / double(truth.size()), truth.size());
     return line;
 }
 constexpr std::size_t kOutputTokens = 32;  // the agent's token sample (DistributionProfiler::kInputTokens)
@@ -75,21 +75,27 @@ void SnrValidation::observe(std::int64_t step, int block, int layer, const at::T
     const std::uint64_t stream = (std::uint64_t(block) << 20) + (std::uint64_t(layer) << 1);
     const TensorProfile wp = profile_tensor(w.data(), w.rows, w.cols, cfg, stream, group);
     const TensorProfile xp = profile_tensor(x.data(), x.rows, x.cols, cfg, stream + 1, group);
-    const std::vector<float> tokens = sample_rows(x.data(), x.rows, x.cols, kOutputTokens, cfg.seed, stream + 1);
+    const std::vector<float> tokens =
+        sample_rows(x.data(), x.rows, x.cols, kOutputTokens, cfg.seed, stream + 1);
     for (Precision p : kLowFormatsCheapestFirst) {
         Row r;
         r.format = p;
         r.truth = output_snr_db(p, w.data(), w.rows, w.cols, x.data(), x.rows, group);
         r.weight_truth = measured_snr_db(p, w.data(), w.rows, w.cols, group);
         for (SnrEstimator e : kWeightEstimatorIds) r.weight_estimates.push_back(estimated_snr_db(p, wp, e));
-        r.estimates = {estimated_pair_snr_db(p, wp, xp, SnrEstimator::zeroing),
-                       estimated_pair_snr_db(p, wp, xp, SnrEstimator::zeroing_tensor_absmax),
-                       estimated_pair_snr_db(p, wp, xp, SnrEstimator::sample),
-                       output_snr_db(p, w.data(), w.rows, w.cols, tokens.data(), tokens.size() / x.cols, group)};
-        nlohmann::json line = {{"step", step},       {"block", block},          {"layer", layer},
-                               {"format", std::string(to_string(p))},          {"truth", number(r.truth)},
-                               {"weight_measured", number(r.weight_truth)},
-                               {"input_measured", number(measured_snr_db(p, x.data(), x.rows, x.cols, group))}};
+        r.estimates = {
+            estimated_pair_snr_db(p, wp, xp, SnrEstimator::zeroing),
+            estimated_pair_snr_db(p, wp, xp, SnrEstimator::zeroing_tensor_absmax),
+            estimated_pair_snr_db(p, wp, xp, SnrEstimator::sample),
+            output_snr_db(p, w.data(), w.rows, w.cols, tokens.data(), tokens.size() / x.cols, group)};
+        nlohmann::json line = {
+            {"step", step},
+            {"block", block},
+            {"layer", layer},
+            {"format", std::string(to_string(p))},
+            {"truth", number(r.truth)},
+            {"weight_measured", number(r.weight_truth)},
+            {"input_measured", number(measured_snr_db(p, x.data(), x.rows, x.cols, group))}};
         for (std::size_t e = 0; e < kEstimatorCount; ++e) line[kEstimators[e]] = number(r.estimates[e]);
         for (std::size_t e = 0; e < kWeightEstimatorCount; ++e)
             line[std::string("weight_") + kWeightEstimators[e]] = number(r.weight_estimates[e]);
@@ -113,7 +119,8 @@ std::string SnrValidation::summary() const {
         const std::string name(to_string(p));
         const auto truth = column(p, [](const Row& r) { return r.truth; });
         for (std::size_t e = 0; e < kEstimatorCount; ++e)
-            text += agreement(name.c_str(), kEstimators[e], truth, column(p, [e](const Row& r) { return r.estimates[e]; }));
+            text += agreement(name.c_str(), kEstimators[e], truth,
+                              column(p, [e](const Row& r) { return r.estimates[e]; }));
     }
     text += "SNR validation: weights alone (truth: measured_snr_db of the weight)\n";
     for (Precision p : kLowFormatsCheapestFirst) {

@@ -34,9 +34,9 @@ class SnrValidation {
   private:
     struct Row {
         Precision format;
-        double truth;                   // output SNR over the batch
-        std::vector<double> estimates;  // by estimator, in kEstimators order
-        double weight_truth;            // measured_snr_db of the weight alone
+        double truth;                          // output SNR over the batch
+        std::vector<double> estimates;         // by estimator, in kEstimators order
+        double weight_truth;                   // measured_snr_db of the weight alone
         std::vector<double> weight_estimates;  // estimated_snr_db of the weight, by kWeightEstimators
     };
     std::ofstream out_;

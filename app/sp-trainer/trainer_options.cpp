@@ -69,8 +69,9 @@ void apply_flags_to_config(TrainerOptions& o) {
         for (Precision p : kAllPrecisions)
             for (int id : c.force_list(p))
                 if (id >= o.blocks)
-                    throw UsageError("--config: " + Config::force_key(p) + " names block " + std::to_string(id) +
-                                     ", but the model has " + std::to_string(o.blocks) + " blocks (--blocks)");
+                    throw UsageError("--config: " + Config::force_key(p) + " names block " +
+                                     std::to_string(id) + ", but the model has " + std::to_string(o.blocks) +
+                                     " blocks (--blocks)");
     } else {
         // Force lists hold in every mode (POLICY.md rule 9): clear them so that only the chosen one holds.
         for (Precision p : kAllPrecisions) c.force_list(p).clear();
@@ -217,7 +218,8 @@ TrainerOptions parse_trainer_options(const std::vector<std::string>& args, const
              } else if (const auto p = parse_precision(v)) {
                  o.precision.uniform = *p;
              } else {
-                 throw UsageError(f + ": expected policy, bf16, int8, int4, fp8_e4m3 or fp8_e5m2, got " + quoted(v));
+                 throw UsageError(f + ": expected policy, bf16, int8, int4, fp8_e4m3 or fp8_e5m2, got " +
+                                  quoted(v));
              }
          }},
         {"--text", [&](auto&, auto& v) { o.text_path = v; }},

@@ -25,7 +25,8 @@ std::optional<Precision> format_at(const BudgetBlock& b, int level) {
     double best_snr = 0;
     for (Precision p : kLowFormatsCheapestFirst) {
         if (level_of(p) != level || !has_format(b.admissible, p)) continue;
-        const double snr = std::isfinite(b.snr_db[std::size_t(p)]) ? b.snr_db[std::size_t(p)] : nominal_snr_db(p);
+        const double snr =
+            std::isfinite(b.snr_db[std::size_t(p)]) ? b.snr_db[std::size_t(p)] : nominal_snr_db(p);
         if (!best || snr > best_snr) {
             best = p;
             best_snr = snr;
@@ -75,7 +76,9 @@ BudgetPlan plan_budget(const std::vector<BudgetBlock>& blocks, double target_pct
     plan.precision.assign(n, Precision::bf16);
     std::vector<int> level(n, kLevelCount - 1);
     double total_bf16 = 0, bytes = 0;
-    auto bytes_at = [&](std::size_t b, Precision p) { return blocks[b].bytes_bf16 * bytes_per_element(p) / 2.0; };
+    auto bytes_at = [&](std::size_t b, Precision p) {
+        return blocks[b].bytes_bf16 * bytes_per_element(p) / 2.0;
+    };
 
     // Start: every free block at its cheapest admissible level.
     for (std::size_t b = 0; b < n; ++b) {

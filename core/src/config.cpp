@@ -11,8 +11,8 @@
 #include <fstream>
 #include <functional>
 #include <iterator>
-#include <map>
 #include <limits>
+#include <map>
 #include <set>
 #include <system_error>
 #include <utility>
@@ -193,7 +193,8 @@ Key snr_thresholds_key() {
             },
             [](const Config& c) {
                 json j = json::object();
-                for (Precision p : kLowFormatsCheapestFirst) j[std::string(to_string(p))] = c.snr_threshold_db[std::size_t(p)];
+                for (Precision p : kLowFormatsCheapestFirst)
+                    j[std::string(to_string(p))] = c.snr_threshold_db[std::size_t(p)];
                 return j;
             }};
 }
@@ -306,28 +307,32 @@ template <typename Add>
 void check_formats(const Config& c, const std::string& prefix, Add&& add) {
     // Bounded so that a group, a sample or an interval is something the program can honour.
     if (c.int4_group_size < 1 || c.int4_group_size > (1 << 20))
-        add({"int4_group_size"}, about(prefix, "int4_group_size") + "must be an integer in [1, 1048576], got " +
+        add({"int4_group_size"}, about(prefix, "int4_group_size") +
+                                     "must be an integer in [1, 1048576], got " +
                                      std::to_string(c.int4_group_size));
     if (c.distribution_interval_steps < 0)
         add({"distribution_interval_steps"}, about(prefix, "distribution_interval_steps") +
                                                  "must be an integer >= 0 (0: never), got " +
                                                  std::to_string(c.distribution_interval_steps));
     if (c.snr_samples < 1 || c.snr_samples > 64)
-        add({"snr_samples"},
-            about(prefix, "snr_samples") + "must be an integer in [1, 64], got " + std::to_string(c.snr_samples));
+        add({"snr_samples"}, about(prefix, "snr_samples") + "must be an integer in [1, 64], got " +
+                                 std::to_string(c.snr_samples));
     if (!(c.snr_sample_rate > 0.0 && c.snr_sample_rate <= 1.0))
         add({"snr_sample_rate"},
             about(prefix, "snr_sample_rate") + "must be a number in (0, 1], got " + show(c.snr_sample_rate));
     if (c.snr_seed < 0)
-        add({"snr_seed"}, about(prefix, "snr_seed") + "must be an integer >= 0, got " + std::to_string(c.snr_seed));
-    if (c.snr_estimator != "zeroing" && c.snr_estimator != "sample" && c.snr_estimator != "zeroing_tensor_absmax")
-        add({"snr_estimator"}, about(prefix, "snr_estimator") + "must be one of " + std::string(kEstimatorNames) +
-                                   ", got " + json(c.snr_estimator).dump());
+        add({"snr_seed"},
+            about(prefix, "snr_seed") + "must be an integer >= 0, got " + std::to_string(c.snr_seed));
+    if (c.snr_estimator != "zeroing" && c.snr_estimator != "sample" &&
+        c.snr_estimator != "zeroing_tensor_absmax")
+        add({"snr_estimator"}, about(prefix, "snr_estimator") + "must be one of " +
+                                   std::string(kEstimatorNames) + ", got " + json(c.snr_estimator).dump());
     for (Precision p : kLowFormatsCheapestFirst) {
         const double t = c.snr_threshold_db[std::size_t(p)];
         if (!std::isfinite(t))
             add({"snr_threshold_db"}, about(prefix, "snr_threshold_db") + "the threshold of \"" +
-                                          std::string(to_string(p)) + "\" must be a finite number, got " + show(t));
+                                          std::string(to_string(p)) + "\" must be a finite number, got " +
+                                          show(t));
     }
     if (!(std::isfinite(c.snr_hysteresis_db) && c.snr_hysteresis_db >= 0.0))
         add({"snr_hysteresis_db"}, about(prefix, "snr_hysteresis_db") + "must be a finite number >= 0, got " +
@@ -341,7 +346,8 @@ void check_formats(const Config& c, const std::string& prefix, Add&& add) {
 const std::array<std::string, kPrecisionCount>& force_key_names() {
     static const std::array<std::string, kPrecisionCount> kNames = [] {
         std::array<std::string, kPrecisionCount> names;
-        for (Precision p : kAllPrecisions) names[std::size_t(p)] = "force_" + std::string(to_string(p)) + "_blocks";
+        for (Precision p : kAllPrecisions)
+            names[std::size_t(p)] = "force_" + std::string(to_string(p)) + "_blocks";
         return names;
     }();
     return kNames;
@@ -420,8 +426,8 @@ std::vector<Issue> check(const Config& c, const std::string& prefix) {
             }
             const auto [it, fresh] = forced.emplace(id, name);
             if (!fresh)
-                add({it->second, name}, "keys " + quoted(prefix, it->second) + " and " + quoted(prefix, name) +
-                                            ": block " + std::to_string(id) +
+                add({it->second, name}, "keys " + quoted(prefix, it->second) + " and " +
+                                            quoted(prefix, name) + ": block " + std::to_string(id) +
                                             " is in both; a block can be forced to one precision only");
         }
     }

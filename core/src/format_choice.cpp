@@ -37,7 +37,7 @@ FormatChoice choose_low_format(Precision current, bool first, const PerFormat& s
         }
         const double snr = snr_db[std::size_t(p)];
         const double threshold = c.snr_threshold_db[std::size_t(p)];
-        const double need = first ? threshold
+        const double need = first          ? threshold
                             : p == current ? threshold - c.snr_hysteresis_db
                                            : threshold + c.snr_hysteresis_db;
         if (std::isnan(snr)) {

@@ -86,8 +86,8 @@ Policy::Decision Policy::decide_dynamic(BlockDetail& d, std::int64_t step, bool 
             d.reason_text = sens + " < int8_threshold " + fmt(config_.int8_threshold) + "; ";
         } else {
             fallback = config_.ambiguous_default;
-            d.reason_text = sens + " in the ambiguous band: ambiguous_default " +
-                            std::string(to_string(fallback)) + "; ";
+            d.reason_text =
+                sens + " in the ambiguous band: ambiguous_default " + std::string(to_string(fallback)) + "; ";
             if (fallback == Precision::bf16) {
                 d.reason_text += "bf16";
                 return {Precision::bf16, Reason::initial};
@@ -110,7 +110,8 @@ Policy::Decision Policy::decide_dynamic(BlockDetail& d, std::int64_t step, bool 
             d.reason_text = sens + " >= " + fmt(below) + " (int8_threshold - hysteresis_margin): bf16";
         }
         if (d.sensitivity < below) {
-            const auto choice = detail::choose_low_format(current, false, d.snr_db, allowed(b), Precision::int8, config_);
+            const auto choice =
+                detail::choose_low_format(current, false, d.snr_db, allowed(b), Precision::int8, config_);
             wanted = choice.format;
             d.reason_text += choice.why;
         }
@@ -119,7 +120,8 @@ Policy::Decision Policy::decide_dynamic(BlockDetail& d, std::int64_t step, bool 
     } else {
         // ... rule 17: the SNR tiers decide which format.
         d.reason_text = sens + " < bf16_threshold " + fmt(config_.bf16_threshold) + "; ";
-        const auto choice = detail::choose_low_format(current, false, d.snr_db, allowed(b), Precision::int8, config_);
+        const auto choice =
+            detail::choose_low_format(current, false, d.snr_db, allowed(b), Precision::int8, config_);
         wanted = choice.format;
         d.reason_text += choice.why;
     }
@@ -230,8 +232,9 @@ const UpdateRecord* Policy::update(std::int64_t step, double timestamp) {
         Decision decision;
         if (const auto forced = forced_precision(int(b), &d.forced)) {  // rule 9
             decision = {*forced, d.forced == ForcedBy::pin ? Reason::pin : Reason::config};
-            d.reason_text = d.forced == ForcedBy::pin ? "pinned to " + std::string(to_string(*forced)) + " by the operator"
-                                                      : "forced to " + std::string(to_string(*forced)) + " by the config";
+            d.reason_text = d.forced == ForcedBy::pin
+                                ? "pinned to " + std::string(to_string(*forced)) + " by the operator"
+                                : "forced to " + std::string(to_string(*forced)) + " by the config";
         } else if (mode_ == Mode::off || mode_ == Mode::static_) {  // rule 8
             decision = {Precision::bf16, Reason::mode};
             d.reason_text = "mode " + std::string(to_string(mode_)) + ": bf16";

@@ -151,7 +151,8 @@ std::variant<Request, RequestError> parse_request_unchecked(std::string_view fra
         r.kind = cmd == "ping" ? Request::Kind::ping : Request::Kind::snapshot;
         return r;
     }
-    if (cmd != "pin" && cmd != "release" && cmd != "release_all" && cmd != "set_mode" && cmd != "set_budget") {
+    if (cmd != "pin" && cmd != "release" && cmd != "release_all" && cmd != "set_mode" &&
+        cmd != "set_budget") {
         return RequestError{id, "field 'cmd': unknown command " + single_quoted(cmd) + " (expected one of " +
                                     std::string(kRequestNames) + ")"};
     }

@@ -149,7 +149,8 @@ class LineParser {
         if (!a.is_array()) fail("header admitted_formats: expected an array, got " + a.dump());
         std::vector<FormatMask> out;
         for (const json& formats : a) {
-            if (!formats.is_array()) fail("header admitted_formats: expected arrays of format names, got " + formats.dump());
+            if (!formats.is_array())
+                fail("header admitted_formats: expected arrays of format names, got " + formats.dump());
             FormatMask m = 0;
             for (const json& f : formats) {
                 const auto p = f.is_string() ? parse_precision(f.get<std::string>()) : std::nullopt;
@@ -338,8 +339,10 @@ SimulationResult simulate(std::istream& stats, const std::string& source, const 
                   std::move(errors));  // ConfigError when config and layout disagree
     if (!input.admitted_formats.empty()) {
         if (input.admitted_formats.size() != n)
-            throw SimulationError(source, 1, "header admitted_formats: " + std::to_string(input.admitted_formats.size()) +
-                                                 " entries for " + std::to_string(n) + " blocks");
+            throw SimulationError(
+                source, 1,
+                "header admitted_formats: " + std::to_string(input.admitted_formats.size()) +
+                    " entries for " + std::to_string(n) + " blocks");
         policy.set_admitted_formats(input.admitted_formats);
     }
     for (const StepInput& step : input.steps) {

@@ -239,7 +239,8 @@ StepStatsRecord stats_from_json(const ojson& j) {
             if (id < 0 || id > std::numeric_limits<int>::max())
                 throw FieldError("field '" + prefix + ".id': out of range");
             s.block_id = int(id);
-            if (const auto v = b.find("snr_db"); v != b.end()) s.snr_db = snr_from_json(*v, prefix + ".snr_db");
+            if (const auto v = b.find("snr_db"); v != b.end())
+                s.snr_db = snr_from_json(*v, prefix + ".snr_db");
             r.snr.push_back(s);
         }
     }

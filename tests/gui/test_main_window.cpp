@@ -11,9 +11,9 @@
 #include "dashboard_fixture.h"
 #include "fake_agent.h"
 #include "sp/ui/block_table_model.h"
-#include "sp/ui/control_actions.h"
 #include "sp/ui/block_table_panel.h"
 #include "sp/ui/connection_dialog.h"
+#include "sp/ui/control_actions.h"
 #include "sp/ui/event_log_model.h"
 #include "sp/ui/export.h"
 #include "sp/ui/heatmap_view.h"
@@ -71,8 +71,8 @@ class TestMainWindow : public QObject {
 
         // Replay is read-only: every routing action is disabled, even with a selection.
         panel->view()->selectRow(0);
-        for (const char* name : {"Pin BF16", "Pin INT8", "Pin INT4", "Pin FP8 E4M3", "Pin FP8 E5M2", "Release",
-                                 "Release all", "Mode: budget", "Budget target…"}) {
+        for (const char* name : {"Pin BF16", "Pin INT8", "Pin INT4", "Pin FP8 E4M3", "Pin FP8 E5M2",
+                                 "Release", "Release all", "Mode: budget", "Budget target…"}) {
             QAction* a = actionNamed(w, QString::fromUtf8(name));
             QVERIFY2(a != nullptr, name);
             QVERIFY2(!a->isEnabled(), name);
@@ -155,12 +155,13 @@ class TestMainWindow : public QObject {
 
         // A pin per format: FP8 E5M2 reaches the agent as such.
         actionNamed(w, QStringLiteral("Pin FP8 E5M2"))->trigger();
-        QTRY_VERIFY_WITH_TIMEOUT(agent.requests().back().find("\"precision\":\"fp8_e5m2\"") != std::string::npos,
-                                 5000);
+        QTRY_VERIFY_WITH_TIMEOUT(
+            agent.requests().back().find("\"precision\":\"fp8_e5m2\"") != std::string::npos, 5000);
         QTRY_VERIFY_WITH_TIMEOUT(lastCommand()->state == CommandState::applied, 5000);
         // The mode switch and the budget target (the dialog answered by the test).
         actionNamed(w, QStringLiteral("Mode: budget"))->trigger();
-        QTRY_VERIFY_WITH_TIMEOUT(agent.requests().back().find("\"mode\":\"budget\"") != std::string::npos, 5000);
+        QTRY_VERIFY_WITH_TIMEOUT(agent.requests().back().find("\"mode\":\"budget\"") != std::string::npos,
+                                 5000);
         auto* control = w.findChild<sp::ui::ControlActions*>();
         QVERIFY(control != nullptr);
         control->setTargetPrompt([](double& target) {
@@ -168,8 +169,10 @@ class TestMainWindow : public QObject {
             return true;
         });
         actionNamed(w, QStringLiteral("Budget target…"))->trigger();
-        QTRY_VERIFY_WITH_TIMEOUT(agent.requests().back().find("\"cmd\":\"set_budget\"") != std::string::npos, 5000);
-        QVERIFY2(agent.requests().back().find("\"target_pct\":62.5") != std::string::npos, agent.requests().back().c_str());
+        QTRY_VERIFY_WITH_TIMEOUT(agent.requests().back().find("\"cmd\":\"set_budget\"") != std::string::npos,
+                                 5000);
+        QVERIFY2(agent.requests().back().find("\"target_pct\":62.5") != std::string::npos,
+                 agent.requests().back().c_str());
 
         agent.setCommandBehaviour(sp::test::FakeAgent::CommandBehaviour::reject, "block 2 is busy");
         actionNamed(w, QStringLiteral("Pin BF16"))->trigger();

@@ -147,7 +147,10 @@ class TestSpTrainer : public QObject {
         }
         const QString telemetry = dir.filePath("tiers.jsonl");
         QStringList args = small_run(telemetry, config);
-        args << "--outlier-block" << "1" << "--outlier-scale" << "50";
+        args << "--outlier-block"
+             << "1"
+             << "--outlier-scale"
+             << "50";
         const Run r = run(SP_TRAINER_PATH, args);
         QVERIFY2(r.exit_code == 0, r.err.constData());
         std::vector<nlohmann::json> updates;
@@ -171,13 +174,16 @@ class TestSpTrainer : public QObject {
         // learning rate, so later estimates come closer (the note for the experiment says more).
         for (const auto& j : read_jsonl(telemetry)) {
             if (!j.contains("snr") || j["step"] != 0) continue;
-            QVERIFY2(j["snr"][1]["snr_db"]["int8"].get<double>() < j["snr"][0]["snr_db"]["int8"].get<double>() - 10.0,
+            QVERIFY2(j["snr"][1]["snr_db"]["int8"].get<double>() <
+                         j["snr"][0]["snr_db"]["int8"].get<double>() - 10.0,
                      j["snr"].dump().c_str());
             QVERIFY2(std::abs(j["snr"][1]["snr_db"]["fp8_e4m3"].get<double>() -
                               j["snr"][0]["snr_db"]["fp8_e4m3"].get<double>()) < 3.0,
                      j["snr"].dump().c_str());
         }
         expect_same_decisions(telemetry, updates);
+        const Run valid = run(SP_CTL_PATH, {"validate", telemetry});
+        QVERIFY2(valid.exit_code == 0, (valid.out + valid.err).constData());
 
         // Budget mode at 60%: the plan holds the target at every update after the first assignment.
         const QString budget_config = dir.filePath("budget.json");

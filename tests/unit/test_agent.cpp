@@ -151,9 +151,12 @@ class TestAgent : public QObject {
             QCOMPARE(agent.check_command(pin({1}, Precision::fp8_e4m3)), std::string());
             QVERIFY(agent.check_command(pin({1}, Precision::fp8_e5m2)).find("cannot be materialized") !=
                     std::string::npos);
-            QVERIFY(agent.check_command(pin({9}, Precision::int8)).find("unknown block 9") != std::string::npos);
-            QVERIFY(agent.wants_layer_inputs(0) && !agent.wants_layer_inputs(1) && agent.wants_layer_inputs(8));
-            QVERIFY_THROWS_EXCEPTION(std::invalid_argument, agent.observe_layer_input(0, 1, torch::ones({2, 8})));
+            QVERIFY(agent.check_command(pin({9}, Precision::int8)).find("unknown block 9") !=
+                    std::string::npos);
+            QVERIFY(agent.wants_layer_inputs(0) && !agent.wants_layer_inputs(1) &&
+                    agent.wants_layer_inputs(8));
+            QVERIFY_THROWS_EXCEPTION(std::invalid_argument,
+                                     agent.observe_layer_input(0, 1, torch::ones({2, 8})));
             for (int step = 0; step < 16; ++step) {
                 agent.begin_step(step);
                 if (agent.wants_layer_inputs(step))
@@ -164,7 +167,8 @@ class TestAgent : public QObject {
                 agent.end_step(2.0);
             }
             // Only the gate's formats below BF16; E5M2, which the runtime lacks, never.
-            for (Precision p : sink.last.precision) QVERIFY(p == Precision::bf16 || p == Precision::int8 || p == Precision::int4);
+            for (Precision p : sink.last.precision)
+                QVERIFY(p == Precision::bf16 || p == Precision::int8 || p == Precision::int4);
         }
         const auto lines = read_lines(path);
         const nlohmann::json admitted = lines[0]["admitted_formats"];
@@ -176,7 +180,8 @@ class TestAgent : public QObject {
                 ++snr_lines;
                 QVERIFY(j["step"].get<int>() % 4 == 0);
                 QCOMPARE(j["snr"].size(), std::size_t(4));
-                QVERIFY(j["snr"][0]["snr_db"]["int8"].get<double>() > j["snr"][0]["snr_db"]["int4"].get<double>());
+                QVERIFY(j["snr"][0]["snr_db"]["int8"].get<double>() >
+                        j["snr"][0]["snr_db"]["int4"].get<double>());
             }
             if (j.contains("step_id") && j["step_id"].get<int>() >= 4) {
                 QVERIFY(j["block_details"]["0"].contains("snr_db"));

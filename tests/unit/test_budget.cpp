@@ -42,8 +42,8 @@ class TestBudget : public QObject {
         // Room for two moves only: the blocks whose sensitivity falls most per extra byte (0 and 2).
         // With QSync's published sign the least sensitive blocks (3 and 1) would move instead.
         const BudgetPlan plan = plan_budget(blocks_with({0.9, 0.1, 0.5, 0.0}), 60.0, 0.0);
-        QCOMPARE(plan.precision,
-                 (std::vector<Precision>{Precision::int8, Precision::int4, Precision::int8, Precision::int4}));
+        QCOMPARE(plan.precision, (std::vector<Precision>{Precision::int8, Precision::int4, Precision::int8,
+                                                         Precision::int4}));
         QCOMPARE(plan.saving_pct, 62.5);
         QVERIFY(plan.saving_pct >= 60.0);
     }
@@ -74,8 +74,8 @@ class TestBudget : public QObject {
         b[0].fixed = Precision::bf16;  // pinned: 100 bytes, saves nothing
         // The others start at INT4 (56.25%); one move to INT8 (block 2) keeps 50%.
         const BudgetPlan plan = plan_budget(b, 50.0, 0.0);
-        QCOMPARE(plan.precision,
-                 (std::vector<Precision>{Precision::bf16, Precision::int4, Precision::int8, Precision::int4}));
+        QCOMPARE(plan.precision, (std::vector<Precision>{Precision::bf16, Precision::int4, Precision::int8,
+                                                         Precision::int4}));
         QCOMPARE(plan.saving_pct, 50.0);
     }
 
@@ -92,9 +92,10 @@ class TestBudget : public QObject {
 
     void theEightBitLevelTakesTheBestSnr() {
         std::vector<BudgetBlock> b = blocks_with({0.5});
-        b[0].admissible = format_bit(Precision::fp8_e4m3) | format_bit(Precision::int8) | format_bit(Precision::fp8_e5m2);
+        b[0].admissible =
+            format_bit(Precision::fp8_e4m3) | format_bit(Precision::int8) | format_bit(Precision::fp8_e5m2);
         QCOMPARE(plan_budget(b, 50.0, 0.0).precision, all(Precision::int8, 1));  // nominal: INT8 43.3 dB
-        b[0].snr_db[std::size_t(Precision::int8)] = 20.0;                       // outliers: INT8 loses
+        b[0].snr_db[std::size_t(Precision::int8)] = 20.0;                        // outliers: INT8 loses
         b[0].snr_db[std::size_t(Precision::fp8_e4m3)] = 31.0;
         QCOMPARE(plan_budget(b, 50.0, 0.0).precision, all(Precision::fp8_e4m3, 1));
     }

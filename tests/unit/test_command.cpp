@@ -155,10 +155,14 @@ class TestCommand : public QObject {
         pin.blocks = {0, 2};
         pin.precision = sp::Precision::int4;
         QCOMPARE(sp::check_command(pin, 3, sp::kAllFormats), std::string());
-        QVERIFY(contains(sp::check_command(pin, 2, sp::kAllFormats), "unknown block 2 (the model has 2 blocks: 0..1)"));
-        const sp::FormatMask cpu_only = sp::format_bit(sp::Precision::bf16) | sp::format_bit(sp::Precision::int8);
-        QCOMPARE(sp::check_command(pin, 3, cpu_only),
-                 std::string("precision 'int4' cannot be materialized by this trainer's runtime (it can: bf16, int8)"));
+        QVERIFY(contains(sp::check_command(pin, 2, sp::kAllFormats),
+                         "unknown block 2 (the model has 2 blocks: 0..1)"));
+        const sp::FormatMask cpu_only =
+            sp::format_bit(sp::Precision::bf16) | sp::format_bit(sp::Precision::int8);
+        QCOMPARE(
+            sp::check_command(pin, 3, cpu_only),
+            std::string(
+                "precision 'int4' cannot be materialized by this trainer's runtime (it can: bf16, int8)"));
     }
 
     void failure_leaves_output_untouched() {

@@ -75,16 +75,17 @@ class TestPolicyTiers : public QObject {
         p.observe_snr(snr(3, 40, 50, 40, 30));      // too sensitive: BF16 whatever the SNR
         const UpdateRecord* r = p.update(0, 0.0);   // block 4: no SNR yet
         QVERIFY(r);
-        const std::vector<Precision> want = {Precision::int8, Precision::int4, Precision::fp8_e4m3, Precision::bf16,
-                                             Precision::bf16};
+        const std::vector<Precision> want = {Precision::int8, Precision::int4, Precision::fp8_e4m3,
+                                             Precision::bf16, Precision::bf16};
         QCOMPARE(p.precisions(), want);
         QCOMPARE(r->block_details[0].reason_text,
                  std::string("sensitivity 0.100 < int8_threshold 0.300; int4 19.1 dB < 24.0 dB; "
                              "int8 41.7 dB >= 30.0 dB: int8"));
         QVERIFY2(contains(r->block_details[3].reason_text, ">= bf16_threshold 0.600: bf16"),
                  r->block_details[3].reason_text.c_str());
-        QVERIFY2(contains(r->block_details[4].reason_text, "int4 SNR unknown; int8 SNR unknown; fp8_e4m3 SNR unknown; "
-                                                            "fp8_e5m2 SNR unknown: bf16"),
+        QVERIFY2(contains(r->block_details[4].reason_text,
+                          "int4 SNR unknown; int8 SNR unknown; fp8_e4m3 SNR unknown; "
+                          "fp8_e5m2 SNR unknown: bf16"),
                  r->block_details[4].reason_text.c_str());
         QCOMPARE(r->blocks_int4, 1);
         QCOMPARE(r->blocks_int8, 1);
@@ -166,7 +167,8 @@ class TestPolicyTiers : public QObject {
         p.observe_snr(snr(0, 40, 10, 10, 10));  // reported, not used
         const UpdateRecord* r = p.update(0, 0.0);
         QCOMPARE(p.precisions(), (std::vector<Precision>{Precision::int8, Precision::bf16}));
-        QCOMPARE(r->block_details[0].reason_text, std::string("sensitivity 0.100 < int8_threshold 0.300; int8"));
+        QCOMPARE(r->block_details[0].reason_text,
+                 std::string("sensitivity 0.100 < int8_threshold 0.300; int8"));
         QCOMPARE(r->block_details[0].snr_db[std::size_t(Precision::int4)], 40.0);
     }
 
@@ -177,11 +179,12 @@ class TestPolicyTiers : public QObject {
         c.budget_target_pct = 60.0;
         Policy p(c, uniform_layout(4, 100), {0.9, 0.1, 0.5, 0.0});
         const UpdateRecord* r = p.update(0, 0.0);
-        QCOMPARE(p.precisions(),
-                 (std::vector<Precision>{Precision::int8, Precision::int4, Precision::int8, Precision::int4}));
+        QCOMPARE(p.precisions(), (std::vector<Precision>{Precision::int8, Precision::int4, Precision::int8,
+                                                         Precision::int4}));
         QCOMPARE(*r->budget_target_pct, 60.0);
         QCOMPARE(r->estimated_bandwidth_saving_pct, 62.5);
-        QVERIFY2(contains(r->block_details[0].reason_text, "budget 60.0%"), r->block_details[0].reason_text.c_str());
+        QVERIFY2(contains(r->block_details[0].reason_text, "budget 60.0%"),
+                 r->block_details[0].reason_text.c_str());
         QVERIFY(p.apply(set_budget(50.0), 1).ok);
         r = p.update(1, 0.0);
         QCOMPARE(p.precisions(), std::vector<Precision>(4, Precision::int8));
@@ -190,8 +193,8 @@ class TestPolicyTiers : public QObject {
         // A pin is fixed in the plan: block 1 at BF16 leaves room only for INT4 elsewhere at 50%.
         QVERIFY(p.apply(pin(1, Precision::bf16), 2).ok);
         r = p.update(2, 0.0);
-        QCOMPARE(p.precisions(),
-                 (std::vector<Precision>{Precision::int8, Precision::bf16, Precision::int4, Precision::int4}));
+        QCOMPARE(p.precisions(), (std::vector<Precision>{Precision::int8, Precision::bf16, Precision::int4,
+                                                         Precision::int4}));
         QCOMPARE(r->estimated_bandwidth_saving_pct, 50.0);
     }
 

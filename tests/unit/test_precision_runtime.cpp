@@ -35,7 +35,8 @@ torch::Tensor ref_format(const torch::Tensor& t, Precision p, std::size_t group 
     const auto cols = static_cast<std::size_t>(c.numel()) / rows;
     std::vector<float> v(c.numel());
     if (p == Precision::int4)
-        sp::dequantize_int4_groups(sp::quantize_int4_groups(c.data_ptr<float>(), rows, cols, group), v.data());
+        sp::dequantize_int4_groups(sp::quantize_int4_groups(c.data_ptr<float>(), rows, cols, group),
+                                   v.data());
     else
         sp::dequantize_fp8_rows(sp::quantize_fp8_rows(c.data_ptr<float>(), rows, cols, p), v.data());
     return torch::from_blob(v.data(), c.sizes(), torch::kFloat).clone();
@@ -273,7 +274,8 @@ class TestPrecisionRuntime : public QObject {
         rt.on_hints(hints_of({Precision::int4}));
         QVERIFY(same(lin->weight, ref_format(w0, Precision::int4, 16)));
         QVERIFY(!same(lin->weight, ref_format(w0, Precision::int4, 64)));
-        QVERIFY_THROWS_EXCEPTION(std::invalid_argument, ReferencePrecisionRuntime({block_of(0, "a", *lin)}, 0));
+        QVERIFY_THROWS_EXCEPTION(std::invalid_argument,
+                                 ReferencePrecisionRuntime({block_of(0, "a", *lin)}, 0));
     }
 
     void badMapsThrow() {

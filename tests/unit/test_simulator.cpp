@@ -148,8 +148,8 @@ class TestSimulator : public QObject {
                          ok,
                      ":2:", "unknown block 1");
         expect_error(R"({"type":"frobnicate"})", ":1:", "unknown line type");
-        expect_error(ok + R"({"step":1,"command":{"cmd":"set_budget","target_pct":120}})", ":2:",
-                     "target_pct");
+        expect_error(ok + R"({"step":1,"command":{"cmd":"set_budget","target_pct":120}})",
+                     ":2:", "target_pct");
     }
 
     void telemetry_file_is_simulator_input() {

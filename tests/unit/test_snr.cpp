@@ -285,15 +285,20 @@ class TestSnr : public QObject {
         const std::size_t out = 48, in = 64, tokens = 32;
         std::vector<float> w = gaussian(out * in, 0.0, 0.02, 1), x = gaussian(tokens * in, 0.0, 1.0, 2);
         const double int8_plain = sp::output_snr_db(sp::Precision::int8, w.data(), out, in, x.data(), tokens);
-        const double e4m3_plain = sp::output_snr_db(sp::Precision::fp8_e4m3, w.data(), out, in, x.data(), tokens);
+        const double e4m3_plain =
+            sp::output_snr_db(sp::Precision::fp8_e4m3, w.data(), out, in, x.data(), tokens);
         for (std::size_t c = 0; c < in; c += 16) {
             for (std::size_t t = 0; t < tokens; ++t) x[t * in + c] *= 50.0f;
             for (std::size_t o = 0; o < out; ++o) w[o * in + c] /= 50.0f;
         }
-        const double int8_planted = sp::output_snr_db(sp::Precision::int8, w.data(), out, in, x.data(), tokens);
-        const double e4m3_planted = sp::output_snr_db(sp::Precision::fp8_e4m3, w.data(), out, in, x.data(), tokens);
-        QVERIFY2(int8_planted < int8_plain - 15.0, qPrintable(QString("%1 -> %2").arg(int8_plain).arg(int8_planted)));
-        QVERIFY2(std::fabs(e4m3_planted - e4m3_plain) < 3.0, qPrintable(QString("%1 -> %2").arg(e4m3_plain).arg(e4m3_planted)));
+        const double int8_planted =
+            sp::output_snr_db(sp::Precision::int8, w.data(), out, in, x.data(), tokens);
+        const double e4m3_planted =
+            sp::output_snr_db(sp::Precision::fp8_e4m3, w.data(), out, in, x.data(), tokens);
+        QVERIFY2(int8_planted < int8_plain - 15.0,
+                 qPrintable(QString("%1 -> %2").arg(int8_plain).arg(int8_planted)));
+        QVERIFY2(std::fabs(e4m3_planted - e4m3_plain) < 3.0,
+                 qPrintable(QString("%1 -> %2").arg(e4m3_plain).arg(e4m3_planted)));
         QVERIFY(int8_plain > 30.0 && e4m3_planted > int8_planted + 5.0);
         // BF16 of exactly representable operands loses nothing; an all-zero output is NaN.
         std::vector<float> ones(in, 1.0f), zeros(out * in, 0.0f);

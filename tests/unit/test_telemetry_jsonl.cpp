@@ -184,8 +184,8 @@ class TestTelemetryJsonl : public QObject {
         UpdateRecord r = sample_update();
         auto j = nlohmann::ordered_json::parse(to_json_line(r));
         std::vector<std::string> expected = seed;
-        for (const char* k :
-             {"blocks_fp8", "blocks_int4", "mode", "measured_bandwidth_saving_pct", "train_loss", "eval_loss"})
+        for (const char* k : {"blocks_fp8", "blocks_int4", "mode", "measured_bandwidth_saving_pct",
+                              "train_loss", "eval_loss"})
             expected.push_back(k);
         QCOMPARE(keys_of(j), expected);
         QVERIFY(!j.contains("type"));
@@ -247,11 +247,13 @@ class TestTelemetryJsonl : public QObject {
         QCOMPARE(back.block_details[0].reason_text, r.block_details[0].reason_text);
         std::string error;
         TelemetryRecord rec;
-        QCOMPARE(parse_record(minimal_line(R"({"0":{"precision":"int4","sensitivity":0,"grad_score":0,"error_score":0,)"
-                                           R"("relative_magnitude":0,"l2_norm":0,"max_abs":0,"variance":0,)"
-                                           R"("forced":null,"changed":false,"snr_db":{"int9":3}}})"),
-                              rec, error),
-                 ParseStatus::corrupt);
+        QCOMPARE(
+            parse_record(
+                minimal_line(R"({"0":{"precision":"int4","sensitivity":0,"grad_score":0,"error_score":0,)"
+                             R"("relative_magnitude":0,"l2_norm":0,"max_abs":0,"variance":0,)"
+                             R"("forced":null,"changed":false,"snr_db":{"int9":3}}})"),
+                rec, error),
+            ParseStatus::corrupt);
         QVERIFY2(error.find("unknown format 'int9'") != std::string::npos, error.c_str());
 
         // Step lines: the SNR estimates taken at that step.
@@ -273,7 +275,8 @@ class TestTelemetryJsonl : public QObject {
         h.admitted_formats = {FormatMask(format_bit(Precision::bf16) | format_bit(Precision::int8)),
                               format_bit(Precision::bf16)};
         const std::string header = to_json_line(h);
-        QVERIFY2(header.find(R"("admitted_formats":[["bf16","int8"],["bf16"]])") != std::string::npos, header.c_str());
+        QVERIFY2(header.find(R"("admitted_formats":[["bf16","int8"],["bf16"]])") != std::string::npos,
+                 header.c_str());
         QCOMPARE(parse_record(header, rec, error), ParseStatus::ok);
         QVERIFY(std::get<RunHeader>(rec).admitted_formats == h.admitted_formats);
     }

@@ -64,12 +64,13 @@ struct Config {
     double snr_sample_rate = 0.01;                  // gamma: each sample's share of the tensor
     std::int64_t snr_seed = 0;                      // sampling seed (runs with the same seed sample alike)
     std::string snr_estimator = "sample";  // "sample", "zeroing" or "zeroing_tensor_absmax" (core/SNR.md)
-    bool snr_tiers = false;                         // route below BF16 to the cheapest format whose SNR clears
+    bool snr_tiers = false;                // route below BF16 to the cheapest format whose SNR clears
     // dB an estimated SNR must reach for each low format (by Precision value; bf16's entry is unused).
     // Measured SNR >= 30 dB for INT8 and E4M3 with the sample estimator; INT4 (about 20 dB on a Gaussian
     // bulk, 12 dB with outliers) and E5M2 (26.5 dB) are held to what they reach on well-behaved blocks.
     PerFormat snr_threshold_db = {0.0, 31.0, 28.0, 24.0, 18.0};
-    double snr_hysteresis_db = 3.0;  // leave a format below threshold - this, enter one above threshold + this
+    double snr_hysteresis_db =
+        3.0;  // leave a format below threshold - this, enter one above threshold + this
     double budget_target_pct = 50.0;  // mode "budget": bytes to save against all-BF16, in percent
     std::string format_gate_file;     // a "never slower than BF16" policy file (GATE.md); "" none
 

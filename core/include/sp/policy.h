@@ -119,13 +119,13 @@ class Policy {
         Reason reason = Reason::hold;
     };
     // The phases of update(), in POLICY.md's order.
-    void average_windows(UpdateRecord& rec) const;                       // rule 2
-    void score_blocks(UpdateRecord& rec) const;                          // rule 4
+    void average_windows(UpdateRecord& rec) const;                                 // rule 2
+    void score_blocks(UpdateRecord& rec) const;                                    // rule 4
     Decision decide_dynamic(BlockDetail& d, std::int64_t step, bool first) const;  // rules 5-7, 16, 17
     std::vector<Precision> plan_budget_map(const UpdateRecord& rec, std::int64_t step) const;  // rule 18
     Decision decide_budget(BlockDetail& d, Precision planned) const;
     void apply_decision(BlockDetail& d, const Decision& decision, std::int64_t step);
-    void tally(UpdateRecord& rec) const;                                 // rule 10
+    void tally(UpdateRecord& rec) const;  // rule 10
     bool cooling(std::size_t block, std::int64_t step) const;
     std::int64_t free_from(std::size_t block) const;  // first step the cooldowns allow a policy move
     FormatMask allowed(std::size_t block) const { return admitted_[block] & materializable_; }
@@ -143,8 +143,8 @@ class Policy {
     std::vector<double> win_l2_, win_max_, win_var_, win_mean_;
     std::vector<int> win_count_, win_head_;
     std::vector<char> nonfinite_since_update_;
-    std::vector<PerFormat> snr_;          // latest estimate per block (NaN: none yet)
-    std::vector<FormatMask> admitted_;    // gate, per block
+    std::vector<PerFormat> snr_;        // latest estimate per block (NaN: none yet)
+    std::vector<FormatMask> admitted_;  // gate, per block
     FormatMask materializable_ = kAllFormats;
     double budget_target_pct_ = 0;
 

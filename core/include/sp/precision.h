@@ -17,8 +17,8 @@ inline constexpr std::array<Precision, kPrecisionCount> kAllPrecisions = {
 
 // The formats below BF16 from cheapest to dearest, ties broken INT8, then FP8 E4M3, then E5M2:
 // the order in which the SNR tiers try them (POLICY.md).
-inline constexpr std::array<Precision, 4> kLowFormatsCheapestFirst = {Precision::int4, Precision::int8,
-                                                                      Precision::fp8_e4m3, Precision::fp8_e5m2};
+inline constexpr std::array<Precision, 4> kLowFormatsCheapestFirst = {
+    Precision::int4, Precision::int8, Precision::fp8_e4m3, Precision::fp8_e5m2};
 
 // Bytes one weight element occupies when a block is stored/streamed in this precision. Scales
 // (per row, or per group for INT4) are extra: the runtime that measures real bytes counts them.

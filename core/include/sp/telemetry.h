@@ -78,7 +78,7 @@ struct UpdateRecord {
     // Additive fields.
     int blocks_fp8 = 0;
     int blocks_int4 = 0;
-    std::optional<double> budget_target_pct;  // mode "budget": the target the plan aimed at
+    std::optional<double> budget_target_pct;              // mode "budget": the target the plan aimed at
     std::optional<Mode> mode;                             // absent in original-tool files
     std::optional<double> measured_bandwidth_saving_pct;  // set by a runtime that counts real bytes
     std::optional<double> train_loss;                     // the loss of the update's step, when known

@@ -64,7 +64,8 @@ ControlActions::ControlActions(SelectionProvider selection, QObject* parent)
         });
         modes_[std::size_t(m)] = a;
     }
-    budget_->setToolTip(tr("Set the budget mode's target saving against all-BF16, in percent (sp-ctl budget)"));
+    budget_->setToolTip(
+        tr("Set the budget mode's target saving against all-BF16, in percent (sp-ctl budget)"));
     connect(budget_, &QAction::triggered, this, [this] {
         double target = 50.0;
         if (session_ == nullptr || !prompt_ || !prompt_(target)) return;

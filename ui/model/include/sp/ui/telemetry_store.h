@@ -113,8 +113,8 @@ class TelemetryStore {
   private:
     struct BlockColumns {
         std::vector<float> fields[kBlockFieldCount];
-        std::vector<std::uint8_t> state;   // precision | forced << 3 | changed << 5 | present << 6
-        std::vector<std::uint8_t> reason;  // sp::Reason
+        std::vector<std::uint8_t> state;            // precision | forced << 3 | changed << 5 | present << 6
+        std::vector<std::uint8_t> reason;           // sp::Reason
         std::vector<std::uint32_t> change_updates;  // update indices where precision changed
         // What the record said before the store's own history began (late join): the block's
         // switches and last change step at its first present update, minus that update's own.
