@@ -560,6 +560,8 @@ Config parse_config(std::string_view json_text) {
         j = json::parse(json_text.begin(), json_text.end());
     } catch (const json::parse_error& e) {
         throw ConfigError({"JSON syntax error at byte " + std::to_string(e.byte) + ": " + e.what()});
+    } catch (const json::exception& e) {  // a number beyond double range, e.g. 1e309
+        throw ConfigError({std::string("JSON error: ") + e.what()});
     }
     return config_from_json(j);
 }

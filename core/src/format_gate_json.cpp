@@ -267,6 +267,8 @@ FormatGatePolicy parse_gate_policy(std::string_view json_text) {
         root = json::parse(json_text.begin(), json_text.end());
     } catch (const json::parse_error& e) {
         throw GatePolicyError({"JSON syntax error at byte " + std::to_string(e.byte) + ": " + e.what()});
+    } catch (const json::exception& e) {  // a number beyond double range, e.g. 1e309
+        throw GatePolicyError({std::string("JSON error: ") + e.what()});
     }
     if (!root.is_object()) throw GatePolicyError({"the policy must be a JSON object, got " + show(root)});
     Reader r;

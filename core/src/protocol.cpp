@@ -117,6 +117,8 @@ std::variant<Request, RequestError> parse_request_unchecked(std::string_view fra
         j = json::parse(frame);
     } catch (const json::parse_error& e) {
         return RequestError{std::nullopt, "not valid JSON: " + strip_exception_prefix(e.what())};
+    } catch (const json::exception& e) {  // a number beyond double range ("1e309"): not JSON we can hold
+        return RequestError{std::nullopt, "not valid JSON: " + strip_exception_prefix(e.what())};
     }
     if (!j.is_object()) {
         return RequestError{std::nullopt, std::string("request must be a JSON object, got ") + j.type_name()};

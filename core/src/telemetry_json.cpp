@@ -446,7 +446,7 @@ std::optional<ParseStatus> detail::parse_typed_record_dom(std::string_view line,
     ojson j;
     try {
         j = ojson::parse(line.begin(), line.end());
-    } catch (const ojson::parse_error& ex) {
+    } catch (const ojson::exception& ex) {  // syntax, or a number beyond double range: a bad line
         error = std::string("invalid JSON: ") + ex.what();
         return ParseStatus::corrupt;
     }

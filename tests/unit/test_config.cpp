@@ -540,6 +540,13 @@ class TestConfig : public QObject {
         }
         QVERIFY_THROWS_EXCEPTION(sp::ConfigError, sp::parse_config(""));
         QVERIFY(sp::parse_config(R"({"mode": "off"})").mode == sp::Mode::off);
+        // A number beyond double range is a clear error, not an abort.
+        try {
+            sp::parse_config(R"({"warmup_steps": 1e309})");
+            QFAIL("accepted 1e309");
+        } catch (const sp::ConfigError& e) {
+            EXPECT_PROBLEM(e.problems(), "JSON error", "number overflow", "1e309");
+        }
     }
 
     void files() {

@@ -164,6 +164,11 @@ class TestProtocol : public QObject {
         QCOMPARE(error_of("").error, std::string("not valid JSON: empty frame"));
         QCOMPARE(error_of(" \r\n\t").error, std::string("not valid JSON: empty frame"));
         QVERIFY(contains(error_of("{").error, "at line 1, column 2: "));
+        // A number beyond double range is a clear rejection, not an internal error.
+        const proto::RequestError big =
+            error_of(q("{'id':'a','cmd':'pin','blocks':[1e309],'precision':'int8'}"));
+        QVERIFY2(big.error.rfind("not valid JSON: ", 0) == 0 && contains(big.error, "1e309"),
+                 big.error.c_str());
     }
 
     void not_an_object() {

@@ -314,6 +314,11 @@ class TestTelemetryJsonl : public QObject {
         QCOMPARE(back.blocks[1].nonfinite_count, std::uint64_t(9));
         QCOMPARE(parse_record(R"({"step":1,"blocks":[{"id":"x"}]})", rec, error), ParseStatus::corrupt);
         QVERIFY2(error.find("blocks[0].id") != std::string::npos, error.c_str());
+        // A statistic beyond double range makes a bad line, never an abort (nor an infinity).
+        QCOMPARE(parse_record(R"({"step":1,"blocks":[{"id":0,"l2_norm":1e309,"max_abs":1,"variance":1}]})",
+                              rec, error),
+                 ParseStatus::corrupt);
+        QVERIFY2(error.find("1e309") != std::string::npos, error.c_str());
     }
 
     void loadsOriginalToolRecord() {
