@@ -337,7 +337,7 @@ int run(const TrainerOptions& o) {
         if (agent.wants_layer_inputs(step))
             model.set_layer_input_observer([&, step](int block, int layer, const at::Tensor& x) {
                 agent.observe_layer_input(block, layer, x);
-                if (validation) validation->observe(step, block, layer, layer_weight(agent, block, layer), x);
+                if (validation) validation->observe_input(block, layer, x);
             });
         at::Tensor loss = model.loss(batch.tokens, batch.targets);
         model.set_layer_input_observer({});
@@ -348,6 +348,10 @@ int run(const TrainerOptions& o) {
         // only recorded, and materialized once, after the optimizer step, with the updated weights.
         runtime.before_optimizer_step();
         agent.compute_hints(step);
+        if (validation)
+            validation->finish(step, [&agent](int block, int layer) -> const at::Tensor& {
+                return layer_weight(agent, block, layer);
+            });
         optimizer.set_learning_rate(learning_rate_at(step, o.steps, o.lr));
         optimizer.step();
         runtime.after_optimizer_step();

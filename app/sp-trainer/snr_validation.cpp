@@ -62,8 +62,19 @@ SnrValidation::SnrValidation(const std::string& path, const Config& config) : ou
     if (!out_) throw std::runtime_error("--snr-validation: cannot write '" + path + "'");
 }
 
-void SnrValidation::observe(std::int64_t step, int block, int layer, const at::Tensor& weight,
-                            const at::Tensor& input) {
+void SnrValidation::observe_input(int block, int layer, const at::Tensor& input) {
+    inputs_.emplace_back(block, layer, input.detach().to(at::kCPU, at::kFloat).contiguous().clone());
+}
+
+void SnrValidation::finish(std::int64_t step, const std::function<const at::Tensor&(int, int)>& weight_of) {
+    for (const auto& [block, layer, input] : inputs_)
+        evaluate(step, block, layer, weight_of(block, layer), input);
+    inputs_.clear();
+    out_.flush();
+}
+
+void SnrValidation::evaluate(std::int64_t step, int block, int layer, const at::Tensor& weight,
+                             const at::Tensor& input) {
     if (weight.dim() != 2 || input.dim() < 1) return;
     const Matrix w = as_matrix(weight), x = as_matrix(input);
     if (w.cols != x.cols || w.rows == 0 || x.rows == 0) return;
@@ -102,7 +113,6 @@ void SnrValidation::observe(std::int64_t step, int block, int layer, const at::T
         out_ << line.dump() << '\n';
         rows_.push_back(std::move(r));
     }
-    out_.flush();
 }
 
 std::string SnrValidation::summary() const {

@@ -12,7 +12,9 @@
 
 #include <cstdint>
 #include <fstream>
+#include <functional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "sp/config.h"
@@ -25,8 +27,12 @@ class SnrValidation {
     // Throws std::runtime_error when FILE cannot be written.
     SnrValidation(const std::string& path, const Config& config);
 
-    // One layer at a distribution step: its weight [out, in] and the input it saw [..., in].
-    void observe(std::int64_t step, int block, int layer, const at::Tensor& weight, const at::Tensor& input);
+    // The input a layer saw in a distribution step's forward pass [..., in]; kept until finish().
+    void observe_input(int block, int layer, const at::Tensor& input);
+    // Evaluates the kept inputs against the layers' weights [out, in] as `weight_of(block, layer)`
+    // gives them: the fp32 masters (call it while the runtime holds them in the parameters, between
+    // before_optimizer_step and after_optimizer_step), not the compute copy already in its format.
+    void finish(std::int64_t step, const std::function<const at::Tensor&(int block, int layer)>& weight_of);
 
     // The agreement table, one line per format and estimator.
     std::string summary() const;
@@ -39,9 +45,12 @@ class SnrValidation {
         double weight_truth;                   // measured_snr_db of the weight alone
         std::vector<double> weight_estimates;  // estimated_snr_db of the weight, by kWeightEstimators
     };
+    void evaluate(std::int64_t step, int block, int layer, const at::Tensor& weight, const at::Tensor& input);
+
     std::ofstream out_;
     Config config_;
     std::vector<Row> rows_;
+    std::vector<std::tuple<int, int, at::Tensor>> inputs_;  // (block, layer, host copy) of this step
 };
 
 }  // namespace sp::trainer

@@ -79,6 +79,9 @@ class Agent {
     // Distribution statistics (POLICY.md rule 17): true when `step` profiles weights and inputs, so
     // the trainer's forward pass should hand the inputs of each block's linear layers to
     // observe_layer_input (layer = the index among the block's parameters of two or more dimensions).
+    // The weights are profiled in compute_hints(): what the formats would do to the full-precision
+    // weights, so the parameters should hold them then (the reference runtime's
+    // before_optimizer_step() puts the fp32 masters back before it), not a copy already quantized.
     bool wants_layer_inputs(std::int64_t step) const;
     void observe_layer_input(int block, int layer, const at::Tensor& input);
 
