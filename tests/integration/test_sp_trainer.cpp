@@ -147,12 +147,23 @@ class TestSpTrainer : public QObject {
         }
         const QString telemetry = dir.filePath("tiers.jsonl");
         QStringList args = small_run(telemetry, config);
+        const QString validation = dir.filePath("snr.jsonl");
+        args.removeAll("--quiet");  // the agreement table follows the summary
         args << "--outlier-block"
              << "1"
              << "--outlier-scale"
-             << "50";
+             << "50"
+             << "--snr-validation" << validation;
         const Run r = run(SP_TRAINER_PATH, args);
         QVERIFY2(r.exit_code == 0, r.err.constData());
+        // --snr-validation: every layer of every block at each distribution step (0, 10, ..., 50), per
+        // low format, with the truth and every estimate; and the agreement table on stdout.
+        const auto checks = read_jsonl(validation);
+        QCOMPARE(checks.size(), std::size_t(6 * 3 * 4 * 4));
+        for (const auto& c : checks)
+            for (const char* key : {"truth", "zeroing", "sample", "output_sample", "weight_measured"})
+                QVERIFY2(c.contains(key), c.dump().c_str());
+        QVERIFY2(r.out.contains("SNR validation: layer outputs"), r.out.constData());
         std::vector<nlohmann::json> updates;
         for (const auto& j : read_jsonl(telemetry))
             if (j.contains("step_id")) updates.push_back(j);
