@@ -33,6 +33,7 @@ packages=(
   libzmq3-dev cppzmq-dev
   qt6-base-dev qt6-charts-dev libqt6opengl6-dev libgl-dev
   libtorch-dev
+  libopenblas0-pthread
   xvfb xauth
 )
 

@@ -24,8 +24,8 @@ struct PrecisionChoice {
 struct TrainerOptions {
     std::int64_t steps = 300;
     int blocks = 4;
-    // Sized for Debian's default reference BLAS (libblas3, single-threaded, ~8x slower than
-    // OpenBLAS): 300 steps take about a minute of one core. See README.md for the measurements.
+    // Sized to train the demo in seconds on 2 cores with OpenBLAS (packaging/setup.sh installs it).
+    // See README.md for the measurements.
     int d_model = 64;
     int heads = 4;
     int seq_len = 64;
