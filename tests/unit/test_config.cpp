@@ -9,11 +9,15 @@
 
 #include <nlohmann/json.hpp>
 
+#include "../common/problems.h"
 #include "sp/config.h"
 
 using nlohmann::json;
 
 namespace {
+
+using sp::test::has_problem;
+using sp::test::joined;
 
 // The problems config_from_json reports; empty when it accepted the input.
 std::vector<std::string> problems_of(const json& j) {
@@ -23,22 +27,6 @@ std::vector<std::string> problems_of(const json& j) {
         return e.problems();
     }
     return {};
-}
-
-std::string joined(const std::vector<std::string>& ps) {
-    std::string out;
-    for (const auto& p : ps) out += p + "\n";
-    return out;
-}
-
-// True when one single problem contains every fragment (key name, value, rule).
-bool has_problem(const std::vector<std::string>& ps, std::initializer_list<std::string> fragments) {
-    for (const auto& p : ps) {
-        bool all = true;
-        for (const auto& f : fragments) all = all && p.find(f) != std::string::npos;
-        if (all) return true;
-    }
-    return false;
 }
 
 #define EXPECT_PROBLEM(ps, ...) QVERIFY2(has_problem(ps, {__VA_ARGS__}), joined(ps).c_str())

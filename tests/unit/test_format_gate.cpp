@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "../common/problems.h"
 #include "sp/format_gate.h"
 
 using sp::FormatGatePolicy;
@@ -21,6 +22,9 @@ using sp::LayerKind;
 using sp::Precision;
 
 namespace {
+
+using sp::test::has_problem;
+using sp::test::joined;
 
 // One measurement per (rows, speed-up): BF16 takes 1 s, the format 1/speed-up s.
 std::vector<GateMeasurement> sweep(Precision format, std::uint64_t cols,
@@ -39,22 +43,6 @@ std::vector<std::string> problems_of(const std::string& text) {
         return e.problems();
     }
     return {};
-}
-
-// True when one single problem contains every fragment (key name, value, rule).
-bool has_problem(const std::vector<std::string>& ps, std::initializer_list<std::string> fragments) {
-    for (const auto& p : ps) {
-        bool all = true;
-        for (const auto& f : fragments) all = all && p.find(f) != std::string::npos;
-        if (all) return true;
-    }
-    return false;
-}
-
-std::string joined(const std::vector<std::string>& ps) {
-    std::string out;
-    for (const auto& p : ps) out += p + "\n";
-    return out;
 }
 
 #define EXPECT_PROBLEM(text, ...)                                                    \

@@ -4,9 +4,13 @@
 #include <cmath>
 #include <limits>
 
+#include "../common/commands.h"
 #include "sp/policy.h"
 
 using namespace sp;
+using sp::test::pin;
+using sp::test::release;
+using sp::test::set_mode;
 
 namespace {
 
@@ -56,28 +60,6 @@ const UpdateRecord* step_with(Policy& p, std::int64_t step, const std::vector<do
         if (!std::isnan(l2[i])) p.observe(step, stat(int(i), l2[i]));
     }
     return p.update(step, 1000.0 + double(step));
-}
-
-Command pin(std::vector<int> blocks, Precision p) {
-    Command c;
-    c.kind = Command::Kind::pin;
-    c.blocks = std::move(blocks);
-    c.precision = p;
-    return c;
-}
-
-Command release(std::vector<int> blocks) {
-    Command c;
-    c.kind = Command::Kind::release;
-    c.blocks = std::move(blocks);
-    return c;
-}
-
-Command set_mode(Mode m) {
-    Command c;
-    c.kind = Command::Kind::set_mode;
-    c.mode = m;
-    return c;
 }
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();

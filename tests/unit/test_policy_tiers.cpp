@@ -5,9 +5,12 @@
 #include <cmath>
 #include <limits>
 
+#include "../common/commands.h"
 #include "sp/policy.h"
 
 using namespace sp;
+using sp::test::pin;
+using sp::test::set_budget;
 
 namespace {
 
@@ -41,21 +44,6 @@ BlockSnr snr(int id, double int4, double int8, double e4m3, double e5m2) {
     s.snr_db[std::size_t(Precision::fp8_e4m3)] = e4m3;
     s.snr_db[std::size_t(Precision::fp8_e5m2)] = e5m2;
     return s;
-}
-
-Command set_budget(double pct) {
-    Command c;
-    c.kind = Command::Kind::set_budget;
-    c.target_pct = pct;
-    return c;
-}
-
-Command pin(int block, Precision p) {
-    Command c;
-    c.kind = Command::Kind::pin;
-    c.blocks = {block};
-    c.precision = p;
-    return c;
 }
 
 bool contains(const std::string& text, const char* part) {
@@ -191,7 +179,7 @@ class TestPolicyTiers : public QObject {
         QCOMPARE(r->estimated_bandwidth_saving_pct, 50.0);
         QCOMPARE(*r->budget_target_pct, 50.0);
         // A pin is fixed in the plan: block 1 at BF16 leaves room only for INT4 elsewhere at 50%.
-        QVERIFY(p.apply(pin(1, Precision::bf16), 2).ok);
+        QVERIFY(p.apply(pin({1}, Precision::bf16), 2).ok);
         r = p.update(2, 0.0);
         QCOMPARE(p.precisions(), (std::vector<Precision>{Precision::int8, Precision::bf16, Precision::int4,
                                                          Precision::int4}));
