@@ -141,7 +141,11 @@ class TestSpTrainer : public QObject {
         {
             QFile f(config);
             QVERIFY(f.open(QIODevice::WriteOnly));
-            f.write(R"({"warmup_steps": 5, "update_interval_steps": 5, "min_steps_between_switches": 10,
+            // Every block may leave BF16 (int8_threshold 0.9), so the SNR alone chooses the format;
+            // the first assignment (step 5, on step 0's statistics, when the plant is fresh) holds
+            // for the run (cooldown 100).
+            f.write(R"({"warmup_steps": 5, "update_interval_steps": 5, "min_steps_between_switches": 100,
+                        "int8_threshold": 0.9, "bf16_threshold": 1.0, "hysteresis_margin": 0.0,
                         "run_calibration": false, "log_decisions": false, "snr_tiers": true,
                         "distribution_interval_steps": 10})");
         }
@@ -175,10 +179,17 @@ class TestSpTrainer : public QObject {
                 if (d["precision"] != "bf16") low_formats.insert(d["precision"].get<std::string>());
             }
         QVERIFY2(low_formats.size() >= 2, updates.back().dump().c_str());
-        // The outlier block never goes to an integer format.
+        // The SNR tiers keep the outlier block out of the integer formats (its INT8 output SNR fails
+        // the threshold) and send it to FP8, while the other blocks take an integer format.
         for (const auto& u : updates) {
-            const std::string p = u["block_details"]["1"]["precision"].get<std::string>();
-            QVERIFY2(p != "int8" && p != "int4", u["block_details"]["1"].dump().c_str());
+            const auto& outlier = u["block_details"]["1"];
+            QVERIFY2(outlier["precision"].get<std::string>().rfind("fp8", 0) == 0, outlier.dump().c_str());
+            QVERIFY2(outlier["reason_text"].get<std::string>().find("int8") != std::string::npos,
+                     outlier.dump().c_str());
+            for (const char* normal : {"0", "2"}) {
+                const std::string p = u["block_details"][normal]["precision"].get<std::string>();
+                QVERIFY2(p == "int8" || p == "int4", u["block_details"][normal].dump().c_str());
+            }
         }
         // At the plant (step 0's distribution statistics) INT8 loses far more in the outlier block.
         // AdamW's per-parameter steps then shrink the planted ratio within tens of steps at this
