@@ -15,6 +15,10 @@ std::uint64_t stream_of(int block, std::size_t layer, bool input) {
     return (std::uint64_t(block) << 20) + (std::uint64_t(layer) << 1) + (input ? 1 : 0);
 }
 
+at::Tensor host_float(const at::Tensor& t) {
+    return t.detach().to(at::kCPU, at::kFloat).contiguous();
+}
+
 // rows x cols as the formats scale it: a weight [out, in, ...] has `out` rows; an activation
 // [..., features] has one row per feature vector; a vector is one row.
 std::pair<std::size_t, std::size_t> rows_cols(const at::Tensor& t, bool input) {
@@ -51,10 +55,8 @@ bool DistributionProfiler::due(std::int64_t step) const {
     return interval_ > 0 && step >= 0 && step % interval_ == 0;
 }
 
-TensorProfile DistributionProfiler::profile(const at::Tensor& t, std::int64_t step,
+TensorProfile DistributionProfiler::profile(const at::Tensor& host, bool input, std::int64_t step,
                                             std::uint64_t stream) const {
-    const bool input = (stream & 1) != 0;
-    const at::Tensor host = t.detach().to(at::kCPU, at::kFloat).contiguous();
     const auto [rows, cols] = rows_cols(host, input);
     SamplingConfig cfg = sampling_;
     // A fresh, reproducible draw per step: the same seed and step sample the same elements.
@@ -79,9 +81,9 @@ void DistributionProfiler::observe_input(std::int64_t step, int block, int layer
     if (inputs_step_ != step) inputs_.clear();
     inputs_step_ = step;
     const std::uint64_t stream = stream_of(block, std::size_t(layer), true);
+    const at::Tensor host = host_float(input);
     InputSample s;
-    s.profile = profile(input, step, stream);
-    const at::Tensor host = input.detach().to(at::kCPU, at::kFloat).contiguous();
+    s.profile = profile(host, true, step, stream);
     const auto [rows, cols] = rows_cols(host, true);
     s.tokens =
         sample_rows(host.data_ptr<float>(), rows, cols, kInputTokens, seed_ ^ std::uint64_t(step), stream);
@@ -89,12 +91,11 @@ void DistributionProfiler::observe_input(std::int64_t step, int block, int layer
     inputs_[{block, layer}] = std::move(s);
 }
 
-double DistributionProfiler::layer_snr(Precision p, const at::Tensor& weight, const TensorProfile& w,
+double DistributionProfiler::layer_snr(Precision p, const at::Tensor& host, const TensorProfile& w,
                                        const InputSample* in) const {
     if (!in) return estimated_snr_db(p, w, estimator_);
-    if (estimator_ != SnrEstimator::sample || weight.dim() < 2 || in->count == 0)
+    if (estimator_ != SnrEstimator::sample || host.dim() < 2 || in->count == 0)
         return estimated_pair_snr_db(p, w, in->profile, estimator_);
-    const at::Tensor host = weight.detach().to(at::kCPU, at::kFloat).contiguous();
     const auto out = std::size_t(host.size(0)), cols = std::size_t(host.numel()) / out;
     return output_snr_db(p, host.data_ptr<float>(), out, cols, in->tokens.data(), in->count, int4_group_);
 }
@@ -107,11 +108,12 @@ std::vector<BlockSnr> DistributionProfiler::finish(std::int64_t step) {
         for (std::size_t l = 0; l < layers_[b].size(); ++l) {
             const at::Tensor& w = blocks_[b].params[layers_[b][l]];
             if (w.numel() == 0) continue;
-            const TensorProfile weight = profile(w, step, stream_of(int(b), l, false));
+            const at::Tensor host = host_float(w);  // once per layer, for the profile and every format
+            const TensorProfile weight = profile(host, false, step, stream_of(int(b), l, false));
             const auto in = inputs_step_ == step ? inputs_.find({int(b), int(l)}) : inputs_.end();
             const InputSample* input = in != inputs_.end() ? &in->second : nullptr;
             for (Precision p : kLowFormatsCheapestFirst) {
-                const double snr = layer_snr(p, w, weight, input);
+                const double snr = layer_snr(p, host, weight, input);
                 double& worst = out[b].snr_db[std::size_t(p)];
                 worst = std::isnan(worst) ? snr : std::min(worst, snr);
             }

@@ -46,8 +46,10 @@ class DistributionProfiler {
         std::vector<float> tokens;  // kInputTokens sampled rows (fewer for a short input), row-major
         std::size_t count = 0;
     };
-    TensorProfile profile(const at::Tensor& t, std::int64_t step, std::uint64_t stream) const;
-    double layer_snr(Precision p, const at::Tensor& weight, const TensorProfile& w,
+    // `host`: fp32, contiguous, on the CPU. `input`: an activation (rows are its feature vectors).
+    TensorProfile profile(const at::Tensor& host, bool input, std::int64_t step, std::uint64_t stream) const;
+    // One layer's SNR in `p`; `host` is its weight (fp32, contiguous, on the CPU).
+    double layer_snr(Precision p, const at::Tensor& host, const TensorProfile& w,
                      const InputSample* in) const;
 
     const std::vector<AgentBlock>& blocks_;
