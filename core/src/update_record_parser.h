@@ -6,6 +6,8 @@
 #include <string>
 #include <string_view>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "sp/jsonl.h"
 
 namespace sp::detail {
@@ -19,5 +21,10 @@ struct FastParse {
 // Parses `line` as an update record into `out` (reusing its block_details capacity). On failure
 // `error` says why and `out` is unspecified.
 FastParse parse_update_record(std::string_view line, UpdateRecord& out, std::string& error);
+
+// The same rules over an already parsed DOM (update_record_dom.cpp): slow, plain, and independent
+// of the fast path, which the tests and the fuzzer check against it. False with `error` set when
+// `j` is not a valid update record (a "type" other than "update" included).
+bool update_record_from_json(const nlohmann::ordered_json& j, UpdateRecord& out, std::string& error);
 
 }  // namespace sp::detail

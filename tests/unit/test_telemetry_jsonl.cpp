@@ -9,7 +9,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "../common/same_update_record.h"
 #include "sp/jsonl.h"
+#include "update_record_parser.h"
 
 using namespace sp;
 
@@ -438,6 +440,34 @@ class TestTelemetryJsonl : public QObject {
         QCOMPARE(parse_record(line.toStdString(), rec, why), ParseStatus::corrupt);
         QVERIFY(!parse_record_line(line.toStdString(), rec, why));
         QVERIFY2(QString::fromStdString(why).contains(error), why.c_str());
+    }
+
+    // The DOM parser (the fuzzer's reference) agrees with the fast path on every fixture line that
+    // is JSON: both accept it with equal records, or both reject it.
+    void domParserAgreesWithFastPath() {
+        std::vector<std::string> lines = {to_json_line(sample_update()), minimal_line(),
+                                          minimal_line(std::string(R"({"3": )") + kDetail0 + "}")};
+        for (const char* name : {"replay_small", "replay_original_tool", "replay_corrupt"}) {
+            std::ifstream in(std::string(SP_SOURCE_DIR) + "/tests/gui/data/" + name + ".jsonl");
+            QVERIFY(in);
+            for (std::string line; std::getline(in, line);) lines.push_back(line);
+        }
+        int updates = 0;
+        for (const std::string& line : lines) {
+            const auto j = nlohmann::ordered_json::parse(line, nullptr, /*allow_exceptions=*/false);
+            if (j.is_discarded()) continue;
+            UpdateRecord fast, dom;
+            std::string fast_error, dom_error;
+            const bool fast_ok = detail::parse_update_record(line, fast, fast_error).ok;
+            const bool dom_ok = detail::update_record_from_json(j, dom, dom_error);
+            QVERIFY2(fast_ok == dom_ok,
+                     qPrintable(QString::fromStdString(line + "\n" + fast_error + " | " + dom_error)));
+            if (!fast_ok) continue;
+            ++updates;
+            const std::string diff = test::update_record_difference(fast, dom);
+            QVERIFY2(diff.empty(), qPrintable(QString::fromStdString(diff + " differs in " + line)));
+        }
+        QVERIFY(updates >= 20);
     }
 
     void unknownTypeIsSeparate() {
