@@ -1,0 +1,76 @@
+// parse_record on each line of the input, as JsonlReader feeds it (one TelemetryRecord reused), and
+// three properties of every line the fast path accepts as an update record:
+//   - the DOM parser (update_record_from_json) accepts it too, with an equal record (differential);
+//   - the writer can write that record (to_json_line throws nothing);
+//   - what it writes parses back to an equal record (round trip).
+// parse_record reports bad lines as values, so no exception may escape.
+#include <algorithm>
+
+#include <nlohmann/json.hpp>
+
+#include "../common/same_update_record.h"
+#include "fuzz_target.h"
+#include "sp/jsonl.h"
+#include "update_record_parser.h"
+
+namespace {
+
+std::string printable(const sp::UpdateRecord& r) {
+    try {
+        return sp::to_json_line(r);
+    } catch (const std::exception& e) {
+        return std::string("(to_json_line threw: ") + e.what() + ")";
+    }
+}
+
+[[noreturn]] void disagree(std::string_view line, const std::string& what, const sp::UpdateRecord& fast,
+                           const sp::UpdateRecord* other) {
+    std::string text =
+        what + "\n  line:  " + std::string(line.substr(0, 4000)) + "\n  fast:  " + printable(fast);
+    if (other) text += "\n  other: " + printable(*other);
+    sp::fuzz::finding(text);
+}
+
+void check_update(std::string_view line, const sp::UpdateRecord& fast) {
+    using sp::test::update_record_difference;
+    nlohmann::ordered_json j;
+    try {
+        j = nlohmann::ordered_json::parse(line.begin(), line.end());
+    } catch (const nlohmann::ordered_json::exception& e) {
+        disagree(line, std::string("the fast path accepts a line nlohmann rejects: ") + e.what(), fast,
+                 nullptr);
+    }
+    sp::UpdateRecord dom;
+    std::string error;
+    if (!sp::detail::update_record_from_json(j, dom, error)) {
+        disagree(line, "the fast path accepts a line the DOM parser rejects: " + error, fast, nullptr);
+    }
+    if (const std::string field = update_record_difference(fast, dom); !field.empty()) {
+        disagree(line, "the fast path and the DOM parser differ in " + field, fast, &dom);
+    }
+    const std::string written = sp::to_json_line(fast);
+    sp::UpdateRecord back;
+    if (!sp::detail::parse_update_record(written, back, error).ok) {
+        disagree(written, "the writer's line does not parse back: " + error, fast, nullptr);
+    }
+    if (const std::string field = update_record_difference(fast, back); !field.empty()) {
+        disagree(written, "the writer's line reads back different in " + field, fast, &back);
+    }
+}
+
+}  // namespace
+
+extern "C" int SP_FUZZ_ENTRY(const std::uint8_t* data, std::size_t size) {
+    std::string_view input = sp::fuzz::as_text(data, size);
+    sp::TelemetryRecord record;  // reused, as JsonlReader does
+    std::string error;
+    while (!input.empty()) {
+        const std::string_view line = input.substr(0, input.find('\n'));
+        input.remove_prefix(std::min(input.size(), line.size() + 1));
+        const sp::ParseStatus status = sp::parse_record(line, record, error);
+        if (status == sp::ParseStatus::ok && std::holds_alternative<sp::UpdateRecord>(record)) {
+            check_update(line, std::get<sp::UpdateRecord>(record));
+        }
+    }
+    return 0;
+}
