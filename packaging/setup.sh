@@ -29,6 +29,7 @@ done
 # Debian 12 packages the project builds, tests and packages with.
 packages=(
   cmake ninja-build g++ ccache pkg-config dpkg-dev
+  clang libclang-rt-14-dev
   nlohmann-json3-dev
   libzmq3-dev cppzmq-dev
   qt6-base-dev qt6-charts-dev libqt6opengl6-dev libgl-dev
