@@ -130,6 +130,28 @@ void append_utf8(std::string& s, unsigned cp) {
     }
 }
 
+// Length of the well-formed UTF-8 sequence at p (RFC 3629's table, as nlohmann checks it), 0 when
+// it is ill-formed: a telemetry file is UTF-8, and the writer could not write such a string back.
+std::size_t utf8_length(const char* p, const char* end) {
+    const auto in = [&](std::ptrdiff_t i, unsigned lo, unsigned hi) {
+        const auto c = static_cast<unsigned char>(p[i]);
+        return i < end - p && c >= lo && c <= hi;
+    };
+    const auto c = static_cast<unsigned char>(*p);
+    if (c >= 0xC2 && c <= 0xDF) return in(1, 0x80, 0xBF) ? 2 : 0;
+    if (c >= 0xE0 && c <= 0xEF) {
+        const unsigned lo = c == 0xE0 ? 0xA0 : 0x80,
+                       hi = c == 0xED ? 0x9F : 0xBF;  // no overlong, no surrogate
+        return in(1, lo, hi) && in(2, 0x80, 0xBF) ? 3 : 0;
+    }
+    if (c >= 0xF0 && c <= 0xF4) {
+        const unsigned lo = c == 0xF0 ? 0x90 : 0x80,
+                       hi = c == 0xF4 ? 0x8F : 0xBF;  // no overlong, <= U+10FFFF
+        return in(1, lo, hi) && in(2, 0x80, 0xBF) && in(3, 0x80, 0xBF) ? 4 : 0;
+    }
+    return 0;
+}
+
 class UpdateParser {
   public:
     UpdateParser(std::string_view line, std::string& error)
@@ -246,6 +268,12 @@ bool UpdateParser::string(std::string_view& out) {
         }
         if (c == '\\') return escaped_string(start, out);
         if (c < 0x20) return syntax("control character in string");
+        if (c >= 0x80) {
+            const std::size_t n = utf8_length(p_, end_);
+            if (n == 0) return syntax("invalid UTF-8 in string");
+            p_ += n;
+            continue;
+        }
         ++p_;
     }
     return syntax("");
@@ -278,6 +306,13 @@ bool UpdateParser::escaped_string(const char* start, std::string_view& out) {
             return true;
         }
         if (static_cast<unsigned char>(c) < 0x20) return syntax("control character in string");
+        if (static_cast<unsigned char>(c) >= 0x80) {
+            const std::size_t n = utf8_length(p_, end_);
+            if (n == 0) return syntax("invalid UTF-8 in string");
+            scratch_.append(p_, n);
+            p_ += n;
+            continue;
+        }
         ++p_;
         if (c != '\\') {
             scratch_ += c;
