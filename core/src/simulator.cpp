@@ -37,6 +37,8 @@ struct ParsedInput {
     int max_block_id = -1;
 };
 
+constexpr int kMaxImplicitBlocks = 4096;  // SIMULATOR.md: blocks without a layout line
+
 class LineParser {
   public:
     LineParser(std::string source) : source_(std::move(source)) {}
@@ -222,6 +224,11 @@ class LineParser {
         if (out.layout && id >= int(out.layout->size()))
             fail("unknown block " + std::to_string(id) + " (the layout has " +
                  std::to_string(out.layout->size()) + " blocks)");
+        // Without a layout every id up to the largest costs memory and time at each update: a huge id
+        // (a corrupt file) would exhaust memory, and INT_MAX would overflow max_block_id + 1.
+        if (!out.layout && id >= kMaxImplicitBlocks)
+            fail("block " + std::to_string(id) + ": without a layout line block ids stop at " +
+                 std::to_string(kMaxImplicitBlocks - 1) + " (give the layout as the first line)");
         out.max_block_id = std::max(out.max_block_id, id);
     }
 

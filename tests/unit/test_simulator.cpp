@@ -147,6 +147,8 @@ class TestSimulator : public QObject {
                      "\n" +
                          ok,
                      ":2:", "unknown block 1");
+        expect_error(R"({"step":1,"blocks":[{"id":2147483647,"l2_norm":1,"max_abs":1,"variance":1}]})",
+                     ":1:", "without a layout line block ids stop at 4095");
         expect_error(R"({"type":"frobnicate"})", ":1:", "unknown line type");
         expect_error(ok + R"({"step":1,"command":{"cmd":"set_budget","target_pct":120}})",
                      ":2:", "target_pct");
