@@ -191,7 +191,9 @@ class LineParser {
     }
 
     void add_command_event(const json& j, ParsedInput& out) const {
-        if (j.value("kind", std::string()) != "command") return;
+        // find, not value(): value() throws nlohmann's type_error when "kind" is not a string.
+        const auto kind = j.find("kind");
+        if (kind == j.end() || !kind->is_string() || *kind != "command") return;
         const auto ok = j.find("ok");
         if (ok == j.end() || !ok->is_boolean() || !ok->get<bool>()) return;  // rejected: never applied
         const auto step = integer<std::int64_t>(j, "step", 0);
