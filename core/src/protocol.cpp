@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <limits>
 #include <stdexcept>
 
 #include <nlohmann/json.hpp>
@@ -205,6 +206,22 @@ const json& field(const json& obj, const char* key, bool (json::*is)() const noe
                          it->type_name());
     }
     return *it;
+}
+
+// b[key] as a T. get<T>() would convert a float out of T's range (undefined behaviour) and wrap an
+// integer out of range.
+template <typename T>
+T integer_of(const json& b, const char* key, const std::string& where) {
+    const json& v = b.at(key);
+    bool ok = false;
+    if (v.is_number_unsigned()) {
+        ok = v.get<std::uint64_t>() <= std::uint64_t(std::numeric_limits<T>::max());
+    } else if (v.is_number_integer()) {  // negative: the parser reads the others as unsigned
+        ok = v.get<std::int64_t>() >= std::int64_t(std::numeric_limits<T>::min());
+    }
+    if (!ok)
+        throw FieldError("field '" + where + "." + key + "': expected an integer in range, got " + v.dump());
+    return v.get<T>();
 }
 
 Precision precision_of(const json& v, const std::string& where) {
@@ -474,9 +491,9 @@ bool parse_snapshot(std::string_view reply_text, Snapshot& out, std::string& err
             const std::string where = "snapshot.blocks[" + std::to_string(i) + "]";
             if (!b.is_object()) throw FieldError("field '" + where + "': expected an object");
             BlockInfo info;
-            info.id = b.at("id").get<int>();
+            info.id = integer_of<int>(b, "id", where);
             info.name = b.at("name").get<std::string>();
-            info.bytes_bf16 = b.at("bytes_bf16").get<std::uint64_t>();
+            info.bytes_bf16 = integer_of<std::uint64_t>(b, "bytes_bf16", where);
             s.layout.push_back(std::move(info));
             s.precision.push_back(precision_of(b.at("precision"), where + ".precision"));
             const json& pin = b.at("pin");

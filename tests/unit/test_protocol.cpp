@@ -356,6 +356,15 @@ class TestProtocol : public QObject {
         QVERIFY(!proto::parse_snapshot(q("{'id':'s1','ok':true,'snapshot':{'seq':-1}}"), back, error));
         QVERIFY2(contains(error, "snapshot.seq"), error.c_str());
         QVERIFY(!proto::parse_snapshot("{", back, error) && !error.empty());
+        // Block fields out of their type's range (a float, a negative size) are errors, not casts.
+        for (const auto& [from, to] :
+             {std::pair<std::string, std::string>{"\"bytes_bf16\":", "\"bytes_bf16\":-1e300,\"x\":"},
+              std::pair<std::string, std::string>{"\"id\":0,", "\"id\":3e9,"}}) {
+            std::string bad = text;
+            bad.replace(bad.find(from, bad.find("\"blocks\"")), from.size(), to);
+            QVERIFY2(!proto::parse_snapshot(bad, back, error), bad.c_str());
+            QVERIFY2(contains(error, "expected an integer in range"), error.c_str());
+        }
     }
 
     void hello_and_heartbeat() {
