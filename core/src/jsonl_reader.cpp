@@ -20,6 +20,35 @@ bool is_blank(std::string_view line) {
 
 constexpr std::size_t kReadBlock = std::size_t(1) << 20;
 
+// No record nests anywhere near this deep (the fast path stops unknown values at the same depth).
+// nlohmann parses
+// iteratively, but copies (ordered_map growth while parsing an object) and dumps recursively, so a
+// crafted line thousands of levels deep overflowed the stack. A twin guards requests in protocol.cpp.
+constexpr int kMaxDepth = 256;
+
+// Runs on unparsed bytes: strings are skipped, escapes honoured.
+bool nests_deeper_than(std::string_view text, int limit) {
+    int depth = 0;
+    bool in_string = false;
+    for (std::size_t i = 0; i < text.size(); ++i) {
+        const char c = text[i];
+        if (in_string) {
+            if (c == '\\') {
+                ++i;
+            } else if (c == '"') {
+                in_string = false;
+            }
+        } else if (c == '"') {
+            in_string = true;
+        } else if (c == '[' || c == '{') {
+            if (++depth > limit) return true;
+        } else if (c == ']' || c == '}') {
+            --depth;
+        }
+    }
+    return false;
+}
+
 }  // namespace
 
 ParseStatus parse_record(std::string_view line, TelemetryRecord& out, std::string& error) {
@@ -28,6 +57,10 @@ ParseStatus parse_record(std::string_view line, TelemetryRecord& out, std::strin
     if (fast.ok) return ParseStatus::ok;
     if (fast.syntax_error && !fast.other_type) return ParseStatus::corrupt;
     // Another record type, or a field error in what may be a typed record whose "type" comes later.
+    if (nests_deeper_than(line, kMaxDepth)) {
+        error = "nesting too deep: more than " + std::to_string(kMaxDepth) + " levels of arrays/objects";
+        return ParseStatus::corrupt;
+    }
     std::string dom_error;
     const std::optional<ParseStatus> typed = detail::parse_typed_record_dom(line, out, dom_error);
     if (!typed) return ParseStatus::corrupt;  // an update record after all: keep the precise error

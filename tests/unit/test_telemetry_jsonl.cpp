@@ -431,6 +431,11 @@ class TestTelemetryJsonl : public QObject {
                                       << "field 'schema_version': expected an integer, got string";
         QTest::newRow("event missing") << R"({"type":"event","kind":"warning","step":3})"
                                        << "missing field 'timestamp'";
+        // A crafted header thousands of levels deep overflowed the stack (nlohmann copies recursively).
+        QTest::newRow("deep nesting")
+            << QString::fromStdString(R"({"type":"header","schema_version":1,"config":{"a":)" +
+                                      std::string(300, '[') + std::string(300, ']') + R"(,"b":1}})")
+            << "nesting too deep";
     }
     void rejectsBadLines() {
         QFETCH(QString, line);
