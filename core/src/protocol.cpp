@@ -468,6 +468,10 @@ std::optional<Reply> parse_reply(std::string_view frame, std::string& error) {
 
 bool parse_snapshot(std::string_view reply_text, Snapshot& out, std::string& error) {
     try {
+        // Its config and last_update are written again (ordered_json copies recursively): a crafted
+        // snapshot thousands of levels deep would overflow the stack there. Telemetry lines stop at 256.
+        if (nests_deeper_than(reply_text, 256))
+            throw FieldError("snapshot nests too deep: more than 256 levels");
         const json j = json::parse(reply_text, nullptr, false);
         if (!j.is_object()) throw FieldError("reply is not a JSON object");
         const auto ok = j.find("ok");

@@ -365,6 +365,11 @@ class TestProtocol : public QObject {
             QVERIFY2(!proto::parse_snapshot(bad, back, error), bad.c_str());
             QVERIFY2(contains(error, "expected an integer in range"), error.c_str());
         }
+        std::string deep = text;
+        deep.insert(deep.find("\"config\":{") + 10,
+                    "\"deep\":" + std::string(300, '[') + std::string(300, ']') + ",");
+        QVERIFY(!proto::parse_snapshot(deep, back, error));
+        QVERIFY2(contains(error, "nests too deep"), error.c_str());
     }
 
     void hello_and_heartbeat() {
