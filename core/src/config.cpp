@@ -19,6 +19,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "sp/json_input.h"
+
 namespace sp {
 namespace {
 
@@ -556,13 +558,8 @@ Config config_from_json(const json& j) {
 
 Config parse_config(std::string_view json_text) {
     json j;
-    try {
-        j = json::parse(json_text.begin(), json_text.end());
-    } catch (const json::parse_error& e) {
-        throw ConfigError({"JSON syntax error at byte " + std::to_string(e.byte) + ": " + e.what()});
-    } catch (const json::exception& e) {  // a number beyond double range, e.g. 1e309
-        throw ConfigError({std::string("JSON error: ") + e.what()});
-    }
+    JsonError error;
+    if (!parse_json(json_text, j, error)) throw ConfigError({"not valid JSON: " + error.message()});
     return config_from_json(j);
 }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <limits>
 #include <optional>
 #include <set>
@@ -10,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "sp/command.h"
+#include "sp/json_input.h"
 #include "sp/policy.h"
 
 namespace sp {
@@ -49,8 +51,9 @@ class LineParser {
         while (std::getline(in, text)) {
             ++line_;
             if (text.find_first_not_of(" \t\r") == std::string::npos) continue;
-            json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
-            if (j.is_discarded()) fail("not valid JSON");
+            json j;
+            JsonError bad;
+            if (!parse_json(text, j, bad)) fail("not valid JSON: " + bad.message());
             if (!j.is_object()) fail("expected a JSON object, got " + std::string(j.type_name()));
             const std::string type =
                 j.contains("type") && j["type"].is_string() ? j["type"].get<std::string>() : "";
@@ -281,8 +284,10 @@ SimulationError::SimulationError(std::string source, std::uint64_t line, const s
       line_(line) {}
 
 std::map<int, double> parse_calibration(std::istream& in, const std::string& source) {
-    json j = json::parse(in, nullptr, /*allow_exceptions=*/false);
-    if (j.is_discarded()) throw SimulationError(source, 0, "not valid JSON");
+    const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+    json j;
+    JsonError bad;
+    if (!parse_json(text, j, bad)) throw SimulationError(source, 0, "not valid JSON: " + bad.message());
     const auto errors = j.is_object() ? j.find("errors") : j.end();
     if (errors == j.end() || !errors->is_object())
         throw SimulationError(source, 0, "expected {\"errors\": {\"<block id>\": <relative error>, ...}}");

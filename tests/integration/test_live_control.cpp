@@ -157,6 +157,17 @@ class TestLiveControl : public QObject {
         QVERIFY(item.revents & ZMQ_POLLIN);
         QVERIFY(dealer.recv(garbage_reply));
         QCOMPARE(json::parse(garbage_reply.to_string()).value("ok", true), false);
+        // A number beyond double range: rejected under the request's id, naming the key.
+        dealer.send(
+            zmq::buffer(std::string(R"({"id":"huge","cmd":"pin","blocks":[1e309],"precision":"int8"})")),
+            zmq::send_flags::none);
+        QCOMPARE(zmq::poll(&item, 1, std::chrono::milliseconds(10000)), 1);
+        QVERIFY(dealer.recv(garbage_reply));
+        const json huge = json::parse(garbage_reply.to_string());
+        QCOMPARE(huge.value("id", ""), std::string("huge"));
+        QCOMPARE(huge.value("error", ""),
+                 std::string("not valid JSON: column 36, key 'blocks[0]': number beyond "
+                             "the range of a double: 1e309"));
 
         const auto beat1 = wait_for(sub, "heartbeat", 30, any);
         const auto beat2 = wait_for(sub, "heartbeat", 30, any);

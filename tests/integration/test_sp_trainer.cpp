@@ -344,6 +344,18 @@ class TestSpTrainer : public QObject {
         QCOMPARE(r.exit_code, 2);
         QVERIFY2(r.err.contains("did you mean 'bf16_threshold'"), r.err.constData());
         QVERIFY(!QFile::exists(telemetry));
+
+        // A number beyond double range is a configuration error, not an abort.
+        QVERIFY(f.open(QIODevice::WriteOnly | QIODevice::Truncate));
+        f.write(R"({"warmup_steps": 1e309})");
+        f.close();
+        const Run huge = run(SP_TRAINER_PATH, {"--config", cfg, "--telemetry", telemetry, "--no-network"});
+        QCOMPARE(huge.exit_code, 2);
+        QVERIFY2(
+            huge.err.contains("cfg.json: not valid JSON: column 18, key 'warmup_steps': number beyond the "
+                              "range of a double: 1e309"),
+            huge.err.constData());
+        QVERIFY(!QFile::exists(telemetry));
     }
 };
 

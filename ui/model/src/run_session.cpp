@@ -10,6 +10,8 @@
 #include <QStringList>
 #include <nlohmann/json.hpp>
 
+#include "sp/json_input.h"
+
 namespace sp::ui {
 namespace {
 
@@ -223,9 +225,10 @@ void RunSession::onRecords(const RecordBatch& batch) {
 }
 
 void RunSession::onEvent(const sp::EventRecord& rec) {
-    nlohmann::json j = nlohmann::json::parse(rec.payload_json, nullptr, /*allow_exceptions=*/false);
+    nlohmann::json j;
+    sp::JsonError bad;
     QString payloadError;
-    if (!j.is_object()) {
+    if (!sp::parse_json(rec.payload_json, j, bad) || !j.is_object()) {
         payloadError = QStringLiteral("event payload is not a JSON object");
         j = nlohmann::json::object();
     }
@@ -354,8 +357,9 @@ void RunSession::onCommandReplied(const QString& requestId, bool ok, const QStri
 }
 
 void RunSession::onCommandEvent(const sp::EventRecord& rec, const QString& payloadError) {
-    nlohmann::json j = nlohmann::json::parse(rec.payload_json, nullptr, false);
-    if (!j.is_object()) j = nlohmann::json::object();
+    nlohmann::json j;
+    sp::JsonError bad;
+    if (!sp::parse_json(rec.payload_json, j, bad) || !j.is_object()) j = nlohmann::json::object();
     const QString id = jsonString(j, "id");
     const bool ok = !j.contains("ok") || (j["ok"].is_boolean() && j["ok"].get<bool>());
     const QString error = jsonString(j, "error");
