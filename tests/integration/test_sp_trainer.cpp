@@ -3,11 +3,14 @@
 #include <QtTest>
 
 #include <QProcess>
+#include <QRegularExpression>
 #include <QTemporaryDir>
 
 #include <cmath>
 #include <fstream>
 #include <set>
+
+#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
@@ -311,6 +314,27 @@ class TestSpTrainer : public QObject {
                 QCOMPARE(replayed[i]["block_details"][id]["precision"], d["precision"]);
                 QCOMPARE(replayed[i]["block_details"][id]["reason"], d["reason"]);
             }
+    }
+
+    // A telemetry file that cannot be written: training finishes, the first failure is a warning
+    // naming the file and the reason, and the summary says how many records were lost of how many.
+    void unwritable_telemetry_is_loud_and_training_goes_on() {
+        if (::access("/dev/full", W_OK) != 0) QSKIP("/dev/full is not available");
+        QTemporaryDir dir;
+        QStringList args = small_run("/dev/full", write_config(dir));
+        args.removeAll("--quiet");
+        const Run r = run(SP_TRAINER_PATH, args);
+        QVERIFY2(r.exit_code == 0, r.err.constData());
+        QCOMPARE(r.err.count("records are lost until writes succeed again"), 1);
+        QVERIFY2(r.err.contains("writing telemetry file '/dev/full' failed: No space left on device"),
+                 r.err.constData());
+        const QRegularExpression summary(
+            R"(telemetry +/dev/full \((\d+) of (\d+) records lost, (\d+) to write errors: )");
+        const QRegularExpressionMatch m = summary.match(QString::fromUtf8(r.out));
+        QVERIFY2(m.hasMatch(), r.out.constData());
+        QVERIFY(m.captured(2).toInt() > 60);  // a header, 60 statistics lines, updates, events
+        QCOMPARE(m.captured(1), m.captured(2));
+        QCOMPARE(m.captured(3), m.captured(2));
     }
 
     void bad_flags_exit_2_and_write_nothing() {

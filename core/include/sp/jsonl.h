@@ -123,7 +123,10 @@ class JsonlWriter {
     JsonlWriter& operator=(const JsonlWriter&) = delete;
     ~JsonlWriter();
 
-    // Each writes one line plus '\n'; throws std::runtime_error on an I/O error.
+    // Each writes one line plus '\n'; throws std::runtime_error naming the file and the system's
+    // reason on an I/O error. The lines not yet on disk when a write fails are discarded (the error
+    // says how many); the writer stays usable, and when a failed write left part of a line in the
+    // file, the next line starts on a new line so the fragment stays one bad line.
     void write(const UpdateRecord& r);
     void write(const RunHeader& h);
     void write(const EventRecord& e);
@@ -133,16 +136,20 @@ class JsonlWriter {
 
     void flush();
     const std::string& path() const { return path_; }
-    std::uint64_t lines_written() const { return lines_; }
+    std::uint64_t lines_written() const { return lines_; }  // lines handed to write*(), lost ones included
 
   private:
     void put(std::string_view line);
-    void fail(const char* what);
+    void clear_pending();
 
     std::string path_;
-    std::FILE* file_ = nullptr;
+    int fd_ = -1;
     bool flush_each_line_ = false;
-    std::string line_;  // reused serialisation buffer
+    std::string line_;     // reused serialisation buffer
+    std::string pending_;  // complete lines not yet written
+    std::size_t pending_lines_ = 0;
+    bool pending_repair_ = false;  // pending_ starts with the newline that ends a torn line
+    bool torn_ = false;            // a failed write left part of a line in the file
     std::uint64_t lines_ = 0;
 };
 

@@ -256,8 +256,19 @@ void RunSession::onEvent(const sp::EventRecord& rec) {
         e.text = message.isEmpty() ? compact(rec.payload_json) : message;
     } else if (rec.kind == "dropped") {
         e.category = EventCategory::dropped;
-        e.text =
-            QStringLiteral("agent dropped %1 telemetry records (queue full)").arg(jsonString(j, "count"));
+        const QString errors = jsonString(j, "write_errors");
+        e.text = errors.isEmpty() ? QStringLiteral("agent dropped %1 telemetry records (queue full)")
+                                        .arg(jsonString(j, "count"))
+                                  : QStringLiteral("agent lost %1 telemetry records (%2 to write errors: %3)")
+                                        .arg(jsonString(j, "count"), errors, jsonString(j, "error"));
+    } else if (rec.kind == "telemetry_loss") {
+        // Live only: the agent's JSONL file stopped (or resumed) taking records.
+        const bool failing = jsonString(j, "state") == QStringLiteral("failing");
+        e.category = failing ? EventCategory::warning : EventCategory::dropped;
+        e.text = failing ? QStringLiteral("agent cannot write its telemetry file %1: %2")
+                               .arg(jsonString(j, "file"), jsonString(j, "error"))
+                         : QStringLiteral("agent writes its telemetry file %1 again; %2 records lost so far")
+                               .arg(jsonString(j, "file"), jsonString(j, "lost_to_errors"));
     } else {
         e.category = EventCategory::other;
         e.text =
