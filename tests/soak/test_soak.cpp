@@ -11,7 +11,10 @@
 #include <QScopeGuard>
 #include <QTemporaryDir>
 
+#include <sys/prctl.h>
+
 #include <chrono>
+#include <csignal>
 #include <cstdlib>
 #include <vector>
 
@@ -104,6 +107,12 @@ struct Memory {
     }
 };
 
+// The children die with the test, even when it is aborted (a Qt Test timeout, a crash): a soak
+// must not leave a trainer running for ever.
+void die_with_parent(QProcess& p) {
+    p.setChildProcessModifier([] { ::prctl(PR_SET_PDEATHSIG, SIGKILL); });
+}
+
 void stop(QProcess& p) {
     if (p.state() == QProcess::NotRunning) return;
     p.terminate();
@@ -138,6 +147,7 @@ class TestSoak : public QObject {
 
         QProcess trainer;
         trainer.setProcessChannelMode(QProcess::ForwardedErrorChannel);
+        die_with_parent(trainer);
         trainer.setStandardOutputFile(QProcess::nullDevice());
         trainer.start(QStringLiteral(SP_TRAINER_PATH), {"--steps",
                                                         "1000000000",
@@ -170,6 +180,7 @@ class TestSoak : public QObject {
 
         QProcess dashboard;
         dashboard.setProcessChannelMode(QProcess::ForwardedErrorChannel);
+        die_with_parent(dashboard);
         dashboard.setStandardOutputFile(QProcess::nullDevice());
         dashboard.start(QStringLiteral(SP_DASHBOARD_PATH),
                         {"-platform", "offscreen", "--connect", QString::fromStdString(pub + "," + ctl)});
