@@ -237,6 +237,7 @@ void Agent::begin_step(std::int64_t step) {
     write_header_once();
     step_ = step;
     if (server_) server_->set_step(step);
+    publish_telemetry_health();
     {
         std::lock_guard<std::mutex> lock(commands_mutex_);
         applying_.swap(queued_);
@@ -381,8 +382,32 @@ void Agent::apply_loss_feedback(double loss) {
     publish_snapshot();
 }
 
-std::uint64_t Agent::telemetry_dropped() const {
-    return sink_ ? sink_->dropped() : 0;
+Agent::TelemetryLoss Agent::telemetry_loss() const {
+    if (!sink_) return {};
+    sink_->drain();
+    const TelemetrySink::Health h = sink_->health();
+    return TelemetryLoss{h.offered, h.lost, h.lost_to_errors, sink_->error()};
+}
+
+// The file cannot say that it is failing, so the wire does: a telemetry_loss event when writes
+// start failing and when they work again (agent/PROTOCOL.md).
+void Agent::publish_telemetry_health() {
+    if (!server_ || !sink_) return;
+    const TelemetrySink::Health h = sink_->health();
+    if (h.failing == sink_failing_published_) return;
+    sink_failing_published_ = h.failing;
+    nlohmann::json payload = {{"file", sink_->path()},
+                              {"state", h.failing ? "failing" : "recovered"},
+                              {"lost", h.lost},
+                              {"lost_to_errors", h.lost_to_errors},
+                              {"offered", h.offered}};
+    if (h.failing) payload["error"] = h.error;
+    EventRecord e;
+    e.step = step_;
+    e.timestamp = now();
+    e.kind = "telemetry_loss";
+    e.payload_json = payload.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    server_->publish(e);
 }
 
 }  // namespace sp::agent

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <optional>
 #include <random>
 #include <stdexcept>
@@ -18,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "materialize.h"
+#include "sp/json_input.h"
 
 namespace sp::agent {
 
@@ -75,10 +77,12 @@ std::optional<std::vector<double>> load_cache(const fs::path& file, const std::s
                                               const std::string& model_identity, int samples,
                                               std::size_t blocks) {
     try {
-        std::ifstream in(file);
+        std::ifstream in(file, std::ios::binary);
         if (!in) return std::nullopt;
-        const nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-        if (!j.is_object()) return std::nullopt;  // also covers a parse failure (discarded)
+        const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+        nlohmann::json j;
+        sp::JsonError bad;
+        if (!sp::parse_json(text, j, bad) || !j.is_object()) return std::nullopt;
         const auto fp = j.find("fingerprint");
         const auto id = j.find("model_identity");
         const auto n = j.find("samples");

@@ -1,9 +1,11 @@
 // Telemetry writer thread. The training thread's cost per record is one short critical section and
 // a move into a deque; serialisation, the write, the flush and freeing the record all happen here,
-// on the writer thread, outside the lock.
+// on the writer thread, outside the lock. Losses are counted and reported, never silent (header).
 #include "sp/agent/telemetry_sink.h"
 
+#include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <exception>
 #include <stdexcept>
 #include <type_traits>
@@ -51,7 +53,12 @@ void block_sigpipe_in_this_thread() {
 }  // namespace
 
 TelemetrySink::TelemetrySink(const std::string& path, std::size_t capacity)
-    : path_(path), capacity_(capacity == 0 ? 1 : capacity) {
+    : TelemetrySink(path, Options{capacity, std::size_t(1) << 20, std::chrono::milliseconds(1000), {}}) {}
+
+TelemetrySink::TelemetrySink(const std::string& path, Options options)
+    : path_(path), options_(std::move(options)) {
+    if (options_.capacity == 0) options_.capacity = 1;
+    options_.ceiling = std::max(options_.ceiling, options_.capacity);
     // Opened here, not on the thread, so a bad path fails the constructor (JsonlWriter's message
     // names the path and the OS reason). Truncate: one file per run, the header comes first.
     writer_ = std::make_unique<JsonlWriter>(path, JsonlWriter::OpenMode::truncate, /*flush_each_line=*/true);
@@ -68,15 +75,20 @@ TelemetrySink::~TelemetrySink() {
 }
 
 bool TelemetrySink::push(Item item) {
+    // Update records are observations a re-simulation recomputes; everything else decides or
+    // explains routing and is kept beyond the capacity.
+    const std::size_t limit =
+        std::holds_alternative<UpdateRecord>(item) ? options_.capacity : options_.ceiling;
     bool was_empty = false;
     {
         std::lock_guard<std::mutex> lock(mutex_);
-        if (failed_ || queue_.size() >= capacity_) {
-            ++dropped_;
+        ++offered_;
+        if (dead_ || queue_.size() >= limit) {
+            ++queue_drops_;
             return false;  // `item` is freed after the lock is released
         }
         was_empty = queue_.empty();
-        queue_.push_back(Entry{std::move(item), dropped_});
+        queue_.push_back(Entry{std::move(item), queue_drops_});
     }
     // The writer only sleeps on an empty queue, so only the push that makes it non-empty needs to
     // wake it; the others save the futex call. Notified outside the lock so the woken writer does
@@ -92,16 +104,30 @@ void TelemetrySink::drain() {
 
 std::uint64_t TelemetrySink::dropped() const {
     std::lock_guard<std::mutex> lock(mutex_);
-    return dropped_;
+    return queue_drops_ + lost_to_errors_;
 }
 
 std::uint64_t TelemetrySink::written() const {
     return written_.load(std::memory_order_relaxed);
 }
 
+TelemetrySink::Health TelemetrySink::health() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return Health{offered_,   queue_drops_ + lost_to_errors_, lost_to_errors_, failing_, failures_,
+                  last_error_};
+}
+
 std::string TelemetrySink::error() const {
     std::lock_guard<std::mutex> lock(mutex_);
-    return error_;
+    return first_error_;
+}
+
+void TelemetrySink::warn(const std::string& message) const {
+    if (options_.warn) {
+        options_.warn(message);
+    } else {
+        std::fprintf(stderr, "%s\n", message.c_str());
+    }
 }
 
 void TelemetrySink::run() {
@@ -127,58 +153,59 @@ void TelemetrySink::run() {
             if (queue_.empty()) idle_.notify_all();
         }
         lock.unlock();
-        // Drops after the last record: no record follows them to carry the report.
-        std::uint64_t total = 0;
-        {
-            std::lock_guard<std::mutex> guard(mutex_);
-            total = dropped_;
-        }
-        if (!write_failed_ && total > reported_dropped_) write_dropped_event(-1, total);
-        if (!write_failed_) {
-            try {
-                writer_->flush();
-            } catch (const std::exception& ex) {
-                fail(ex.what());
-            }
-        }
+        finish();
     } catch (const std::exception& ex) {
-        fail(std::string("telemetry writer thread: ") + ex.what());
+        warn(std::string("telemetry writer thread for '") + path_ + "' stopped: " + ex.what());
     } catch (...) {
-        fail("telemetry writer thread: unknown exception");
+        warn("telemetry writer thread for '" + path_ + "' stopped: unknown exception");
     }
     // Whatever happened, nobody may wait on this thread any more.
     try {
         std::lock_guard<std::mutex> lock(mutex_);
         busy_ = false;
-        dropped_ += queue_.size();
+        queue_drops_ += queue_.size();
         queue_.clear();
-        failed_ = true;
+        dead_ = true;
     } catch (...) {
     }
     idle_.notify_all();
 }
 
-void TelemetrySink::write_batch(std::deque<Entry>& batch) {
-    std::uint64_t lost = 0;  // accepted records that were not written because the sink failed
-    for (const Entry& entry : batch) {
-        if (write_failed_) {
-            ++lost;
-            continue;
-        }
-        write_entry(entry);
-        if (write_failed_) ++lost;  // this very record (or its dropped event) hit the error
-    }
-    if (lost > 0) {
+// Losses after the last record: no record follows them to carry the report, so one last try
+// (whatever the retry interval) writes it, and the summary line says what was lost.
+void TelemetrySink::finish() {
+    std::uint64_t queue_drops = 0;
+    {
         std::lock_guard<std::mutex> lock(mutex_);
-        dropped_ += lost;
+        queue_drops = queue_drops_;
+    }
+    if (queue_drops > reported_queue_drops_ || write_losses_ > reported_write_losses_) {
+        if (report_losses(-1, queue_drops)) writing_fails_ = false;
+    }
+    const Health h = health();
+    if (h.lost_to_errors > 0) {
+        warn("telemetry: " + std::to_string(h.lost) + " of " + std::to_string(h.offered) +
+             " records were not written to '" + path_ + "' (" + std::to_string(h.lost_to_errors) +
+             " to write errors: " + h.error + ")");
     }
 }
 
+void TelemetrySink::write_batch(std::deque<Entry>& batch) {
+    for (const Entry& entry : batch) write_entry(entry);
+}
+
 void TelemetrySink::write_entry(const Entry& entry) {
+    // While writes fail, records are counted, not tried: one retry per interval.
+    if (writing_fails_ && Clock::now() < next_retry_) {
+        lose_one();
+        return;
+    }
     const std::int64_t step = step_of(entry.item);
-    if (entry.drops_before > reported_dropped_) {
-        write_dropped_event(step, entry.drops_before);
-        if (write_failed_) return;
+    if (entry.drops_before > reported_queue_drops_ || write_losses_ > reported_write_losses_) {
+        if (!report_losses(step, entry.drops_before)) {
+            lose_one();
+            return;
+        }
     }
     try {
         line_.clear();
@@ -201,51 +228,72 @@ void TelemetrySink::write_entry(const Entry& entry) {
         warning.kind = "warning";
         warning.payload_json =
             nlohmann::json{{"message", std::string("telemetry record not written: ") + ex.what()}}.dump();
-        try {
-            line_ = to_json_line(warning);
-        } catch (const std::exception& inner) {
-            fail(inner.what());
-            return;
-        }
+        line_ = to_json_line(warning);
     }
-    write_line(line_);
+    if (!write_line(line_)) lose_one();
 }
 
-void TelemetrySink::write_dropped_event(std::int64_t step, std::uint64_t total) {
+// The dropped event for the losses not reported yet; on success they count as reported.
+bool TelemetrySink::report_losses(std::int64_t step, std::uint64_t queue_drops) {
+    const std::uint64_t errors = write_losses_ - reported_write_losses_;
+    const std::uint64_t total = queue_drops + write_losses_;
+    const std::uint64_t reported = reported_queue_drops_ + reported_write_losses_;
+    nlohmann::ordered_json payload = {{"count", total - reported}, {"total", total}};
+    if (errors > 0) {
+        payload["write_errors"] = errors;
+        payload["error"] = health().error;
+    }
     EventRecord e;
     e.step = step;
     e.timestamp = now_seconds();
     e.kind = "dropped";
-    e.payload_json = "{\"count\":" + std::to_string(total - reported_dropped_) +
-                     ",\"total\":" + std::to_string(total) + "}";
-    try {
-        line_ = to_json_line(e);
-    } catch (const std::exception& ex) {
-        fail(ex.what());
-        return;
-    }
-    if (write_line(line_)) reported_dropped_ = total;
+    e.payload_json = payload.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+    if (!write_line(to_json_line(e))) return false;
+    reported_queue_drops_ = queue_drops;
+    reported_write_losses_ = write_losses_;
+    return true;
 }
 
 bool TelemetrySink::write_line(const std::string& line) {
     try {
-        writer_->write_line(line);  // line + '\n', flushed (flush_each_line)
+        writer_->write_line(line);  // line + '\n', written at once (flush_each_line)
     } catch (const std::exception& ex) {
-        fail(ex.what());
+        write_failed(ex.what());
         return false;
     }
     written_.fetch_add(1, std::memory_order_relaxed);
+    if (writing_fails_) {
+        writing_fails_ = false;
+        {
+            std::lock_guard<std::mutex> lock(mutex_);
+            failing_ = false;
+        }
+        warn("telemetry: writing '" + path_ + "' works again; " + std::to_string(lost_this_failure_) +
+             " records were lost meanwhile");
+    }
     return true;
 }
 
-void TelemetrySink::fail(const std::string& what) {
-    write_failed_ = true;
-    try {
+void TelemetrySink::write_failed(const std::string& what) {
+    next_retry_ = Clock::now() + options_.retry_interval;
+    if (writing_fails_) return;
+    writing_fails_ = true;
+    lost_this_failure_ = 0;
+    {
         std::lock_guard<std::mutex> lock(mutex_);
-        failed_ = true;
-        if (error_.empty()) error_ = what;
-    } catch (...) {
+        failing_ = true;
+        ++failures_;
+        last_error_ = what;
+        if (first_error_.empty()) first_error_ = what;
     }
+    warn("telemetry: warning: " + what + "; records are lost until writes succeed again (training goes on)");
+}
+
+void TelemetrySink::lose_one() {
+    ++write_losses_;
+    ++lost_this_failure_;
+    std::lock_guard<std::mutex> lock(mutex_);
+    ++lost_to_errors_;
 }
 
 }  // namespace sp::agent

@@ -18,6 +18,7 @@
 
 #include "commands.h"
 #include "control_client.h"
+#include "sp/json_input.h"
 
 namespace spctl {
 namespace {
@@ -262,7 +263,9 @@ int run_ping(const Args& args) {
     const double ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     return finish(command, c, reply, [ms](const protocol::Reply& r) {
-        const auto j = nlohmann::json::parse(r.text, nullptr, false);
+        nlohmann::json j;
+        sp::JsonError bad;
+        sp::parse_json(r.text, j, bad);  // parse_reply already accepted it; a failure shows "?"
         char line[160];
         std::snprintf(line, sizeof line, "pong: step %s, protocol %s, %.2f ms\n",
                       json_scalar(j, "step").c_str(), json_scalar(j, "protocol").c_str(), ms);

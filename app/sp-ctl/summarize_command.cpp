@@ -13,6 +13,7 @@
 
 #include "cli_util.h"
 #include "commands.h"
+#include "sp/json_input.h"
 #include "sp/jsonl.h"
 
 namespace spctl {
@@ -107,8 +108,9 @@ struct Summary {
         ++events[e.kind];
         if (e.kind != "command" && e.kind != "dropped") return;
         // Only these two kinds carry totals worth reading; the payload was already parsed once.
-        const auto j = nlohmann::json::parse(e.payload_json, nullptr, false);
-        if (!j.is_object()) return;
+        nlohmann::json j;
+        sp::JsonError bad;
+        if (!sp::parse_json(e.payload_json, j, bad) || !j.is_object()) return;
         if (e.kind == "command") {
             const auto ok = j.find("ok");
             if (ok != j.end() && ok->is_boolean() && !ok->get<bool>()) ++commands_rejected;

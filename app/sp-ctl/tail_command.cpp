@@ -13,6 +13,7 @@
 
 #include "commands.h"
 #include "control_client.h"
+#include "sp/json_input.h"
 
 namespace spctl {
 namespace {
@@ -224,10 +225,13 @@ int run_tail(const Args& args) {
             }
             last_seq = seq;
         }
-        const ojson message = ojson::parse(body, nullptr, false);
-        if (!message.is_object()) {
-            std::fprintf(stderr, "sp-ctl tail: ignoring a '%s' message that is not a JSON object\n",
-                         topic_text.c_str());
+        ojson message;
+        sp::JsonError bad;
+        if (!sp::parse_json(body, message, bad) || !message.is_object()) {
+            const std::string why =
+                message.is_discarded() ? "not valid JSON: " + bad.message() : "not a JSON object";
+            std::fprintf(stderr, "sp-ctl tail: ignoring a '%s' message: %s\n", topic_text.c_str(),
+                         why.c_str());
             continue;
         }
         std::string out;

@@ -145,10 +145,15 @@ void print_summary(const TrainerOptions& o, const agent::Agent& agent,
                overhead.total_s(), t.train_step_s > 0 ? 100.0 * overhead.total_s() / t.train_step_s : 0.0,
                overhead.collect_s, overhead.hints_s, overhead.step_bookkeeping_s, overhead.distribution_s);
     std::cout << "  calibration      " << t.calibration << '\n';
-    if (o.config.telemetry_enabled)
-        std::cout << format("  telemetry        %s (%llu records dropped)\n", o.config.telemetry_file.c_str(),
-                            static_cast<unsigned long long>(agent.telemetry_dropped()));
-    else
+    if (o.config.telemetry_enabled) {
+        const agent::Agent::TelemetryLoss loss = agent.telemetry_loss();
+        std::string lost = format("%llu of %llu records lost", static_cast<unsigned long long>(loss.lost),
+                                  static_cast<unsigned long long>(loss.offered));
+        if (loss.lost_to_errors > 0)
+            lost += format(", %llu to write errors: %s", static_cast<unsigned long long>(loss.lost_to_errors),
+                           loss.error.c_str());
+        std::cout << format("  telemetry        %s (%s)\n", o.config.telemetry_file.c_str(), lost.c_str());
+    } else
         std::cout << "  telemetry        off\n";
     std::cout.flush();
 }

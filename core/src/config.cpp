@@ -19,6 +19,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "sp/json_input.h"
+
 namespace sp {
 namespace {
 
@@ -27,6 +29,13 @@ using json = nlohmann::json;
 constexpr std::string_view kModeNames = R"("off", "static", "dynamic", "budget")";
 constexpr std::string_view kAmbiguousNames = R"("bf16", "int8", "fp8_e4m3", "fp8_e5m2", "int4")";
 constexpr std::string_view kEstimatorNames = R"("zeroing", "sample", "zeroing_tensor_absmax")";
+
+// Upper bounds (core/CONFIG.md, "Limits").
+constexpr std::int64_t kMaxSteps = std::int64_t(1) << 40;  // far beyond any run; sums never overflow
+constexpr std::int64_t kMaxHistoryWindow = 100000;
+constexpr std::int64_t kMaxCalibrationSamples = 10000;
+constexpr std::size_t kMaxStringBytes = 4096;  // a path
+constexpr std::size_t kMaxKeyBytes = 256;
 
 // A value as it appears in a message. Doubles go through json so they print in the shortest form
 // that round-trips (0.6, not 0.59999999999999998); NaN/inf, which JSON cannot spell, get names.
@@ -310,9 +319,10 @@ void check_formats(const Config& c, const std::string& prefix, Add&& add) {
         add({"int4_group_size"}, about(prefix, "int4_group_size") +
                                      "must be an integer in [1, 1048576], got " +
                                      std::to_string(c.int4_group_size));
-    if (c.distribution_interval_steps < 0)
+    if (c.distribution_interval_steps < 0 || c.distribution_interval_steps > kMaxSteps)
         add({"distribution_interval_steps"}, about(prefix, "distribution_interval_steps") +
-                                                 "must be an integer >= 0 (0: never), got " +
+                                                 "must be an integer in [0, " + std::to_string(kMaxSteps) +
+                                                 "] (0: never), got " +
                                                  std::to_string(c.distribution_interval_steps));
     if (c.snr_samples < 1 || c.snr_samples > 64)
         add({"snr_samples"}, about(prefix, "snr_samples") + "must be an integer in [1, 64], got " +
@@ -320,7 +330,7 @@ void check_formats(const Config& c, const std::string& prefix, Add&& add) {
     if (!(c.snr_sample_rate > 0.0 && c.snr_sample_rate <= 1.0))
         add({"snr_sample_rate"},
             about(prefix, "snr_sample_rate") + "must be a number in (0, 1], got " + show(c.snr_sample_rate));
-    if (c.snr_seed < 0)
+    if (c.snr_seed < 0)  // any 64-bit seed >= 0 is honoured
         add({"snr_seed"},
             about(prefix, "snr_seed") + "must be an integer >= 0, got " + std::to_string(c.snr_seed));
     if (c.snr_estimator != "zeroing" && c.snr_estimator != "sample" &&
@@ -400,20 +410,32 @@ std::vector<Issue> check(const Config& c, const std::string& prefix) {
 
     check_formats(c, prefix, add);
 
-    const std::pair<std::string_view, std::int64_t> at_least_one[] = {
-        {"calibration_samples", c.calibration_samples},
-        {"history_window", c.history_window},
-        {"update_interval_steps", c.update_interval_steps},
-        {"loss_min_history", c.loss_min_history},
-        {"rollback_window_steps", c.rollback_window_steps}};
-    for (const auto& [name, v] : at_least_one)
-        if (v < 1) add({name}, about(prefix, name) + "must be an integer >= 1, got " + std::to_string(v));
-    const std::pair<std::string_view, std::int64_t> at_least_zero[] = {
-        {"warmup_steps", c.warmup_steps},
-        {"min_steps_between_switches", c.min_steps_between_switches},
-        {"rollback_cooldown_steps", c.rollback_cooldown_steps}};
-    for (const auto& [name, v] : at_least_zero)
-        if (v < 0) add({name}, about(prefix, name) + "must be an integer >= 0, got " + std::to_string(v));
+    // Every integer is bounded by what the program can honour: a window or a sample count is
+    // allocated per block, and a step count is added to a step (no overflow up to 2^62).
+    struct Bounded {
+        std::string_view name;
+        std::int64_t value, lo, hi;
+    };
+    const Bounded integers[] = {{"calibration_samples", c.calibration_samples, 1, kMaxCalibrationSamples},
+                                {"history_window", c.history_window, 1, kMaxHistoryWindow},
+                                {"loss_min_history", c.loss_min_history, 1, kMaxHistoryWindow},
+                                {"update_interval_steps", c.update_interval_steps, 1, kMaxSteps},
+                                {"rollback_window_steps", c.rollback_window_steps, 1, kMaxSteps},
+                                {"warmup_steps", c.warmup_steps, 0, kMaxSteps},
+                                {"min_steps_between_switches", c.min_steps_between_switches, 0, kMaxSteps},
+                                {"rollback_cooldown_steps", c.rollback_cooldown_steps, 0, kMaxSteps}};
+    for (const Bounded& b : integers)
+        if (b.value < b.lo || b.value > b.hi)
+            add({b.name}, about(prefix, b.name) + "must be an integer in [" + std::to_string(b.lo) + ", " +
+                              std::to_string(b.hi) + "], got " + std::to_string(b.value));
+    const std::pair<std::string_view, const std::string*> strings[] = {
+        {"telemetry_file", &c.telemetry_file},
+        {"calibration_cache_dir", &c.calibration_cache_dir},
+        {"format_gate_file", &c.format_gate_file}};
+    for (const auto& [name, s] : strings)
+        if (s->size() > kMaxStringBytes)
+            add({name}, about(prefix, name) + "too long: " + std::to_string(s->size()) +
+                            " bytes (the limit is " + std::to_string(kMaxStringBytes) + ")");
 
     std::map<int, std::string_view> forced;  // block -> the first list naming it
     for (Precision p : kAllPrecisions) {
@@ -449,6 +471,12 @@ Config read_section(const json& obj, const std::string& prefix) {
         const auto key = std::find_if(table.begin(), table.end(),
                                       [&, n = std::string_view(name)](const Key& k) { return k.name == n; });
         if (key == table.end()) {
+            if (name.size() > kMaxKeyBytes) {  // no edit distance on megabytes, no megabyte message
+                problems.push_back("key '" + prefix + name.substr(0, 64) + "...': unknown key, " +
+                                   std::to_string(name.size()) + " bytes long (keys are at most " +
+                                   std::to_string(kMaxKeyBytes) + ")");
+                continue;
+            }
             std::string msg = about(prefix, name) + "unknown key";
             if (const auto near = suggestion(name); !near.empty())
                 msg += " (did you mean '" + std::string(near) + "'?)";
@@ -556,13 +584,8 @@ Config config_from_json(const json& j) {
 
 Config parse_config(std::string_view json_text) {
     json j;
-    try {
-        j = json::parse(json_text.begin(), json_text.end());
-    } catch (const json::parse_error& e) {
-        throw ConfigError({"JSON syntax error at byte " + std::to_string(e.byte) + ": " + e.what()});
-    } catch (const json::exception& e) {  // a number beyond double range, e.g. 1e309
-        throw ConfigError({std::string("JSON error: ") + e.what()});
-    }
+    JsonError error;
+    if (!parse_json(json_text, j, error)) throw ConfigError({"not valid JSON: " + error.message()});
     return config_from_json(j);
 }
 

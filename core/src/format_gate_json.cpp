@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "sp/format_gate.h"
+#include "sp/json_input.h"
 
 namespace sp {
 namespace {
@@ -263,13 +264,8 @@ GatePolicyError::GatePolicyError(std::vector<std::string> problems)
 
 FormatGatePolicy parse_gate_policy(std::string_view json_text) {
     json root;
-    try {
-        root = json::parse(json_text.begin(), json_text.end());
-    } catch (const json::parse_error& e) {
-        throw GatePolicyError({"JSON syntax error at byte " + std::to_string(e.byte) + ": " + e.what()});
-    } catch (const json::exception& e) {  // a number beyond double range, e.g. 1e309
-        throw GatePolicyError({std::string("JSON error: ") + e.what()});
-    }
+    JsonError error;
+    if (!parse_json(json_text, root, error)) throw GatePolicyError({"not valid JSON: " + error.message()});
     if (!root.is_object()) throw GatePolicyError({"the policy must be a JSON object, got " + show(root)});
     Reader r;
     FormatGatePolicy p;

@@ -1,5 +1,11 @@
-// Appending JSONL writer. It is driven from one dedicated thread, so it takes no locks; stdio
-// buffering batches lines unless the caller wants every line flushed (a live dashboard tail).
+// Appending JSONL writer on a POSIX file descriptor with its own buffer. It is driven from one
+// dedicated thread, so it takes no locks. Not stdio: after a failed write stdio keeps (and later
+// re-sends) or drops its buffer as the C library sees fit, and a writer that must recover from a
+// full disk needs to know exactly what reached the file.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <stdexcept>
@@ -7,35 +13,51 @@
 #include "sp/jsonl.h"
 
 namespace sp {
+namespace {
+
+constexpr std::size_t kBufferBytes = std::size_t(64) << 10;  // when lines are not flushed one by one
+
+}  // namespace
 
 JsonlWriter::JsonlWriter(const std::string& path, OpenMode mode, bool flush_each_line)
     : path_(path), flush_each_line_(flush_each_line) {
-    // "a+" rather than "a": we read the last byte to repair a torn final line (see the header).
-    file_ = std::fopen(path.c_str(), mode == OpenMode::append ? "a+b" : "wb");
-    if (file_ == nullptr) {
+    const int flags = O_WRONLY | O_CREAT | O_CLOEXEC | (mode == OpenMode::append ? O_APPEND : O_TRUNC);
+    fd_ = ::open(path.c_str(), flags, 0644);
+    if (fd_ < 0) {
         throw std::runtime_error("cannot open telemetry file '" + path +
                                  "' for writing: " + std::strerror(errno));
     }
-    if (mode == OpenMode::append && std::fseek(file_, -1, SEEK_END) == 0) {
-        const int last = std::fgetc(file_);
-        std::fseek(file_, 0, SEEK_END);  // C requires a seek between reading and writing
-        if (last != EOF && last != '\n') put("");
+    // Repair a torn final line left by a crashed writer (see the header).
+    if (mode == OpenMode::append) {
+        const int reader = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+        char last = '\n';
+        if (reader >= 0) {
+            const off_t size = ::lseek(reader, 0, SEEK_END);
+            if (size > 0 && ::pread(reader, &last, 1, size - 1) != 1) last = '\n';
+            ::close(reader);
+        }
+        if (last != '\n') torn_ = true;
     }
 }
 
 JsonlWriter::~JsonlWriter() {
-    if (file_ != nullptr) std::fclose(file_);
-}
-
-void JsonlWriter::fail(const char* what) {
-    throw std::runtime_error(std::string(what) + " telemetry file '" + path_ +
-                             "' failed: " + std::strerror(errno));
+    try {
+        flush();
+    } catch (const std::exception&) {  // a destructor cannot report it; flush() first to know
+    }
+    if (fd_ >= 0) ::close(fd_);
 }
 
 void JsonlWriter::put(std::string_view line) {
-    if (!line.empty() && std::fwrite(line.data(), 1, line.size(), file_) != line.size()) fail("writing");
-    if (std::fputc('\n', file_) == EOF) fail("writing");
-    if (flush_each_line_) flush();
+    if (torn_) {
+        if (pending_.empty()) pending_repair_ = true;
+        pending_ += '\n';
+        torn_ = false;
+    }
+    pending_.append(line.data(), line.size());
+    pending_ += '\n';
+    ++pending_lines_;
+    if (flush_each_line_ || pending_.size() >= kBufferBytes) flush();
 }
 
 void JsonlWriter::write_line(std::string_view json_line) {
@@ -66,7 +88,33 @@ void JsonlWriter::write(const TelemetryRecord& rec) {
 }
 
 void JsonlWriter::flush() {
-    if (std::fflush(file_) != 0) fail("flushing");
+    std::size_t done = 0;
+    while (done < pending_.size()) {
+        const ssize_t n = ::write(fd_, pending_.data() + done, pending_.size() - done);
+        if (n > 0) {
+            done += std::size_t(n);
+            continue;
+        }
+        if (n < 0 && errno == EINTR) continue;
+        const int err = n < 0 ? errno : ENOSPC;  // a write of 0 bytes: nothing more fits
+        // Whatever did not reach the file is gone; a fragment of a line must not swallow the next.
+        // (With nothing written, the file still ends as it did: torn if this flush was to repair it.)
+        torn_ = done > 0 ? pending_[done - 1] != '\n' : pending_repair_;
+        const auto ended =
+            std::size_t(std::count(pending_.begin(), pending_.begin() + std::ptrdiff_t(done), '\n'));
+        const std::size_t lost = pending_lines_ - (ended - (pending_repair_ && done > 0 ? 1 : 0));
+        clear_pending();
+        std::string what = "writing telemetry file '" + path_ + "' failed: " + std::strerror(err);
+        if (lost > 1) what += " (" + std::to_string(lost) + " lines not written)";
+        throw std::runtime_error(what);
+    }
+    clear_pending();
+}
+
+void JsonlWriter::clear_pending() {
+    pending_.clear();
+    pending_lines_ = 0;
+    pending_repair_ = false;
 }
 
 }  // namespace sp

@@ -1,6 +1,6 @@
 // The wire protocol's message layer (agent/PROTOCOL.md). Requests arrive from the network, so
-// their parser is defensive: size and nesting are checked on the raw bytes before nlohmann sees
-// them, and every failure becomes a message that names the field. Replies and rare telemetry
+// their parser is defensive: size is checked on the raw bytes, nesting while parsing (through
+// sp::parse_json), and every failure becomes a message that names the field. Replies and rare telemetry
 // messages are built with nlohmann's ordered DOM (readable key order); the per-record path
 // (with_seq, seq_of) splices text instead, because it runs for every published message.
 #include "sp/protocol.h"
@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "sp/json_input.h"
 #include "sp/jsonl.h"
 
 namespace sp::protocol {
@@ -44,30 +45,6 @@ std::string_view trim(std::string_view s) {
     while (!s.empty() && is_space(s.front())) s.remove_prefix(1);
     while (!s.empty() && is_space(s.back())) s.remove_suffix(1);
     return s;
-}
-
-// True when arrays/objects nest deeper than `limit` (strings are skipped, escapes honoured).
-// Runs on unparsed bytes, so it must accept anything.
-bool nests_deeper_than(std::string_view text, int limit) {
-    int depth = 0;
-    bool in_string = false;
-    for (std::size_t i = 0; i < text.size(); ++i) {
-        const char c = text[i];
-        if (in_string) {
-            if (c == '\\') {
-                ++i;
-            } else if (c == '"') {
-                in_string = false;
-            }
-        } else if (c == '"') {
-            in_string = true;
-        } else if (c == '[' || c == '{') {
-            if (++depth > limit) return true;
-        } else if (c == ']' || c == '}') {
-            --depth;
-        }
-    }
-    return false;
 }
 
 std::string model_blocks(int n) {
@@ -109,17 +86,17 @@ std::variant<Request, RequestError> parse_request_unchecked(std::string_view fra
                                               " bytes (limit " + std::to_string(kMaxRequestBytes) + ")"};
     }
     if (trim(frame).empty()) return RequestError{std::nullopt, "not valid JSON: empty frame"};
-    if (nests_deeper_than(frame, kMaxRequestDepth)) {
-        return RequestError{std::nullopt, "request nests too deep: more than " +
-                                              std::to_string(kMaxRequestDepth) + " levels of arrays/objects"};
-    }
     json j;
-    try {
-        j = json::parse(frame);
-    } catch (const json::parse_error& e) {
-        return RequestError{std::nullopt, "not valid JSON: " + strip_exception_prefix(e.what())};
-    } catch (const json::exception& e) {  // a number beyond double range ("1e309"): not JSON we can hold
-        return RequestError{std::nullopt, "not valid JSON: " + strip_exception_prefix(e.what())};
+    JsonError bad;
+    if (!parse_json(frame, j, bad, JsonLimits{kMaxRequestBytes, kMaxRequestDepth})) {
+        // The id is echoed when it was read before the error (e.g. {"id":"a","blocks":[1e309]}).
+        std::optional<std::string> id = bad.id;
+        if (id && (id->empty() || id->size() > kMaxIdBytes)) id.reset();
+        if (bad.kind == JsonError::Kind::too_deep) {
+            return RequestError{id, "request nests too deep: more than " + std::to_string(kMaxRequestDepth) +
+                                        " levels of arrays/objects"};
+        }
+        return RequestError{id, "not valid JSON: " + bad.message()};
     }
     if (!j.is_object()) {
         return RequestError{std::nullopt, std::string("request must be a JSON object, got ") + j.type_name()};
@@ -180,8 +157,9 @@ ojson layout_json(const BlockLayout& layout) {
 
 ojson config_object(const std::string& config_json, const char* who) {
     if (config_json.empty()) return ojson::object();
-    ojson config = ojson::parse(config_json, nullptr, false);
-    if (!config.is_object())
+    ojson config;
+    JsonError bad;
+    if (!parse_json(config_json, config, bad) || !config.is_object())
         throw std::invalid_argument(std::string(who) + ": config_json is not a JSON object");
     return config;
 }
@@ -391,8 +369,9 @@ std::optional<std::uint64_t> seq_of(std::string_view text) {
             return value;
     }
     // Anything else (another producer's key order, exotic numbers): let the DOM decide.
-    const json j = json::parse(text, nullptr, false);
-    if (!j.is_object()) return std::nullopt;
+    json j;
+    JsonError bad;
+    if (!parse_json(text, j, bad) || !j.is_object()) return std::nullopt;
     const auto it = j.find("seq");
     if (it == j.end() || !it->is_number_unsigned()) return std::nullopt;
     return it->get<std::uint64_t>();
@@ -420,9 +399,10 @@ std::string make_request(const std::string& id, Request::Kind kind) {
 }
 
 std::optional<Reply> parse_reply(std::string_view frame, std::string& error) {
-    const json j = json::parse(frame, nullptr, false);
-    if (j.is_discarded()) {
-        error = "reply is not valid JSON";
+    json j;
+    JsonError bad;
+    if (!parse_json(frame, j, bad)) {
+        error = "reply is not valid JSON: " + bad.message();
         return std::nullopt;
     }
     if (!j.is_object()) {
@@ -468,11 +448,9 @@ std::optional<Reply> parse_reply(std::string_view frame, std::string& error) {
 
 bool parse_snapshot(std::string_view reply_text, Snapshot& out, std::string& error) {
     try {
-        // Its config and last_update are written again (ordered_json copies recursively): a crafted
-        // snapshot thousands of levels deep would overflow the stack there. Telemetry lines stop at 256.
-        if (nests_deeper_than(reply_text, 256))
-            throw FieldError("snapshot nests too deep: more than 256 levels");
-        const json j = json::parse(reply_text, nullptr, false);
+        json j;
+        JsonError bad;
+        if (!parse_json(reply_text, j, bad)) throw FieldError("reply is not valid JSON: " + bad.message());
         if (!j.is_object()) throw FieldError("reply is not a JSON object");
         const auto ok = j.find("ok");
         if (ok == j.end() || !ok->is_boolean() || !ok->get<bool>()) throw FieldError("reply is not ok");

@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "sp/json_input.h"
 #include "sp/jsonl.h"
 
 namespace sp {
@@ -388,8 +389,9 @@ std::string to_json_line(const RunHeader& h) {
     }
     ojson config = ojson::object();
     if (!h.config_json.empty()) {
-        config = ojson::parse(h.config_json, nullptr, false);
-        if (!config.is_object()) throw std::invalid_argument("RunHeader.config_json is not a JSON object");
+        JsonError bad;
+        if (!parse_json(h.config_json, config, bad) || !config.is_object())
+            throw std::invalid_argument("RunHeader.config_json is not a JSON object");
     }
     j["config"] = std::move(config);
     if (!h.calibration_errors.empty()) {
@@ -415,8 +417,8 @@ std::string to_json_line(const RunHeader& h) {
 std::string to_json_line(const EventRecord& e) {
     ojson payload = ojson::object();
     if (!e.payload_json.empty()) {
-        payload = ojson::parse(e.payload_json, nullptr, false);
-        if (!payload.is_object())
+        JsonError bad;
+        if (!parse_json(e.payload_json, payload, bad) || !payload.is_object())
             throw std::invalid_argument("EventRecord.payload_json is not a JSON object");
     }
     std::string kind = e.kind;
@@ -444,10 +446,9 @@ std::string to_json_line(const TelemetryRecord& rec) {
 std::optional<ParseStatus> detail::parse_typed_record_dom(std::string_view line, TelemetryRecord& out,
                                                           std::string& error) {
     ojson j;
-    try {
-        j = ojson::parse(line.begin(), line.end());
-    } catch (const ojson::exception& ex) {  // syntax, or a number beyond double range: a bad line
-        error = std::string("invalid JSON: ") + ex.what();
+    JsonError bad;
+    if (!parse_json(line, j, bad)) {  // syntax, or a number beyond double range: a bad line
+        error = "invalid JSON: " + bad.message();
         return ParseStatus::corrupt;
     }
     if (!j.is_object()) {

@@ -9,6 +9,8 @@
 #include <chrono>
 #include <optional>
 
+#include <unistd.h>
+
 #include <nlohmann/json.hpp>
 #include <zmq.hpp>
 
@@ -57,6 +59,30 @@ json request(zmq::socket_t& dealer, const json& req, double seconds = 10.0) {
     return json::parse(reply.to_string());
 }
 
+// A small model training for long enough, live on `pub` and `ctl`.
+QStringList trainer_args(const std::string& pub, const std::string& ctl, const QStringList& telemetry) {
+    return QStringList{"--steps",
+                       "100000",
+                       "--blocks",
+                       "3",
+                       "--d-model",
+                       "32",
+                       "--heads",
+                       "2",
+                       "--seq-len",
+                       "32",
+                       "--batch",
+                       "4",
+                       "--eval-every",
+                       "1000",
+                       "--quiet",
+                       "--telemetry-endpoint",
+                       QString::fromStdString(pub),
+                       "--control-endpoint",
+                       QString::fromStdString(ctl)} +
+           telemetry;
+}
+
 }  // namespace
 
 class TestLiveControl : public QObject {
@@ -68,26 +94,7 @@ class TestLiveControl : public QObject {
         const std::string ctl = "ipc://" + dir.filePath("ctl").toStdString();
         QProcess trainer;
         trainer.setProcessChannelMode(QProcess::ForwardedErrorChannel);
-        trainer.start(QStringLiteral(SP_TRAINER_PATH), {"--steps",
-                                                        "100000",
-                                                        "--blocks",
-                                                        "3",
-                                                        "--d-model",
-                                                        "32",
-                                                        "--heads",
-                                                        "2",
-                                                        "--seq-len",
-                                                        "32",
-                                                        "--batch",
-                                                        "4",
-                                                        "--eval-every",
-                                                        "1000",
-                                                        "--quiet",
-                                                        "--no-telemetry",
-                                                        "--telemetry-endpoint",
-                                                        QString::fromStdString(pub),
-                                                        "--control-endpoint",
-                                                        QString::fromStdString(ctl)});
+        trainer.start(QStringLiteral(SP_TRAINER_PATH), trainer_args(pub, ctl, {"--no-telemetry"}));
         QVERIFY(trainer.waitForStarted(10000));
         struct Kill {
             QProcess& p;
@@ -157,6 +164,17 @@ class TestLiveControl : public QObject {
         QVERIFY(item.revents & ZMQ_POLLIN);
         QVERIFY(dealer.recv(garbage_reply));
         QCOMPARE(json::parse(garbage_reply.to_string()).value("ok", true), false);
+        // A number beyond double range: rejected under the request's id, naming the key.
+        dealer.send(
+            zmq::buffer(std::string(R"({"id":"huge","cmd":"pin","blocks":[1e309],"precision":"int8"})")),
+            zmq::send_flags::none);
+        QCOMPARE(zmq::poll(&item, 1, std::chrono::milliseconds(10000)), 1);
+        QVERIFY(dealer.recv(garbage_reply));
+        const json huge = json::parse(garbage_reply.to_string());
+        QCOMPARE(huge.value("id", ""), std::string("huge"));
+        QCOMPARE(huge.value("error", ""),
+                 std::string("not valid JSON: column 36, key 'blocks[0]': number beyond "
+                             "the range of a double: 1e309"));
 
         const auto beat1 = wait_for(sub, "heartbeat", 30, any);
         const auto beat2 = wait_for(sub, "heartbeat", 30, any);
@@ -165,6 +183,39 @@ class TestLiveControl : public QObject {
                  "training stalled");
         const json pong = request(dealer, {{"id", "p"}, {"cmd", "ping"}});
         QVERIFY2(pong.value("ok", false), pong.dump().c_str());
+        QCOMPARE(trainer.state(), QProcess::Running);
+    }
+
+    // The file cannot say it is failing; the wire does, once, and training goes on.
+    void telemetry_file_failure_is_published() {
+        if (::access("/dev/full", W_OK) != 0) QSKIP("/dev/full is not available");
+        QTemporaryDir dir;
+        const std::string pub = "ipc://" + dir.filePath("pub").toStdString();
+        const std::string ctl = "ipc://" + dir.filePath("ctl").toStdString();
+        QProcess trainer;
+        trainer.setProcessChannelMode(QProcess::SeparateChannels);
+        trainer.start(QStringLiteral(SP_TRAINER_PATH), trainer_args(pub, ctl, {"--telemetry", "/dev/full"}));
+        QVERIFY(trainer.waitForStarted(10000));
+        struct Kill {
+            QProcess& p;
+            ~Kill() {
+                p.kill();
+                p.waitForFinished(10000);
+            }
+        } kill{trainer};
+        zmq::context_t ctx;
+        zmq::socket_t sub(ctx, zmq::socket_type::sub);
+        sub.set(zmq::sockopt::subscribe, "");
+        sub.connect(pub);
+        const auto loss =
+            wait_for(sub, "event", 60, [](const json& e) { return e.value("kind", "") == "telemetry_loss"; });
+        QVERIFY2(loss, "no telemetry_loss event");
+        QCOMPARE(loss->body.value("state", ""), std::string("failing"));
+        QCOMPARE(loss->body.value("file", ""), std::string("/dev/full"));
+        QVERIFY2(loss->body.value("error", "").find("No space left on device") != std::string::npos,
+                 loss->body.dump().c_str());
+        QVERIFY(loss->body.value("lost_to_errors", 0) >= 1);
+        QVERIFY2(wait_for(sub, "update", 60, [](const json&) { return true; }), "training stopped");
         QCOMPARE(trainer.state(), QProcess::Running);
     }
 };

@@ -193,6 +193,25 @@ class TestSpCtlLogs : public QObject {
                  r.err.constData());
     }
 
+    // A step-statistics line with a number beyond double range is one bad line, not an abort.
+    void out_of_range_statistic_is_a_bad_line() {
+        QTemporaryDir dir;
+        const std::string text =
+            header_line() + line(update(10, {B, I, B}, {B, B, B})) +
+            R"({"step":10,"blocks":[{"id":0,"l2_norm":1e309,"max_abs":1,"variance":1}]})" + "\n" +
+            line(update(20, {B, I, B}, {B, I, B}));
+        const QString path = write_file(dir, "huge.jsonl", text);
+        Run r = sp_ctl({"validate", path});
+        QCOMPARE(r.exit_code, 1);
+        QVERIFY2(r.out.contains(
+                     "huge.jsonl:3: invalid JSON: column 40, key 'blocks[0].l2_norm': number beyond the "
+                     "range of a double: 1e309"),
+                 r.out.constData());
+        r = sp_ctl({"summarize", path});
+        QCOMPARE(r.exit_code, 0);
+        QVERIFY2(r.err.contains("skipped 1 bad line(s)"), r.err.constData());
+    }
+
     void validate_reports_inconsistent_records() {
         sp::UpdateRecord wrong_sum = update(20, {B, I, B}, {B, I, B});
         wrong_sum.blocks_bf16 += 1;

@@ -3,13 +3,17 @@
 #include <QtTest>
 
 #include <QProcess>
+#include <QRegularExpression>
 #include <QTemporaryDir>
 
 #include <cmath>
 #include <fstream>
 #include <set>
 
+#include <unistd.h>
+
 #include <nlohmann/json.hpp>
+#include <zmq.hpp>
 
 #include "run_process.h"
 
@@ -313,6 +317,84 @@ class TestSpTrainer : public QObject {
             }
     }
 
+    // A burst of commands far beyond the telemetry queue's capacity: every command event reaches
+    // the file (decisions are never dropped), so the file re-simulates to the decisions the run made.
+    void command_flood_loses_no_decision() {
+        QTemporaryDir dir;
+        const QString telemetry = dir.filePath("flood.jsonl");
+        const std::string ctl = "ipc://" + dir.filePath("ctl").toStdString();
+        QStringList args = small_run(telemetry, write_config(dir));
+        args.removeAll("--no-network");
+        args << "--steps"
+             << "200"
+             << "--telemetry-endpoint" << QString::fromStdString("ipc://" + dir.filePath("pub").toStdString())
+             << "--control-endpoint" << QString::fromStdString(ctl);
+        QProcess trainer;
+        trainer.setProcessChannelMode(QProcess::ForwardedErrorChannel);
+        trainer.start(QStringLiteral(SP_TRAINER_PATH), args);
+        QVERIFY(trainer.waitForStarted(10000));
+
+        zmq::context_t ctx;
+        zmq::socket_t dealer(ctx, zmq::socket_type::dealer);
+        dealer.set(zmq::sockopt::linger, 0);
+        dealer.connect(ctl);
+        constexpr int kRequests = 4000;
+        int accepted = 0, answered = 0;
+        for (int i = 0; i < kRequests; ++i) {
+            const nlohmann::json req =
+                i % 2 == 0 ? nlohmann::json{{"id", std::to_string(i)},
+                                            {"cmd", "pin"},
+                                            {"blocks", {1}},
+                                            {"precision", "int8"}}
+                           : nlohmann::json{{"id", std::to_string(i)}, {"cmd", "release"}, {"blocks", {1}}};
+            dealer.send(zmq::buffer(req.dump()), zmq::send_flags::none);
+        }
+        while (answered < kRequests) {
+            zmq::pollitem_t item{dealer.handle(), 0, ZMQ_POLLIN, 0};
+            if (zmq::poll(&item, 1, std::chrono::milliseconds(30000)) == 0) break;
+            zmq::message_t reply;
+            while (dealer.recv(reply, zmq::recv_flags::dontwait)) {
+                ++answered;
+                accepted += nlohmann::json::parse(reply.to_string_view()).value("ok", false) ? 1 : 0;
+            }
+        }
+        QCOMPARE(answered, kRequests);
+        QVERIFY(trainer.waitForFinished(120000));
+        QCOMPARE(trainer.exitCode(), 0);
+
+        std::vector<nlohmann::json> updates;
+        int command_events = 0, dropped = 0;
+        for (const auto& j : read_jsonl(telemetry)) {
+            if (j.contains("step_id")) updates.push_back(j);
+            if (j.value("kind", "") == "command") ++command_events;
+            if (j.value("kind", "") == "dropped") dropped += j.value("count", 0);
+        }
+        QCOMPARE(command_events, accepted);
+        QVERIFY2(dropped < int(updates.size()) + 200, "more lost than update records exist");
+        expect_same_decisions(telemetry, updates);
+    }
+
+    // A telemetry file that cannot be written: training finishes, the first failure is a warning
+    // naming the file and the reason, and the summary says how many records were lost of how many.
+    void unwritable_telemetry_is_loud_and_training_goes_on() {
+        if (::access("/dev/full", W_OK) != 0) QSKIP("/dev/full is not available");
+        QTemporaryDir dir;
+        QStringList args = small_run("/dev/full", write_config(dir));
+        args.removeAll("--quiet");
+        const Run r = run(SP_TRAINER_PATH, args);
+        QVERIFY2(r.exit_code == 0, r.err.constData());
+        QCOMPARE(r.err.count("records are lost until writes succeed again"), 1);
+        QVERIFY2(r.err.contains("writing telemetry file '/dev/full' failed: No space left on device"),
+                 r.err.constData());
+        const QRegularExpression summary(
+            R"(telemetry +/dev/full \((\d+) of (\d+) records lost, (\d+) to write errors: )");
+        const QRegularExpressionMatch m = summary.match(QString::fromUtf8(r.out));
+        QVERIFY2(m.hasMatch(), r.out.constData());
+        QVERIFY(m.captured(2).toInt() > 60);  // a header, 60 statistics lines, updates, events
+        QCOMPARE(m.captured(1), m.captured(2));
+        QCOMPARE(m.captured(3), m.captured(2));
+    }
+
     void bad_flags_exit_2_and_write_nothing() {
         QTemporaryDir dir;
         const QString telemetry = dir.filePath("bad.jsonl");
@@ -343,6 +425,18 @@ class TestSpTrainer : public QObject {
         const Run r = run(SP_TRAINER_PATH, {"--config", cfg, "--telemetry", telemetry, "--no-network"});
         QCOMPARE(r.exit_code, 2);
         QVERIFY2(r.err.contains("did you mean 'bf16_threshold'"), r.err.constData());
+        QVERIFY(!QFile::exists(telemetry));
+
+        // A number beyond double range is a configuration error, not an abort.
+        QVERIFY(f.open(QIODevice::WriteOnly | QIODevice::Truncate));
+        f.write(R"({"warmup_steps": 1e309})");
+        f.close();
+        const Run huge = run(SP_TRAINER_PATH, {"--config", cfg, "--telemetry", telemetry, "--no-network"});
+        QCOMPARE(huge.exit_code, 2);
+        QVERIFY2(
+            huge.err.contains("cfg.json: not valid JSON: column 18, key 'warmup_steps': number beyond the "
+                              "range of a double: 1e309"),
+            huge.err.constData());
         QVERIFY(!QFile::exists(telemetry));
     }
 };

@@ -272,7 +272,7 @@ class TestAgent : public QObject {
             agent.enqueue(pin({0}, Precision::bf16));
             agent.enqueue(pin({7}, Precision::bf16));  // rejected: must not be replayed
             run_steps(agent, model, 7, 20);
-            QCOMPARE(agent.telemetry_dropped(), std::uint64_t(0));
+            QCOMPARE(agent.telemetry_loss().lost, std::uint64_t(0));
         }  // the sink writes everything on destruction
         const auto lines = read_lines(path);
         QVERIFY(lines.size() > 20);

@@ -232,7 +232,9 @@ class TestFormatGate : public QObject {
         const char* rule = "/rules/matrix/128/0";
         QVERIFY(problems_of(valid_file().dump()).empty());
         EXPECT_PROBLEM("[1]", "must be a JSON object");
-        EXPECT_PROBLEM("{", "JSON syntax error");
+        EXPECT_PROBLEM("{", "not valid JSON: column 2");
+        EXPECT_PROBLEM(R"({"speedup_threshold": 1e309})", "key 'speedup_threshold'",
+                       "beyond the range of a double");
         EXPECT_PROBLEM(with("/version", 2), "'version'", "must be 1");
         EXPECT_PROBLEM(with("/device", 3), "'device'", "must be a string");
         EXPECT_PROBLEM(with("/speedup_threshold", -1), "'speedup_threshold'", "> 0", "-1");

@@ -153,22 +153,39 @@ class TestProtocol : public QObject {
     }
 
     void malformed_json() {
-        for (const std::string& frame :
-             {std::string("{"), std::string("{'id':'a'"), q("{'id':'a','cmd':'ping'} x"), std::string("nul"),
-              q("{'id':'a\xff','cmd':'ping'}")}) {
-            const proto::RequestError e = error_of(frame);
-            QVERIFY2(e.error.rfind("not valid JSON: ", 0) == 0 && contains(e.error, "parse error"),
-                     e.error.c_str());
-            QVERIFY(!e.id);
+        struct Case {
+            std::string frame;
+            std::optional<std::string> id;  // echoed when it was read before the error
+        };
+        for (const Case& c : std::vector<Case>{{"{", std::nullopt},
+                                               {q("{'id':'a'"), "a"},
+                                               {q("{'id':'a','cmd':'ping'} x"), "a"},
+                                               {"nul", std::nullopt},
+                                               {q("{'id':'a\xff','cmd':'ping'}"), std::nullopt},
+                                               {q("{'cmd':'ping','id':''"), std::nullopt}}) {
+            const proto::RequestError e = error_of(c.frame);
+            QVERIFY2(e.error.rfind("not valid JSON: column ", 0) == 0, e.error.c_str());
+            QCOMPARE(e.id, c.id);
         }
         QCOMPARE(error_of("").error, std::string("not valid JSON: empty frame"));
         QCOMPARE(error_of(" \r\n\t").error, std::string("not valid JSON: empty frame"));
-        QVERIFY(contains(error_of("{").error, "at line 1, column 2: "));
-        // A number beyond double range is a clear rejection, not an internal error.
+        QCOMPARE(
+            error_of(q("{'id':'a'")).error,
+            std::string("not valid JSON: column 10: syntax error while parsing object - unexpected end of "
+                        "input; expected '}'"));
+        // A number beyond double range is a clear rejection under the request's id, naming the key.
         const proto::RequestError big =
-            error_of(q("{'id':'a','cmd':'pin','blocks':[1e309],'precision':'int8'}"));
-        QVERIFY2(big.error.rfind("not valid JSON: ", 0) == 0 && contains(big.error, "1e309"),
+            error_of(q("{'id':'a','cmd':'pin','blocks':[0,1e309],'precision':'int8'}"));
+        QVERIFY2(big.error ==
+                     "not valid JSON: column 35, key 'blocks[1]': number beyond the range of a double: 1e309",
                  big.error.c_str());
+        QCOMPARE(big.id, std::optional<std::string>("a"));
+        // Invalid UTF-8 names the key and the byte (agent/PROTOCOL.md's table).
+        const std::string utf8 = error_of("{\"x\":\"\xff\"}").error;
+        QVERIFY2(utf8 ==
+                     "not valid JSON: column 7, key 'x': syntax error while parsing value - invalid string: "
+                     "ill-formed UTF-8 byte; last read: '\"\xFF'",
+                 utf8.c_str());
     }
 
     void not_an_object() {
@@ -263,6 +280,7 @@ class TestProtocol : public QObject {
         std::string inner = q("{'id':'a','cmd':'pin','precision':'int8','blocks':");
         inner += std::string(40, '[') + "1" + std::string(40, ']') + "}";
         QVERIFY(contains(error_of(inner).error, "nests too deep"));
+        QCOMPARE(error_of(inner).id, std::optional<std::string>("a"));
         // Brackets inside strings do not count.
         const std::string quoted = q("{'id':'" + std::string(100, '[') + "','cmd':'ping'}");
         QCOMPARE(request_of(quoted).id, std::string(100, '['));
@@ -369,7 +387,7 @@ class TestProtocol : public QObject {
         deep.insert(deep.find("\"config\":{") + 10,
                     "\"deep\":" + std::string(300, '[') + std::string(300, ']') + ",");
         QVERIFY(!proto::parse_snapshot(deep, back, error));
-        QVERIFY2(contains(error, "nests too deep"), error.c_str());
+        QVERIFY2(contains(error, "nested deeper than 64"), error.c_str());
     }
 
     void hello_and_heartbeat() {
@@ -504,7 +522,12 @@ class TestProtocol : public QObject {
             std::string frame, error;
         };
         for (const Bad& b : std::vector<Bad>{
-                 {"{", "reply is not valid JSON"},
+                 {"{",
+                  "reply is not valid JSON: column 2: syntax error while parsing object key - unexpected "
+                  "end of input; expected string literal"},
+                 {"{'id':'a','ok':true,'effective_step':1e309}",
+                  "reply is not valid JSON: column 38, key 'effective_step': number beyond the range of a "
+                  "double: 1e309"},
                  {"[]", "reply must be a JSON object, got array"},
                  {"{'ok':true}", "reply: field 'id': missing"},
                  {"{'id':1,'ok':true}", "reply: field 'id': expected a string or null, got number"},

@@ -5,12 +5,14 @@
 // The full-queue tests stall the writer thread deterministically without test hooks: the sink
 // writes into a FIFO that the test does not read yet, and its first record is larger than a pipe
 // can hold, so the writer blocks inside write() with its queue empty.
+#include <QFileInfo>
 #include <QScopeGuard>
 #include <QTemporaryDir>
 #include <QtTest>
 
 #include <chrono>
 #include <condition_variable>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -23,6 +25,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -233,9 +236,11 @@ class TestTelemetrySink : public QObject {
     void destructorWritesEverythingQueued();
     void fullQueueDropsWithoutBlockingAndReportsTheGap();
     void dropsAtTheEndAreReportedAtShutdown();
+    void decisionsAreKeptWhenTheQueueIsFull();
     void concurrentProducersAccountForEveryRecord();
     void unopenablePathThrowsNamingIt();
-    void writeErrorIsRememberedAndLaterRecordsAreDropped();
+    void writeErrorsAreLoudAndCounted();
+    void writesResumeAndTheLossIsWrittenWhereItHappened();
     void readerGoneIsAWriteErrorNotASignal();
     void malformedRecordBecomesAWarningEvent();
 };
@@ -385,6 +390,50 @@ void TestTelemetrySink::fullQueueDropsWithoutBlockingAndReportsTheGap() {
              QStringLiteral("marker"));
 }
 
+void TestTelemetrySink::decisionsAreKeptWhenTheQueueIsFull() {
+    const Watchdog watchdog(std::chrono::seconds(60));
+    QTemporaryDir dir;
+    QVERIFY(dir.isValid());
+    const std::string path = dir.filePath("t.fifo").toStdString();
+    QCOMPARE(::mkfifo(path.c_str(), 0600), 0);
+    FifoReader reader(path);
+    QVERIFY(reader.is_open());
+    TelemetrySink::Options options;
+    options.capacity = 4;
+    options.ceiling = 300;
+    auto sink = std::make_unique<TelemetrySink>(path, options);
+    const auto unstall = qScopeGuard([&] {
+        if (!reader.running()) reader.start();
+    });
+    QVERIFY(sink->push(big_event()));  // stalls the writer with an empty queue (see above)
+    QVERIFY(reader.wait_readable(10000));
+    for (std::int64_t step = 1; step <= 4; ++step) QVERIFY(sink->push(update(step)));
+    QVERIFY(!sink->push(update(5)));  // an observation: dropped at the capacity
+    // Decisions and what a re-simulation needs are kept beyond it, up to the ceiling.
+    for (int i = 0; i < 296; ++i) QVERIFY(sink->push(make_event(6, "command", {{"id", i}})));
+    QVERIFY(!sink->push(make_event(6, "command", {{"id", 296}})));
+    QCOMPARE(sink->dropped(), std::uint64_t(2));
+
+    reader.start();
+    sink.reset();
+    reader.join();
+    const ReadBack back = read_records(reader.data());
+    QVERIFY(back.problems.empty());
+    // The big event, 4 updates, the gap where update 5 went missing, 296 commands, and at shutdown
+    // the command beyond the ceiling.
+    QCOMPARE(back.records.size(), std::size_t(1 + 4 + 1 + 296 + 1));
+    const auto& gap = std::get<EventRecord>(back.records[5]);
+    QCOMPARE(QString::fromStdString(gap.kind), QStringLiteral("dropped"));
+    QCOMPARE(nlohmann::json::parse(gap.payload_json).at("count").get<int>(), 1);  // update 5
+    for (int i = 0; i < 296; ++i) {
+        const auto& e = std::get<EventRecord>(back.records[std::size_t(6 + i)]);
+        QCOMPARE(nlohmann::json::parse(e.payload_json).at("id").get<int>(), i);
+    }
+    const auto& last = std::get<EventRecord>(back.records.back());
+    QCOMPARE(QString::fromStdString(last.kind), QStringLiteral("dropped"));
+    QCOMPARE(last.step, std::int64_t{-1});
+}
+
 void TestTelemetrySink::dropsAtTheEndAreReportedAtShutdown() {
     const Watchdog watchdog(std::chrono::seconds(60));
     QTemporaryDir dir;
@@ -522,26 +571,132 @@ void TestTelemetrySink::unopenablePathThrowsNamingIt() {
     }
 }
 
-void TestTelemetrySink::writeErrorIsRememberedAndLaterRecordsAreDropped() {
-    // /dev/full accepts open() and buffered writes; the flush after each record fails with ENOSPC,
-    // which is how a full disk shows up.
-    if (::access("/dev/full", W_OK) != 0) QSKIP("/dev/full is not available");
-    TelemetrySink sink("/dev/full", 8);
-    QVERIFY(sink.error().empty());
-    QVERIFY(sink.push(update(1)));  // accepted: the error is not known yet
-    sink.drain();
-    const std::string error = sink.error();
-    QVERIFY(!error.empty());
-    QVERIFY2(error.find("/dev/full") != std::string::npos, error.c_str());
-    QCOMPARE(sink.written(), std::uint64_t{0});
-    QCOMPARE(sink.dropped(), std::uint64_t{1});  // the record that hit the error
+// Collects the sink's warning lines (they go to standard error by default).
+struct Warnings {
+    std::mutex mutex;
+    std::vector<std::string> lines;
+    TelemetrySink::Warn sink() {
+        return [this](const std::string& line) {
+            std::lock_guard<std::mutex> lock(mutex);
+            lines.push_back(line);
+        };
+    }
+    std::vector<std::string> taken() {
+        std::lock_guard<std::mutex> lock(mutex);
+        return lines;
+    }
+};
 
-    // From now on every record is refused and counted, at once.
-    for (int i = 0; i < 100; ++i) QVERIFY(!sink.push(update(2 + i)));
-    QCOMPARE(sink.dropped(), std::uint64_t{101});
-    sink.drain();
-    QVERIFY(sink.error() == error);  // the first error stays
-    // The destructor must neither throw nor terminate (it cannot report the drops to this file).
+// Retries at every record, so that the tests need no sleeping.
+TelemetrySink::Options quick_retry(std::size_t capacity, Warnings& warnings) {
+    TelemetrySink::Options o;
+    o.capacity = capacity;
+    o.retry_interval = std::chrono::milliseconds(0);
+    o.warn = warnings.sink();
+    return o;
+}
+
+void TestTelemetrySink::writeErrorsAreLoudAndCounted() {
+    // /dev/full accepts open(); every write fails with ENOSPC, which is how a full disk shows up.
+    if (::access("/dev/full", W_OK) != 0) QSKIP("/dev/full is not available");
+    Warnings warnings;
+    {
+        TelemetrySink sink("/dev/full", quick_retry(8, warnings));
+        QVERIFY(sink.error().empty());
+        QVERIFY(sink.push(update(1)));
+        sink.drain();
+        const std::string error = sink.error();
+        QVERIFY2(error.find("/dev/full") != std::string::npos &&
+                     error.find("No space left on device") != std::string::npos,
+                 error.c_str());
+        // The first failure is announced at once, naming the file and the reason.
+        std::vector<std::string> lines = warnings.taken();
+        QCOMPARE(lines.size(), std::size_t(1));
+        QVERIFY2(lines[0].find("'/dev/full'") != std::string::npos &&
+                     lines[0].find("No space left on device") != std::string::npos &&
+                     lines[0].find("records are lost until writes succeed again") != std::string::npos,
+                 lines[0].c_str());
+
+        // Training goes on: records are still accepted, tried and counted; no second warning.
+        for (int i = 0; i < 100; ++i) {
+            QVERIFY(sink.push(update(2 + i)));
+            if (i % 4 == 3) sink.drain();  // keep the queue short: every loss here is a write error
+        }
+        sink.drain();
+        const TelemetrySink::Health h = sink.health();
+        QCOMPARE(h.offered, std::uint64_t(101));
+        QCOMPARE(h.lost, std::uint64_t(101));
+        QCOMPARE(h.lost_to_errors, std::uint64_t(101));
+        QVERIFY(h.failing);
+        QCOMPARE(h.failures, std::uint64_t(1));
+        QCOMPARE(sink.written(), std::uint64_t{0});
+        QCOMPARE(warnings.taken().size(), std::size_t(1));
+        QVERIFY(sink.error() == error);  // the first error stays
+    }
+    // At the end, the count of the whole run.
+    const std::vector<std::string> lines = warnings.taken();
+    QCOMPARE(lines.size(), std::size_t(2));
+    QVERIFY2(lines[1].find("101 of 101 records were not written to '/dev/full' (101 to write errors") !=
+                 std::string::npos,
+             lines[1].c_str());
+}
+
+// A file size limit (RLIMIT_FSIZE) makes writes fail with EFBIG until it is raised again: a
+// full disk that gets space back, without needing one.
+void TestTelemetrySink::writesResumeAndTheLossIsWrittenWhereItHappened() {
+    struct rlimit original {};
+    QCOMPARE(::getrlimit(RLIMIT_FSIZE, &original), 0);
+    if (original.rlim_max != RLIM_INFINITY && original.rlim_max < (1 << 20)) QSKIP("file size limit too low");
+    const auto restore = qScopeGuard([&] { ::setrlimit(RLIMIT_FSIZE, &original); });
+    const auto old_handler = std::signal(SIGXFSZ, SIG_IGN);  // else exceeding the limit kills us
+    const auto restore_signal = qScopeGuard([&] { std::signal(SIGXFSZ, old_handler); });
+
+    QTemporaryDir dir;
+    QVERIFY(dir.isValid());
+    const QString path = dir.filePath("t.jsonl");
+    Warnings warnings;
+    {
+        TelemetrySink sink(path.toStdString(), quick_retry(64, warnings));
+        QVERIFY(sink.push(update(1)));
+        sink.drain();
+        const off_t size = QFileInfo(path).size();
+        QVERIFY(size > 0);
+        struct rlimit tight = original;
+        tight.rlim_cur = rlim_t(size) + 10;  // room for a fragment of the next line, not the line
+        QCOMPARE(::setrlimit(RLIMIT_FSIZE, &tight), 0);
+        for (int step = 2; step <= 4; ++step) {
+            QVERIFY(sink.push(update(step)));
+            sink.drain();
+        }
+        QVERIFY(sink.health().failing);
+        QCOMPARE(::setrlimit(RLIMIT_FSIZE, &original), 0);
+        QVERIFY(sink.push(update(5)));
+        sink.drain();
+        const TelemetrySink::Health h = sink.health();
+        QVERIFY(!h.failing);
+        QCOMPARE(h.lost, std::uint64_t(3));
+        QCOMPARE(h.lost_to_errors, std::uint64_t(3));
+        const std::vector<std::string> lines = warnings.taken();
+        QCOMPARE(lines.size(), std::size_t(2));
+        QVERIFY2(lines[0].find("File too large") != std::string::npos, lines[0].c_str());
+        QVERIFY2(lines[1].find("works again; 3 records were lost meanwhile") != std::string::npos,
+                 lines[1].c_str());
+    }
+    // The file: record 1, the fragment the failed write left (one bad line, not two), the
+    // dropped event with the count and the reason, record 5.
+    const ReadBack back = read_records(read_file(path));
+    QCOMPARE(back.problems.size(), std::size_t(1));
+    QCOMPARE(back.records.size(), std::size_t(3));
+    QCOMPARE(std::get<UpdateRecord>(back.records[0]).step_id, std::int64_t{1});
+    const auto& dropped = std::get<EventRecord>(back.records[1]);
+    QCOMPARE(QString::fromStdString(dropped.kind), QStringLiteral("dropped"));
+    QCOMPARE(dropped.step, std::int64_t{5});
+    const nlohmann::json j = nlohmann::json::parse(dropped.payload_json);
+    QCOMPARE(j.at("count").get<int>(), 3);
+    QCOMPARE(j.at("total").get<int>(), 3);
+    QCOMPARE(j.at("write_errors").get<int>(), 3);
+    QVERIFY2(j.at("error").get<std::string>().find("File too large") != std::string::npos, j.dump().c_str());
+    QCOMPARE(std::get<UpdateRecord>(back.records[2]).step_id, std::int64_t{5});
 }
 
 void TestTelemetrySink::readerGoneIsAWriteErrorNotASignal() {
@@ -553,14 +708,17 @@ void TestTelemetrySink::readerGoneIsAWriteErrorNotASignal() {
     QCOMPARE(::mkfifo(path.c_str(), 0600), 0);
     FifoReader reader(path);
     QVERIFY(reader.is_open());
-    TelemetrySink sink(path, 8);
+    Warnings warnings;
+    TelemetrySink sink(path, quick_retry(8, warnings));
     reader.close_now();
     QVERIFY(sink.push(update(1)));
     sink.drain();
-    QVERIFY(!sink.error().empty());
+    QVERIFY2(sink.error().find("Broken pipe") != std::string::npos, sink.error().c_str());
     QCOMPARE(sink.dropped(), std::uint64_t{1});
-    QVERIFY(!sink.push(update(2)));
+    QVERIFY(sink.push(update(2)));  // still accepted, and counted when its write fails too
+    sink.drain();
     QCOMPARE(sink.dropped(), std::uint64_t{2});
+    QCOMPARE(warnings.taken().size(), std::size_t(1));
 }
 
 void TestTelemetrySink::malformedRecordBecomesAWarningEvent() {

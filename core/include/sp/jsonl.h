@@ -69,6 +69,8 @@ struct LineProblem {
 class JsonlReader {
   public:
     static constexpr std::size_t kMaxStoredProblems = 1000;
+    // A longer line is reported as a problem and skipped without being held in memory.
+    static constexpr std::size_t kMaxLineBytes = std::size_t(16) << 20;
 
     // Reads from `in`, which must outlive the reader.
     explicit JsonlReader(std::istream& in);
@@ -92,6 +94,8 @@ class JsonlReader {
 
   private:
     bool next_line(std::string_view& line, bool& had_newline);
+    void skip_rest_of_long_line();
+    void end_long_line(bool had_newline);
     void add_problem(std::string reason);
 
     std::unique_ptr<std::ifstream> owned_;
@@ -100,6 +104,8 @@ class JsonlReader {
     std::size_t pos_ = 0;  // start of the unconsumed data in buf_
     std::size_t len_ = 0;  // end of the valid data in buf_
     bool eof_ = false;
+    bool skipping_ = false;            // inside a line longer than kMaxLineBytes
+    std::uint64_t skipped_bytes_ = 0;  // of that line so far
     std::string error_;
     std::vector<LineProblem> problems_;
     std::uint64_t problem_count_ = 0;
@@ -123,7 +129,10 @@ class JsonlWriter {
     JsonlWriter& operator=(const JsonlWriter&) = delete;
     ~JsonlWriter();
 
-    // Each writes one line plus '\n'; throws std::runtime_error on an I/O error.
+    // Each writes one line plus '\n'; throws std::runtime_error naming the file and the system's
+    // reason on an I/O error. The lines not yet on disk when a write fails are discarded (the error
+    // says how many); the writer stays usable, and when a failed write left part of a line in the
+    // file, the next line starts on a new line so the fragment stays one bad line.
     void write(const UpdateRecord& r);
     void write(const RunHeader& h);
     void write(const EventRecord& e);
@@ -133,16 +142,20 @@ class JsonlWriter {
 
     void flush();
     const std::string& path() const { return path_; }
-    std::uint64_t lines_written() const { return lines_; }
+    std::uint64_t lines_written() const { return lines_; }  // lines handed to write*(), lost ones included
 
   private:
     void put(std::string_view line);
-    void fail(const char* what);
+    void clear_pending();
 
     std::string path_;
-    std::FILE* file_ = nullptr;
+    int fd_ = -1;
     bool flush_each_line_ = false;
-    std::string line_;  // reused serialisation buffer
+    std::string line_;     // reused serialisation buffer
+    std::string pending_;  // complete lines not yet written
+    std::size_t pending_lines_ = 0;
+    bool pending_repair_ = false;  // pending_ starts with the newline that ends a torn line
+    bool torn_ = false;            // a failed write left part of a line in the file
     std::uint64_t lines_ = 0;
 };
 

@@ -2,6 +2,8 @@
 // snapshot (PROTOCOL.md §5) and the batches of records for the GUI thread.
 #include <nlohmann/json.hpp>
 
+#include "sp/json_input.h"
+
 #include "live_worker.h"
 
 namespace sp::ui {
@@ -23,7 +25,12 @@ constexpr int kSnapshotAttempts = 3;
 }  // namespace
 
 std::optional<sp::RunHeader> parseHello(std::string_view body, std::string& error) {
-    const json j = json::parse(body, nullptr, false);
+    json j;
+    sp::JsonError bad;
+    if (!sp::parse_json(body, j, bad)) {
+        error = "hello is not valid JSON: " + bad.message();
+        return std::nullopt;
+    }
     if (!j.is_object()) {
         error = "hello is not a JSON object";
         return std::nullopt;

@@ -10,6 +10,8 @@
 #include <QStringList>
 #include <nlohmann/json.hpp>
 
+#include "sp/json_input.h"
+
 namespace sp::ui {
 namespace {
 
@@ -223,9 +225,10 @@ void RunSession::onRecords(const RecordBatch& batch) {
 }
 
 void RunSession::onEvent(const sp::EventRecord& rec) {
-    nlohmann::json j = nlohmann::json::parse(rec.payload_json, nullptr, /*allow_exceptions=*/false);
+    nlohmann::json j;
+    sp::JsonError bad;
     QString payloadError;
-    if (!j.is_object()) {
+    if (!sp::parse_json(rec.payload_json, j, bad) || !j.is_object()) {
         payloadError = QStringLiteral("event payload is not a JSON object");
         j = nlohmann::json::object();
     }
@@ -253,8 +256,19 @@ void RunSession::onEvent(const sp::EventRecord& rec) {
         e.text = message.isEmpty() ? compact(rec.payload_json) : message;
     } else if (rec.kind == "dropped") {
         e.category = EventCategory::dropped;
-        e.text =
-            QStringLiteral("agent dropped %1 telemetry records (queue full)").arg(jsonString(j, "count"));
+        const QString errors = jsonString(j, "write_errors");
+        e.text = errors.isEmpty() ? QStringLiteral("agent dropped %1 telemetry records (queue full)")
+                                        .arg(jsonString(j, "count"))
+                                  : QStringLiteral("agent lost %1 telemetry records (%2 to write errors: %3)")
+                                        .arg(jsonString(j, "count"), errors, jsonString(j, "error"));
+    } else if (rec.kind == "telemetry_loss") {
+        // Live only: the agent's JSONL file stopped (or resumed) taking records.
+        const bool failing = jsonString(j, "state") == QStringLiteral("failing");
+        e.category = failing ? EventCategory::warning : EventCategory::dropped;
+        e.text = failing ? QStringLiteral("agent cannot write its telemetry file %1: %2")
+                               .arg(jsonString(j, "file"), jsonString(j, "error"))
+                         : QStringLiteral("agent writes its telemetry file %1 again; %2 records lost so far")
+                               .arg(jsonString(j, "file"), jsonString(j, "lost_to_errors"));
     } else {
         e.category = EventCategory::other;
         e.text =
@@ -354,8 +368,9 @@ void RunSession::onCommandReplied(const QString& requestId, bool ok, const QStri
 }
 
 void RunSession::onCommandEvent(const sp::EventRecord& rec, const QString& payloadError) {
-    nlohmann::json j = nlohmann::json::parse(rec.payload_json, nullptr, false);
-    if (!j.is_object()) j = nlohmann::json::object();
+    nlohmann::json j;
+    sp::JsonError bad;
+    if (!sp::parse_json(rec.payload_json, j, bad) || !j.is_object()) j = nlohmann::json::object();
     const QString id = jsonString(j, "id");
     const bool ok = !j.contains("ok") || (j["ok"].is_boolean() && j["ok"].get<bool>());
     const QString error = jsonString(j, "error");

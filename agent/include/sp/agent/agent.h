@@ -113,7 +113,13 @@ class Agent {
     const std::string& run_id() const { return run_id_; }
     // The last update record written (with loss and measured bytes), if any.
     const std::optional<UpdateRecord>& last_record() const { return last_record_; }
-    std::uint64_t telemetry_dropped() const;
+    // What the JSONL sink lost (all zero without a telemetry file). Waits until the records pushed
+    // so far are written or counted: meant for the end-of-run summary.
+    struct TelemetryLoss {
+        std::uint64_t offered = 0, lost = 0, lost_to_errors = 0;
+        std::string error;  // the first write error
+    };
+    TelemetryLoss telemetry_loss() const;
     // Loss-feedback rollbacks so far (each may have moved several blocks).
     std::uint64_t rollbacks() const { return rollbacks_; }
 
@@ -132,6 +138,7 @@ class Agent {
     void write_header_once();
     void apply_loss_feedback(double loss);
     void publish_snapshot();
+    void publish_telemetry_health();
     void configure_policy();  // the gate's admitted formats and the runtime's formats, after (re)creation
     std::vector<FormatMask> admitted_by_gate() const;
     template <typename Record>
@@ -158,6 +165,7 @@ class Agent {
     std::unique_ptr<ServerAdapter> server_backend_;
     std::unique_ptr<transport::AgentServer> server_;
     bool header_written_ = false;
+    bool sink_failing_published_ = false;  // the last telemetry_loss event said "failing"
 
     mutable std::mutex commands_mutex_;
     struct QueuedCommand {

@@ -1,17 +1,24 @@
 #pragma once
 // JSONL telemetry on its own thread behind a bounded queue: the training thread only moves a record
-// into the queue (never waits on the disk); a full queue drops the record and counts it, and the
-// count is written as a "dropped" event as soon as there is room again, so nothing is lost silently.
-// Each record is flushed when written: a killed trainer leaves at most a partial last line.
-//
-// The dropped event sits exactly where the records went missing: before the first record accepted
-// after the drops, `{"type":"event","kind":"dropped","step":<that record's step, -1 for a header>,
-// "timestamp":<now>,"count":<dropped since the previous report>,"total":<dropped so far>}`; drops
-// that no record follows are reported at shutdown with step -1.
+// into the queue (never waits on the disk). Records are lost in two ways, and neither is silent:
+//  - the queue is full: an update record (a pure observation, which a re-simulation recomputes) is
+//    dropped and counted; every other record (the header, the step statistics, command,
+//    precision-change, rollback and other events: what a re-simulation needs to reach the same
+//    decisions) is kept beyond the capacity, up to a memory ceiling no run reaches;
+//  - a write fails (a full disk, a pipe whose reader left): the first failure prints a warning
+//    naming the file and the system's reason, records are counted as lost while writes keep
+//    failing (one retry per retry_interval), and recovery prints a second line.
+// The count is written as a "dropped" event as soon as a write succeeds again, right where the
+// records went missing: `{"type":"event","kind":"dropped","step":<the next record's step, -1 for a
+// header or at shutdown>,"timestamp":<now>,"count":<lost since the previous report>,"total":<lost so
+// far>}`, plus `"write_errors":<of count, lost to write errors>,"error":<the reason>` when a write
+// failed. Each record is flushed when written: a killed trainer leaves at most a partial last line.
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -26,48 +33,77 @@ namespace sp::agent {
 class TelemetrySink {
   public:
     using Item = TelemetryRecord;  // every kind of telemetry line
+    using Warn = std::function<void(const std::string&)>;
+
+    struct Options {
+        std::size_t capacity = 1024;  // the most update records waiting to be written (0 is taken as 1)
+        // The most records of any kind waiting: beyond it even decisions are dropped (and counted),
+        // so a disk that stalls for hours cannot take the trainer's memory with it.
+        std::size_t ceiling = std::size_t(1) << 20;
+        // While writes fail, records are counted as lost without touching the file, and a write is
+        // tried again once per interval.
+        std::chrono::milliseconds retry_interval{1000};
+        Warn warn;  // the failure and recovery lines; empty: standard error
+    };
+
+    // What the sink has lost so far, for a summary or a live warning.
+    struct Health {
+        std::uint64_t offered = 0;         // records pushed
+        std::uint64_t lost = 0;            // of them, not in the file (queue full or write failed)
+        std::uint64_t lost_to_errors = 0;  // of those, lost to write errors
+        bool failing = false;              // the last write failed
+        std::uint64_t failures = 0;        // times writes started failing
+        std::string error;                 // the latest write error ("" when none)
+    };
 
     // Opens (truncates) `path`; throws std::runtime_error naming the path when it cannot.
-    // `capacity` is the most records waiting to be written (0 is taken as 1).
     TelemetrySink(const std::string& path, std::size_t capacity = 1024);
-    // Writes everything still queued (and a final dropped event when drops are unreported), then
+    TelemetrySink(const std::string& path, Options options);
+    // Writes everything still queued (and a final dropped event when losses are unreported), then
     // stops the thread. Waits for the disk: a writer stuck on a pipe nobody reads blocks here.
     ~TelemetrySink();
     TelemetrySink(const TelemetrySink&) = delete;
     TelemetrySink& operator=(const TelemetrySink&) = delete;
 
-    // Never blocks on I/O. Returns false (and counts a drop) when the queue is full or the sink has
-    // failed (see error()). Thread-safe; meant for one producer but any number works.
+    // Never blocks on I/O. Returns false (and counts a loss) when the queue is full: at the capacity
+    // for update records, at the ceiling for the others. Thread-safe; meant for one producer but
+    // any number works.
     bool push(Item item);
 
-    // Blocks until everything pushed so far is written and flushed (for tests and shutdown).
+    // Blocks until everything pushed so far is written or counted lost (for tests and shutdown).
     void drain();
 
-    std::uint64_t dropped() const;  // records dropped so far
-    std::uint64_t written() const;  // records written so far (drop events included)
+    std::uint64_t dropped() const;  // records lost so far, for either reason
+    std::uint64_t written() const;  // lines written so far (dropped events included)
+    Health health() const;
     const std::string& path() const { return path_; }
-    // The first write error, if any (the sink then drops everything and counts it). A record that
-    // cannot be serialised (a header whose config_json is not an object, an event without a kind)
-    // is not an error: a "warning" event with the reason takes its place in the file.
+    // The first write error, if any. A record that cannot be serialised (a header whose
+    // config_json is not an object, an event without a kind) is not an error: a "warning" event
+    // with the reason takes its place in the file.
     std::string error() const;
 
   private:
-    // A queued record and the drop total when it was accepted: the writer reports the drops that
-    // happened before it right in front of it, so the file shows where the gap is.
+    using Clock = std::chrono::steady_clock;
+
+    // A queued record and the queue-full drop total when it was accepted: the writer reports the
+    // drops that happened before it right in front of it, so the file shows where the gap is.
     struct Entry {
         Item item;
         std::uint64_t drops_before = 0;
     };
 
     void run();
+    void finish();
     void write_batch(std::deque<Entry>& batch);
     void write_entry(const Entry& entry);
-    void write_dropped_event(std::int64_t step, std::uint64_t total);
-    bool write_line(const std::string& line);  // false (and the sink failed) on an I/O error
-    void fail(const std::string& what);
+    bool report_losses(std::int64_t step, std::uint64_t queue_drops);  // false: the write failed
+    bool write_line(const std::string& line);  // false on an I/O error (see write_failed)
+    void write_failed(const std::string& what);
+    void lose_one();  // a record that will not reach the file
+    void warn(const std::string& message) const;
 
     std::string path_;
-    std::size_t capacity_;
+    Options options_;
 
     // Shared between the producer(s) and the writer thread, guarded by mutex_.
     mutable std::mutex mutex_;
@@ -75,17 +111,25 @@ class TelemetrySink {
     std::condition_variable idle_;  // drain(): queue empty and writer idle
     std::deque<Entry> queue_;
     bool stopping_ = false;
-    bool busy_ = false;    // the writer holds a batch it has not finished
-    bool failed_ = false;  // after a write error push() drops without queueing
-    std::uint64_t dropped_ = 0;
-    std::string error_;
+    bool busy_ = false;  // the writer holds a batch it has not finished
+    bool dead_ = false;  // the writer thread ended unexpectedly: push() drops without queueing
+    std::uint64_t offered_ = 0;
+    std::uint64_t queue_drops_ = 0;
+    std::uint64_t lost_to_errors_ = 0;
+    bool failing_ = false;
+    std::uint64_t failures_ = 0;
+    std::string first_error_, last_error_;
 
     // Written by the writer thread only; read anywhere.
     std::atomic<std::uint64_t> written_{0};
 
     // The writer thread's own state (no lock).
-    std::uint64_t reported_dropped_ = 0;  // drop total already written as dropped events
-    bool write_failed_ = false;
+    std::uint64_t reported_queue_drops_ = 0;  // already written in dropped events
+    std::uint64_t write_losses_ = 0;          // mirror of lost_to_errors_
+    std::uint64_t reported_write_losses_ = 0;
+    bool writing_fails_ = false;  // mirror of failing_
+    std::uint64_t lost_this_failure_ = 0;
+    Clock::time_point next_retry_{};
     std::string line_;  // reused serialisation buffer
     std::unique_ptr<JsonlWriter> writer_;
 
