@@ -1,6 +1,7 @@
 // parse_record on each line of the input, as JsonlReader feeds it (one TelemetryRecord reused), and
 // three properties of every line the fast path accepts as an update record:
-//   - the DOM parser (update_record_from_json) accepts it too, with an equal record (differential);
+//   - sp::parse_json and the DOM parser (update_record_from_json) accept it too, with an equal
+//     record (differential);
 //   - the writer can write that record (to_json_line throws nothing);
 //   - what it writes parses back to an equal record (round trip).
 // parse_record reports bad lines as values, so no exception may escape.
@@ -10,6 +11,7 @@
 
 #include "../common/same_update_record.h"
 #include "fuzz_target.h"
+#include "sp/json_input.h"
 #include "sp/jsonl.h"
 #include "update_record_parser.h"
 
@@ -34,10 +36,9 @@ std::string printable(const sp::UpdateRecord& r) {
 void check_update(std::string_view line, const sp::UpdateRecord& fast) {
     using sp::test::update_record_difference;
     nlohmann::ordered_json j;
-    try {
-        j = nlohmann::ordered_json::parse(line.begin(), line.end());
-    } catch (const nlohmann::ordered_json::exception& e) {
-        disagree(line, std::string("the fast path accepts a line nlohmann rejects: ") + e.what(), fast,
+    sp::JsonError bad;
+    if (!sp::parse_json(line, j, bad)) {  // the project's one way of reading JSON (TELEMETRY.md)
+        disagree(line, "the fast path accepts a line sp::parse_json rejects: " + bad.message(), fast,
                  nullptr);
     }
     sp::UpdateRecord dom;
