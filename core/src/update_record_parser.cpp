@@ -88,6 +88,9 @@ constexpr std::array<DetailField, 17> kDetail = {{
 }};
 constexpr std::uint32_t kDetailRequired = (1u << 10) - 1;  // all but the additive last five
 
+// sp::parse_json's limit (sp/json_input.h): no record nests beyond 4 levels.
+constexpr int kMaxDepth = 64;
+
 // Keys come in the writer's order, so trying the one after the previous match first makes the
 // lookup a single comparison almost always. Returns N when the key is unknown.
 template <typename Field, std::size_t N>
@@ -224,7 +227,7 @@ class UpdateParser {
     bool escaped_string(const char* start, std::string_view& out);
     bool hex4(unsigned& cp);
     bool number(const char*& start, bool& is_int);
-    bool skip_value(int depth);
+    bool skip_value(int level);
     bool snr(PerFormat& out);
 
     bool read_int64(std::int64_t& v, std::string_view name);
@@ -369,12 +372,15 @@ bool UpdateParser::number(const char*& start, bool& is_int) {
     return true;
 }
 
-// Validates and skips any value (a newer producer's field). p_ is at the value.
-bool UpdateParser::skip_value(int depth) {
-    if (depth > 256) return syntax("nesting too deep");
+// Validates and skips any value (a newer producer's field) by sp::parse_json's rules (TELEMETRY.md
+// "Reading JSON"): at most kMaxDepth levels of arrays/objects, no number beyond a double's range.
+// p_ is at the value; `level` is the nesting level it opens if it is an array or object.
+bool UpdateParser::skip_value(int level) {
+    if ((*p_ == '{' || *p_ == '[') && level > kMaxDepth) return syntax("nested deeper than 64 levels");
     std::string_view ignored;
     const char* start = nullptr;
     bool is_int = false;
+    double value = 0.0;
     switch (*p_) {
         case '"':
             return string(ignored);
@@ -385,20 +391,26 @@ bool UpdateParser::skip_value(int depth) {
         case 'n':
             return literal("null");
         case '{':
-            return object([&](std::string_view) { return skip_value(depth + 1); });
+            return object([&](std::string_view) { return skip_value(level + 1); });
         case '[':
             ++p_;
             if (!more()) return false;
             if (*p_ == ']') return ++p_, true;
             for (;;) {
-                if (!skip_value(depth + 1) || !more()) return false;
+                if (!skip_value(level + 1) || !more()) return false;
                 if (*p_ == ']') return ++p_, true;
                 if (*p_ != ',') return syntax("expected ',' or ']'");
                 ++p_;
                 if (!more()) return false;
             }
         default:
-            return number(start, is_int);
+            if (!number(start, is_int)) return false;
+            // Not a syntax error: a typed line whose "type" comes later goes to the DOM, which
+            // decides (it reads an underflow as 0, which read_double refuses like an overflow).
+            if (std::from_chars(start, p_, value).ec != std::errc()) {
+                return fail("number out of range at column " + std::to_string(start - begin_ + 1));
+            }
+            return true;
     }
 }
 
@@ -502,7 +514,7 @@ bool UpdateParser::details(std::vector<BlockDetail>& out) {
         const bool ok = object([&](std::string_view name) {
             const std::size_t k = find_key(kDetail, name, hint);
             hint = k + 1;
-            if (k == kDetail.size()) return skip_value(0);  // a newer producer's field
+            if (k == kDetail.size()) return skip_value(4);  // a newer producer's field
             seen |= 1u << k;
             return detail_member(d, k);
         });
@@ -572,7 +584,7 @@ bool UpdateParser::parse(UpdateRecord& r) {
     const bool ok = object([&](std::string_view key) {
         const std::size_t k = find_key(kTop, key, hint);
         hint = k + 1;
-        if (k == kTop.size()) return skip_value(0);  // a newer producer's field
+        if (k == kTop.size()) return skip_value(2);  // a newer producer's field
         seen |= 1u << k;
         return top_member(r, k);
     });

@@ -427,6 +427,17 @@ class TestTelemetryJsonl : public QObject {
                                             minimal_line(std::string("{\"4\": ") + kDetail0 + "}"))
                                             .replace("\"changed\":false", "\"changed\":0")
                                      << "field 'block_details.4.changed': expected a boolean, got number";
+        // Unknown fields follow sp::parse_json's rules too (the fast path accepted both).
+        QTest::newRow("unknown field out of range")
+            << QString::fromStdString(minimal_line())
+                   .replace("\"block_details\"", "\"x\": 1e309, \"block_details\"")
+            << "1e309";
+        QTest::newRow("unknown field too deep")
+            << QString::fromStdString(minimal_line())
+                   .replace("\"block_details\"",
+                            QString::fromStdString("\"x\": " + std::string(64, '[') + std::string(64, ']') +
+                                                   ", \"block_details\""))
+            << "nested deeper than 64";
         QTest::newRow("bad escape") << R"({"note": "\x"})"
                                     << "invalid escape";
         QTest::newRow("header field") << R"({"type":"header","schema_version":"1"})"
