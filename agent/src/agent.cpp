@@ -57,6 +57,7 @@ Agent::Agent(Config config, AgentOptions options) : config_(std::move(config)), 
     run_id_ = options_.run_id.empty() ? make_run_id(now()) : options_.run_id;
     // Sockets first: a refused bind must fail before the telemetry file is created.
     if (options_.server) {
+        options_.server->client_requests_per_second = config_.control_requests_per_second;
         server_backend_ = std::make_unique<ServerAdapter>(*this);
         server_ = std::make_unique<transport::AgentServer>(*options_.server, *server_backend_);
     }
