@@ -253,6 +253,7 @@ const std::vector<Key>& keys() {
         real("snr_hysteresis_db", &Config::snr_hysteresis_db),
         real("budget_target_pct", &Config::budget_target_pct),
         text("format_gate_file", &Config::format_gate_file),
+        real("control_requests_per_second", &Config::control_requests_per_second),
     };
     return kKeys;
 }
@@ -347,6 +348,10 @@ void check_formats(const Config& c, const std::string& prefix, Add&& add) {
     if (!(std::isfinite(c.snr_hysteresis_db) && c.snr_hysteresis_db >= 0.0))
         add({"snr_hysteresis_db"}, about(prefix, "snr_hysteresis_db") + "must be a finite number >= 0, got " +
                                        show(c.snr_hysteresis_db));
+    if (!(c.control_requests_per_second > 0.0 && c.control_requests_per_second <= 1e6))
+        add({"control_requests_per_second"}, about(prefix, "control_requests_per_second") +
+                                                 "must be a number in (0, 1000000], got " +
+                                                 show(c.control_requests_per_second));
     if (!(c.budget_target_pct >= 0.0 && c.budget_target_pct <= 100.0))
         add({"budget_target_pct"}, about(prefix, "budget_target_pct") + "must be a number in [0, 100], got " +
                                        show(c.budget_target_pct));

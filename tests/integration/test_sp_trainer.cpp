@@ -323,7 +323,15 @@ class TestSpTrainer : public QObject {
         QTemporaryDir dir;
         const QString telemetry = dir.filePath("flood.jsonl");
         const std::string ctl = "ipc://" + dir.filePath("ctl").toStdString();
-        QStringList args = small_run(telemetry, write_config(dir));
+        // No rate limit here: the flood must reach the agent and its telemetry queue.
+        const QString config = dir.filePath("flood.json");
+        {
+            QFile f(config);
+            QVERIFY(f.open(QIODevice::WriteOnly));
+            f.write(R"({"warmup_steps": 5, "update_interval_steps": 5, "min_steps_between_switches": 10,
+                        "run_calibration": false, "log_decisions": false, "control_requests_per_second": 1000000})");
+        }
+        QStringList args = small_run(telemetry, config);
         args.removeAll("--no-network");
         args << "--steps"
              << "200"
