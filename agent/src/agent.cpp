@@ -57,6 +57,7 @@ Agent::Agent(Config config, AgentOptions options) : config_(std::move(config)), 
     run_id_ = options_.run_id.empty() ? make_run_id(now()) : options_.run_id;
     // Sockets first: a refused bind must fail before the telemetry file is created.
     if (options_.server) {
+        options_.server->client_requests_per_second = config_.control_requests_per_second;
         server_backend_ = std::make_unique<ServerAdapter>(*this);
         server_ = std::make_unique<transport::AgentServer>(*options_.server, *server_backend_);
     }
@@ -390,12 +391,17 @@ Agent::TelemetryLoss Agent::telemetry_loss() const {
 }
 
 // The file cannot say that it is failing, so the wire does: a telemetry_loss event when writes
-// start failing and when they work again (agent/PROTOCOL.md).
+// start failing, again every few seconds while they fail (for clients that join later), and when
+// they work again (agent/PROTOCOL.md).
 void Agent::publish_telemetry_health() {
     if (!server_ || !sink_) return;
+    constexpr double kRepeatSeconds = 5.0;
     const TelemetrySink::Health h = sink_->health();
-    if (h.failing == sink_failing_published_) return;
+    const double t = now();
+    const bool repeat = h.failing && t - sink_failing_published_at_ >= kRepeatSeconds;
+    if (h.failing == sink_failing_published_ && !repeat) return;
     sink_failing_published_ = h.failing;
+    sink_failing_published_at_ = t;
     nlohmann::json payload = {{"file", sink_->path()},
                               {"state", h.failing ? "failing" : "recovered"},
                               {"lost", h.lost},
@@ -404,7 +410,7 @@ void Agent::publish_telemetry_health() {
     if (h.failing) payload["error"] = h.error;
     EventRecord e;
     e.step = step_;
-    e.timestamp = now();
+    e.timestamp = t;
     e.kind = "telemetry_loss";
     e.payload_json = payload.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
     server_->publish(e);

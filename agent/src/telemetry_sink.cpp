@@ -3,6 +3,7 @@
 // on the writer thread, outside the lock. Losses are counted and reported, never silent (header).
 #include "sp/agent/telemetry_sink.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <exception>
@@ -52,11 +53,12 @@ void block_sigpipe_in_this_thread() {
 }  // namespace
 
 TelemetrySink::TelemetrySink(const std::string& path, std::size_t capacity)
-    : TelemetrySink(path, Options{capacity, std::chrono::milliseconds(1000), {}}) {}
+    : TelemetrySink(path, Options{capacity, std::size_t(1) << 20, std::chrono::milliseconds(1000), {}}) {}
 
 TelemetrySink::TelemetrySink(const std::string& path, Options options)
     : path_(path), options_(std::move(options)) {
     if (options_.capacity == 0) options_.capacity = 1;
+    options_.ceiling = std::max(options_.ceiling, options_.capacity);
     // Opened here, not on the thread, so a bad path fails the constructor (JsonlWriter's message
     // names the path and the OS reason). Truncate: one file per run, the header comes first.
     writer_ = std::make_unique<JsonlWriter>(path, JsonlWriter::OpenMode::truncate, /*flush_each_line=*/true);
@@ -73,11 +75,15 @@ TelemetrySink::~TelemetrySink() {
 }
 
 bool TelemetrySink::push(Item item) {
+    // Update records are observations a re-simulation recomputes; everything else decides or
+    // explains routing and is kept beyond the capacity.
+    const std::size_t limit =
+        std::holds_alternative<UpdateRecord>(item) ? options_.capacity : options_.ceiling;
     bool was_empty = false;
     {
         std::lock_guard<std::mutex> lock(mutex_);
         ++offered_;
-        if (dead_ || queue_.size() >= options_.capacity) {
+        if (dead_ || queue_.size() >= limit) {
             ++queue_drops_;
             return false;  // `item` is freed after the lock is released
         }

@@ -111,6 +111,7 @@ int run_simulate(const Args& args) {
         std::istream& stats = stats_path == "-" ? std::cin : file;
         const sp::SimulationResult result = sp::simulate(stats, stats_path, options);
         const sp::Config& config = result.config;
+        for (const std::string& w : result.warnings) std::fprintf(stderr, "sp-ctl simulate: %s\n", w.c_str());
 
         // Everything was checked before this point: print the whole result at once.
         const std::string out =

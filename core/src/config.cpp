@@ -30,6 +30,13 @@ constexpr std::string_view kModeNames = R"("off", "static", "dynamic", "budget")
 constexpr std::string_view kAmbiguousNames = R"("bf16", "int8", "fp8_e4m3", "fp8_e5m2", "int4")";
 constexpr std::string_view kEstimatorNames = R"("zeroing", "sample", "zeroing_tensor_absmax")";
 
+// Upper bounds (core/CONFIG.md, "Limits").
+constexpr std::int64_t kMaxSteps = std::int64_t(1) << 40;  // far beyond any run; sums never overflow
+constexpr std::int64_t kMaxHistoryWindow = 100000;
+constexpr std::int64_t kMaxCalibrationSamples = 10000;
+constexpr std::size_t kMaxStringBytes = 4096;  // a path
+constexpr std::size_t kMaxKeyBytes = 256;
+
 // A value as it appears in a message. Doubles go through json so they print in the shortest form
 // that round-trips (0.6, not 0.59999999999999998); NaN/inf, which JSON cannot spell, get names.
 std::string show(double v) {
@@ -246,6 +253,7 @@ const std::vector<Key>& keys() {
         real("snr_hysteresis_db", &Config::snr_hysteresis_db),
         real("budget_target_pct", &Config::budget_target_pct),
         text("format_gate_file", &Config::format_gate_file),
+        real("control_requests_per_second", &Config::control_requests_per_second),
     };
     return kKeys;
 }
@@ -312,9 +320,10 @@ void check_formats(const Config& c, const std::string& prefix, Add&& add) {
         add({"int4_group_size"}, about(prefix, "int4_group_size") +
                                      "must be an integer in [1, 1048576], got " +
                                      std::to_string(c.int4_group_size));
-    if (c.distribution_interval_steps < 0)
+    if (c.distribution_interval_steps < 0 || c.distribution_interval_steps > kMaxSteps)
         add({"distribution_interval_steps"}, about(prefix, "distribution_interval_steps") +
-                                                 "must be an integer >= 0 (0: never), got " +
+                                                 "must be an integer in [0, " + std::to_string(kMaxSteps) +
+                                                 "] (0: never), got " +
                                                  std::to_string(c.distribution_interval_steps));
     if (c.snr_samples < 1 || c.snr_samples > 64)
         add({"snr_samples"}, about(prefix, "snr_samples") + "must be an integer in [1, 64], got " +
@@ -322,7 +331,7 @@ void check_formats(const Config& c, const std::string& prefix, Add&& add) {
     if (!(c.snr_sample_rate > 0.0 && c.snr_sample_rate <= 1.0))
         add({"snr_sample_rate"},
             about(prefix, "snr_sample_rate") + "must be a number in (0, 1], got " + show(c.snr_sample_rate));
-    if (c.snr_seed < 0)
+    if (c.snr_seed < 0)  // any 64-bit seed >= 0 is honoured
         add({"snr_seed"},
             about(prefix, "snr_seed") + "must be an integer >= 0, got " + std::to_string(c.snr_seed));
     if (c.snr_estimator != "zeroing" && c.snr_estimator != "sample" &&
@@ -339,6 +348,10 @@ void check_formats(const Config& c, const std::string& prefix, Add&& add) {
     if (!(std::isfinite(c.snr_hysteresis_db) && c.snr_hysteresis_db >= 0.0))
         add({"snr_hysteresis_db"}, about(prefix, "snr_hysteresis_db") + "must be a finite number >= 0, got " +
                                        show(c.snr_hysteresis_db));
+    if (!(c.control_requests_per_second > 0.0 && c.control_requests_per_second <= 1e6))
+        add({"control_requests_per_second"}, about(prefix, "control_requests_per_second") +
+                                                 "must be a number in (0, 1000000], got " +
+                                                 show(c.control_requests_per_second));
     if (!(c.budget_target_pct >= 0.0 && c.budget_target_pct <= 100.0))
         add({"budget_target_pct"}, about(prefix, "budget_target_pct") + "must be a number in [0, 100], got " +
                                        show(c.budget_target_pct));
@@ -402,20 +415,32 @@ std::vector<Issue> check(const Config& c, const std::string& prefix) {
 
     check_formats(c, prefix, add);
 
-    const std::pair<std::string_view, std::int64_t> at_least_one[] = {
-        {"calibration_samples", c.calibration_samples},
-        {"history_window", c.history_window},
-        {"update_interval_steps", c.update_interval_steps},
-        {"loss_min_history", c.loss_min_history},
-        {"rollback_window_steps", c.rollback_window_steps}};
-    for (const auto& [name, v] : at_least_one)
-        if (v < 1) add({name}, about(prefix, name) + "must be an integer >= 1, got " + std::to_string(v));
-    const std::pair<std::string_view, std::int64_t> at_least_zero[] = {
-        {"warmup_steps", c.warmup_steps},
-        {"min_steps_between_switches", c.min_steps_between_switches},
-        {"rollback_cooldown_steps", c.rollback_cooldown_steps}};
-    for (const auto& [name, v] : at_least_zero)
-        if (v < 0) add({name}, about(prefix, name) + "must be an integer >= 0, got " + std::to_string(v));
+    // Every integer is bounded by what the program can honour: a window or a sample count is
+    // allocated per block, and a step count is added to a step (no overflow up to 2^62).
+    struct Bounded {
+        std::string_view name;
+        std::int64_t value, lo, hi;
+    };
+    const Bounded integers[] = {{"calibration_samples", c.calibration_samples, 1, kMaxCalibrationSamples},
+                                {"history_window", c.history_window, 1, kMaxHistoryWindow},
+                                {"loss_min_history", c.loss_min_history, 1, kMaxHistoryWindow},
+                                {"update_interval_steps", c.update_interval_steps, 1, kMaxSteps},
+                                {"rollback_window_steps", c.rollback_window_steps, 1, kMaxSteps},
+                                {"warmup_steps", c.warmup_steps, 0, kMaxSteps},
+                                {"min_steps_between_switches", c.min_steps_between_switches, 0, kMaxSteps},
+                                {"rollback_cooldown_steps", c.rollback_cooldown_steps, 0, kMaxSteps}};
+    for (const Bounded& b : integers)
+        if (b.value < b.lo || b.value > b.hi)
+            add({b.name}, about(prefix, b.name) + "must be an integer in [" + std::to_string(b.lo) + ", " +
+                              std::to_string(b.hi) + "], got " + std::to_string(b.value));
+    const std::pair<std::string_view, const std::string*> strings[] = {
+        {"telemetry_file", &c.telemetry_file},
+        {"calibration_cache_dir", &c.calibration_cache_dir},
+        {"format_gate_file", &c.format_gate_file}};
+    for (const auto& [name, s] : strings)
+        if (s->size() > kMaxStringBytes)
+            add({name}, about(prefix, name) + "too long: " + std::to_string(s->size()) +
+                            " bytes (the limit is " + std::to_string(kMaxStringBytes) + ")");
 
     std::map<int, std::string_view> forced;  // block -> the first list naming it
     for (Precision p : kAllPrecisions) {
@@ -451,6 +476,12 @@ Config read_section(const json& obj, const std::string& prefix) {
         const auto key = std::find_if(table.begin(), table.end(),
                                       [&, n = std::string_view(name)](const Key& k) { return k.name == n; });
         if (key == table.end()) {
+            if (name.size() > kMaxKeyBytes) {  // no edit distance on megabytes, no megabyte message
+                problems.push_back("key '" + prefix + name.substr(0, 64) + "...': unknown key, " +
+                                   std::to_string(name.size()) + " bytes long (keys are at most " +
+                                   std::to_string(kMaxKeyBytes) + ")");
+                continue;
+            }
             std::string msg = about(prefix, name) + "unknown key";
             if (const auto near = suggestion(name); !near.empty())
                 msg += " (did you mean '" + std::string(near) + "'?)";

@@ -1,6 +1,7 @@
 // Parsing of telemetry lines and the streaming JSONL reader. Update records take the fast path
 // (update_record_parser.h); header, event and unknown-type lines, and update lines that fail, go
 // to nlohmann (rare; good messages).
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <stdexcept>
@@ -49,6 +50,10 @@ JsonlReader::~JsonlReader() = default;
 
 bool JsonlReader::next_line(std::string_view& line, bool& had_newline) {
     for (;;) {
+        if (skipping_) {
+            skip_rest_of_long_line();
+            continue;
+        }
         const char* start = buf_.data() + pos_;
         if (const void* nl = std::memchr(start, '\n', len_ - pos_)) {
             const auto* end = static_cast<const char*>(nl);
@@ -70,7 +75,13 @@ bool JsonlReader::next_line(std::string_view& line, bool& had_newline) {
             len_ -= pos_;
             pos_ = 0;
         }
-        if (len_ == buf_.size()) buf_.resize(buf_.size() * 2);
+        if (len_ > kMaxLineBytes) {  // never buffer a line beyond the limit: skip the rest of it
+            skipping_ = true;
+            skipped_bytes_ = len_;
+            len_ = 0;
+            continue;
+        }
+        if (len_ == buf_.size()) buf_.resize(std::min(buf_.size() * 2, kMaxLineBytes + 1));
         in_->read(buf_.data() + len_, std::streamsize(buf_.size() - len_));
         len_ += std::size_t(in_->gcount());
         if (!*in_) {
@@ -78,6 +89,43 @@ bool JsonlReader::next_line(std::string_view& line, bool& had_newline) {
             eof_ = true;
         }
     }
+}
+
+// Discards bytes up to and including the next newline (or the end of input), then reports the
+// line as one problem. The line counts towards lines_read() and bytes_read() like any other.
+void JsonlReader::skip_rest_of_long_line() {
+    for (;;) {
+        if (pos_ < len_) {
+            const char* start = buf_.data() + pos_;
+            if (const void* nl = std::memchr(start, '\n', len_ - pos_)) {
+                const std::size_t n = std::size_t(static_cast<const char*>(nl) - start);
+                skipped_bytes_ += n;
+                pos_ += n + 1;
+                end_long_line(true);
+                return;
+            }
+            skipped_bytes_ += len_ - pos_;
+        }
+        pos_ = len_ = 0;
+        if (eof_) {
+            end_long_line(false);
+            return;
+        }
+        in_->read(buf_.data(), std::streamsize(buf_.size()));
+        len_ = std::size_t(in_->gcount());
+        if (!*in_) {
+            if (in_->bad()) add_problem("read error after line " + std::to_string(lines_));
+            eof_ = true;
+        }
+    }
+}
+
+void JsonlReader::end_long_line(bool had_newline) {
+    skipping_ = false;
+    ++lines_;
+    bytes_ += skipped_bytes_ + (had_newline ? 1 : 0);
+    add_problem("line too long: " + std::to_string(skipped_bytes_) + " bytes (the limit is " +
+                std::to_string(kMaxLineBytes) + "); skipped");
 }
 
 void JsonlReader::add_problem(std::string reason) {

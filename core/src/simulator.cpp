@@ -35,7 +35,8 @@ struct ParsedInput {
     std::optional<std::map<int, double>> header_calibration;
     std::vector<FormatMask> admitted_formats;  // from the header; empty: every format
     std::uint64_t skipped_update_records = 0;
-    std::vector<StepInput> steps;  // ascending
+    std::vector<std::string> warnings;  // lines skipped (only a cut last line is)
+    std::vector<StepInput> steps;       // ascending
     int max_block_id = -1;
 };
 
@@ -53,7 +54,16 @@ class LineParser {
             if (text.find_first_not_of(" \t\r") == std::string::npos) continue;
             json j;
             JsonError bad;
-            if (!parse_json(text, j, bad)) fail("not valid JSON: " + bad.message());
+            if (!parse_json(text, j, bad)) {
+                // A last line without its newline that does not parse was cut (a full disk, a
+                // killed writer): like the other readers, say so, skip it and use the rest.
+                if (in.eof()) {
+                    out.warnings.push_back(source_ + ":" + std::to_string(line_) +
+                                           ": truncated last line skipped: not valid JSON: " + bad.message());
+                    break;
+                }
+                fail("not valid JSON: " + bad.message());
+            }
             if (!j.is_object()) fail("expected a JSON object, got " + std::string(j.type_name()));
             const std::string type =
                 j.contains("type") && j["type"].is_string() ? j["type"].get<std::string>() : "";
@@ -322,6 +332,7 @@ SimulationResult simulate(std::istream& stats, const std::string& source, const 
         options.calibration ? *options.calibration
                             : input.header_calibration.value_or(std::map<int, double>{});
     result.skipped_update_records = input.skipped_update_records;
+    result.warnings = std::move(input.warnings);
     result.layout = input.layout ? *input.layout : uniform_layout(input.max_block_id + 1);
     const std::size_t n = result.layout.size();
     std::vector<double> errors;

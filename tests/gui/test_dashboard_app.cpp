@@ -5,6 +5,8 @@
 #include <QTemporaryDir>
 #include <QtTest>
 
+#include <fstream>
+
 #include "dashboard_fixture.h"
 #include "fake_agent.h"
 
@@ -94,6 +96,31 @@ class TestDashboardApp : public QObject {
                           QStringLiteral("1"), QStringLiteral("--timeout"), QStringLiteral("1")});
         QCOMPARE(r.code, 3);
         QVERIFY(r.err.contains(QStringLiteral("timed out")));
+    }
+
+    // A replay that is still loading when --timeout expires exits with 3 at once, and a file with a
+    // 50 MB line loads well within the timeout (the line is skipped, not parsed).
+    void timeoutHoldsWhileLoading() {
+        const QString huge = dir_.filePath(QStringLiteral("huge-line.jsonl"));
+        {
+            std::ofstream out(huge.toStdString(), std::ios::binary);
+            std::ifstream in(fixture_.toStdString(), std::ios::binary);
+            out << in.rdbuf() << "{\"x\":\"" << std::string(50 << 20, 'a') << "\"}\n";
+        }
+        const QString png = dir_.filePath(QStringLiteral("huge-line.png"));
+        Result r = runDashboard({QStringLiteral("--replay"), huge, QStringLiteral("--screenshot"), png,
+                                 QStringLiteral("--timeout"), QStringLiteral("20")});
+        QVERIFY2(r.code == 0, qPrintable(r.err));
+
+        const QString big = dir_.filePath(QStringLiteral("big.jsonl"));
+        sp::test::writeDashboardFixture(big.toStdString(), 8, 400000);  // loads for several seconds
+        QElapsedTimer clock;
+        clock.start();
+        r = runDashboard({QStringLiteral("--replay"), big, QStringLiteral("--screenshot"), png,
+                          QStringLiteral("--timeout"), QStringLiteral("1")});
+        QCOMPARE(r.code, 3);
+        QVERIFY2(r.err.contains(QStringLiteral("timed out")), qPrintable(r.err));
+        QFile::remove(big);
     }
 
     void badInputIsNamed_data() {

@@ -198,6 +198,29 @@ class TestReplay : public QObject {
         QTRY_COMPARE_WITH_TIMEOUT(int(session->state()), int(SourceState::loaded), 5000);
     }
 
+    // A 50 MB line is one reported problem, skipped without being held; the records around it load.
+    void overlongLineIsReportedAndSkipped() {
+        QTemporaryDir dir;
+        const QString path = dir.filePath("long.jsonl");
+        {
+            sp::JsonlWriter writer(path.toStdString(), sp::JsonlWriter::OpenMode::truncate);
+            writer.write(sp::test::runHeader("long-run", 2));
+            writer.write(sp::test::uniformUpdate(10, 2));
+            writer.write_line("{\"x\":\"" + std::string(50 << 20, 'a') + "\"}");
+            writer.write(sp::test::uniformUpdate(20, 2));
+        }
+        auto session = replay(path);
+        QVERIFY(load(*session));
+        QTRY_COMPARE_WITH_TIMEOUT(int(session->state()), int(SourceState::loaded), 20000);
+        const auto& report = session->loadReport();
+        QCOMPARE(report.problem_count, std::uint64_t(1));
+        QCOMPARE(report.problems[0].line, std::uint64_t(3));
+        QVERIFY2(
+            QString::fromStdString(report.problems[0].reason).startsWith("line too long: 52428808 bytes"),
+            report.problems[0].reason.c_str());
+        QCOMPARE(session->store().updateCount(), std::size_t(2));
+    }
+
     void stopEmitsNothingAfterwards() {
         QTemporaryDir dir;
         const QString path = dir.filePath("stop.jsonl");

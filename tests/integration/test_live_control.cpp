@@ -59,29 +59,42 @@ json request(zmq::socket_t& dealer, const json& req, double seconds = 10.0) {
     return json::parse(reply.to_string());
 }
 
-// A small model training for long enough, live on `pub` and `ctl`.
-QStringList trainer_args(const std::string& pub, const std::string& ctl, const QStringList& telemetry) {
-    return QStringList{"--steps",
-                       "100000",
-                       "--blocks",
-                       "3",
-                       "--d-model",
-                       "32",
-                       "--heads",
-                       "2",
-                       "--seq-len",
-                       "32",
-                       "--batch",
-                       "4",
-                       "--eval-every",
-                       "1000",
-                       "--quiet",
-                       "--telemetry-endpoint",
-                       QString::fromStdString(pub),
-                       "--control-endpoint",
-                       QString::fromStdString(ctl)} +
-           telemetry;
-}
+// A small model training for long enough, live on ipc endpoints in `dir`, killed (with its
+// children's leftovers) when the test ends.
+struct LiveTrainer {
+    std::string pub, ctl;
+    QProcess process;
+
+    LiveTrainer(const QTemporaryDir& dir, const QStringList& telemetry)
+        : pub("ipc://" + dir.filePath("pub").toStdString()),
+          ctl("ipc://" + dir.filePath("ctl").toStdString()) {
+        process.setProcessChannelMode(QProcess::ForwardedErrorChannel);
+        QStringList args{"--steps",
+                         "100000",
+                         "--blocks",
+                         "3",
+                         "--d-model",
+                         "32",
+                         "--heads",
+                         "2",
+                         "--seq-len",
+                         "32",
+                         "--batch",
+                         "4",
+                         "--eval-every",
+                         "1000",
+                         "--quiet",
+                         "--telemetry-endpoint",
+                         QString::fromStdString(pub),
+                         "--control-endpoint",
+                         QString::fromStdString(ctl)};
+        process.start(QStringLiteral(SP_TRAINER_PATH), args + telemetry);
+    }
+    ~LiveTrainer() {
+        process.kill();
+        process.waitForFinished(10000);
+    }
+};
 
 }  // namespace
 
@@ -90,19 +103,11 @@ class TestLiveControl : public QObject {
   private slots:
     void pin_release_and_reject_while_training() {
         QTemporaryDir dir;
-        const std::string pub = "ipc://" + dir.filePath("pub").toStdString();
-        const std::string ctl = "ipc://" + dir.filePath("ctl").toStdString();
-        QProcess trainer;
-        trainer.setProcessChannelMode(QProcess::ForwardedErrorChannel);
-        trainer.start(QStringLiteral(SP_TRAINER_PATH), trainer_args(pub, ctl, {"--no-telemetry"}));
+        LiveTrainer live(dir, {"--no-telemetry"});
+        QProcess& trainer = live.process;
         QVERIFY(trainer.waitForStarted(10000));
-        struct Kill {
-            QProcess& p;
-            ~Kill() {
-                p.kill();
-                p.waitForFinished(10000);
-            }
-        } kill{trainer};
+        const std::string& pub = live.pub;
+        const std::string& ctl = live.ctl;
 
         zmq::context_t ctx;
         zmq::socket_t sub(ctx, zmq::socket_type::sub);
@@ -190,19 +195,10 @@ class TestLiveControl : public QObject {
     void telemetry_file_failure_is_published() {
         if (::access("/dev/full", W_OK) != 0) QSKIP("/dev/full is not available");
         QTemporaryDir dir;
-        const std::string pub = "ipc://" + dir.filePath("pub").toStdString();
-        const std::string ctl = "ipc://" + dir.filePath("ctl").toStdString();
-        QProcess trainer;
-        trainer.setProcessChannelMode(QProcess::SeparateChannels);
-        trainer.start(QStringLiteral(SP_TRAINER_PATH), trainer_args(pub, ctl, {"--telemetry", "/dev/full"}));
+        LiveTrainer live(dir, {"--telemetry", "/dev/full"});
+        QProcess& trainer = live.process;
         QVERIFY(trainer.waitForStarted(10000));
-        struct Kill {
-            QProcess& p;
-            ~Kill() {
-                p.kill();
-                p.waitForFinished(10000);
-            }
-        } kill{trainer};
+        const std::string& pub = live.pub;
         zmq::context_t ctx;
         zmq::socket_t sub(ctx, zmq::socket_type::sub);
         sub.set(zmq::sockopt::subscribe, "");

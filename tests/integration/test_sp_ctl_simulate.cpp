@@ -129,7 +129,7 @@ class TestSpCtlSimulate : public QObject {
         const QString bad_stats =
             write_file(dir, "bad.jsonl",
                        "{\"step\":0,\"blocks\":[{\"id\":0,\"l2_norm\":1,\"max_abs\":1,\"variance\":1}]}\n{"
-                       "\"step\":1,\"blocks\":[{\"id\":0,\"l2_norm\":\"x\"");
+                       "\"step\":1,\"blocks\":[{\"id\":0,\"l2_norm\":\"x\"}]}\n");
         Run r = sp_ctl({"simulate", "--stats", bad_stats});
         QCOMPARE(r.exit_code, 2);
         QVERIFY(r.out.isEmpty());
@@ -142,6 +142,17 @@ class TestSpCtlSimulate : public QObject {
         QVERIFY(r.out.isEmpty());
         QVERIFY2(r.err.contains("bf16_treshold") && r.err.contains("did you mean 'bf16_threshold'"),
                  r.err.constData());
+
+        // A cut last line (no newline, not JSON) is reported and skipped, as the other tools do.
+        const QString cut =
+            write_file(dir, "cut.jsonl",
+                       "{\"step\":0,\"blocks\":[{\"id\":0,\"l2_norm\":1,\"max_abs\":1,\"variance\":1}]}\n"
+                       "{\"step\":1,\"blocks\":[{\"id\":0,\"l2_n");
+        r = sp_ctl({"simulate", "--stats", cut});
+        QVERIFY2(r.exit_code == 0, r.err.constData());
+        QVERIFY2(r.err.contains("cut.jsonl:2: truncated last line skipped: not valid JSON: "),
+                 r.err.constData());
+        QVERIFY2(r.err.contains("1 steps"), r.err.constData());
 
         // A number beyond double range, in a stats line or in the config: exit 2 naming line and key.
         const QString huge_stats = write_file(

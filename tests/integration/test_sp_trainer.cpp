@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
+#include <zmq.hpp>
 
 #include "run_process.h"
 
@@ -314,6 +315,71 @@ class TestSpTrainer : public QObject {
                 QCOMPARE(replayed[i]["block_details"][id]["precision"], d["precision"]);
                 QCOMPARE(replayed[i]["block_details"][id]["reason"], d["reason"]);
             }
+    }
+
+    // A burst of commands far beyond the telemetry queue's capacity: every command event reaches
+    // the file (decisions are never dropped), so the file re-simulates to the decisions the run made.
+    void command_flood_loses_no_decision() {
+        QTemporaryDir dir;
+        const QString telemetry = dir.filePath("flood.jsonl");
+        const std::string ctl = "ipc://" + dir.filePath("ctl").toStdString();
+        // No rate limit here: the flood must reach the agent and its telemetry queue.
+        const QString config = dir.filePath("flood.json");
+        {
+            QFile f(config);
+            QVERIFY(f.open(QIODevice::WriteOnly));
+            f.write(R"({"warmup_steps": 5, "update_interval_steps": 5, "min_steps_between_switches": 10,
+                        "run_calibration": false, "log_decisions": false, "control_requests_per_second": 1000000})");
+        }
+        QStringList args = small_run(telemetry, config);
+        args.removeAll("--no-network");
+        args << "--steps"
+             << "200"
+             << "--telemetry-endpoint" << QString::fromStdString("ipc://" + dir.filePath("pub").toStdString())
+             << "--control-endpoint" << QString::fromStdString(ctl);
+        QProcess trainer;
+        trainer.setProcessChannelMode(QProcess::ForwardedErrorChannel);
+        trainer.start(QStringLiteral(SP_TRAINER_PATH), args);
+        QVERIFY(trainer.waitForStarted(10000));
+
+        zmq::context_t ctx;
+        zmq::socket_t dealer(ctx, zmq::socket_type::dealer);
+        dealer.set(zmq::sockopt::linger, 0);
+        dealer.connect(ctl);
+        constexpr int kRequests = 4000;
+        int accepted = 0, answered = 0;
+        for (int i = 0; i < kRequests; ++i) {
+            const nlohmann::json req =
+                i % 2 == 0 ? nlohmann::json{{"id", std::to_string(i)},
+                                            {"cmd", "pin"},
+                                            {"blocks", {1}},
+                                            {"precision", "int8"}}
+                           : nlohmann::json{{"id", std::to_string(i)}, {"cmd", "release"}, {"blocks", {1}}};
+            dealer.send(zmq::buffer(req.dump()), zmq::send_flags::none);
+        }
+        while (answered < kRequests) {
+            zmq::pollitem_t item{dealer.handle(), 0, ZMQ_POLLIN, 0};
+            if (zmq::poll(&item, 1, std::chrono::milliseconds(30000)) == 0) break;
+            zmq::message_t reply;
+            while (dealer.recv(reply, zmq::recv_flags::dontwait)) {
+                ++answered;
+                accepted += nlohmann::json::parse(reply.to_string_view()).value("ok", false) ? 1 : 0;
+            }
+        }
+        QCOMPARE(answered, kRequests);
+        QVERIFY(trainer.waitForFinished(120000));
+        QCOMPARE(trainer.exitCode(), 0);
+
+        std::vector<nlohmann::json> updates;
+        int command_events = 0, dropped = 0;
+        for (const auto& j : read_jsonl(telemetry)) {
+            if (j.contains("step_id")) updates.push_back(j);
+            if (j.value("kind", "") == "command") ++command_events;
+            if (j.value("kind", "") == "dropped") dropped += j.value("count", 0);
+        }
+        QCOMPARE(command_events, accepted);
+        QVERIFY2(dropped < int(updates.size()) + 200, "more lost than update records exist");
+        expect_same_decisions(telemetry, updates);
     }
 
     // A telemetry file that cannot be written: training finishes, the first failure is a warning

@@ -183,6 +183,7 @@ class TestAgentServer : public QObject {
         o.control_endpoint = "ipc://" + dir.filePath("ctl").toStdString();
         o.hello_interval_s = 0.1;
         o.heartbeat_interval_s = 0.1;
+        o.client_requests_per_second = 1e6;  // the rate limit has its own test
         o.log = [](const std::string&) {};
         return o;
     }
@@ -322,6 +323,53 @@ class TestAgentServer : public QObject {
         auto r2 = request(req, R"({"id":"q2","cmd":"release_all"})");
         QVERIFY(r2 && (*r2)["ok"].get<bool>());
         QCOMPARE((*r2)["effective_step"].get<int>(), 42);
+    }
+
+    // Beyond its budget a client is answered at once with rate_limited, under its request's id, and
+    // the backend never sees the request; another client keeps its own budget.
+    void rateLimitIsPerClient() {
+        QTemporaryDir dir;
+        FakeBackend backend;
+        auto opts = ipc_options(dir);
+        opts.client_requests_per_second = 5;
+        tr::AgentServer server(opts, backend);
+        server.set_run("run-1", sp::uniform_layout(4, 100), "{}");
+        zmq::context_t ctx;
+        auto flooder = make_dealer(ctx, opts.control_endpoint);
+        constexpr int kBurst = 50;
+        for (int i = 0; i < kBurst; ++i) {
+            const std::string req = "{\"id\":\"r" + std::to_string(i) +
+                                    "\",\"cmd\":\"pin\",\"blocks\":[1],\"precision\":\"int8\"}";
+            flooder.send(zmq::buffer(req), zmq::send_flags::none);
+        }
+        int ok = 0, limited = 0;
+        for (int i = 0; i < kBurst; ++i) {
+            zmq::pollitem_t item{flooder.handle(), 0, ZMQ_POLLIN, 0};
+            QVERIFY(zmq::poll(&item, 1, std::chrono::milliseconds(10000)) == 1);
+            zmq::message_t reply;
+            QVERIFY(flooder.recv(reply));
+            const json j = json::parse(reply.to_string());
+            QCOMPARE(j["id"].get<std::string>(), "r" + std::to_string(i));  // in order, each under its id
+            if (j["ok"].get<bool>()) {
+                ++ok;
+            } else {
+                QVERIFY2(j["error"].get<std::string>().rfind("rate_limited: more than 5 requests per second",
+                                                             0) == 0,
+                         j.dump().c_str());
+                ++limited;
+            }
+        }
+        // A burst of at most one second's budget (plus what refilled while it was read) gets through.
+        QVERIFY2(ok >= 5 && ok <= 10, qPrintable(QString::number(ok)));
+        QCOMPARE(ok + limited, kBurst);
+        {
+            std::lock_guard lock(backend.mutex);
+            QCOMPARE(int(backend.commands.size()), ok);
+        }
+
+        auto other = make_dealer(ctx, opts.control_endpoint);
+        const auto pong = request(other, R"({"id":"p","cmd":"ping"})");
+        QVERIFY(pong && (*pong)["ok"].get<bool>());
     }
 
     void fuzz() {

@@ -346,19 +346,19 @@ class TestConfig : public QObject {
                                          << "must be a finite number > 0";
         QTest::newRow("history zero") << "history_window"
                                       << "0"
-                                      << "must be an integer >= 1";
+                                      << "must be an integer in [1, 100000]";
         QTest::newRow("interval zero") << "update_interval_steps"
                                        << "0"
-                                       << "must be an integer >= 1";
+                                       << "must be an integer in [1, 1099511627776]";
         QTest::newRow("samples negative") << "calibration_samples"
                                           << "-3"
-                                          << "must be an integer >= 1";
+                                          << "must be an integer in [1, 10000]";
         QTest::newRow("warmup negative") << "warmup_steps"
                                          << "-1"
-                                         << "must be an integer >= 0";
+                                         << "must be an integer in [0, 1099511627776]";
         QTest::newRow("cooldown negative") << "min_steps_between_switches"
                                            << "-5"
-                                           << "must be an integer >= 0";
+                                           << "must be an integer in [0, 1099511627776]";
         QTest::newRow("bf16 block negative") << "force_bf16_blocks"
                                              << "-1"
                                              << "block ids must be >= 0";
@@ -376,13 +376,13 @@ class TestConfig : public QObject {
                                      << "must be a finite number > 0";
         QTest::newRow("loss history zero") << "loss_min_history"
                                            << "0"
-                                           << "must be an integer >= 1";
+                                           << "must be an integer in [1, 100000]";
         QTest::newRow("rollback window zero") << "rollback_window_steps"
                                               << "0"
-                                              << "must be an integer >= 1";
+                                              << "must be an integer in [1, 1099511627776]";
         QTest::newRow("rollback cooldown negative") << "rollback_cooldown_steps"
                                                     << "-1"
-                                                    << "must be an integer >= 0";
+                                                    << "must be an integer in [0, 1099511627776]";
     }
     void out_of_range() {
         QFETCH(QString, key);
@@ -450,7 +450,7 @@ class TestConfig : public QObject {
             QCOMPARE(ps.size(), std::size_t(5));
             EXPECT_PROBLEM(ps, "bf16_treshold", "did you mean 'bf16_threshold'?");
             EXPECT_PROBLEM(ps, "key 'enabled'", "must be a boolean", "\"yes\"");
-            EXPECT_PROBLEM(ps, "key 'history_window'", ">= 1", "got 0");
+            EXPECT_PROBLEM(ps, "key 'history_window'", "[1, 100000]", "got 0");
             EXPECT_PROBLEM(ps, "key 'quant_error_threshold'", "(0, 1]", "got 0");
             EXPECT_PROBLEM(ps, "block 1 ");
             const std::string what = e.what();
@@ -547,6 +547,24 @@ class TestConfig : public QObject {
         }
     }
 
+    // Every integer has an upper bound the program can honour; a huge unknown key is cheap to report.
+    void limits() {
+        auto ps = problems_of(json::parse(R"({"history_window": 2147483647, "warmup_steps": 1099511627777,
+                                               "calibration_samples": 10001, "loss_min_history": 100000})"));
+        EXPECT_PROBLEM(ps, "key 'history_window': must be an integer in [1, 100000], got 2147483647");
+        EXPECT_PROBLEM(ps, "key 'warmup_steps': must be an integer in [0, 1099511627776], got 1099511627777");
+        EXPECT_PROBLEM(ps, "key 'calibration_samples': must be an integer in [1, 10000], got 10001");
+        QCOMPARE(ps.size(), std::size_t(3));  // 100000 is within its bound
+        ps = problems_of(json{{"telemetry_file", std::string(5000, 'x')}});
+        EXPECT_PROBLEM(ps, "key 'telemetry_file': too long: 5000 bytes (the limit is 4096)");
+
+        const std::string huge(10 << 20, 'k');
+        ps = problems_of(json{{huge, 1}});
+        QCOMPARE(ps.size(), std::size_t(1));
+        QVERIFY2(ps[0].size() < 200, ps[0].substr(0, 200).c_str());
+        EXPECT_PROBLEM(ps, "unknown key, 10485760 bytes long (keys are at most 256)");
+    }
+
     void files() {
         QTemporaryDir dir;
         QVERIFY(dir.isValid());
@@ -590,7 +608,8 @@ class TestConfig : public QObject {
     void to_json_has_every_key() {
         const json j = sp::to_json(sp::Config{});
         QVERIFY(j.is_object());
-        QCOMPARE(j.size(), std::size_t(43));
+        QCOMPARE(j.size(), std::size_t(44));
+        QCOMPARE(j.at("control_requests_per_second"), json(20.0));
         QCOMPARE(j.at("int4_group_size"), json(64));
         QCOMPARE(j.at("snr_tiers"), json(false));
         QCOMPARE(j.at("snr_threshold_db").size(), std::size_t(4));

@@ -640,6 +640,34 @@ class TestTelemetryJsonl : public QObject {
         QCOMPARE(reader.problems().back().line, std::uint64_t(1000));
     }
 
+    // A line beyond the limit is one problem, skipped without being held; the rest is read.
+    void overlongLineIsSkipped() {
+        const std::string good = to_json_line(sample_update());
+        const std::string huge = "{\"x\":\"" + std::string(20 << 20, 'a') + "\"}";
+        for (const bool last : {false, true}) {
+            std::istringstream in(good + "\n" + huge + (last ? "" : "\n" + good + "\n"));
+            JsonlReader reader(in);
+            TelemetryRecord rec;
+            int n = 0;
+            while (reader.next(rec)) ++n;
+            QCOMPARE(n, last ? 1 : 2);
+            QCOMPARE(reader.problem_count(), std::uint64_t(1));
+            QCOMPARE(reader.problems()[0].line, std::uint64_t(2));
+            QCOMPARE(reader.problems()[0].reason, "line too long: " + std::to_string(huge.size()) +
+                                                      " bytes (the limit is 16777216); skipped");
+            QCOMPARE(reader.lines_read(), std::uint64_t(last ? 2 : 3));
+            QCOMPARE(reader.bytes_read(), std::uint64_t(in.str().size()));
+        }
+        // Exactly at the limit is still a line (here a bad one, for what it holds, not its size).
+        std::istringstream at_limit(std::string(JsonlReader::kMaxLineBytes - 1, ' ') + "x\n" + good + "\n");
+        JsonlReader reader(at_limit);
+        TelemetryRecord rec;
+        QVERIFY(reader.next(rec));
+        QCOMPARE(reader.problem_count(), std::uint64_t(1));
+        QVERIFY2(reader.problems()[0].reason.find("too long") == std::string::npos,
+                 reader.problems()[0].reason.c_str());
+    }
+
     void openFailuresNameThePath() {
         QTemporaryDir dir;
         const std::string missing = dir.filePath("nope/t.jsonl").toStdString();

@@ -236,6 +236,7 @@ class TestTelemetrySink : public QObject {
     void destructorWritesEverythingQueued();
     void fullQueueDropsWithoutBlockingAndReportsTheGap();
     void dropsAtTheEndAreReportedAtShutdown();
+    void decisionsAreKeptWhenTheQueueIsFull();
     void concurrentProducersAccountForEveryRecord();
     void unopenablePathThrowsNamingIt();
     void writeErrorsAreLoudAndCounted();
@@ -387,6 +388,50 @@ void TestTelemetrySink::fullQueueDropsWithoutBlockingAndReportsTheGap() {
     QCOMPARE(std::get<UpdateRecord>(back.records[2 + kCapacity]).step_id, std::int64_t{99});
     QCOMPARE(QString::fromStdString(std::get<EventRecord>(back.records[3 + kCapacity]).kind),
              QStringLiteral("marker"));
+}
+
+void TestTelemetrySink::decisionsAreKeptWhenTheQueueIsFull() {
+    const Watchdog watchdog(std::chrono::seconds(60));
+    QTemporaryDir dir;
+    QVERIFY(dir.isValid());
+    const std::string path = dir.filePath("t.fifo").toStdString();
+    QCOMPARE(::mkfifo(path.c_str(), 0600), 0);
+    FifoReader reader(path);
+    QVERIFY(reader.is_open());
+    TelemetrySink::Options options;
+    options.capacity = 4;
+    options.ceiling = 300;
+    auto sink = std::make_unique<TelemetrySink>(path, options);
+    const auto unstall = qScopeGuard([&] {
+        if (!reader.running()) reader.start();
+    });
+    QVERIFY(sink->push(big_event()));  // stalls the writer with an empty queue (see above)
+    QVERIFY(reader.wait_readable(10000));
+    for (std::int64_t step = 1; step <= 4; ++step) QVERIFY(sink->push(update(step)));
+    QVERIFY(!sink->push(update(5)));  // an observation: dropped at the capacity
+    // Decisions and what a re-simulation needs are kept beyond it, up to the ceiling.
+    for (int i = 0; i < 296; ++i) QVERIFY(sink->push(make_event(6, "command", {{"id", i}})));
+    QVERIFY(!sink->push(make_event(6, "command", {{"id", 296}})));
+    QCOMPARE(sink->dropped(), std::uint64_t(2));
+
+    reader.start();
+    sink.reset();
+    reader.join();
+    const ReadBack back = read_records(reader.data());
+    QVERIFY(back.problems.empty());
+    // The big event, 4 updates, the gap where update 5 went missing, 296 commands, and at shutdown
+    // the command beyond the ceiling.
+    QCOMPARE(back.records.size(), std::size_t(1 + 4 + 1 + 296 + 1));
+    const auto& gap = std::get<EventRecord>(back.records[5]);
+    QCOMPARE(QString::fromStdString(gap.kind), QStringLiteral("dropped"));
+    QCOMPARE(nlohmann::json::parse(gap.payload_json).at("count").get<int>(), 1);  // update 5
+    for (int i = 0; i < 296; ++i) {
+        const auto& e = std::get<EventRecord>(back.records[std::size_t(6 + i)]);
+        QCOMPARE(nlohmann::json::parse(e.payload_json).at("id").get<int>(), i);
+    }
+    const auto& last = std::get<EventRecord>(back.records.back());
+    QCOMPARE(QString::fromStdString(last.kind), QStringLiteral("dropped"));
+    QCOMPARE(last.step, std::int64_t{-1});
 }
 
 void TestTelemetrySink::dropsAtTheEndAreReportedAtShutdown() {
@@ -542,13 +587,21 @@ struct Warnings {
     }
 };
 
+// Retries at every record, so that the tests need no sleeping.
+TelemetrySink::Options quick_retry(std::size_t capacity, Warnings& warnings) {
+    TelemetrySink::Options o;
+    o.capacity = capacity;
+    o.retry_interval = std::chrono::milliseconds(0);
+    o.warn = warnings.sink();
+    return o;
+}
+
 void TestTelemetrySink::writeErrorsAreLoudAndCounted() {
     // /dev/full accepts open(); every write fails with ENOSPC, which is how a full disk shows up.
     if (::access("/dev/full", W_OK) != 0) QSKIP("/dev/full is not available");
     Warnings warnings;
     {
-        TelemetrySink sink("/dev/full",
-                           TelemetrySink::Options{8, std::chrono::milliseconds(0), warnings.sink()});
+        TelemetrySink sink("/dev/full", quick_retry(8, warnings));
         QVERIFY(sink.error().empty());
         QVERIFY(sink.push(update(1)));
         sink.drain();
@@ -603,8 +656,7 @@ void TestTelemetrySink::writesResumeAndTheLossIsWrittenWhereItHappened() {
     const QString path = dir.filePath("t.jsonl");
     Warnings warnings;
     {
-        TelemetrySink sink(path.toStdString(),
-                           TelemetrySink::Options{64, std::chrono::milliseconds(0), warnings.sink()});
+        TelemetrySink sink(path.toStdString(), quick_retry(64, warnings));
         QVERIFY(sink.push(update(1)));
         sink.drain();
         const off_t size = QFileInfo(path).size();
@@ -657,7 +709,7 @@ void TestTelemetrySink::readerGoneIsAWriteErrorNotASignal() {
     FifoReader reader(path);
     QVERIFY(reader.is_open());
     Warnings warnings;
-    TelemetrySink sink(path, TelemetrySink::Options{8, std::chrono::milliseconds(0), warnings.sink()});
+    TelemetrySink sink(path, quick_retry(8, warnings));
     reader.close_now();
     QVERIFY(sink.push(update(1)));
     sink.drain();

@@ -4,16 +4,20 @@
 // wait on the network.
 #include "sp/transport/agent_server.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <deque>
 #include <iostream>
+#include <iterator>
 #include <mutex>
 #include <optional>
 #include <stdexcept>
 #include <thread>
+#include <unordered_map>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -48,6 +52,15 @@ struct Item {
     TelemetryRecord record;
     std::uint64_t index;  // enqueue order; lets a snapshot know which records precede it
 };
+
+// A token bucket per control client: `rate` tokens a second, at most `rate` (one second's worth)
+// saved up, one per request.
+struct ClientBudget {
+    double tokens = 0;
+    std::chrono::steady_clock::time_point last;
+};
+// Buckets of clients that went away are forgotten once this many are known.
+constexpr std::size_t kMaxClientBudgets = 4096;
 
 struct PendingSnapshot {
     protocol::Snapshot snapshot;
@@ -89,7 +102,8 @@ struct AgentServer::Impl {
     std::uint64_t drops_announced = 0;
     std::optional<protocol::Snapshot> snapshot;
     std::uint64_t invalid_records = 0;
-    bool backlog = false;  // records left in the queue after the last drain
+    std::unordered_map<std::string, ClientBudget> budgets;  // by ROUTER identity
+    bool backlog = false;                                   // records left in the queue after the last drain
     std::thread thread;
 
     Impl(ServerOptions o, ServerBackend& b) : options(std::move(o)), backend(b) {}
@@ -120,6 +134,13 @@ struct AgentServer::Impl {
     void drain_queue();
     void handle_control();
     void answer(std::vector<zmq::message_t>& parts);
+    bool within_budget(const zmq::message_t& identity);
+    std::string rate_limited_error() const {
+        char rate[32];
+        std::snprintf(rate, sizeof rate, "%g", options.client_requests_per_second);
+        return std::string("rate_limited: more than ") + rate +
+               " requests per second from this client (control_requests_per_second); retry later";
+    }
     void handle_zap();
 };
 
@@ -273,6 +294,29 @@ void AgentServer::Impl::drain_queue() {
     }
 }
 
+bool AgentServer::Impl::within_budget(const zmq::message_t& identity) {
+    using Clock = std::chrono::steady_clock;
+    const auto now = Clock::now();
+    const double rate = options.client_requests_per_second;
+    if (budgets.size() >= kMaxClientBudgets) {  // forget the buckets that have refilled (idle clients)
+        for (auto it = budgets.begin(); it != budgets.end();) {
+            const double idle = std::chrono::duration<double>(now - it->second.last).count();
+            it = it->second.tokens + idle * rate >= rate ? budgets.erase(it) : std::next(it);
+        }
+    }
+    auto [it, fresh] = budgets.try_emplace(std::string(identity.data<char>(), identity.size()));
+    ClientBudget& b = it->second;
+    if (fresh) {
+        b.tokens = rate;
+    } else {
+        b.tokens = std::min(rate, b.tokens + std::chrono::duration<double>(now - b.last).count() * rate);
+    }
+    b.last = now;
+    if (b.tokens < 1.0) return false;
+    b.tokens -= 1.0;
+    return true;
+}
+
 void AgentServer::Impl::answer(std::vector<zmq::message_t>& parts) {
     // [identity, payload] from a DEALER, [identity, "", payload] from a REQ: reply on the same route.
     std::size_t envelope = 1;
@@ -289,8 +333,12 @@ void AgentServer::Impl::answer(std::vector<zmq::message_t>& parts) {
             if (run_set) block_count = static_cast<int>(layout.size());
         }
         auto parsed = protocol::parse_request(frame, block_count);
+        const bool admitted = within_budget(parts[0]);
         if (auto* err = std::get_if<protocol::RequestError>(&parsed)) {
             reply = protocol::reject(*err);
+        } else if (!admitted) {
+            // Answered here, on the I/O thread: a flood costs the training thread nothing.
+            reply = protocol::reject(std::get<protocol::Request>(parsed).id, rate_limited_error());
         } else {
             const auto& req = std::get<protocol::Request>(parsed);
             try {

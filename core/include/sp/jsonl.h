@@ -69,6 +69,8 @@ struct LineProblem {
 class JsonlReader {
   public:
     static constexpr std::size_t kMaxStoredProblems = 1000;
+    // A longer line is reported as a problem and skipped without being held in memory.
+    static constexpr std::size_t kMaxLineBytes = std::size_t(16) << 20;
 
     // Reads from `in`, which must outlive the reader.
     explicit JsonlReader(std::istream& in);
@@ -92,6 +94,8 @@ class JsonlReader {
 
   private:
     bool next_line(std::string_view& line, bool& had_newline);
+    void skip_rest_of_long_line();
+    void end_long_line(bool had_newline);
     void add_problem(std::string reason);
 
     std::unique_ptr<std::ifstream> owned_;
@@ -100,6 +104,8 @@ class JsonlReader {
     std::size_t pos_ = 0;  // start of the unconsumed data in buf_
     std::size_t len_ = 0;  // end of the valid data in buf_
     bool eof_ = false;
+    bool skipping_ = false;            // inside a line longer than kMaxLineBytes
+    std::uint64_t skipped_bytes_ = 0;  // of that line so far
     std::string error_;
     std::vector<LineProblem> problems_;
     std::uint64_t problem_count_ = 0;

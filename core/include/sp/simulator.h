@@ -46,6 +46,9 @@ struct SimulationResult {
     bool config_from_header = false;  // taken from a telemetry file's header
     bool calibration_from_header = false;
     std::uint64_t skipped_update_records = 0;  // a telemetry file's own update records, not input
+    // Input skipped rather than refused, one message each ("run.jsonl:812: truncated last line
+    // skipped: ..."): only a last line that lacks its newline and does not parse.
+    std::vector<std::string> warnings;
     BlockLayout layout;
     std::vector<UpdateRecord> records;
     std::vector<SimulatedRollback> rollbacks;

@@ -166,6 +166,7 @@ class Agent {
     std::unique_ptr<transport::AgentServer> server_;
     bool header_written_ = false;
     bool sink_failing_published_ = false;  // the last telemetry_loss event said "failing"
+    double sink_failing_published_at_ = 0;  // and when it was sent
 
     mutable std::mutex commands_mutex_;
     struct QueuedCommand {
@@ -178,8 +179,8 @@ class Agent {
     std::int64_t step_ = -1;
     std::int64_t boundary_step_ = -1;  // the last step whose boundary took the queue (commands_mutex_)
     double step_timestamp_ = 0;
-    bool stats_pending_ = false;
-    std::uint64_t rollbacks_ = 0;  // compute_hints ran: end_step writes the statistics line
+    bool stats_pending_ = false;   // compute_hints ran: end_step writes the statistics line
+    std::uint64_t rollbacks_ = 0;  // loss-feedback rollbacks so far
     std::vector<BlockGradStats> stats_;
     PrecisionHints hints_;
     std::optional<UpdateRecord> pending_record_, last_record_;

@@ -1,7 +1,10 @@
 #pragma once
 // JSONL telemetry on its own thread behind a bounded queue: the training thread only moves a record
 // into the queue (never waits on the disk). Records are lost in two ways, and neither is silent:
-//  - the queue is full: the record is dropped and counted;
+//  - the queue is full: an update record (a pure observation, which a re-simulation recomputes) is
+//    dropped and counted; every other record (the header, the step statistics, command,
+//    precision-change, rollback and other events: what a re-simulation needs to reach the same
+//    decisions) is kept beyond the capacity, up to a memory ceiling no run reaches;
 //  - a write fails (a full disk, a pipe whose reader left): the first failure prints a warning
 //    naming the file and the system's reason, records are counted as lost while writes keep
 //    failing (one retry per retry_interval), and recovery prints a second line.
@@ -33,7 +36,10 @@ class TelemetrySink {
     using Warn = std::function<void(const std::string&)>;
 
     struct Options {
-        std::size_t capacity = 1024;  // the most records waiting to be written (0 is taken as 1)
+        std::size_t capacity = 1024;  // the most update records waiting to be written (0 is taken as 1)
+        // The most records of any kind waiting: beyond it even decisions are dropped (and counted),
+        // so a disk that stalls for hours cannot take the trainer's memory with it.
+        std::size_t ceiling = std::size_t(1) << 20;
         // While writes fail, records are counted as lost without touching the file, and a write is
         // tried again once per interval.
         std::chrono::milliseconds retry_interval{1000};
@@ -59,8 +65,9 @@ class TelemetrySink {
     TelemetrySink(const TelemetrySink&) = delete;
     TelemetrySink& operator=(const TelemetrySink&) = delete;
 
-    // Never blocks on I/O. Returns false (and counts a loss) when the queue is full. Thread-safe;
-    // meant for one producer but any number works.
+    // Never blocks on I/O. Returns false (and counts a loss) when the queue is full: at the capacity
+    // for update records, at the ceiling for the others. Thread-safe; meant for one producer but
+    // any number works.
     bool push(Item item);
 
     // Blocks until everything pushed so far is written or counted lost (for tests and shutdown).
