@@ -6,35 +6,29 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
-#include <sstream>
+#include <stdexcept>
+
+#include "sp/keys/curve_key_file.h"
 
 namespace spctl {
 namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// A key file holds one Z85 key (40 characters); surrounding whitespace (a trailing newline, as
-// keygen writes) is ignored.
-bool read_key(const char* command, const std::string& path, std::string& out) {
-    std::ifstream in(path);
-    if (!in) {
-        std::fprintf(stderr, "sp-ctl %s: cannot read key file '%s'\n", command, path.c_str());
+// The keys through sp::keys, which refuses a secret key others may read, a public key given as
+// a secret one (and the reverse), and says so naming the file.
+bool read_keys(const char* command, const ParsedArgs& args, Connection& out) {
+    try {
+        out.server_public = sp::keys::read_public_key(args.value("--server-key"));
+        const sp::keys::SecretKey mine =
+            sp::keys::read_secret_key(sp::keys::secret_key_path(args.value("--client-key")));
+        out.client_secret = mine.secret_z85;
+        out.client_public = mine.public_z85;
+        return true;
+    } catch (const std::runtime_error& e) {
+        std::fprintf(stderr, "sp-ctl %s: %s\n", command, e.what());
         return false;
     }
-    std::stringstream text;
-    text << in.rdbuf();
-    std::string key = text.str();
-    const auto first = key.find_first_not_of(" \t\r\n");
-    const auto last = key.find_last_not_of(" \t\r\n");
-    key = first == std::string::npos ? std::string() : key.substr(first, last - first + 1);
-    if (key.size() != 40) {
-        std::fprintf(stderr, "sp-ctl %s: key file '%s' does not hold a Z85 CURVE key (40 characters)\n",
-                     command, path.c_str());
-        return false;
-    }
-    out = key;
-    return true;
 }
 
 }  // namespace
@@ -57,7 +51,7 @@ std::string connection_help(const char* endpoint, const char* timeout) {
            "\n"
            "  --json                 print JSON instead of text\n"
            "  --server-key FILE.pub  the agent's CURVE public key (with --client-key)\n"
-           "  --client-key FILE      this client's CURVE key pair, FILE.pub and FILE.key (sp-ctl keygen)\n";
+           "  --client-key NAME      this client's CURVE secret key, NAME.key (sp-ctl keygen; mode 0600)\n";
 }
 
 bool read_connection(const char* command, const ParsedArgs& args, const char* default_endpoint,
@@ -86,18 +80,13 @@ bool read_connection(const char* command, const ParsedArgs& args, const char* de
         std::fprintf(stderr, "sp-ctl %s: CURVE needs both --server-key and --client-key\n", command);
         return false;
     }
-    if (server) {
-        const std::string base = args.value("--client-key");
-        if (!read_key(command, args.value("--server-key"), out.server_public) ||
-            !read_key(command, base + ".pub", out.client_public) ||
-            !read_key(command, base + ".key", out.client_secret))
-            return false;
-        out.curve = true;
-    }
+    if (server && !read_keys(command, args, out)) return false;
+    out.curve = server;
     return true;
 }
 
-zmq::socket_t open_socket(zmq::context_t& ctx, zmq::socket_type type, const Connection& c) {
+zmq::socket_t open_socket(zmq::context_t& ctx, zmq::socket_type type, const Connection& c,
+                          HandshakeMonitor* monitor) {
     zmq::socket_t s(ctx, type);
     // Closing a socket with an unsent request must not hang the command.
     s.set(zmq::sockopt::linger, 0);
@@ -106,6 +95,7 @@ zmq::socket_t open_socket(zmq::context_t& ctx, zmq::socket_type type, const Conn
         s.set(zmq::sockopt::curve_publickey, c.client_public);
         s.set(zmq::sockopt::curve_secretkey, c.client_secret);
     }
+    if (monitor) monitor->watch(ctx, s, c.curve);
     s.connect(c.endpoint);
     return s;
 }
@@ -115,52 +105,76 @@ std::string next_request_id() {
     return "sp-ctl-" + std::to_string(::getpid()) + "-" + std::to_string(++counter);
 }
 
-std::optional<sp::protocol::Reply> exchange(const char* command, const Connection& c, bool retry,
-                                            const std::function<std::string(const std::string&)>& build) {
+namespace {
+
+// Waits until `deadline` for the reply to request `id`; a certain handshake refusal ends it early.
+Outcome await_reply(const char* command, const Connection& c, zmq::socket_t& s, HandshakeMonitor& monitor,
+                    const std::string& id, Clock::time_point deadline) {
+    for (;;) {
+        const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
+        if (left.count() <= 0) return {std::nullopt, {}, monitor.hint()};
+        zmq_pollitem_t items[] = {{s.handle(), 0, ZMQ_POLLIN, 0}, monitor.poll_item()};
+        if (zmq_poll(items, 2, long(left.count())) <= 0) continue;
+        if (items[1].revents & ZMQ_POLLIN) {
+            std::string refusal = monitor.read(c.endpoint);
+            if (!refusal.empty()) return {std::nullopt, refusal, {}};
+        }
+        if (!(items[0].revents & ZMQ_POLLIN)) continue;
+        std::vector<zmq::message_t> frames;
+        do {
+            frames.emplace_back();
+            if (!s.recv(frames.back(), zmq::recv_flags::dontwait)) break;
+        } while (frames.back().more());
+        // One frame back per request (a REQ-style empty delimiter would precede it).
+        const std::string frame = frames.back().to_string();
+        std::string error;
+        std::optional<sp::protocol::Reply> reply = sp::protocol::parse_reply(frame, error);
+        if (!reply) {
+            std::fprintf(stderr, "sp-ctl %s: ignoring a malformed reply: %s\n", command, error.c_str());
+            continue;
+        }
+        // A null id: the agent could not read our request's id; ours is the only one outstanding.
+        if (reply->id && *reply->id != id) continue;
+        return {reply, {}, {}};
+    }
+}
+
+}  // namespace
+
+Outcome exchange(const char* command, const Connection& c, bool retry,
+                 const std::function<std::string(const std::string&)>& build) {
     zmq::context_t ctx(1);
     const auto total =
         std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(*c.timeout_s));
     const auto end = Clock::now() + total;
     const int attempts = retry ? 2 : 1;
+    Outcome outcome;
     for (int attempt = 1; attempt <= attempts; ++attempt) {
         const auto deadline = attempt == attempts ? end : Clock::now() + total / 2;
         // A fresh socket per try: a reply to the abandoned request can then never be mistaken for
         // this one's, and whatever the old connection had queued is dropped (linger 0).
-        zmq::socket_t s = open_socket(ctx, zmq::socket_type::dealer, c);
+        HandshakeMonitor monitor;
+        zmq::socket_t s = open_socket(ctx, zmq::socket_type::dealer, c, &monitor);
         const std::string id = next_request_id();
         // Without ZMQ_IMMEDIATE the frame waits in the socket until the connection is up, so an
         // agent that comes up within the timeout still gets it; closing the socket discards it.
         (void)s.send(zmq::buffer(build(id)), zmq::send_flags::dontwait);
-        for (;;) {
-            const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
-            if (left.count() <= 0) break;
-            zmq_pollitem_t item{s.handle(), 0, ZMQ_POLLIN, 0};
-            if (zmq_poll(&item, 1, long(left.count())) <= 0 || !(item.revents & ZMQ_POLLIN)) continue;
-            std::vector<zmq::message_t> frames;
-            do {
-                frames.emplace_back();
-                if (!s.recv(frames.back(), zmq::recv_flags::dontwait)) break;
-            } while (frames.back().more());
-            // One frame back per request (a REQ-style empty delimiter would precede it).
-            const std::string frame = frames.back().to_string();
-            std::string error;
-            std::optional<sp::protocol::Reply> reply = sp::protocol::parse_reply(frame, error);
-            if (!reply) {
-                std::fprintf(stderr, "sp-ctl %s: ignoring a malformed reply: %s\n", command, error.c_str());
-                continue;
-            }
-            // A null id: the agent could not read our request's id; ours is the only one outstanding.
-            if (reply->id && *reply->id != id) continue;
-            return reply;
-        }
+        Outcome tried = await_reply(command, c, s, monitor, id, deadline);
+        if (tried.reply || !tried.refusal.empty()) return tried;
+        if (!tried.hint.empty()) outcome.hint = tried.hint;
     }
-    return std::nullopt;
+    return outcome;
 }
 
-int report_no_answer(const char* command, const Connection& c) {
-    std::fprintf(stderr,
-                 "sp-ctl %s: no answer from %s within %g s (is the agent running? check --endpoint)\n",
-                 command, c.endpoint.c_str(), *c.timeout_s);
+int report_no_answer(const char* command, const Connection& c, const Outcome& outcome) {
+    if (!outcome.refusal.empty()) {
+        std::fprintf(stderr, "sp-ctl %s: %s\n", command, outcome.refusal.c_str());
+    } else {
+        const std::string why =
+            outcome.hint.empty() ? "is the agent running? check --endpoint" : outcome.hint;
+        std::fprintf(stderr, "sp-ctl %s: no answer from %s within %g s (%s)\n", command, c.endpoint.c_str(),
+                     *c.timeout_s, why.c_str());
+    }
     return kExitNoAnswer;
 }
 

@@ -10,6 +10,7 @@
 #include <zmq.hpp>
 
 #include "cli_util.h"
+#include "handshake_monitor.h"
 #include "sp/protocol.h"
 
 namespace spctl {
@@ -38,19 +39,29 @@ bool read_connection(const char* command, const ParsedArgs& args, const char* de
                      std::optional<double> default_timeout, Connection& out);
 
 // A socket of `type` with linger 0 and, when configured, the CURVE client keys, connected to the
-// endpoint. Throws zmq::error_t when the endpoint is malformed.
-zmq::socket_t open_socket(zmq::context_t& ctx, zmq::socket_type type, const Connection& c);
+// endpoint (watched by `monitor` from before the connect, when given). Throws zmq::error_t when the
+// endpoint is malformed.
+zmq::socket_t open_socket(zmq::context_t& ctx, zmq::socket_type type, const Connection& c,
+                          HandshakeMonitor* monitor = nullptr);
 
 // "sp-ctl-<pid>-<n>": unique per request of this process, and across processes on one host.
 std::string next_request_id();
 
+// How an exchange ended: the reply, or none and why when the handshakes tell.
+struct Outcome {
+    std::optional<sp::protocol::Reply> reply;
+    std::string refusal;  // the agent certainly refused this client (its key, or CURVE on one side only)
+    std::string hint;     // what the handshakes suggest otherwise ("" when nothing)
+};
+
 // Sends build(id) on a fresh DEALER and waits up to the timeout for the reply with that id, dropping
 // others (late replies, noise). With `retry`, gives the first try half the timeout and then resends
-// once, with a fresh id, on a fresh socket. nullopt: no answer within the timeout.
-std::optional<sp::protocol::Reply> exchange(const char* command, const Connection& c, bool retry,
-                                            const std::function<std::string(const std::string&)>& build);
+// once, with a fresh id, on a fresh socket. A refused handshake ends the wait at once.
+Outcome exchange(const char* command, const Connection& c, bool retry,
+                 const std::function<std::string(const std::string&)>& build);
 
-// "sp-ctl CMD: no answer from ENDPOINT within T s (...)" on stderr; returns kExitNoAnswer.
-int report_no_answer(const char* command, const Connection& c);
+// "sp-ctl CMD: <refusal>" or "sp-ctl CMD: no answer from ENDPOINT within T s (<hint, or is the agent
+// running?>)" on stderr; returns kExitNoAnswer.
+int report_no_answer(const char* command, const Connection& c, const Outcome& outcome);
 
 }  // namespace spctl

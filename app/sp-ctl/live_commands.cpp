@@ -1,15 +1,10 @@
 // The control subcommands: pin, release, release-all, mode, snapshot, ping (one request each on the
 // agent's control socket, agent/PROTOCOL.md §4) and keygen (a CURVE key pair for §9).
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include <cerrno>
 #include <charconv>
 #include <chrono>
 #include <cstdio>
-#include <cstring>
 #include <functional>
+#include <stdexcept>
 #include <string>
 #include <variant>
 #include <vector>
@@ -19,6 +14,7 @@
 #include "commands.h"
 #include "control_client.h"
 #include "sp/json_input.h"
+#include "sp/keys/curve_key_file.h"
 
 namespace spctl {
 namespace {
@@ -64,9 +60,10 @@ std::string join_blocks(const std::vector<int>& blocks) {
 }
 
 // Prints the reply (raw JSON with --json) or the rejection; returns the exit code.
-int finish(const char* command, const Connection& c, const std::optional<protocol::Reply>& reply,
+int finish(const char* command, const Connection& c, const Outcome& outcome,
            const std::function<std::string(const protocol::Reply&)>& human) {
-    if (!reply) return report_no_answer(command, c);
+    const std::optional<protocol::Reply>& reply = outcome.reply;
+    if (!reply) return report_no_answer(command, c, outcome);
     if (c.json && !write_stdout(command, reply->text + "\n")) return kExitFailed;
     if (!reply->ok) {
         std::fprintf(stderr, "sp-ctl %s: rejected: %s\n", command, reply->error.c_str());
@@ -95,9 +92,9 @@ int run_routing(const char* command, const Args& args, const std::vector<OptionS
         return kExitUsage;
     }
     const sp::Command cmd = std::get<protocol::Request>(checked).command;
-    const auto reply =
+    const Outcome outcome =
         exchange(command, c, false, [&](const std::string& id) { return protocol::make_request(id, cmd); });
-    return finish(command, c, reply, [&](const protocol::Reply& r) {
+    return finish(command, c, outcome, [&](const protocol::Reply& r) {
         std::string what;
         switch (cmd.kind) {
             case sp::Command::Kind::pin:
@@ -217,9 +214,10 @@ int run_snapshot(const Args& args) {
     Connection c;
     if (!read_connection(command, parsed, protocol::kDefaultControlEndpoint, 3.0, c)) return kExitUsage;
     // A read changes nothing, so a lost request or reply is safe to retry.
-    const auto reply = exchange(command, c, true, [](const std::string& id) {
+    const Outcome outcome = exchange(command, c, true, [](const std::string& id) {
         return protocol::make_request(id, protocol::Request::Kind::snapshot);
     });
+    const auto& reply = outcome.reply;
     if (reply && reply->ok && !c.json) {
         protocol::Snapshot s;
         std::string error;
@@ -244,7 +242,7 @@ int run_snapshot(const Args& args) {
         }
         return write_stdout(command, out) ? 0 : kExitFailed;
     }
-    return finish(command, c, reply, [](const protocol::Reply&) { return std::string(); });
+    return finish(command, c, outcome, [](const protocol::Reply&) { return std::string(); });
 }
 
 int run_ping(const Args& args) {
@@ -256,13 +254,13 @@ int run_ping(const Args& args) {
     Connection c;
     if (!read_connection(command, parsed, protocol::kDefaultControlEndpoint, 3.0, c)) return kExitUsage;
     const auto start = std::chrono::steady_clock::now();
-    const auto reply = exchange(command, c, true, [](const std::string& id) {
+    const Outcome outcome = exchange(command, c, true, [](const std::string& id) {
         return protocol::make_request(id, protocol::Request::Kind::ping);
     });
     // Includes a retry when there was one: the time the user actually waited.
     const double ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-    return finish(command, c, reply, [ms](const protocol::Reply& r) {
+    return finish(command, c, outcome, [ms](const protocol::Reply& r) {
         nlohmann::json j;
         sp::JsonError bad;
         sp::parse_json(r.text, j, bad);  // parse_reply already accepted it; a failure shows "?"
@@ -276,56 +274,34 @@ int run_ping(const Args& args) {
 int run_keygen(const Args& args) {
     const char* command = "keygen";
     const char* usage =
-        "usage: sp-ctl keygen PATH [--force] [--json]\n"
+        "usage: sp-ctl keygen NAME [--force] [--json]\n"
         "\n"
-        "Writes a CURVE key pair for the agent's sockets (agent/PROTOCOL.md §9): PATH.key, the secret\n"
-        "key (mode 0600), and PATH.pub, the public key, each one Z85 line. Existing files are left\n"
-        "alone unless --force is given.\n"
+        "Writes a CURVE key pair for the agent's sockets (agent/PROTOCOL.md §9):\n"
+        "  NAME.key  the secret key (mode 0600; lines 'public-key = ...' and 'secret-key = ...'):\n"
+        "            the agent's --server-key, or a client's --client-key NAME\n"
+        "  NAME.pub  the public key ('public-key = ...'): clients' --server-key, or a line of the\n"
+        "            agent's --allowed-clients file (cat NAME.pub >> allowed)\n"
+        "Every program refuses a NAME.key that group or others may access (chmod 600 NAME.key) and a\n"
+        "public key where a secret one is expected, or the reverse.\n"
+        "Existing files are left alone unless --force is given. Each file is written as a new file\n"
+        "beside its target and then renamed over it: a symlink at NAME.key or NAME.pub is replaced\n"
+        "itself, never written through.\n"
         "Exit codes: 0 ok, 1 cannot write (or files exist), 2 bad usage.\n";
     ParsedArgs parsed;
     if (auto rc = parse_args(command, args, {{"--force", false}, {"--json", false}}, usage, 1, parsed))
         return *rc;
     if (parsed.positionals.empty()) {
-        std::fprintf(stderr, "sp-ctl keygen: PATH is required\n\n%s", usage);
+        std::fprintf(stderr, "sp-ctl keygen: NAME is required\n\n%s", usage);
         return kExitUsage;
     }
     const std::string base = parsed.positionals[0];
     const std::string key_path = base + ".key", pub_path = base + ".pub";
-    const bool force = parsed.has("--force");
-    if (!force) {
-        // Both checked before either is written, so a refusal leaves nothing half done.
-        for (const std::string& p : {key_path, pub_path}) {
-            struct stat st {};
-            if (::lstat(p.c_str(), &st) == 0) {
-                std::fprintf(stderr, "sp-ctl keygen: '%s' exists; not overwriting it (use --force)\n",
-                             p.c_str());
-                return kExitFailed;
-            }
-        }
-    }
-    char pub[41] = {}, secret[41] = {};
-    if (zmq_curve_keypair(pub, secret) != 0) {
-        std::fprintf(stderr, "sp-ctl keygen: cannot make a key pair: %s (libzmq built without CURVE?)\n",
-                     zmq_strerror(zmq_errno()));
-        return kExitFailed;
-    }
-    const auto write_file = [&](const std::string& path, const char* key, mode_t mode) {
-        // O_EXCL closes the race between the check above and the write; with --force, fchmod fixes
-        // the mode of a file that existed with a looser one.
-        const int flags = O_WRONLY | O_CREAT | O_CLOEXEC | (force ? O_TRUNC : O_EXCL);
-        const int fd = ::open(path.c_str(), flags, mode);
-        bool ok = fd >= 0 && ::fchmod(fd, mode) == 0;
-        const std::string text = std::string(key) + "\n";
-        ok = ok && ::write(fd, text.data(), text.size()) == ssize_t(text.size());
-        const int err = errno;
-        if (fd >= 0) ok = ::close(fd) == 0 && ok;
-        if (!ok)
-            std::fprintf(stderr, "sp-ctl keygen: cannot write '%s': %s\n", path.c_str(), std::strerror(err));
-        return ok;
-    };
-    if (!write_file(key_path, secret, 0600)) return kExitFailed;
-    if (!write_file(pub_path, pub, 0644)) {
-        ::unlink(key_path.c_str());  // a secret without its public half is of no use
+    std::string pub;
+    try {
+        pub = sp::keys::write_key_pair(
+            base, parsed.has("--force") ? sp::keys::Replace::yes : sp::keys::Replace::no);
+    } catch (const std::runtime_error& e) {
+        std::fprintf(stderr, "sp-ctl keygen: %s\n", e.what());
         return kExitFailed;
     }
     std::string out;

@@ -165,8 +165,9 @@ int run_tail(const Args& args) {
 
     zmq::context_t ctx(1);
     zmq::socket_t sub(ctx, zmq::socket_type::sub);
+    HandshakeMonitor monitor;
     try {
-        sub = open_socket(ctx, zmq::socket_type::sub, c);
+        sub = open_socket(ctx, zmq::socket_type::sub, c, &monitor);
         if (topics.empty()) sub.set(zmq::sockopt::subscribe, "");
         for (const std::string& t : topics) sub.set(zmq::sockopt::subscribe, t);
     } catch (const zmq::error_t& e) {
@@ -187,15 +188,22 @@ int run_tail(const Args& args) {
     auto last_arrival = Clock::now();
     while (!g_interrupted && (!count || printed < *count)) {
         // Short slices so Ctrl-C is noticed even where a signal does not interrupt the poll.
-        zmq_pollitem_t item{sub.handle(), 0, ZMQ_POLLIN, 0};
-        const int rc = zmq_poll(&item, 1, 200);
-        if (rc <= 0 || !(item.revents & ZMQ_POLLIN)) {
+        zmq_pollitem_t items[] = {{sub.handle(), 0, ZMQ_POLLIN, 0}, monitor.poll_item()};
+        const int rc = zmq_poll(items, 2, 200);
+        if (rc > 0 && (items[1].revents & ZMQ_POLLIN)) {
+            const std::string refusal = monitor.read(c.endpoint);
+            if (!refusal.empty()) {
+                std::fprintf(stderr, "sp-ctl tail: %s\n", refusal.c_str());
+                return kExitNoAnswer;
+            }
+        }
+        if (rc <= 0 || !(items[0].revents & ZMQ_POLLIN)) {
             if (c.timeout_s &&
                 std::chrono::duration<double>(Clock::now() - last_arrival).count() >= *c.timeout_s) {
-                std::fprintf(
-                    stderr,
-                    "sp-ctl tail: nothing from %s within %g s (is the agent running? check --endpoint)\n",
-                    c.endpoint.c_str(), *c.timeout_s);
+                const std::string why =
+                    monitor.hint().empty() ? "is the agent running? check --endpoint" : monitor.hint();
+                std::fprintf(stderr, "sp-ctl tail: nothing from %s within %g s (%s)\n", c.endpoint.c_str(),
+                             *c.timeout_s, why.c_str());
                 return kExitNoAnswer;
             }
             continue;

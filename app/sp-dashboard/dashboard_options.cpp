@@ -40,9 +40,10 @@ std::optional<DashboardOptions> parseDashboardOptions(const QCoreApplication& ap
     const QCommandLineOption serverKey(QStringLiteral("server-key"),
                                        QStringLiteral("CURVE: the agents' public key file."),
                                        QStringLiteral("FILE"));
-    const QCommandLineOption clientKey(QStringLiteral("client-key"),
-                                       QStringLiteral("CURVE: this client's secret key file."),
-                                       QStringLiteral("FILE"));
+    const QCommandLineOption clientKey(
+        QStringLiteral("client-key"),
+        QStringLiteral("CURVE: this client's secret key (sp-ctl keygen; mode 0600)."),
+        QStringLiteral("NAME.key"));
     const QCommandLineOption screenshot(
         QStringLiteral("screenshot"),
         QStringLiteral(

@@ -156,8 +156,10 @@ std::string usage_text(const std::string& program) {
          "Live telemetry and control (agent/PROTOCOL.md; sp-ctl and sp-dashboard connect here):\n"
          "  --telemetry-endpoint E  PUB socket (default tcp://127.0.0.1:5556)\n"
          "  --control-endpoint E    ROUTER socket for commands (default tcp://127.0.0.1:5557)\n"
-         "  --server-key FILE.key   CURVE secret key (sp-ctl keygen); required for non-loopback binds\n"
-         "  --allowed-clients FILE  CURVE public keys of the clients allowed in, one per line\n"
+         "  --server-key FILE.key   CURVE secret key (sp-ctl keygen; mode 0600); required for\n"
+         "                          non-loopback binds\n"
+         "  --allowed-clients FILE  CURVE public keys of the clients allowed in, one per line (needs\n"
+         "                          --server-key)\n"
          "  --insecure              allow a non-loopback bind without CURVE (a warning is logged)\n"
          "  --no-network            bind no sockets\n"
          "Experiments (tests/bench/experiment):\n"
@@ -285,6 +287,11 @@ TrainerOptions parse_trainer_options(const std::vector<std::string>& args, const
                          " does not exist (--blocks " + std::to_string(o.blocks) + ")");
     if (!o.server_key.empty() && o.allowed_clients.empty())
         throw UsageError("--server-key needs --allowed-clients (the public keys of the clients to let in)");
+    // Silently ignoring it would leave the operator believing only the listed clients get in.
+    if (!o.allowed_clients.empty() && o.server_key.empty())
+        throw UsageError(
+            "--allowed-clients needs --server-key: without the agent's secret key there is no "
+            "CURVE, so nothing would check the allow-list and every client would get in");
     if (o.telemetry_path && o.no_telemetry)
         throw UsageError("--telemetry and --no-telemetry contradict each other");
     if (o.device == "cuda" && !torch::cuda::is_available())

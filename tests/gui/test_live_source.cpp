@@ -13,6 +13,7 @@
 #include <zmq.h>
 
 #include "fake_agent.h"
+#include "sp/keys/curve_key_file.h"
 #include "sp/ui/live_source.h"
 #include "sp/ui/run_session.h"
 
@@ -184,19 +185,29 @@ void TestLiveSource::parsesEndpointSpecs() {
         QVERIFY2(error.contains(b.says), qPrintable(QString(b.spec) + " -> " + error));
     }
 
-    // CURVE keys as sp-ctl keygen writes them (40 Z85 characters and a newline).
-    const QByteArray key40(40, 'a');
-    for (const char* name : {"/server.pub", "/me.pub", "/me.key"}) {
-        QFile f(dir_.path() + name);
-        QVERIFY(f.open(QIODevice::WriteOnly));
-        f.write(key40 + "\n");
-    }
+    // CURVE keys as sp-ctl keygen writes them; the client's public half comes from its secret key.
+    const std::string base = QFile::encodeName(dir_.path()).toStdString();
+    const std::string server_pub = sp::keys::write_key_pair(base + "/server", sp::keys::Replace::yes);
+    const std::string my_pub = sp::keys::write_key_pair(base + "/me", sp::keys::Replace::yes);
     LiveEndpoints e = *one;
     QVERIFY2(loadCurveKeys(dir_.path() + "/server.pub", dir_.path() + "/me", e, &error), qPrintable(error));
-    QCOMPARE(e.server_public_key, key40);
-    QCOMPARE(e.client_secret_key, key40);
+    QCOMPARE(e.server_public_key.toStdString(), server_pub);
+    QCOMPARE(e.client_public_key.toStdString(), my_pub);
+    QCOMPARE(e.client_secret_key.size(), 40);
+    QVERIFY2(loadCurveKeys(dir_.path() + "/server.pub", dir_.path() + "/me.key", e, &error),
+             qPrintable(error));
     QVERIFY(!loadCurveKeys(dir_.path() + "/missing.pub", dir_.path() + "/me", e, &error));
-    QVERIFY(error.contains("cannot read key file"));
+    QVERIFY2(error.contains("cannot read CURVE key file"), qPrintable(error));
+    // The same refusals as sp-ctl and the agent: the public key where the secret one belongs ...
+    QVERIFY(!loadCurveKeys(dir_.path() + "/server.pub", dir_.path() + "/me.pub", e, &error));
+    QVERIFY2(error.contains("holds a public key, but a secret key is expected here"), qPrintable(error));
+    // ... and a secret key that others may read.
+    QVERIFY(QFile::setPermissions(dir_.path() + "/me.key",
+                                  QFile::ReadOwner | QFile::WriteOwner | QFile::ReadOther));
+    QVERIFY(!loadCurveKeys(dir_.path() + "/server.pub", dir_.path() + "/me", e, &error));
+    QVERIFY2(error.contains("permissions 0604 for '" + dir_.path() + "/me.key' are too open"),
+             qPrintable(error));
+    QCOMPARE(e.client_public_key.toStdString(), my_pub);  // a refusal leaves the endpoints alone
 }
 
 void TestLiveSource::lateJoinIsWholeBeforeLaterUpdates() {

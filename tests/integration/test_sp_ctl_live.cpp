@@ -5,8 +5,10 @@
 
 #include <QtTest>
 
+#include <QDir>
 #include <QElapsedTimer>
 #include <QFile>
+#include <QFileInfo>
 #include <QProcess>
 #include <QTemporaryDir>
 
@@ -166,6 +168,23 @@ class FakeAgent {
     std::size_t frames_ = 0;
     std::thread thread_;
 };
+
+QByteArray read_all(const QString& path) {
+    QFile f(path);
+    return f.open(QIODevice::ReadOnly) ? f.readAll() : QByteArray();
+}
+
+// The value of a "LABEL = KEY" line of a key file as keygen writes it ("" when there is none).
+QByteArray labelled(const QString& path, const QByteArray& label) {
+    for (const QByteArray& line : read_all(path).split('\n'))
+        if (line.startsWith(label + " = ")) return line.mid(label.size() + 3).trimmed();
+    return {};
+}
+
+int mode_of(const QString& path) {
+    struct stat st {};
+    return ::lstat(qPrintable(path), &st) == 0 ? int(st.st_mode & 07777) : -1;
+}
 
 QStringList at(const std::string& endpoint, QStringList args) {
     // Generous: CI runs on a loaded 2-core machine; a live fake answers in milliseconds.
@@ -343,19 +362,54 @@ class TestSpCtlLive : public QObject {
         const QString server = dir.filePath("server"), client = dir.filePath("client");
         QCOMPARE(sp_ctl({"keygen", server}).exit_code, 0);
         QCOMPARE(sp_ctl({"keygen", client}).exit_code, 0);
-        QFile secret(server + ".key");
-        QVERIFY(secret.open(QIODevice::ReadOnly));
-        FakeAgent agent(dir, 0, secret.readAll().trimmed().toStdString());
+        FakeAgent agent(dir, 0, labelled(server + ".key", "secret-key").toStdString());
         const Run r =
             sp_ctl(at(agent.control(), {"ping", "--server-key", server + ".pub", "--client-key", client}));
         QVERIFY2(r.exit_code == 0, r.err.constData());
         QVERIFY(r.out.startsWith("pong: "));
-        // A plain client cannot complete the handshake with a CURVE server: no answer.
+        const Run named = sp_ctl(
+            at(agent.control(), {"ping", "--server-key", server + ".pub", "--client-key", client + ".key"}));
+        QVERIFY2(named.exit_code == 0, named.err.constData());
+        // A plain client cannot complete the handshake with a CURVE server, and is told why at once.
         const Run plain =
-            sp_ctl({"ping", "--endpoint", QString::fromStdString(agent.control()), "--timeout", "1"});
+            sp_ctl({"ping", "--endpoint", QString::fromStdString(agent.control()), "--timeout", "30"});
         QCOMPARE(plain.exit_code, 3);
+        QCOMPARE(plain.err, "sp-ctl ping: the agent at " + QByteArray::fromStdString(agent.control()) +
+                                " requires CURVE: pass --server-key AGENT.pub and --client-key NAME\n");
         // Only one of the two key options is a usage error.
         QCOMPARE(sp_ctl({"ping", "--server-key", server + ".pub"}).exit_code, 2);
+    }
+
+    void key_file_mistakes_are_refused() {
+        QTemporaryDir dir;
+        const QString server = dir.filePath("server"), client = dir.filePath("client");
+        QCOMPARE(sp_ctl({"keygen", server}).exit_code, 0);
+        QCOMPARE(sp_ctl({"keygen", client}).exit_code, 0);
+        FakeAgent agent(dir, 0, labelled(server + ".key", "secret-key").toStdString());
+        const auto ping = [&](const QString& server_key, const QString& client_key) {
+            return sp_ctl(
+                at(agent.control(), {"ping", "--server-key", server_key, "--client-key", client_key}));
+        };
+        // Each refusal is a usage error (exit 2) that names the file and what to do; nothing is sent.
+        const Run pub_as_secret = ping(server + ".pub", client + ".pub");
+        QCOMPARE(pub_as_secret.exit_code, 2);
+        QCOMPARE(pub_as_secret.err, "sp-ctl ping: CURVE key file '" + client.toUtf8() +
+                                        ".pub' holds a public key, but a secret key is expected here (give "
+                                        "the NAME.key file from sp-ctl keygen, not NAME.pub)\n");
+        const Run secret_as_pub = ping(server + ".key", client);
+        QCOMPARE(secret_as_pub.exit_code, 2);
+        QCOMPARE(secret_as_pub.err, "sp-ctl ping: CURVE key file '" + server.toUtf8() +
+                                        ".key' holds a secret key, but a public key is expected here (give "
+                                        "the NAME.pub file from sp-ctl keygen; the NAME.key file must stay "
+                                        "private)\n");
+        QCOMPARE(::chmod(qPrintable(client + ".key"), 0644), 0);
+        const Run too_open = ping(server + ".pub", client);
+        QCOMPARE(too_open.exit_code, 2);
+        QCOMPARE(too_open.err, "sp-ctl ping: permissions 0644 for '" + client.toUtf8() +
+                                   ".key' are too open; the secret key must be readable by its owner only "
+                                   "(chmod 600 " +
+                                   client.toUtf8() + ".key)\n");
+        QCOMPARE(agent.frames(), std::size_t(0));
     }
 
     void keygen_writes_a_key_pair_once() {
@@ -363,27 +417,56 @@ class TestSpCtlLive : public QObject {
         const QString base = dir.filePath("client");
         const Run r = sp_ctl({"keygen", base});
         QVERIFY2(r.exit_code == 0, r.err.constData());
-        struct stat st {};
-        QCOMPARE(::stat(qPrintable(base + ".key"), &st), 0);
-        QCOMPARE(int(st.st_mode & 0777), 0600);
-        QFile pub(base + ".pub"), key(base + ".key");
-        QVERIFY(pub.open(QIODevice::ReadOnly) && key.open(QIODevice::ReadOnly));
-        const QByteArray public_key = pub.readAll().trimmed();
+        QCOMPARE(mode_of(base + ".key"), 0600);
+        QCOMPARE(mode_of(base + ".pub"), 0644);
+        // Labelled lines: a public key file can never pass for a secret one, nor the reverse.
+        const QByteArray public_key = labelled(base + ".pub", "public-key");
         QCOMPARE(public_key.size(), 40);
-        QCOMPARE(key.readAll().trimmed().size(), 40);
+        QVERIFY(!read_all(base + ".pub").contains("secret-key"));
+        QCOMPARE(labelled(base + ".key", "public-key"), public_key);
+        QCOMPARE(labelled(base + ".key", "secret-key").size(), 40);
         QVERIFY(r.out.contains(public_key));
 
         const Run again = sp_ctl({"keygen", base});
         QCOMPARE(again.exit_code, 1);
-        QVERIFY(again.err.contains("--force"));
-        pub.close();
-        QVERIFY(pub.open(QIODevice::ReadOnly));
-        QCOMPARE(pub.readAll().trimmed(), public_key);  // untouched
+        QCOMPARE(again.err,
+                 "sp-ctl keygen: '" + base.toUtf8() + ".key' exists; not overwriting it (use --force)\n");
+        QCOMPARE(labelled(base + ".pub", "public-key"), public_key);  // untouched
 
         QCOMPARE(sp_ctl({"keygen", base, "--force"}).exit_code, 0);
-        pub.close();
-        QVERIFY(pub.open(QIODevice::ReadOnly));
-        QVERIFY(pub.readAll().trimmed() != public_key);
+        QVERIFY(labelled(base + ".pub", "public-key") != public_key);
+        QCOMPARE(QDir(dir.path()).entryList(QDir::Files | QDir::Hidden | QDir::System),
+                 QStringList({"client.key", "client.pub"}));  // no temporary file left behind
+    }
+
+    // A hostile user plants symlinks where keygen will write, pointing at a file of theirs (to read
+    // the secret) or of ours (to destroy it): keygen refuses without --force, and with --force
+    // replaces the symlink itself; the file it pointed to keeps its content and mode.
+    void keygen_never_writes_through_a_symlink() {
+        QTemporaryDir dir;
+        const QString victim = dir.filePath("victim"), base = dir.filePath("mine"),
+                      nowhere = dir.filePath("nowhere");
+        {
+            QFile f(victim);
+            QVERIFY(f.open(QIODevice::WriteOnly));
+            f.write("someone else's file\n");
+        }
+        QCOMPARE(::chmod(qPrintable(victim), 0644), 0);
+        QVERIFY(QFile::link(victim, base + ".key"));
+        QVERIFY(QFile::link(nowhere, base + ".pub"));  // dangling: would create the file it names
+
+        const Run refused = sp_ctl({"keygen", base});
+        QCOMPARE(refused.exit_code, 1);
+        QVERIFY2(refused.err.contains("exists; not overwriting it (use --force)"), refused.err.constData());
+
+        const Run forced = sp_ctl({"keygen", base, "--force"});
+        QVERIFY2(forced.exit_code == 0, forced.err.constData());
+        QCOMPARE(read_all(victim), QByteArray("someone else's file\n"));
+        QCOMPARE(mode_of(victim), 0644);
+        QVERIFY(!QFile::exists(nowhere));
+        QVERIFY(!QFileInfo(base + ".key").isSymLink() && !QFileInfo(base + ".pub").isSymLink());
+        QCOMPARE(mode_of(base + ".key"), 0600);
+        QCOMPARE(labelled(base + ".key", "public-key"), labelled(base + ".pub", "public-key"));
     }
 };
 

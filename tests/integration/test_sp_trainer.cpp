@@ -447,6 +447,51 @@ class TestSpTrainer : public QObject {
             huge.err.constData());
         QVERIFY(!QFile::exists(telemetry));
     }
+
+    // Key file mistakes stop sp-trainer before it binds or trains: exit 2 with the reason.
+    void curve_key_mistakes_exit_2() {
+        QTemporaryDir dir;
+        QCOMPARE(run(SP_CTL_PATH, {"keygen", dir.filePath("server")}).exit_code, 0);
+        QCOMPARE(run(SP_CTL_PATH, {"keygen", dir.filePath("client")}).exit_code, 0);
+        const QString key = dir.filePath("server.key"), allowed = dir.filePath("client.pub");
+        const QStringList small = {"--steps",
+                                   "1",
+                                   "--blocks",
+                                   "1",
+                                   "--d-model",
+                                   "16",
+                                   "--heads",
+                                   "2",
+                                   "--seq-len",
+                                   "16",
+                                   "--batch",
+                                   "2",
+                                   "--no-telemetry",
+                                   "--quiet",
+                                   "--telemetry-endpoint",
+                                   "ipc://" + dir.filePath("tel"),
+                                   "--control-endpoint",
+                                   "ipc://" + dir.filePath("ctl")};
+        const auto refused = [&](const QStringList& keys, const QByteArray& says) {
+            const Run r = run(SP_TRAINER_PATH, QStringList(small) << keys);
+            QVERIFY2(r.exit_code == 2, qPrintable(keys.join(' ') + " -> " + QString::number(r.exit_code)));
+            QVERIFY2(r.err.contains(says), r.err.constData());
+        };
+        refused(
+            {"--allowed-clients", allowed},
+            "sp-trainer: --allowed-clients needs --server-key: without the agent's secret key there is no "
+            "CURVE, so nothing would check the allow-list and every client would get in");
+        refused({"--server-key", dir.filePath("server.pub"), "--allowed-clients", allowed},
+                "CURVE key file '" + dir.filePath("server.pub").toUtf8() +
+                    "' holds a public key, but a secret key is expected here (give the NAME.key file from "
+                    "sp-ctl keygen, not NAME.pub)");
+        QVERIFY(QFile::setPermissions(
+            key, QFile::ReadOwner | QFile::WriteOwner | QFile::ReadGroup | QFile::ReadOther));
+        refused({"--server-key", key, "--allowed-clients", allowed},
+                "permissions 0644 for '" + key.toUtf8() +
+                    "' are too open; the secret key must be readable by its owner only (chmod 600 " +
+                    key.toUtf8() + ")");
+    }
 };
 
 QTEST_GUILESS_MAIN(TestSpTrainer)

@@ -5,10 +5,14 @@
 #include <QTemporaryDir>
 #include <QtTest>
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <fstream>
+#include <iterator>
 #include <mutex>
 #include <optional>
 #include <random>
@@ -19,12 +23,22 @@
 #include <nlohmann/json.hpp>
 #include <zmq.hpp>
 
+#include "sp/keys/curve_key_file.h"
 #include "sp/transport/agent_server.h"
+
+// QCOMPARE on std::string shows both sides when they differ.
+namespace QTest {
+template <>
+inline char* toString(const std::string& s) {
+    return qstrdup(s.c_str());
+}
+}  // namespace QTest
 
 using nlohmann::json;
 using namespace std::chrono_literals;
 namespace proto = sp::protocol;
 namespace tr = sp::transport;
+namespace keys = sp::keys;
 using Clock = std::chrono::steady_clock;
 
 namespace {
@@ -139,11 +153,23 @@ sp::EventRecord make_event(std::int64_t step, const std::string& kind = "warning
     return e;
 }
 
-std::string read_file(const std::string& path) {
+std::string read_whole(const std::string& path) {
     std::ifstream in(path);
-    std::string s;
-    std::getline(in, s);
-    return s;
+    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+void write_text(const std::string& path, const std::string& text) {
+    std::ofstream(path) << text;
+}
+
+// The message of the std::runtime_error that constructing a server with `opts` throws ("" if none).
+std::string refusal_of(const tr::ServerOptions& opts, tr::ServerBackend& backend) {
+    try {
+        tr::AgentServer server(opts, backend);
+    } catch (const std::runtime_error& e) {
+        return e.what();
+    }
+    return {};
 }
 
 }  // namespace
@@ -549,6 +575,14 @@ class TestAgentServer : public QObject {
         }
     }
 
+    void keyFileMistakesAreRefused() {
+        try {
+            keyRefusalsBody();
+        } catch (const std::exception& e) {
+            QFAIL(e.what());
+        }
+    }
+
     void nonLoopbackNeedsCurveOrInsecure() {
         try {
             nonLoopbackBody();
@@ -561,12 +595,13 @@ class TestAgentServer : public QObject {
     void curveBody() {
         QTemporaryDir dir;
         const std::string base = dir.path().toStdString();
-        tr::write_curve_keypair(base + "/server");
-        tr::write_curve_keypair(base + "/client");
-        tr::write_curve_keypair(base + "/intruder");
+        const std::string server_pub = keys::write_key_pair(base + "/server", keys::Replace::yes);
+        keys::write_key_pair(base + "/client", keys::Replace::yes);
+        keys::write_key_pair(base + "/intruder", keys::Replace::yes);
         {
+            // As an operator would add a client: `cat client.pub >> allowed` (comment and labelled key).
             std::ofstream allow(base + "/allowed");
-            allow << "# operators\n" << read_file(base + "/client.pub") << "\n";
+            allow << "# operators\n" << read_whole(base + "/client.pub");
         }
         QFile key(QString::fromStdString(base + "/server.key"));
         QCOMPARE(key.permissions() & (QFile::ReadGroup | QFile::ReadOther), QFile::Permissions());
@@ -580,15 +615,15 @@ class TestAgentServer : public QObject {
         opts.hello_interval_s = 0.1;
         opts.log = [](const std::string&) {};
         tr::AgentServer server(opts, backend);
-        const std::string server_pub = read_file(base + "/server.pub");
 
         zmq::context_t ctx;
         auto with_keys = [&](zmq::socket_t& s, const std::string& who) {
+            const keys::SecretKey mine = keys::read_secret_key(base + "/" + who + ".key");
             s.set(zmq::sockopt::linger, 0);
             s.set(zmq::sockopt::sndtimeo, 2000);
             s.set(zmq::sockopt::curve_serverkey, server_pub);
-            s.set(zmq::sockopt::curve_publickey, read_file(base + "/" + who + ".pub"));
-            s.set(zmq::sockopt::curve_secretkey, read_file(base + "/" + who + ".key"));
+            s.set(zmq::sockopt::curve_publickey, mine.public_z85);
+            s.set(zmq::sockopt::curve_secretkey, mine.secret_z85);
         };
         zmq::socket_t good(ctx, zmq::socket_type::dealer), bad(ctx, zmq::socket_type::dealer);
         with_keys(good, "client");
@@ -608,6 +643,69 @@ class TestAgentServer : public QObject {
         }
         QVERIFY(!wait_topic(good_sub, "hello").empty());
         QVERIFY(recv_multipart(bad_sub, 1000ms).empty());
+    }
+
+    // Each mistake an operator (or a hostile user) can make with the key files, refused in words
+    // that say what to do; the same words as sp-ctl and the dashboard (sp::keys).
+    void keyRefusalsBody() {
+        QTemporaryDir dir;
+        const std::string base = dir.path().toStdString(), key = base + "/server.key";
+        keys::write_key_pair(base + "/server", keys::Replace::yes);
+        const std::string client_pub = keys::write_key_pair(base + "/client", keys::Replace::yes);
+        write_text(base + "/allowed", read_whole(base + "/client.pub"));
+        FakeBackend backend;
+        tr::ServerOptions opts = ipc_options(dir);
+        opts.allowed_clients_file = base + "/allowed";
+        QCOMPARE(refusal_of(opts, backend), "agent server: allowed_clients_file '" + base +
+                                                "/allowed' needs server_secret_key_file (without CURVE "
+                                                "nothing checks it)");
+
+        opts.server_secret_key_file = key;
+        QCOMPARE(refusal_of(opts, backend), std::string());
+        for (const mode_t open_mode : {0644, 0640, 0604, 0660}) {
+            QCOMPARE(::chmod(key.c_str(), open_mode), 0);
+            char octal[8];
+            std::snprintf(octal, sizeof octal, "%04o", unsigned(open_mode));
+            QCOMPARE(refusal_of(opts, backend), "agent server: permissions " + std::string(octal) + " for '" +
+                                                    key +
+                                                    "' are too open; the secret key must be readable by its "
+                                                    "owner only (chmod 600 " +
+                                                    key + ")");
+        }
+        QCOMPARE(::chmod(key.c_str(), 0400), 0);  // owner-only, read-only: fine
+        QCOMPARE(refusal_of(opts, backend), std::string());
+        const std::string secret = keys::read_secret_key(key).secret_z85;
+
+        opts.server_secret_key_file = base + "/server.pub";
+        QCOMPARE(refusal_of(opts, backend),
+                 "agent server: CURVE key file '" + base +
+                     "/server.pub' holds a public key, but a secret key is expected "
+                     "here (give the NAME.key file from sp-ctl keygen, not NAME.pub)");
+
+        // A bare key (the format before labels) could be either kind, so it is never taken as a secret.
+        opts.server_secret_key_file = base + "/bare.key";
+        write_text(opts.server_secret_key_file, secret + "\n");
+        QCOMPARE(::chmod(opts.server_secret_key_file.c_str(), 0600), 0);
+        QVERIFY2(refusal_of(opts, backend)
+                         .find("holds an unlabelled key, which cannot be told from a public "
+                               "key, but a secret key is expected here") != std::string::npos,
+                 refusal_of(opts, backend).c_str());
+
+        opts.server_secret_key_file = base + "/mixed.key";
+        write_text(opts.server_secret_key_file,
+                   "public-key = " + client_pub + "\nsecret-key = " + secret + "\n");
+        QCOMPARE(::chmod(opts.server_secret_key_file.c_str(), 0600), 0);
+        QCOMPARE(refusal_of(opts, backend), "agent server: CURVE key file '" + opts.server_secret_key_file +
+                                                "' line 1: the public key does not belong to the secret key "
+                                                "(the file was edited or mixes two pairs)");
+
+        // A secret key pasted into the allow-list (which is world-readable) is refused, not used.
+        opts.server_secret_key_file = key;
+        opts.allowed_clients_file = key;
+        QCOMPARE(refusal_of(opts, backend), "agent server: CURVE allow-list '" + key +
+                                                "' line 3 holds a secret key, but only public keys belong "
+                                                "here (NAME.pub files from sp-ctl keygen; NAME.key must stay "
+                                                "private)");
     }
 
     void nonLoopbackBody() {

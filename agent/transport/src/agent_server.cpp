@@ -27,6 +27,7 @@
 #include <zmq.hpp>
 
 #include "security.h"
+#include "sp/keys/curve_key_file.h"
 
 namespace sp::transport {
 
@@ -156,6 +157,11 @@ void AgentServer::Impl::setup() {
     }
 
     const bool curve = !options.server_secret_key_file.empty();
+    // Without a server key there is no CURVE, so no ZAP handler would ever consult the allow-list:
+    // every client would get in while the operator believes only the listed ones do.
+    if (!curve && !options.allowed_clients_file.empty())
+        throw std::runtime_error("agent server: allowed_clients_file '" + options.allowed_clients_file +
+                                 "' needs server_secret_key_file (without CURVE nothing checks it)");
     for (const std::string* ep : {&options.telemetry_endpoint, &options.control_endpoint}) {
         if (detail::classify_endpoint(*ep) != detail::EndpointKind::network || curve) continue;
         if (!options.insecure)
@@ -175,9 +181,13 @@ void AgentServer::Impl::setup() {
         if (options.allowed_clients_file.empty())
             throw std::runtime_error(
                 "agent server: CURVE needs allowed_clients_file (the client public keys to admit)");
-        const std::string secret = detail::read_z85_key_file(options.server_secret_key_file);
-        detail::curve_public_from_secret(secret);  // validates the key before any bind
-        allowed = detail::read_allow_list(options.allowed_clients_file);
+        std::string secret;
+        try {
+            secret = sp::keys::read_secret_key(options.server_secret_key_file).secret_z85;
+            allowed = detail::read_allow_list(options.allowed_clients_file);
+        } catch (const std::runtime_error& e) {
+            throw std::runtime_error(std::string("agent server: ") + e.what());
+        }
         if (allowed.empty())
             log("WARNING: CURVE allow-list '" + options.allowed_clients_file +
                 "' is empty: no client can connect");

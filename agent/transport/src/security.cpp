@@ -2,30 +2,16 @@
 #include "security.h"
 
 #include <cctype>
-#include <cerrno>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 #include <stdexcept>
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
 #include <zmq.h>
 
-#include "sp/transport/agent_server.h"
+#include "sp/keys/curve_key_file.h"
 
-namespace sp::transport {
-namespace detail {
+namespace sp::transport::detail {
 
 namespace {
-
-std::string trim(const std::string& s) {
-    std::size_t b = 0, e = s.size();
-    while (b < e && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
-    while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1]))) --e;
-    return s.substr(b, e - b);
-}
 
 bool starts_with(const std::string& s, const char* prefix) {
     return s.rfind(prefix, 0) == 0;
@@ -74,82 +60,13 @@ EndpointKind classify_endpoint(const std::string& endpoint) {
     return EndpointKind::network;
 }
 
-std::string read_z85_key_file(const std::string& path) {
-    std::ifstream in(path);
-    if (!in) throw std::runtime_error("cannot read CURVE key file '" + path + "': " + std::strerror(errno));
-    std::stringstream ss;
-    ss << in.rdbuf();
-    const std::string key = trim(ss.str());
-    CurveKey raw{};
-    if (key.size() != 40 || zmq_z85_decode(raw.data(), key.c_str()) == nullptr)
-        throw std::runtime_error("CURVE key file '" + path + "' does not hold a 40-character Z85 key");
-    return key;
-}
-
 std::vector<CurveKey> read_allow_list(const std::string& path) {
-    std::ifstream in(path);
-    if (!in) throw std::runtime_error("cannot read CURVE allow-list '" + path + "': " + std::strerror(errno));
-    std::vector<CurveKey> keys;
-    std::string line;
-    int number = 0;
-    while (std::getline(in, line)) {
-        ++number;
-        // '#' is also a Z85 digit, so a key may contain or even start with it: a line is a key when it
-        // decodes as one, a comment when it does not and starts with '#'.
-        const std::string key = trim(line);
-        if (key.empty()) continue;
-        CurveKey raw{};
-        const bool valid = key.size() == 40 && zmq_z85_decode(raw.data(), key.c_str()) != nullptr;
-        if (!valid && key[0] == '#') continue;
-        if (!valid)
-            throw std::runtime_error("CURVE allow-list '" + path + "' line " + std::to_string(number) +
-                                     ": not a 40-character Z85 public key");
-        keys.push_back(raw);
+    std::vector<CurveKey> allowed;
+    for (const std::string& z85 : sp::keys::read_allow_list(path)) {
+        allowed.emplace_back();
+        zmq_z85_decode(allowed.back().data(), z85.c_str());  // read_allow_list checked that it decodes
     }
-    return keys;
+    return allowed;
 }
 
-std::string curve_public_from_secret(const std::string& secret_z85) {
-    char pub[41] = {};
-    if (zmq_curve_public(pub, secret_z85.c_str()) != 0)
-        throw std::runtime_error(std::string("cannot derive the CURVE public key: ") +
-                                 zmq_strerror(zmq_errno()));
-    return pub;
-}
-
-}  // namespace detail
-
-namespace {
-
-void write_file(const std::string& path, const std::string& text, mode_t mode) {
-    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
-    if (fd < 0) throw std::runtime_error("cannot write '" + path + "': " + std::strerror(errno));
-    // open() does not change the mode of an existing file: a secret must never stay world-readable.
-    bool ok = ::fchmod(fd, mode) == 0;
-    std::size_t done = 0;
-    while (ok && done < text.size()) {
-        const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0)
-            ok = false;
-        else
-            done += static_cast<std::size_t>(n);
-    }
-    const int saved = errno;
-    if (::close(fd) != 0) ok = false;
-    if (!ok) throw std::runtime_error("cannot write '" + path + "': " + std::strerror(saved));
-}
-
-}  // namespace
-
-void write_curve_keypair(const std::string& path) {
-    char pub[41] = {};
-    char secret[41] = {};
-    if (zmq_curve_keypair(pub, secret) != 0)
-        throw std::runtime_error("cannot generate a CURVE key pair for '" + path +
-                                 "': " + zmq_strerror(zmq_errno()));
-    write_file(path + ".key", std::string(secret) + "\n", 0600);
-    write_file(path + ".pub", std::string(pub) + "\n", 0644);
-}
-
-}  // namespace sp::transport
+}  // namespace sp::transport::detail

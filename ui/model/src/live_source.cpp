@@ -4,7 +4,10 @@
 #include <QMetaObject>
 #include <QStringList>
 
+#include <stdexcept>
+
 #include "live_worker.h"
+#include "sp/keys/curve_key_file.h"
 
 namespace sp::ui {
 namespace {
@@ -43,16 +46,6 @@ bool checkEndpoint(const QString& endpoint, QString* error) {
         return true;
     }
     return fail(error, "'" + endpoint + "': unsupported transport (" + kUsage + ")");
-}
-
-bool readKey(const QString& path, QByteArray& out, QString* error) {
-    QFile f(path);
-    if (!f.open(QIODevice::ReadOnly)) return fail(error, "cannot read key file '" + path + "'");
-    const QByteArray key = f.readAll().trimmed();
-    if (key.size() != 40)
-        return fail(error, "key file '" + path + "' does not hold a Z85 CURVE key (40 characters)");
-    out = key;
-    return true;
 }
 
 }  // namespace
@@ -99,15 +92,22 @@ std::optional<LiveEndpoints> parseEndpointSpec(const QString& spec, QString* err
     return e;
 }
 
-bool loadCurveKeys(const QString& serverKeyFile, const QString& clientKeyBase, LiveEndpoints& endpoints,
+bool loadCurveKeys(const QString& serverKeyFile, const QString& clientKey, LiveEndpoints& endpoints,
                    QString* error) {
-    LiveEndpoints e = endpoints;
-    if (!readKey(serverKeyFile, e.server_public_key, error) ||
-        !readKey(clientKeyBase + ".pub", e.client_public_key, error) ||
-        !readKey(clientKeyBase + ".key", e.client_secret_key, error))
-        return false;
-    endpoints = std::move(e);
-    return true;
+    const auto path = [](const QString& p) { return QFile::encodeName(p).toStdString(); };
+    // sp::keys, as sp-ctl and the agent: the same refusals (a secret key others may read, a public key
+    // given as a secret one) in the same words.
+    try {
+        const std::string server = sp::keys::read_public_key(path(serverKeyFile));
+        const sp::keys::SecretKey mine =
+            sp::keys::read_secret_key(sp::keys::secret_key_path(path(clientKey)));
+        endpoints.server_public_key = QByteArray::fromStdString(server);
+        endpoints.client_public_key = QByteArray::fromStdString(mine.public_z85);
+        endpoints.client_secret_key = QByteArray::fromStdString(mine.secret_z85);
+        return true;
+    } catch (const std::runtime_error& e) {
+        return fail(error, QString::fromStdString(e.what()));
+    }
 }
 
 LiveSource::LiveSource(LiveEndpoints endpoints, LiveOptions options, QObject* parent)

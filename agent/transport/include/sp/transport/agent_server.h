@@ -18,8 +18,9 @@ struct ServerOptions {
     // CURVE: when server_secret_key_file is set, both sockets are CURVE servers and only clients whose
     // public key is listed in allowed_clients_file (one Z85 key per line, '#' comments) get through
     // (ZAP). A non-loopback endpoint without CURVE is refused unless `insecure` is set (then a warning
-    // is logged).
-    std::string server_secret_key_file;  // Z85 secret key, as written by `sp-ctl keygen`
+    // is logged). Key files are read with sp::keys (a secret key must be mode 0600 and labelled as
+    // one); an allow-list without a server key is refused, since nothing would check it.
+    std::string server_secret_key_file;  // NAME.key, as written by `sp-ctl keygen`
     std::string allowed_clients_file;
     bool insecure = false;
     // Per control client (one connection): requests per second, in bursts of up to as many. Beyond
@@ -47,7 +48,8 @@ class ServerBackend {
 class AgentServer {
   public:
     // Binds both sockets and starts the I/O thread. Throws std::runtime_error with a clear message for
-    // a bad or busy endpoint, unreadable key files, or a non-loopback bind without CURVE or `insecure`.
+    // a bad or busy endpoint, a refused key file or allow-list (also one without a server key), or a
+    // non-loopback bind without CURVE or `insecure`.
     AgentServer(ServerOptions options, ServerBackend& backend);
     ~AgentServer();  // stops the I/O thread; unsent records are dropped (the JSONL file has them)
     AgentServer(const AgentServer&) = delete;
@@ -73,9 +75,5 @@ class AgentServer {
     struct Impl;
     std::unique_ptr<Impl> impl_;
 };
-
-// Writes a CURVE key pair as Z85 text: `<path>.key` (secret, mode 0600) and `<path>.pub`.
-// Throws std::runtime_error naming the file on failure.
-void write_curve_keypair(const std::string& path);
 
 }  // namespace sp::transport

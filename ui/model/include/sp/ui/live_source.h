@@ -38,9 +38,11 @@ struct LiveEndpoints {
 // nullopt with `error` (when given) saying what is wrong.
 std::optional<LiveEndpoints> parseEndpointSpec(const QString& spec, QString* error);
 
-// Reads the CURVE keys as sp-ctl does: `serverKeyFile` holds the agent's public key,
-// `clientKeyBase`.pub / .key this client's pair (files from `sp-ctl keygen`). False with `error`.
-bool loadCurveKeys(const QString& serverKeyFile, const QString& clientKeyBase, LiveEndpoints& endpoints,
+// Reads the CURVE keys as sp-ctl does (sp::keys): `serverKeyFile` holds the agent's public key,
+// `clientKey` names this client's secret key, NAME.key or NAME (files from `sp-ctl keygen`; the
+// public half is derived from it). False with `error` for a refused file (a secret key that group or
+// others may read, a public key given as a secret one, ...); `endpoints` is then unchanged.
+bool loadCurveKeys(const QString& serverKeyFile, const QString& clientKey, LiveEndpoints& endpoints,
                    QString* error);
 
 struct LiveOptions {
