@@ -334,7 +334,7 @@ class TestSpTrainer : public QObject {
         QStringList args = small_run(telemetry, config);
         args.removeAll("--no-network");
         args << "--steps"
-             << "200"
+             << "1500"
              << "--telemetry-endpoint" << QString::fromStdString("ipc://" + dir.filePath("pub").toStdString())
              << "--control-endpoint" << QString::fromStdString(ctl);
         QProcess trainer;

@@ -609,7 +609,7 @@ class TestConfig : public QObject {
         const json j = sp::to_json(sp::Config{});
         QVERIFY(j.is_object());
         QCOMPARE(j.size(), std::size_t(44));
-        QCOMPARE(j.at("control_requests_per_second"), json(20.0));
+        QCOMPARE(j.at("control_requests_per_second"), json(10.0));
         QCOMPARE(j.at("int4_group_size"), json(64));
         QCOMPARE(j.at("snr_tiers"), json(false));
         QCOMPARE(j.at("snr_threshold_db").size(), std::size_t(4));

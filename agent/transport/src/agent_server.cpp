@@ -41,6 +41,11 @@ double wall_now() {
 
 // Bounds per loop iteration so a flood on one socket cannot starve the others or the timers.
 constexpr int kMaxControlPerIteration = 512;
+// All clients together: requests read per second, and at most this many at once. Beyond it
+// requests wait in ZeroMQ's queue (fair-queued per connection) instead of being read, so a flood
+// costs a bounded share of a core and flooding clients wait for their replies instead of spinning.
+constexpr double kControlReadsPerSecond = 1000;
+constexpr double kControlReadBurst = 256;
 constexpr int kMaxZapPerIteration = 64;
 constexpr std::size_t kMaxRecordsPerIteration = 1024;
 constexpr auto kPollCap = std::chrono::milliseconds(50);
@@ -102,8 +107,9 @@ struct AgentServer::Impl {
     std::uint64_t drops_announced = 0;
     std::optional<protocol::Snapshot> snapshot;
     std::uint64_t invalid_records = 0;
-    std::unordered_map<std::string, ClientBudget> budgets;  // by ROUTER identity
-    bool backlog = false;                                   // records left in the queue after the last drain
+    std::unordered_map<std::string, ClientBudget> budgets;                    // by ROUTER identity
+    ClientBudget reads{kControlReadBurst, std::chrono::steady_clock::now()};  // all clients together
+    bool backlog = false;  // records left in the queue after the last drain
     std::thread thread;
 
     Impl(ServerOptions o, ServerBackend& b) : options(std::move(o)), backend(b) {}
@@ -135,6 +141,7 @@ struct AgentServer::Impl {
     void handle_control();
     void answer(std::vector<zmq::message_t>& parts);
     bool within_budget(const zmq::message_t& identity);
+    int reads_allowed();
     std::string rate_limited_error() const {
         char rate[32];
         std::snprintf(rate, sizeof rate, "%g", options.client_requests_per_second);
@@ -369,8 +376,19 @@ void AgentServer::Impl::answer(std::vector<zmq::message_t>& parts) {
     router.send(zmq::message_t(reply.data(), reply.size()), zmq::send_flags::dontwait);
 }
 
+// Refills the shared read budget; the number of requests that may be read now.
+int AgentServer::Impl::reads_allowed() {
+    const auto now = std::chrono::steady_clock::now();
+    reads.tokens =
+        std::min(kControlReadBurst, reads.tokens + std::chrono::duration<double>(now - reads.last).count() *
+                                                       kControlReadsPerSecond);
+    reads.last = now;
+    return std::min(kMaxControlPerIteration, int(reads.tokens));
+}
+
 void AgentServer::Impl::handle_control() {
-    for (int n = 0; n < kMaxControlPerIteration; ++n) {
+    const int readable = reads_allowed();
+    for (int n = 0; n < readable; ++n, reads.tokens -= 1.0) {
         std::vector<zmq::message_t> parts;
         zmq::message_t part;
         if (!router.recv(part, zmq::recv_flags::dontwait)) return;
@@ -438,8 +456,11 @@ void AgentServer::Impl::run() {
             auto wait = std::min(next_hello, next_heartbeat) - now;
             wait = std::max(Clock::duration::zero(), std::min<Clock::duration>(wait, kPollCap));
             if (backlog) wait = Clock::duration::zero();
+            // Out of read budget: leave the requests queued and wake when a few can be read.
+            const bool may_read = reads_allowed() > 0;
+            if (!may_read) wait = std::min<Clock::duration>(wait, std::chrono::milliseconds(5));
             std::vector<zmq::pollitem_t> items = {
-                {router.handle(), 0, ZMQ_POLLIN, 0},
+                {router.handle(), 0, short(may_read ? ZMQ_POLLIN : 0), 0},
                 {nullptr, wake_read, ZMQ_POLLIN, 0},
             };
             if (zap) items.push_back({zap->handle(), 0, ZMQ_POLLIN, 0});

@@ -73,7 +73,7 @@ struct Config {
         3.0;  // leave a format below threshold - this, enter one above threshold + this
     double budget_target_pct = 50.0;  // mode "budget": bytes to save against all-BF16, in percent
     std::string format_gate_file;     // a "never slower than BF16" policy file (GATE.md); "" none
-    double control_requests_per_second = 20.0;  // per control client; beyond it: "rate_limited"
+    double control_requests_per_second = 10.0;  // per control client; beyond it: "rate_limited"
 
     // The mode the policy actually runs in (`enabled: false` means off).
     Mode effective_mode() const { return enabled ? mode : Mode::off; }

@@ -25,7 +25,7 @@ struct ServerOptions {
     bool insecure = false;
     // Per control client (one connection): requests per second, in bursts of up to as many. Beyond
     // it a request is answered at once with a "rate_limited" error, without reaching the backend.
-    double client_requests_per_second = 20.0;
+    double client_requests_per_second = 10.0;
     std::size_t queue_capacity = 4096;  // records waiting for the I/O thread
     int rank = 0;
     double hello_interval_s = 2.0;
