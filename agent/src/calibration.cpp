@@ -194,11 +194,13 @@ double calibrate_block(const AgentBlock& block, int id, const CalibrationHooks& 
             const at::Tensor x = hooks.input(id, s);
             modified = true;
             assign_all(params, as_bf16);
+            if (hooks.compute_format) hooks.compute_format(id, Precision::bf16);
             at::Tensor out_bf16 = hooks.forward(id, x);
             if (!out_bf16.defined()) throw std::invalid_argument("the forward hook returned no tensor");
             // A copy: the output could alias the weights, which are about to change.
             out_bf16 = out_bf16.detach().clone();
             assign_all(params, as_int8);
+            if (hooks.compute_format) hooks.compute_format(id, Precision::int8);
             const at::Tensor out_int8 = hooks.forward(id, x);
             if (!out_int8.defined()) throw std::invalid_argument("the forward hook returned no tensor");
             sum += relative_output_error(out_bf16, out_int8);

@@ -3,12 +3,43 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/torch.h>
 
+#include "sp/quantize.h"
+
 #include <cmath>
+#include <optional>
 #include <stdexcept>
 #include <utility>
 
 namespace sp::trainer {
 namespace {
+
+// Rows of `x` (its last dimension) rounded to `format` with the core reference.
+torch::Tensor rounded_rows(const torch::Tensor& x, Precision format, std::size_t int4_group) {
+    const auto host = x.detach().to(torch::kCPU, torch::kFloat).contiguous();
+    auto out = torch::empty_like(host);
+    const auto cols = static_cast<std::size_t>(host.size(-1));
+    if (cols > 0)
+        sp::roundtrip(format, host.data_ptr<float>(), static_cast<std::size_t>(host.numel()) / cols, cols,
+                      out.data_ptr<float>(), int4_group);
+    return out.to(x.device());
+}
+
+// The identity forward; backward rounds the gradient arriving at a linear layer's output to the
+// block's format, per token, as a low-precision backward pass feeds it to its matrix products.
+struct RoundGradient : torch::autograd::Function<RoundGradient> {
+    static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
+                                 std::int64_t format, std::int64_t int4_group) {
+        ctx->saved_data["format"] = format;
+        ctx->saved_data["int4_group"] = int4_group;
+        return x.clone();
+    }
+    static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                   torch::autograd::variable_list grads) {
+        const auto format = static_cast<Precision>(ctx->saved_data["format"].toInt());
+        const auto group = static_cast<std::size_t>(ctx->saved_data["int4_group"].toInt());
+        return {rounded_rows(grads[0], format, group), torch::Tensor(), torch::Tensor()};
+    }
+};
 
 // One pre-norm transformer block. Its parameters are exactly what the agent routes as "blocks.<i>".
 class BlockImpl : public torch::nn::Module {
@@ -31,40 +62,104 @@ class BlockImpl : public torch::nn::Module {
         const auto batch = x.size(0), time = x.size(1), channels = x.size(2);
         auto seen = [&](int layer, const torch::Tensor& input) {
             if (observe) observe(layer, input.detach());
-            return input;
+            return in_compute_format(input);
         };
         // [B, T, 3, H, hd] -> [3, B, H, T, hd]
-        const auto qkv =
-            qkv_(seen(0, ln_attn_(x))).view({batch, time, 3, heads_, head_dim_}).permute({2, 0, 3, 1, 4});
+        const auto qkv = in_compute_format_grad(qkv_(seen(0, ln_attn_(x))))
+                             .view({batch, time, 3, heads_, head_dim_})
+                             .permute({2, 0, 3, 1, 4});
         const auto q = qkv[0], k = qkv[1], v = qkv[2];
         auto scores = torch::matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(double(head_dim_)));
         scores = scores.masked_fill(causal_mask_.slice(0, 0, time).slice(1, 0, time),
                                     -std::numeric_limits<float>::infinity());
         const auto attended = torch::matmul(torch::softmax(scores, -1), v);  // [B, H, T, hd]
-        auto h = x + attn_out_(seen(1, attended.transpose(1, 2).reshape({batch, time, channels})));
-        return h + mlp_out_(seen(3, torch::gelu(mlp_in_(seen(2, ln_mlp_(h))))));
+        auto h = x + in_compute_format_grad(
+                         attn_out_(seen(1, attended.transpose(1, 2).reshape({batch, time, channels}))));
+        const auto hidden = torch::gelu(in_compute_format_grad(mlp_in_(seen(2, ln_mlp_(h)))));
+        return h + in_compute_format_grad(mlp_out_(seen(3, hidden)));
     }
 
-    // Outlier features, function-preserving: value channel c (row 2d + c of qkv, and its bias) is scaled
-    // by 1/s and input column c of attn_out by s. Attention is linear in v, so attn_out sees channel c
-    // divided by s and multiplies it back: the same function (up to rounding), but attn_out's weight
-    // rows now each hold `channels` entries s times larger than the rest.
+    // Outlier features, function-preserving: in each of `channels` channels c (every d/channels-th),
+    // whatever produces feature c of a linear layer's input is stored multiplied by s and the layer's
+    // input column c divided by s, for three of the block's four linear layers: the LayerNorm gain
+    // and bias before qkv and before mlp_in (large language models grow their outlier features
+    // there), and the value row of qkv before attn_out (attention is linear in v). Those inputs then
+    // hold `channels` features s times larger than the rest, and each layer divides them back: the
+    // same function, and with s a power of two the same floating-point products, bit for bit.
+    // (mlp_out's input comes out of a GELU, which no scale passes through.)
     void plant_outliers(double s, int channels) {
-        torch::NoGradGuard no_grad;
-        const auto d = attn_out_->weight.size(0);
-        for (int j = 0; j < channels; ++j) {
-            const auto c = j * (d / channels);
-            qkv_->weight[2 * d + c].div_(s);
-            qkv_->bias[2 * d + c].div_(s);
-            attn_out_->weight.select(1, c).mul_(s);
-        }
+        planted_scale_ = s;
+        planted_channels_ = channels;
+        scale_planted_channels(s, /*grads=*/false);
     }
 
+    // The optimizer steps the block as if nothing were planted (unplant, step, plant again). AdamW's
+    // step is about lr per parameter whatever the parameter's size, so stepping the stored weights
+    // would erode the plant within tens of steps (the shrunk attn_out columns grow back); in these
+    // coordinates the planted run trains exactly as the unplanted one does. The gradients move by
+    // the chain rule: dL/dW = dL/dW_stored * dW_stored/dW.
+    void unplant_for_update() {
+        if (planted_scale_ != 0.0) scale_planted_channels(1.0 / planted_scale_, /*grads=*/true);
+    }
+    void replant_after_update() {
+        if (planted_scale_ != 0.0) scale_planted_channels(planted_scale_, /*grads=*/true);
+    }
     // The projections that write into the residual stream (GPT-2 scales their init down).
     std::vector<torch::Tensor> residual_projections() const { return {attn_out_->weight, mlp_out_->weight}; }
 
+    void set_compute_format(std::optional<Precision> p, std::size_t int4_group) {
+        compute_format_ = p;
+        int4_group_ = int4_group;
+    }
+    std::optional<Precision> compute_format() const { return compute_format_; }
+
   private:
+    // A linear layer's input as the block's matrix products would take it: each token's features
+    // (a row) rounded to the block's format with the core reference (INT8 and FP8 with a scale per
+    // token, INT4 per group, BF16 per element). The gradient goes straight through.
+    torch::Tensor in_compute_format(const torch::Tensor& input) const {
+        if (!compute_format_) return input;
+        torch::Tensor rounded;
+        {
+            torch::NoGradGuard no_grad;
+            rounded = rounded_rows(input, *compute_format_, int4_group_);
+        }
+        return input + (rounded - input.detach());
+    }
+    // A linear layer's output, whose gradient the backward pass rounds to the block's format.
+    torch::Tensor in_compute_format_grad(const torch::Tensor& output) const {
+        if (!compute_format_ || !output.requires_grad()) return output;
+        return RoundGradient::apply(output, static_cast<std::int64_t>(*compute_format_),
+                                    static_cast<std::int64_t>(int4_group_));
+    }
+
+    // The producers of each planted feature times `f`, the consuming columns divided by it; their
+    // gradients (when `grads`) the other way, by the chain rule.
+    void scale_planted_channels(double f, bool grads) {
+        torch::NoGradGuard no_grad;
+        auto rescale = [&](const torch::Tensor& param, std::int64_t dim, std::int64_t index, double by) {
+            param.select(dim, index).mul_(by);
+            if (grads && param.grad().defined()) param.grad().select(dim, index).div_(by);
+        };
+        const auto d = attn_out_->weight.size(0);
+        for (int j = 0; j < planted_channels_; ++j) {
+            const auto c = j * (d / planted_channels_);
+            for (const auto& [norm, consumer] : {std::pair{ln_attn_, qkv_}, std::pair{ln_mlp_, mlp_in_}}) {
+                rescale(norm->weight, 0, c, f);
+                rescale(norm->bias, 0, c, f);
+                rescale(consumer->weight, 1, c, 1.0 / f);
+            }
+            rescale(qkv_->weight, 0, 2 * d + c, f);  // the value row
+            rescale(qkv_->bias, 0, 2 * d + c, f);
+            rescale(attn_out_->weight, 1, c, 1.0 / f);
+        }
+    }
+
     std::int64_t heads_, head_dim_;
+    std::optional<Precision> compute_format_;  // unset: inputs stay fp32
+    std::size_t int4_group_ = 0;
+    double planted_scale_ = 0.0;  // 0: nothing planted
+    int planted_channels_ = 0;
     torch::nn::LayerNorm ln_attn_{nullptr}, ln_mlp_{nullptr};
     torch::nn::Linear qkv_{nullptr}, attn_out_{nullptr}, mlp_in_{nullptr}, mlp_out_{nullptr};
     torch::Tensor causal_mask_;
@@ -149,15 +244,38 @@ at::Tensor GptModel::loss(const at::Tensor& tokens, const at::Tensor& targets) {
     return torch::nn::functional::cross_entropy(logits.reshape({-1, logits.size(-1)}), targets.reshape({-1}));
 }
 
-at::Tensor GptModel::run_block(int block, const at::Tensor& x) {
+at::Tensor GptModel::run_block(int block, const at::Tensor& x, std::optional<Precision> compute_format) {
     torch::NoGradGuard no_grad;
-    return impl_->block_list.at(static_cast<std::size_t>(block))(x);
+    auto& b = impl_->block_list.at(static_cast<std::size_t>(block));
+    if (!compute_format) return b(x);
+    const auto before = b->compute_format();
+    b->set_compute_format(compute_format, int4_group_);
+    auto out = b(x);
+    b->set_compute_format(before, int4_group_);
+    return out;
 }
 
 void GptModel::plant_outliers(int block, double scale) {
     if (!(scale > 0.0) || !std::isfinite(scale))
         throw std::invalid_argument("outlier scale must be finite and > 0");
     impl_->block_list.at(static_cast<std::size_t>(block))->plant_outliers(scale, kOutlierChannels);
+}
+
+void GptModel::set_compute_formats(const std::vector<Precision>& formats, std::size_t int4_group) {
+    if (formats.size() != impl_->block_list.size())
+        throw std::invalid_argument("set_compute_formats: " + std::to_string(formats.size()) +
+                                    " formats for " + std::to_string(impl_->block_list.size()) + " blocks");
+    int4_group_ = int4_group;
+    for (std::size_t b = 0; b < formats.size(); ++b)
+        impl_->block_list[b]->set_compute_format(formats[b], int4_group);
+}
+
+void GptModel::unplant_for_update() {
+    for (auto& block : impl_->block_list) block->unplant_for_update();
+}
+
+void GptModel::replant_after_update() {
+    for (auto& block : impl_->block_list) block->replant_after_update();
 }
 
 std::vector<sp::agent::NamedModule> GptModel::named_blocks() const {
@@ -185,11 +303,13 @@ std::int64_t GptModel::block_parameter_count() const {
 }
 
 struct AdamW::Impl {
+    GptModel* model = nullptr;
     std::vector<torch::Tensor> all;
     std::unique_ptr<torch::optim::AdamW> optimizer;
 };
 
-AdamW::AdamW(const GptModel& model, double lr, double weight_decay) : impl_(std::make_unique<Impl>()) {
+AdamW::AdamW(GptModel& model, double lr, double weight_decay) : impl_(std::make_unique<Impl>()) {
+    impl_->model = &model;
     std::vector<torch::Tensor> decay, no_decay;
     for (const auto& p : model.parameters()) (p.dim() >= 2 ? decay : no_decay).push_back(p);
     impl_->all = model.parameters();
@@ -218,8 +338,12 @@ void AdamW::set_learning_rate(double lr) {
 void AdamW::step() {
     // Clipping here, after the agent has read the gradients: the agent sees the raw gradients,
     // the update is kept bounded in the first, noisy steps at the demo's fairly high learning rate.
+    // Planted outliers are taken out for the step (clipping included), so that they never change
+    // how the model trains (GptModel::plant_outliers).
+    impl_->model->unplant_for_update();
     torch::nn::utils::clip_grad_norm_(impl_->all, 1.0);
     impl_->optimizer->step();
+    impl_->model->replant_after_update();
 }
 
 }  // namespace sp::trainer

@@ -13,10 +13,12 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "sp/agent/block.h"
+#include "sp/quantize.h"
 
 namespace sp::trainer {
 
@@ -53,13 +55,25 @@ class GptModel {
     // The pieces calibration needs: the embedding output (the activation entering block 0) and one
     // block applied to an activation [B, T, d_model]. Neither records autograd history.
     at::Tensor embed(const at::Tensor& tokens);
-    at::Tensor run_block(int block, const at::Tensor& x);
+    // run_block with `compute_format` rounds the block's linear inputs to it for this call only.
+    at::Tensor run_block(int block, const at::Tensor& x, std::optional<Precision> compute_format = {});
 
     // Plants outlier features in `block` (sp-trainer --outlier-block): kOutlierChannels value channels
-    // scaled down by `scale` and the matching input columns of the attention output projection scaled
-    // up by it, which leaves the block's function unchanged. Call before training starts.
+    // (every d_model/kOutlierChannels-th) stored scaled down by `scale` and the matching input columns
+    // of the attention output projection scaled up by it, which leaves the block's function unchanged
+    // (bit for bit when `scale` is a power of two). Call before training starts, once per block.
     static constexpr int kOutlierChannels = 4;
     void plant_outliers(int block, double scale);
+    // The plant as the optimizer must not see it: AdamW (below) steps the weights in unplanted
+    // coordinates, parameters and gradients, and plants them again afterwards, so the planted ratio
+    // holds for the whole run and training follows the unplanted model's. No-ops without a plant.
+    void unplant_for_update();
+    void replant_after_update();
+
+    // The format each block computes in (one per block): its linear layers' inputs are rounded to it
+    // per token, as the runtime rounds its weights. std::invalid_argument for another count.
+    void set_compute_formats(const std::vector<Precision>& formats, std::size_t int4_group);
+    std::size_t int4_group() const { return int4_group_; }
 
     // The routed blocks as the agent registers them: "blocks.0" .. "blocks.<N-1>".
     std::vector<sp::agent::NamedModule> named_blocks() const;
@@ -75,6 +89,7 @@ class GptModel {
     GptShape shape_;
     std::unique_ptr<Impl> impl_;
     LayerInputObserver input_observer_;
+    std::size_t int4_group_ = kDefaultInt4GroupSize;
 };
 
 // torch::optim::AdamW over all of the model's parameters. Weight decay applies to matrices
@@ -82,7 +97,8 @@ class GptModel {
 // biases towards zero only hurts.
 class AdamW {
   public:
-    AdamW(const GptModel& model, double lr, double weight_decay = 0.01);
+    // Keeps `model` to step planted outliers in unplanted coordinates (GptModel::unplant_for_update).
+    AdamW(GptModel& model, double lr, double weight_decay = 0.01);
     ~AdamW();
     AdamW(const AdamW&) = delete;
     AdamW& operator=(const AdamW&) = delete;

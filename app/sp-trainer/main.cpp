@@ -60,9 +60,10 @@ constexpr std::uint64_t kCalibrationStream = 0xc2b2ae3d27d4eb4fULL;
 
 // The calibration fingerprint's model identity: the model's shape, its initial weights (seed) and
 // the calibration inputs (seed, batch, text) — any of them changing invalidates the cached errors.
+// v2: linear inputs are rounded to the block's format as well as the weights.
 std::string model_identity(const TrainerOptions& o, std::size_t text_bytes) {
     std::string id =
-        format("sp-trainer gpt v1 blocks=%d d=%d heads=%d seq=%d seed=%llu batch=%d text=%zu", o.blocks,
+        format("sp-trainer gpt v2 blocks=%d d=%d heads=%d seq=%d seed=%llu batch=%d text=%zu", o.blocks,
                o.d_model, o.heads, o.seq_len, static_cast<unsigned long long>(o.seed), o.batch, text_bytes);
     if (o.harsh_block) id += format(" harsh=%d:%.17g", *o.harsh_block, o.harsh_step);
     if (o.outlier_block) id += format(" outliers=%d:%.17g", *o.outlier_block, o.outlier_scale);
@@ -102,7 +103,8 @@ const at::Tensor& layer_weight(const agent::Agent& agent, int block, int layer) 
 struct RunTotals {
     double train_step_s = 0;  // begin_step .. end_step, summed (what the overhead is relative to)
     double eval_s = 0;
-    std::array<std::int64_t, kPrecisionCount> block_steps{};  // per format
+    std::array<std::int64_t, kPrecisionCount> block_steps{};                       // per format
+    std::vector<std::array<std::int64_t, kPrecisionCount>> block_steps_per_block;  // [block][format]
     std::int64_t switches = 0;
     double saving_pct_sum = 0;
     double initial_eval = NAN, final_eval = NAN;
@@ -162,9 +164,13 @@ void print_summary(const TrainerOptions& o, const agent::Agent& agent,
 void write_summary_json(const TrainerOptions& o, const agent::Agent& agent,
                         const agent::ReferencePrecisionRuntime& runtime, const RunTotals& t, double loop_s,
                         double wall_s) {
-    nlohmann::json steps_by_format = nlohmann::json::object();
-    for (Precision p : kAllPrecisions)
-        steps_by_format[std::string(to_string(p))] = t.block_steps[std::size_t(p)];
+    auto by_format = [](const std::array<std::int64_t, kPrecisionCount>& steps) {
+        nlohmann::json j = nlohmann::json::object();
+        for (Precision p : kAllPrecisions) j[std::string(to_string(p))] = steps[std::size_t(p)];
+        return j;
+    };
+    nlohmann::json per_block = nlohmann::json::array();
+    for (const auto& steps : t.block_steps_per_block) per_block.push_back(by_format(steps));
     nlohmann::json j = {
         {"precision", std::string(to_string(o.precision))},
         {"seed", o.seed},
@@ -183,7 +189,8 @@ void write_summary_json(const TrainerOptions& o, const agent::Agent& agent,
         {"bytes_copied", runtime.total_bytes().copied},
         {"bytes_bf16", runtime.total_bytes().bf16},
         {"saving_pct", runtime.total_bytes().saving_pct()},
-        {"block_steps", steps_by_format},
+        {"block_steps", by_format(t.block_steps)},
+        {"block_steps_per_block", per_block},
         {"low_block_step_share", t.low_share()},
         {"switches", t.switches},
         {"rollbacks", agent.rollbacks()},
@@ -212,7 +219,10 @@ std::string run_calibration(const TrainerOptions& o, const TextData& text, GptMo
         for (int b = 0; b < block; ++b) x = model.run_block(b, x);
         return x;
     };
-    hooks.forward = [&](int block, const at::Tensor& x) { return model.run_block(block, x); };
+    // The block computes in the precision its weights are in: its linear inputs are rounded too.
+    Precision weights_format = Precision::bf16;
+    hooks.compute_format = [&](int, Precision weights) { weights_format = weights; };
+    hooks.forward = [&](int block, const at::Tensor& x) { return model.run_block(block, x, weights_format); };
     const auto t0 = Clock::now();
     const auto& result = agent.calibrate(hooks);
     std::string line = format("calibration: %s in %.2f s; INT8 relative output error per block:",
@@ -302,6 +312,7 @@ int run(const TrainerOptions& o) {
     }
 
     agent::ReferencePrecisionRuntime runtime(agent.blocks(), std::size_t(o.config.int4_group_size));
+    model.set_compute_formats(runtime.precisions(), std::size_t(o.config.int4_group_size));
     std::unique_ptr<SnrValidation> validation;
     if (!o.snr_validation.empty()) validation = std::make_unique<SnrValidation>(o.snr_validation, o.config);
     agent.add_hint_sink(&runtime);
@@ -344,6 +355,8 @@ int run(const TrainerOptions& o) {
                 agent.observe_layer_input(block, layer, x);
                 if (validation) validation->observe_input(block, layer, x);
             });
+        // The map of this step (a rollback in the last end_step included): inputs follow the weights.
+        model.set_compute_formats(runtime.precisions(), std::size_t(o.config.int4_group_size));
         at::Tensor loss = model.loss(batch.tokens, batch.targets);
         model.set_layer_input_observer({});
         optimizer.zero_grad();
@@ -384,8 +397,10 @@ int run(const TrainerOptions& o) {
 
         const auto& now_precisions = runtime.precisions();
         int low_blocks = 0;
+        totals.block_steps_per_block.resize(now_precisions.size());
         for (std::size_t b = 0; b < now_precisions.size(); ++b) {
             ++totals.block_steps[std::size_t(now_precisions[b])];
+            ++totals.block_steps_per_block[b][std::size_t(now_precisions[b])];
             if (now_precisions[b] != Precision::bf16) ++low_blocks;
             if (now_precisions[b] != previous[b]) ++totals.switches;
         }

@@ -44,13 +44,13 @@ struct TrainerOptions {
     std::optional<int> threads;  // at::set_num_threads; unset -> LibTorch's default
     bool quiet = false;
     bool help = false;
-    // Experiments (tests/bench/experiment): a block made INT8-hostile on purpose, and a
+    // Experiments (tools/experiment): a block made INT8-hostile on purpose, and a
     // machine-readable summary of the run.
     std::optional<int> harsh_block;    // --harsh-block B
     double harsh_step = 16.0;          // --harsh-step K
     std::string summary_json;          // --summary-json FILE
     std::optional<int> outlier_block;  // --outlier-block B: outlier features planted in block B
-    double outlier_scale = 50.0;       // --outlier-scale S
+    double outlier_scale = 64.0;       // --outlier-scale S
     std::string snr_validation;        // --snr-validation FILE: estimators against the truth (JSONL)
     // Live telemetry and control (agent/PROTOCOL.md).
     bool no_network = false;  // --no-network: bind no sockets

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <stdexcept>
 
@@ -11,8 +12,6 @@
 
 namespace sp {
 namespace {
-
-using detail::round_half_even;
 
 struct Fp8Format {
     int mantissa_bits;
@@ -25,24 +24,36 @@ struct Fp8Format {
 constexpr Fp8Format kE4M3{3, 7, -6, 448.0, false};
 constexpr Fp8Format kE5M2{2, 15, -14, 57344.0, true};
 
-// Nearest representable magnitude for a finite a >= 0. The quantum (spacing of representable
-// values) in a's binade is 2^(exp - mantissa_bits), with exp clamped to the smallest normal
-// exponent so the subnormal range has the fixed spacing 2^(min_normal_exp - mantissa_bits).
-// a / quantum is a power-of-two scaling of a float, so it is exact in double, and so is the
-// product after rounding; rounding up into the next binade gives its (representable) first value.
-double round_magnitude(double a, const Fp8Format& f) {
-    int e = 0;
-    std::frexp(a, &e);  // a = m * 2^e with m in [0.5, 1), so floor(log2 a) = e - 1
-    const int exp = std::max(e - 1, f.min_normal_exp);
-    const double quantum = std::ldexp(1.0, exp - f.mantissa_bits);
-    return std::min(round_half_even(a / quantum) * quantum, f.max_finite);  // saturate finite overflow
+// Nearest representable magnitude for a finite a >= 0, ties to even, saturating at max_finite.
+// The quantum (spacing of representable values) in a's binade is 2^(exp - mantissa_bits), with exp
+// clamped to the smallest normal exponent so the subnormal range has the fixed spacing
+// 2^(min_normal_exp - mantissa_bits). In the normal range that is rounding the float's 23-bit
+// mantissa to mantissa_bits on its bit pattern (as round_to_bf16 does; a carry moves into the next
+// binade, whose first value is representable); below it, a / quantum is a power-of-two scaling,
+// exact, and so is the product after rounding.
+float round_magnitude(float a, const Fp8Format& f) {
+    std::uint32_t bits = 0;
+    std::memcpy(&bits, &a, sizeof bits);
+    const int exp = static_cast<int>(bits >> 23) - 127;  // floor(log2 a) for a normal float
+    float r = 0.0f;
+    if (exp < f.min_normal_exp) {
+        const std::uint32_t quantum_bits = std::uint32_t(f.min_normal_exp - f.mantissa_bits + 127) << 23;
+        float quantum = 0.0f;
+        std::memcpy(&quantum, &quantum_bits, sizeof quantum);  // 2^(min_normal_exp - mantissa_bits)
+        r = detail::round_half_even_small(a / quantum) * quantum;
+    } else {
+        const int drop = 23 - f.mantissa_bits;
+        bits += ((1u << (drop - 1)) - 1u) + ((bits >> drop) & 1u);
+        bits &= ~((1u << drop) - 1u);
+        std::memcpy(&r, &bits, sizeof r);  // an overflow past FLT_MAX becomes inf: saturated below
+    }
+    return std::min(r, static_cast<float>(f.max_finite));
 }
 
 float round_fp8(float x, const Fp8Format& f) {
     if (std::isnan(x)) return x;
     if (std::isinf(x)) return f.has_inf ? x : std::copysign(static_cast<float>(f.max_finite), x);
-    const double r = round_magnitude(std::fabs(static_cast<double>(x)), f);
-    return std::copysign(static_cast<float>(r), x);  // r has <= 4 significant bits: exact
+    return std::copysign(round_magnitude(std::fabs(x), f), x);
 }
 
 std::uint8_t encode_fp8(float x, const Fp8Format& f) {
@@ -106,7 +117,8 @@ Int8Rows quantize_int8_rows(const float* w, std::size_t rows, std::size_t cols) 
         out.scales[r] = scale;
         for (std::size_t c = 0; c < cols; ++c) {
             float q = 0.0f;  // NaN quantizes to 0
-            if (!std::isnan(row[c])) q = round_half_even(std::clamp(row[c] / scale, -kMax, kMax));
+            if (!std::isnan(row[c]))
+                q = detail::round_half_even_small(std::clamp(row[c] / scale, -kMax, kMax));
             out.q[r * cols + c] = static_cast<std::int8_t>(q);
         }
     }

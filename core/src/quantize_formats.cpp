@@ -36,6 +36,42 @@ Fp8Codec fp8_codec(Precision format) {
     }
 }
 
+// dequantize(quantize(...)) for INT8 (one group per row) and INT4 without the codes: a code
+// dequantizes to exactly the rounded value times the scale, so the codes need not be stored.
+void integer_roundtrip_rows(const float* w, std::size_t rows, std::size_t cols, std::size_t group,
+                            float max_code, float min_scale, float* out) {
+    for (std::size_t r = 0; r < rows; ++r) {
+        for (std::size_t begin = 0; begin < cols; begin += group) {
+            const std::size_t end = std::min(begin + group, cols);
+            const float* x = w + r * cols;
+            const float scale = std::max(finite_absmax(x + begin, end - begin) / max_code, min_scale);
+            for (std::size_t c = begin; c < end; ++c)
+                out[r * cols + c] =
+                    std::isnan(x[c])
+                        ? 0.0f
+                        : detail::round_half_even_small(std::clamp(x[c] / scale, -max_code, max_code)) *
+                              scale;
+        }
+    }
+}
+
+// dequantize_fp8_rows(quantize_fp8_rows(...)) without the codes: decode(encode(v)) is round_to_fp8(v)
+// for every finite v, so the value is rounded once instead of encoded and decoded (test_quantize
+// checks the two agree).
+void fp8_roundtrip_rows(const float* w, std::size_t rows, std::size_t cols, Precision format, float* out) {
+    const Fp8Codec codec = fp8_codec(format);
+    float (*const round)(float) = format == Precision::fp8_e4m3 ? round_to_fp8_e4m3 : round_to_fp8_e5m2;
+    for (std::size_t r = 0; r < rows; ++r) {
+        const float* row = w + r * cols;
+        const float scale = std::max(finite_absmax(row, cols) / codec.max_finite, kFp8MinScale);
+        for (std::size_t c = 0; c < cols; ++c) {
+            const float x = row[c] / scale;
+            out[r * cols + c] =
+                std::isnan(x) ? 0.0f : round(std::clamp(x, -codec.max_finite, codec.max_finite)) * scale;
+        }
+    }
+}
+
 void require_int4_group(std::size_t group) {
     if (group == 0) throw std::invalid_argument("INT4 groups: the group size must be at least 1");
 }
@@ -63,7 +99,8 @@ Int4Groups quantize_int4_groups(const float* w, std::size_t rows, std::size_t co
             out.scales[r * groups + g] = scale;
             for (std::size_t c = begin; c < end; ++c) {
                 float q = 0.0f;  // NaN quantizes to 0
-                if (!std::isnan(row[c])) q = detail::round_half_even(std::clamp(row[c] / scale, -kMax, kMax));
+                if (!std::isnan(row[c]))
+                    q = detail::round_half_even_small(std::clamp(row[c] / scale, -kMax, kMax));
                 const auto nibble = static_cast<unsigned>(static_cast<int>(q)) & 0xFu;  // two's complement
                 bytes[c / 2] = static_cast<std::uint8_t>(bytes[c / 2] | (c % 2 == 0 ? nibble : nibble << 4));
             }
@@ -140,14 +177,15 @@ void roundtrip(Precision p, const float* w, std::size_t rows, std::size_t cols, 
             for (std::size_t i = 0; i < rows * cols; ++i) out[i] = round_to_bf16(w[i]);
             return;
         case Precision::int8:
-            dequantize_int8_rows(quantize_int8_rows(w, rows, cols), out);
+            if (cols > 0) integer_roundtrip_rows(w, rows, cols, cols, float(kInt8Max), kInt8MinScale, out);
             return;
         case Precision::fp8_e4m3:
         case Precision::fp8_e5m2:
-            dequantize_fp8_rows(quantize_fp8_rows(w, rows, cols, p), out);
+            fp8_roundtrip_rows(w, rows, cols, p, out);
             return;
         case Precision::int4:
-            dequantize_int4_groups(quantize_int4_groups(w, rows, cols, int4_group), out);
+            require_int4_group(int4_group);
+            integer_roundtrip_rows(w, rows, cols, int4_group, float(kInt4Max), kInt4MinScale, out);
             return;
     }
     throw std::invalid_argument("roundtrip: unknown precision");

@@ -395,6 +395,28 @@ class TestQuantize : public QObject {
         }
     }
 
+    // The rounding works on the float's bit pattern; a sweep over every 10007th pattern from 0 to
+    // past the format's range (both signs) against the brute force catches an off-by-one in it.
+    void fp8_rounding_sweep_matches_brute_force_data() { fp8_all_patterns_are_fixed_points_data(); }
+    void fp8_rounding_sweep_matches_brute_force() {
+        QFETCH(bool, e4m3);
+        const auto decode = e4m3 ? sp::decode_fp8_e4m3 : sp::decode_fp8_e5m2;
+        const auto encode = e4m3 ? sp::encode_fp8_e4m3 : sp::encode_fp8_e5m2;
+        const auto round = e4m3 ? sp::round_to_fp8_e4m3 : sp::round_to_fp8_e5m2;
+        const std::uint32_t end = bits_of(2.0f * positive_values(decode).back());
+        for (std::uint32_t b = 0; b < end; b += 10007) {
+            float x = 0.0f;
+            std::memcpy(&x, &b, sizeof x);
+            for (float s : {x, -x}) {
+                const float expected = brute_force_round(s, decode, encode);
+                QVERIFY2(same_bits(round(s), expected), qPrintable(QString("bits 0x%1: got %2 want %3")
+                                                                       .arg(bits_of(s), 8, 16, QChar('0'))
+                                                                       .arg(double(round(s)), 0, 'g', 9)
+                                                                       .arg(double(expected), 0, 'g', 9)));
+            }
+        }
+    }
+
     // ---- INT4 groups -----------------------------------------------------------------------
     void int4_packing_order() {
         // One group, absmax 7: scale 1, codes are the values. Low nibble = even column.
@@ -630,6 +652,10 @@ class TestQuantize : public QObject {
         for (float& x : w) x = rng.uniform(-3.0f, 3.0f);
         w[5] = kNaN;
         w[17] = 1e-30f;
+        w[30] = kInf;  // row 2: the absmax ignores it, the element saturates
+        w[41] = -0.0f;
+        w[55] = 1e-41f;  // a float subnormal
+        w[70] = -3e38f;  // row 5: everything else rounds to zero in the integer formats
         std::vector<float> out(w.size());
         for (sp::Precision p : sp::kAllPrecisions) {
             std::vector<float> expected(w.size());

@@ -16,6 +16,10 @@ struct CalibrationHooks {
     std::function<at::Tensor(int block, int sample)> input;
     // Runs `block` on `x` (no autograd needed) and returns its output.
     std::function<at::Tensor(int block, const at::Tensor& x)> forward;
+    // Optional: called before each forward with the precision the block's weights are in for it
+    // (bf16, then int8), for a trainer that rounds more than the weights to the block's format
+    // (sp-trainer also rounds each linear layer's input). Unset: not called.
+    std::function<void(int block, Precision weights)> compute_format;
 };
 
 struct CalibrationResult {
