@@ -16,9 +16,13 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
+
+#include <dlfcn.h>
 
 #include <nlohmann/json.hpp>
 
@@ -109,6 +113,7 @@ struct RunTotals {
     double saving_pct_sum = 0;
     double initial_eval = NAN, final_eval = NAN;
     std::string calibration;                                  // where the INT8 errors came from
+    std::string threads;                                      // who runs the matrix products
     std::vector<std::pair<std::int64_t, double>> eval_curve;  // (step, held-out loss)
     std::vector<double> train_losses;                         // per step
 
@@ -177,6 +182,7 @@ void write_summary_json(const TrainerOptions& o, const agent::Agent& agent,
         {"steps", o.steps},
         {"blocks", o.blocks},
         {"d_model", o.d_model},
+        {"threads", t.threads},
         {"harsh_block", o.harsh_block ? nlohmann::json(*o.harsh_block) : nlohmann::json(nullptr)},
         {"harsh_step", o.harsh_step},
         {"outlier_block", o.outlier_block ? nlohmann::json(*o.outlier_block) : nlohmann::json(nullptr)},
@@ -236,9 +242,29 @@ std::string run_calibration(const TrainerOptions& o, const TextData& text, GptMo
     return line;
 }
 
+// Who runs the matrix products on how many threads. Debian's LibTorch calls whatever libblas.so.3
+// is installed; OpenBLAS (the set-up script's) keeps its own thread pool beside LibTorch's OpenMP
+// pool, and with both at full size on the same cores they spin against each other: measured on two
+// cores, 9 steps/s against 36 for the demo model. So with OpenBLAS the matrix products get the
+// threads and LibTorch's pool one; with another BLAS, LibTorch's pool gets them.
+std::string configure_threads(std::optional<int> requested) {
+    const int n = requested ? *requested : int(std::max(1u, std::thread::hardware_concurrency()));
+    using SetThreads = void (*)(int);
+    auto* openblas_set_num_threads =
+        reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"));
+    if (openblas_set_num_threads) {
+        openblas_set_num_threads(n);
+        at::set_num_threads(1);
+        return format("%d threads (OpenBLAS %d, LibTorch's pool 1)", n, n);
+    }
+    at::set_num_threads(n);
+    return format("%d threads (LibTorch's pool)", n);
+}
+
 int run(const TrainerOptions& o) {
     const auto run_start = Clock::now();
-    if (o.threads) at::set_num_threads(*o.threads);
+    RunTotals totals;
+    totals.threads = configure_threads(o.threads);
     auto say = [&](const std::string& line) {
         if (!o.quiet) std::cout << line << std::endl;
     };
@@ -255,9 +281,9 @@ int run(const TrainerOptions& o) {
                o.blocks, o.d_model, o.heads, o.seq_len, o.batch,
                static_cast<long long>(model.parameter_count()),
                static_cast<long long>(model.block_parameter_count())));
-    say(format("text: %s, %zu bytes (%zu train, %zu held out); device %s, %d threads", o.text_path.c_str(),
+    say(format("text: %s, %zu bytes (%zu train, %zu held out); device %s, %s", o.text_path.c_str(),
                text.size(), text.split_size(Split::train), text.split_size(Split::heldout), o.device.c_str(),
-               at::get_num_threads()));
+               totals.threads.c_str()));
     say("precision: " + std::string(to_string(o.precision)) + " (config mode " +
         std::string(to_string(o.config.effective_mode())) + ")");
     say("telemetry: " + telemetry_description(o));
@@ -303,7 +329,6 @@ int run(const TrainerOptions& o) {
     if (o.harsh_block) blocks[std::size_t(*o.harsh_block)].harsh_int8_step = o.harsh_step;
     agent.register_blocks(std::move(blocks));
 
-    RunTotals totals;
     if (o.config.run_calibration) {
         say(run_calibration(o, text, model, agent, totals.calibration));
     } else {

@@ -85,6 +85,12 @@ Axes draw_axes(QPainter& p, const QRectF& area, const QString& title, const QStr
     return a;
 }
 
+QImage white_image(int width, int height) {
+    QImage image(width, height, QImage::Format_RGB32);
+    image.fill(Qt::white);
+    return image;
+}
+
 void save(QImage& image, const QString& path) {
     if (!image.save(path, "PNG")) throw std::runtime_error("cannot write " + path.toStdString());
 }
@@ -93,8 +99,7 @@ void save(QImage& image, const QString& path) {
 
 void write_frontier_png(const QString& path, const Settings& s, const std::vector<VariantResult>& results) {
     const VariantResult* bf16 = find(results, "bf16");
-    QImage image(1400, 900, QImage::Format_RGB32);
-    image.fill(Qt::white);
+    QImage image = white_image(1400, 900);
     QPainter p(&image);
     p.setRenderHint(QPainter::Antialiasing);
     struct Point {
@@ -172,8 +177,7 @@ void write_frontier_png(const QString& path, const Settings& s, const std::vecto
 
 void write_eval_png(const QString& path, const Settings& s, const std::vector<VariantResult>& results) {
     const VariantResult* bf16 = find(results, "bf16");
-    QImage image(1700, 750, QImage::Format_RGB32);
-    image.fill(Qt::white);
+    QImage image = white_image(1700, 750);
     QPainter p(&image);
     p.setRenderHint(QPainter::Antialiasing);
     // Per scheme: the eval curve (mean over seeds) and its difference to all-BF16 (mean of the

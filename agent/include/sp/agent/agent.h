@@ -1,5 +1,6 @@
 #pragma once
-// sp::agent::Agent — Selective Precision inside a LibTorch trainer (ARCHITECTURE.md's lifecycle):
+// sp::agent::Agent — Selective Precision inside a LibTorch trainer (the per-step lifecycle, call by
+// call, is in docs/ARCHITECTURE.md, "The agent inside a training step"):
 //
 //   Agent agent(config);                      // validated config; opens the telemetry sink
 //   agent.register_blocks(modules);           // names, parameters, bytes per precision
