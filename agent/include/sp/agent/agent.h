@@ -166,7 +166,7 @@ class Agent {
     std::unique_ptr<ServerAdapter> server_backend_;
     std::unique_ptr<transport::AgentServer> server_;
     bool header_written_ = false;
-    bool sink_failing_published_ = false;  // the last telemetry_loss event said "failing"
+    bool sink_failing_published_ = false;   // the last telemetry_loss event said "failing"
     double sink_failing_published_at_ = 0;  // and when it was sent
 
     mutable std::mutex commands_mutex_;
