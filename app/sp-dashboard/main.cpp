@@ -1,5 +1,6 @@
 // sp-dashboard: the Selective Precision dashboard (see ui/ for everything it shows).
 #include <QApplication>
+#include <QCoreApplication>
 #include <QIcon>
 #include <QSettings>
 #include <cstdio>
@@ -22,14 +23,35 @@ void filterPlatformNoise(QtMsgType type, const QMessageLogContext& context, cons
     defaultHandler(type, context, message);
 }
 
+void setApplicationNames() {
+    QCoreApplication::setOrganizationName(QStringLiteral("selective-precision"));
+    QCoreApplication::setApplicationName(QStringLiteral("sp-dashboard"));
+    QCoreApplication::setApplicationVersion(QStringLiteral(SP_VERSION));
+}
+
+// --help and --version need no window: answered before QApplication, which would need a display.
+bool asksForHelpOrVersion(int argc, char** argv) {
+    for (int i = 1; i < argc; ++i) {
+        const QLatin1String arg(argv[i]);
+        if (arg == QLatin1String("-h") || arg == QLatin1String("--help") ||
+            arg == QLatin1String("--help-all") || arg == QLatin1String("-v") ||
+            arg == QLatin1String("--version"))
+            return true;
+    }
+    return false;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+    if (asksForHelpOrVersion(argc, argv)) {
+        QCoreApplication app(argc, argv);
+        setApplicationNames();
+        return parseDashboardOptions(app) ? 0 : 2;  // QCommandLineParser prints and exits 0 itself
+    }
     defaultHandler = qInstallMessageHandler(filterPlatformNoise);
     QApplication app(argc, argv);
-    QApplication::setOrganizationName(QStringLiteral("selective-precision"));
-    QApplication::setApplicationName(QStringLiteral("sp-dashboard"));
-    QApplication::setApplicationVersion(QStringLiteral(SP_VERSION));
+    setApplicationNames();
     QApplication::setDesktopFileName(QStringLiteral("org.selectiveprecision.Dashboard"));
     QApplication::setWindowIcon(QIcon(QStringLiteral(":/icons/sp-dashboard.svg")));
     std::optional<DashboardOptions> options = parseDashboardOptions(app);

@@ -123,6 +123,24 @@ class TestDashboardApp : public QObject {
         QFile::remove(big);
     }
 
+    // --help and --version answer without a display (no platform plugin is loaded for them).
+    void helpAndVersionNeedNoDisplay() {
+        for (const char* flag : {"--help", "--version"}) {
+            QProcess p;
+            QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+            env.remove(QStringLiteral("DISPLAY"));
+            env.remove(QStringLiteral("WAYLAND_DISPLAY"));
+            env.remove(QStringLiteral("QT_QPA_PLATFORM"));
+            p.setProcessEnvironment(env);
+            p.start(kDashboard, {QString::fromLatin1(flag)});
+            QVERIFY(p.waitForFinished(30000));
+            const QString out = QString::fromUtf8(p.readAllStandardOutput());
+            QVERIFY2(p.exitStatus() == QProcess::NormalExit && p.exitCode() == 0,
+                     qPrintable(out + QString::fromUtf8(p.readAllStandardError())));
+            QVERIFY2(out.contains(QLatin1String(flag[2] == 'h' ? "--replay" : SP_VERSION)), qPrintable(out));
+        }
+    }
+
     void badInputIsNamed_data() {
         QTest::addColumn<QStringList>("args");
         QTest::addColumn<int>("code");
