@@ -3,6 +3,7 @@
 #include <QCoreApplication>
 #include <QIcon>
 #include <QSettings>
+#include <QTemporaryDir>
 #include <cstdio>
 
 #include "dashboard_options.h"
@@ -57,6 +58,19 @@ int main(int argc, char** argv) {
     std::optional<DashboardOptions> options = parseDashboardOptions(app);
     if (!options) return 2;
     sp::ui::registerUiMetaTypes();
+    // A headless run (a screenshot) neither reads nor writes the user's saved settings: it always
+    // shows the default layout and never changes the next interactive session. Every QSettings in
+    // the program then goes to an empty folder that disappears with the run.
+    QTemporaryDir throwawaySettings;
+    if (options->headless()) {
+        if (!throwawaySettings.isValid()) {
+            std::fprintf(stderr,
+                         "sp-dashboard: cannot create a temporary folder for a headless run's settings\n");
+            return 1;
+        }
+        QSettings::setPath(QSettings::NativeFormat, QSettings::UserScope, throwawaySettings.path());
+        QSettings::setPath(QSettings::IniFormat, QSettings::UserScope, throwawaySettings.path());
+    }
 
     const QString theme =
         !options->theme.isEmpty() ? options->theme : QSettings().value(QStringLiteral("theme")).toString();

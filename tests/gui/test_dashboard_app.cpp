@@ -64,6 +64,41 @@ class TestDashboardApp : public QObject {
         }
     }
 
+    // A headless run neither reads the saved settings (a saved light theme does not change the
+    // screenshot) nor writes them (--theme light does not reach the next interactive launch).
+    void headlessRunLeavesSavedSettingsAlone() {
+        const QString config = QDir::tempPath() + QStringLiteral("/sp-dashboard-test-config");
+        const QString file = config + QStringLiteral("/selective-precision/sp-dashboard.conf");
+        QDir(config).removeRecursively();
+        auto screenshot = [&](const QString& name, const QStringList& extra) {
+            const QString png = dir_.filePath(name);
+            const Result r =
+                runDashboard(QStringList{QStringLiteral("--replay"), fixture_, QStringLiteral("--screenshot"),
+                                         png, QStringLiteral("--size"), QStringLiteral("1280x800")} +
+                             extra);
+            if (r.code != 0) qWarning("%s", qPrintable(r.err));
+            return QImage(png);
+        };
+        const QImage plain = screenshot(QStringLiteral("plain.png"), {});
+        QVERIFY(!plain.isNull());
+        QVERIFY2(!QFile::exists(file), "a headless run wrote the settings");
+        QVERIFY(QDir().mkpath(QFileInfo(file).path()));
+        {
+            QFile f(file);
+            QVERIFY(f.open(QIODevice::WriteOnly));
+            f.write("[General]\ntheme=light\n");
+        }
+        const QImage withSaved = screenshot(QStringLiteral("saved-light.png"), {});
+        QVERIFY(withSaved == plain);
+        const QImage light =
+            screenshot(QStringLiteral("light.png"), {QStringLiteral("--theme"), QStringLiteral("light")});
+        QVERIFY(!light.isNull() && light != plain);  // --theme itself still applies
+        QFile f(file);
+        QVERIFY(f.open(QIODevice::ReadOnly));
+        QCOMPARE(f.readAll(), QByteArray("[General]\ntheme=light\n"));
+        QDir(config).removeRecursively();
+    }
+
     void liveScreenshotAfterUpdates() {
         sp::test::FakeAgent agent(dir_.path().toStdString());
         agent.start("live-run");
