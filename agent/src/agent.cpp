@@ -8,8 +8,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "agent_server.h"
+#include "command_queue.h"
 #include "distribution_profiler.h"
-#include "sp/agent/telemetry_sink.h"
+#include "telemetry_sink.h"
 #include "sp/format_gate.h"
 
 namespace sp::agent {
@@ -46,7 +48,10 @@ class Agent::ServerAdapter : public transport::ServerBackend {
     Agent& agent_;
 };
 
-Agent::Agent(Config config, AgentOptions options) : config_(std::move(config)), options_(std::move(options)) {
+Agent::Agent(Config config, AgentOptions options)
+    : config_(std::move(config)),
+      options_(std::move(options)),
+      commands_(std::make_unique<detail::CommandQueue>()) {
     if (auto problems = validate(config_); !problems.empty()) throw ConfigError(std::move(problems));
     config_json_ = to_json(config_).dump();  // announced in the header, hello and every snapshot
     if (!options_.clock) options_.clock = system_seconds;
@@ -85,10 +90,7 @@ void Agent::register_blocks(std::vector<AgentBlock> blocks) {
     admitted_ = admitted_by_gate();
     configure_policy();
     profiler_ = std::make_unique<detail::DistributionProfiler>(config_, blocks_);
-    {
-        std::lock_guard<std::mutex> lock(commands_mutex_);
-        block_count_ = int(blocks_.size());
-    }
+    commands_->set_block_count(int(blocks_.size()));
     options_.collector->prepare(blocks_);
     if (server_) server_->set_run(run_id_, policy_->layout(), config_json_);
     hints_.precision = policy_->precisions();
@@ -135,8 +137,7 @@ void Agent::configure_policy() {
     FormatMask formats = kAllFormats;
     for (const HintSink* s : hint_sinks_) formats &= s->formats();
     policy_->set_materializable(formats);
-    std::lock_guard<std::mutex> lock(commands_mutex_);
-    materializable_ = policy_->materializable();
+    commands_->set_materializable(policy_->materializable());
 }
 
 void Agent::add_hint_sink(HintSink* sink) {
@@ -146,8 +147,7 @@ void Agent::add_hint_sink(HintSink* sink) {
 }
 
 std::string Agent::check_command(const Command& command) const {
-    std::lock_guard<std::mutex> lock(commands_mutex_);
-    return sp::check_command(command, block_count_, materializable_);
+    return commands_->check(command);
 }
 
 bool Agent::wants_layer_inputs(std::int64_t step) const {
@@ -162,9 +162,7 @@ void Agent::observe_layer_input(int block, int layer, const at::Tensor& input) {
 }
 
 std::int64_t Agent::enqueue(Command command, CommandDone done, std::string request_id) {
-    std::lock_guard<std::mutex> lock(commands_mutex_);
-    queued_.push_back({std::move(command), std::move(done), std::move(request_id)});
-    return boundary_step_ + 1;
+    return commands_->push({std::move(command), std::move(done), std::move(request_id)});
 }
 
 // Every record goes to the JSONL file and, when live, to the sockets.
@@ -239,12 +237,8 @@ void Agent::begin_step(std::int64_t step) {
     step_ = step;
     if (server_) server_->set_step(step);
     publish_telemetry_health();
-    {
-        std::lock_guard<std::mutex> lock(commands_mutex_);
-        applying_.swap(queued_);
-        boundary_step_ = step;
-    }
-    for (auto& [command, done, request_id] : applying_) {
+    const std::vector<detail::CommandQueue::Item> applying = commands_->take_at_boundary(step);
+    for (const auto& [command, done, request_id] : applying) {
         const CommandOutcome outcome = policy_->apply(command, step);
         nlohmann::json payload = {{"command", to_json(command)}, {"ok", outcome.ok}};
         if (!request_id.empty()) payload["id"] = request_id;  // the control request's id (PROTOCOL.md 4.3)
@@ -259,8 +253,7 @@ void Agent::begin_step(std::int64_t step) {
             options_.log("step " + std::to_string(step) + ": command rejected: " + outcome.error);
         if (done) done(outcome, step);
     }
-    const bool commands_applied = !applying_.empty();
-    applying_.clear();
+    const bool commands_applied = !applying.empty();
     hints_.precision = policy_->precisions();
     if (commands_applied || !last_record_) publish_snapshot();  // late joiners see the run from its start
     overhead_.step_bookkeeping_s += seconds_since(t0);

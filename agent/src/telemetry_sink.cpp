@@ -1,7 +1,7 @@
 // Telemetry writer thread. The training thread's cost per record is one short critical section and
 // a move into a deque; serialisation, the write, the flush and freeing the record all happen here,
 // on the writer thread, outside the lock. Losses are counted and reported, never silent (header).
-#include "sp/agent/telemetry_sink.h"
+#include "telemetry_sink.h"
 
 #include <algorithm>
 #include <chrono>

@@ -464,7 +464,7 @@ int main(int argc, char** argv) {
     const std::vector<std::string> args(argv + 1, argv + argc);
     TrainerOptions options;
     try {
-        options = parse_trainer_options(args, SP_DEFAULT_TEXT);
+        options = parse_trainer_options(args, bundled_text_path());
     } catch (const UsageError& e) {
         std::cerr << "sp-trainer: " << e.what() << "\nTry 'sp-trainer --help' for usage.\n";
         return 2;

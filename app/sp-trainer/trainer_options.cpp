@@ -187,6 +187,17 @@ std::string usage_text(const std::string& program) {
     return u.str();
 }
 
+std::string bundled_text_path() {
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+    if (!ec) {
+        const fs::path installed = exe.parent_path().parent_path() / "share/selective-precision/kjv_torah.txt";
+        if (fs::is_regular_file(installed, ec)) return installed.string();
+    }
+    return SP_SOURCE_TEXT;
+}
+
 TrainerOptions parse_trainer_options(const std::vector<std::string>& args, const std::string& default_text) {
     TrainerOptions o;
     o.text_path = default_text;

@@ -73,6 +73,10 @@ class UsageError : public std::runtime_error {
 // Parses and validates argv. With --help only `help` is meaningful. Throws UsageError.
 TrainerOptions parse_trainer_options(const std::vector<std::string>& args, const std::string& default_text);
 
+// The bundled training text: <prefix>/share/selective-precision/kjv_torah.txt next to the running
+// executable's <prefix>/bin when installed, else the copy in the sources (a build-tree run).
+std::string bundled_text_path();
+
 std::string usage_text(const std::string& program);
 
 std::string_view to_string(PrecisionChoice p);

@@ -16,7 +16,7 @@
 #include <unistd.h>
 #include <zmq.hpp>
 
-#include "sp/transport/agent_server.h"
+#include "agent_server.h"
 
 namespace {
 

@@ -12,7 +12,7 @@
 
 #include "run_process.h"
 #include "sp/keys/curve_key_file.h"
-#include "sp/transport/agent_server.h"
+#include "agent_server.h"
 
 namespace {
 

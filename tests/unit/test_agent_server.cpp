@@ -24,7 +24,7 @@
 #include <zmq.hpp>
 
 #include "sp/keys/curve_key_file.h"
-#include "sp/transport/agent_server.h"
+#include "agent_server.h"
 
 // QCOMPARE on std::string shows both sides when they differ.
 namespace QTest {

@@ -31,7 +31,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "sp/agent/telemetry_sink.h"
+#include "telemetry_sink.h"
 #include "sp/jsonl.h"
 
 using namespace sp;

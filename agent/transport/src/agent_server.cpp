@@ -2,7 +2,7 @@
 // ROUTER (control) and, with CURVE, the ZAP handler's REP. The training thread touches only a
 // mutex-protected bounded deque and a non-blocking pipe that wakes the poll, so nothing it does can
 // wait on the network.
-#include "sp/transport/agent_server.h"
+#include "agent_server.h"
 
 #include <algorithm>
 #include <atomic>

@@ -20,7 +20,6 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -32,14 +31,19 @@
 #include "sp/command.h"
 #include "sp/config.h"
 #include "sp/policy.h"
-#include "sp/transport/agent_server.h"
+#include "sp/transport/server_options.h"
+
+namespace sp::transport {
+class AgentServer;
+}
 
 namespace sp::agent {
 
 class TelemetrySink;
 namespace detail {
+class CommandQueue;
 class DistributionProfiler;
-}
+}  // namespace detail
 
 struct AgentOptions {
     std::string run_id;  // "" -> generated from the clock
@@ -159,8 +163,6 @@ class Agent {
     std::vector<FormatMask> admitted_;  // by the gate file, per block; empty: no gate
     std::vector<BlockSnr> step_snr_;    // the SNR estimates of this step, for its statistics line
     // What check_command needs, under commands_mutex_ (the policy itself is the training thread's).
-    int block_count_ = 0;
-    FormatMask materializable_ = kAllFormats;
     std::unique_ptr<TelemetrySink> sink_;
     class ServerAdapter;
     std::unique_ptr<ServerAdapter> server_backend_;
@@ -169,16 +171,9 @@ class Agent {
     bool sink_failing_published_ = false;   // the last telemetry_loss event said "failing"
     double sink_failing_published_at_ = 0;  // and when it was sent
 
-    mutable std::mutex commands_mutex_;
-    struct QueuedCommand {
-        Command command;
-        CommandDone done;
-        std::string request_id;
-    };
-    std::vector<QueuedCommand> queued_, applying_;
+    std::unique_ptr<detail::CommandQueue> commands_;  // shared with the transport's I/O thread
 
     std::int64_t step_ = -1;
-    std::int64_t boundary_step_ = -1;  // the last step whose boundary took the queue (commands_mutex_)
     double step_timestamp_ = 0;
     bool stats_pending_ = false;   // compute_hints ran: end_step writes the statistics line
     std::uint64_t rollbacks_ = 0;  // loss-feedback rollbacks so far
