@@ -3,7 +3,7 @@
 # (CUDA collector vs the CPU collector, >2^31 elements, no host sync in collect()), the same checks
 # under compute-sanitizer memcheck, and the benchmark (48 blocks of a 1B and a 7B bf16 model).
 # Needs: python3 with a CUDA build of torch (its cmake_prefix_path), nvcc, cmake (>= 3.22), a C++17
-# compiler. Qt, libzmq and nlohmann_json are not needed: this builds tests/gpu/standalone, not the
+# compiler. Qt, libzmq and nlohmann_json are not needed: this builds tools/gpu_checks, not the
 # whole project (whose configure needs all three). Everything written goes to $OUT (default
 # build/gpu/out): check.txt, memcheck.txt, racecheck.txt, synccheck.txt,
 # initcheck.txt, bench.txt, and nsys.txt when nsys is installed.
@@ -22,7 +22,7 @@ python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.versio
 
 generator=()
 command -v ninja >/dev/null && generator=(-G Ninja)
-cmake -S "$root/tests/gpu/standalone" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
+cmake -S "$root/tools/gpu_checks" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_PREFIX_PATH="$prefix" ${CUDA_ARCHS:+-DCMAKE_CUDA_ARCHITECTURES=$CUDA_ARCHS}
 cmake --build "$build" -j "$(nproc)"
 bench="$build/bench_cuda_grad_stats"
