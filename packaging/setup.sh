@@ -5,7 +5,8 @@
 #   bash packaging/setup.sh demo    # build, then run the demo
 #   bash packaging/setup.sh test    # build, then run every test suite (CTest)
 #   bash packaging/setup.sh build   # build only
-# Options: --preset NAME (default: ci; see CMakePresets.json), --no-install (never call apt-get).
+# Options: --preset NAME (default: ci; see CMakePresets.json: debug, asan and tsan test their own
+# set of suites), --no-install (never call apt-get).
 # Idempotent: with everything installed and built it only checks and returns.
 set -euo pipefail
 
@@ -20,7 +21,7 @@ while [ $# -gt 0 ]; do
     demo|test|build) action=$1 ;;
     --preset) preset=${2:?--preset needs a name}; shift ;;
     --no-install) install=0 ;;
-    -h|--help) sed -n '2,11p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,10p' "$0"; exit 0 ;;
     *) echo "setup.sh: unknown argument '$1' (try --help)" >&2; exit 2 ;;
   esac
   shift
@@ -29,7 +30,7 @@ done
 # Debian 12 packages the project builds, tests and packages with.
 packages=(
   cmake ninja-build g++ ccache pkg-config dpkg-dev
-  clang libclang-rt-14-dev
+  clang libclang-rt-14-dev clang-format clang-tidy
   nlohmann-json3-dev
   libzmq3-dev cppzmq-dev
   qt6-base-dev qt6-charts-dev libqt6opengl6-dev libgl-dev

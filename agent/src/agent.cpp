@@ -11,8 +11,8 @@
 #include "agent_server.h"
 #include "command_queue.h"
 #include "distribution_profiler.h"
-#include "telemetry_sink.h"
 #include "sp/format_gate.h"
+#include "telemetry_sink.h"
 
 namespace sp::agent {
 namespace {

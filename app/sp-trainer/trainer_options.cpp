@@ -192,7 +192,8 @@ std::string bundled_text_path() {
     std::error_code ec;
     const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
     if (!ec) {
-        const fs::path installed = exe.parent_path().parent_path() / "share/selective-precision/kjv_torah.txt";
+        const fs::path installed =
+            exe.parent_path().parent_path() / "share/selective-precision/kjv_torah.txt";
         if (fs::is_regular_file(installed, ec)) return installed.string();
     }
     return SP_SOURCE_TEXT;

@@ -102,7 +102,8 @@ bool FormatGatePolicy::admits(Precision format, LayerKind kind, std::uint64_t ro
     return rule != nullptr && rows >= rule->min_rows;
 }
 
-FormatGatePolicy derive_gate_policy(std::vector<GateMeasurement> measurements, double speedup_threshold) {
+FormatGatePolicy derive_gate_policy(const std::vector<GateMeasurement>& measurements,
+                                    double speedup_threshold) {
     if (!(std::isfinite(speedup_threshold) && speedup_threshold > 0.0))
         throw std::invalid_argument("derive_gate_policy: the speed-up threshold must be a finite number > 0");
     std::map<RuleKey, SpeedupByRows> groups;  // ordered, so the rules come out sorted

@@ -259,7 +259,7 @@ ordered_json rule_json(const GateRule& rule) {
 
 }  // namespace
 
-GatePolicyError::GatePolicyError(std::vector<std::string> problems)
+GatePolicyError::GatePolicyError(const std::vector<std::string>& problems)
     : ConfigError(problems), text_(describe(problems)) {}
 
 FormatGatePolicy parse_gate_policy(std::string_view json_text) {

@@ -298,7 +298,7 @@ class LineParser {
 
 }  // namespace
 
-SimulationError::SimulationError(std::string source, std::uint64_t line, const std::string& message)
+SimulationError::SimulationError(const std::string& source, std::uint64_t line, const std::string& message)
     : std::runtime_error(source + (line > 0 ? ":" + std::to_string(line) : std::string()) + ": " + message),
       line_(line) {}
 
@@ -379,7 +379,7 @@ SimulationResult simulate(std::istream& stats, const std::string& source, const 
         for (const BlockGradStats& s : step.stats) policy.observe(step.step, s);
         for (const BlockSnr& s : step.snr) policy.observe_snr(s);
         if (auto rec = policy.update(step.step, step.timestamp ? *step.timestamp : options.now())) {
-            result.records.push_back(std::move(*rec));
+            result.records.push_back(*rec);  // a copy: the policy reuses its record
         }
         // Loss feedback after the update, as the agent's end_step does it.
         if (step.loss) {

@@ -36,8 +36,7 @@ bool write_all(int fd, const std::string& text) {
 std::string write_new_file(const std::string& target, const std::string& text, mode_t mode) {
     std::random_device random;
     for (int attempt = 0; attempt < 16; ++attempt) {
-        const std::string path =
-            target + ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(random());
+        std::string path = target + ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(random());
         const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
         if (fd < 0 && errno == EEXIST) continue;
         if (fd < 0) fail_errno(target, errno);

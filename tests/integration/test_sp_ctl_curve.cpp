@@ -10,9 +10,9 @@
 #include <iterator>
 #include <string>
 
+#include "agent_server.h"
 #include "run_process.h"
 #include "sp/keys/curve_key_file.h"
-#include "agent_server.h"
 
 namespace {
 

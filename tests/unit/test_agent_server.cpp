@@ -23,8 +23,8 @@
 #include <nlohmann/json.hpp>
 #include <zmq.hpp>
 
-#include "sp/keys/curve_key_file.h"
 #include "agent_server.h"
+#include "sp/keys/curve_key_file.h"
 
 // QCOMPARE on std::string shows both sides when they differ.
 namespace QTest {

@@ -31,8 +31,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "telemetry_sink.h"
 #include "sp/jsonl.h"
+#include "telemetry_sink.h"
 
 using namespace sp;
 using sp::agent::TelemetrySink;

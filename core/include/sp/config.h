@@ -71,8 +71,8 @@ struct Config {
     PerFormat snr_threshold_db = {0.0, 31.0, 28.0, 24.0, 18.0};
     double snr_hysteresis_db =
         3.0;  // leave a format below threshold - this, enter one above threshold + this
-    double budget_target_pct = 50.0;  // mode "budget": bytes to save against all-BF16, in percent
-    std::string format_gate_file;     // a "never slower than BF16" policy file (GATE.md); "" none
+    double budget_target_pct = 50.0;            // mode "budget": bytes to save against all-BF16, in percent
+    std::string format_gate_file;               // a "never slower than BF16" policy file (GATE.md); "" none
     double control_requests_per_second = 10.0;  // per control client; beyond it: "rate_limited"
 
     // The mode the policy actually runs in (`enabled: false` means off).

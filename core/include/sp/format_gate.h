@@ -81,14 +81,15 @@ struct FormatGatePolicy {
 // which the speed-up is >= threshold at that size AND at every larger size measured; no such size ->
 // no rule. Several measurements of one size count as their slowest. BF16 measurements are ignored
 // (BF16 needs no rule). Throws std::invalid_argument unless the threshold is finite and > 0.
-FormatGatePolicy derive_gate_policy(std::vector<GateMeasurement> measurements, double speedup_threshold);
+FormatGatePolicy derive_gate_policy(const std::vector<GateMeasurement>& measurements,
+                                    double speedup_threshold);
 
 // Thrown for a bad policy file: a ConfigError (callers that catch that keep working) whose what()
 // names the file kind instead of the training config. problems() lists one problem per line, each
 // naming the key (e.g. 'rules.matrix.128[0].min_rows') and what is wrong.
 class GatePolicyError : public ConfigError {
   public:
-    explicit GatePolicyError(std::vector<std::string> problems);
+    explicit GatePolicyError(const std::vector<std::string>& problems);
     const char* what() const noexcept override { return text_.c_str(); }
 
   private:

@@ -21,7 +21,7 @@ namespace sp {
 // Bad simulation input. line() is 1-based; 0 when the problem is not tied to one line.
 class SimulationError : public std::runtime_error {
   public:
-    SimulationError(std::string source, std::uint64_t line, const std::string& message);
+    SimulationError(const std::string& source, std::uint64_t line, const std::string& message);
     std::uint64_t line() const { return line_; }
 
   private:
