@@ -85,8 +85,7 @@ class TelemetrySource : public QObject {
     void stateChanged(sp::ui::SourceState state, const QString& detail);
     // Live: messages lost between seq numbers (count of missing seqs).
     void messagesLost(quint64 count);
-    void commandReplied(const QString& requestId, bool ok, const QString& error,
-                        qint64 effectiveStep);
+    void commandReplied(const QString& requestId, bool ok, const QString& error, qint64 effectiveStep);
     // Replay: bytes read so far of the total.
     void progress(qint64 done, qint64 total);
     void loadFinished(const sp::ui::LoadReport& report);
