@@ -117,7 +117,7 @@ class TestDashboardApp : public QObject {
         QElapsedTimer clock;
         clock.start();
         while (p.state() != QProcess::NotRunning && clock.elapsed() < 40000) {
-            agent.publishUpdate(step);
+            agent.publish_update(step);
             step += 10;
             p.waitForFinished(200);
         }

@@ -128,7 +128,7 @@ class TestMainWindow : public QObject {
         QVERIFY2(w.connectTo({QString::fromStdString(agent.spec()), {}, {}}, &error), qPrintable(error));
         RunSession* s = w.currentSession();
         std::int64_t step = 10;
-        QTRY_VERIFY_WITH_TIMEOUT((agent.publishUpdate(step += 10), s->store().updateCount() >= 2), 10000);
+        QTRY_VERIFY_WITH_TIMEOUT((agent.publish_update(step += 10), s->store().updateCount() >= 2), 10000);
         w.refreshViews();
         QVERIFY(s->canControl());
 
@@ -174,7 +174,7 @@ class TestMainWindow : public QObject {
         QVERIFY2(agent.requests().back().find("\"target_pct\":62.5") != std::string::npos,
                  agent.requests().back().c_str());
 
-        agent.setCommandBehaviour(sp::test::FakeAgent::CommandBehaviour::reject, "block 2 is busy");
+        agent.set_command_behaviour(sp::test::FakeAgent::CommandBehaviour::reject, "block 2 is busy");
         actionNamed(w, QStringLiteral("Pin BF16"))->trigger();
         QTRY_VERIFY_WITH_TIMEOUT(lastCommand()->state == CommandState::rejected, 5000);
         QVERIFY2(lastCommand()->detail.contains(QStringLiteral("block 2 is busy")) ||
