@@ -17,6 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "../common/torch_reference.h"
 #include "sp/agent/calibration.h"
 #include "sp/quantize.h"
 #include "sp/simulator.h"
@@ -27,23 +28,13 @@ using sp::agent::calibration_fingerprint;
 using sp::agent::CalibrationHooks;
 using sp::agent::CalibrationResult;
 using sp::agent::relative_output_error;
+using sp::test::block_of;
+using sp::test::ref_bf16;
+using sp::test::ref_int8;
 
 namespace fs = std::filesystem;
 
 namespace {
-
-// Expected values straight from the core reference.
-torch::Tensor ref_int8(const torch::Tensor& t) {
-    const torch::Tensor c = t.detach().to(torch::kFloat).contiguous();
-    const auto rows = static_cast<std::size_t>(c.dim() >= 2 ? c.size(0) : 1);
-    const auto cols = static_cast<std::size_t>(c.numel()) / rows;
-    std::vector<float> v = sp::int8_roundtrip_rows(c.data_ptr<float>(), rows, cols);
-    return torch::from_blob(v.data(), c.sizes(), torch::kFloat).clone();
-}
-
-torch::Tensor ref_bf16(const torch::Tensor& t) {
-    return t.detach().to(torch::kBFloat16).to(torch::kFloat);
-}
 
 double ref_relative_error(const torch::Tensor& a, const torch::Tensor& b) {
     const torch::Tensor ad = a.to(torch::kDouble).contiguous(), bd = b.to(torch::kDouble).contiguous();
@@ -55,17 +46,6 @@ double ref_relative_error(const torch::Tensor& a, const torch::Tensor& b) {
         nd += (pa[i] - pb[i]) * (pa[i] - pb[i]);
     }
     return std::sqrt(nd) / std::sqrt(na);
-}
-
-AgentBlock block_of(int id, const std::string& name, const torch::nn::Module& m) {
-    AgentBlock b;
-    b.id = id;
-    b.name = name;
-    for (const auto& item : m.named_parameters()) {
-        b.param_names.push_back(item.key());
-        b.params.push_back(item.value());
-    }
-    return b;
 }
 
 std::vector<torch::Tensor> snapshot(const std::vector<AgentBlock>& blocks) {

@@ -8,6 +8,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "../common/torch_reference.h"
 #include "sp/agent/precision_runtime.h"
 #include "sp/quantize.h"
 
@@ -15,18 +16,11 @@ using sp::Precision;
 using sp::agent::AgentBlock;
 using sp::agent::PrecisionHints;
 using sp::agent::ReferencePrecisionRuntime;
+using sp::test::block_of;
+using sp::test::ref_bf16;
+using sp::test::ref_int8;
 
 namespace {
-
-// The expected values, computed here straight from the core reference (not through the runtime's
-// own helper): INT8 rows = size(0) for dim >= 2, one row otherwise.
-torch::Tensor ref_int8(const torch::Tensor& t) {
-    const torch::Tensor c = t.detach().to(torch::kFloat).contiguous();
-    const auto rows = static_cast<std::size_t>(c.dim() >= 2 ? c.size(0) : 1);
-    const auto cols = static_cast<std::size_t>(c.numel()) / rows;
-    std::vector<float> v = sp::int8_roundtrip_rows(c.data_ptr<float>(), rows, cols);
-    return torch::from_blob(v.data(), c.sizes(), torch::kFloat).clone();
-}
 
 // FP8 with row scales and INT4 in groups, from the per-format core quantizers.
 torch::Tensor ref_format(const torch::Tensor& t, Precision p, std::size_t group = 64) {
@@ -40,21 +34,6 @@ torch::Tensor ref_format(const torch::Tensor& t, Precision p, std::size_t group 
     else
         sp::dequantize_fp8_rows(sp::quantize_fp8_rows(c.data_ptr<float>(), rows, cols, p), v.data());
     return torch::from_blob(v.data(), c.sizes(), torch::kFloat).clone();
-}
-
-torch::Tensor ref_bf16(const torch::Tensor& t) {
-    return t.detach().to(torch::kBFloat16).to(torch::kFloat);
-}
-
-AgentBlock block_of(int id, const std::string& name, const torch::nn::Module& m) {
-    AgentBlock b;
-    b.id = id;
-    b.name = name;
-    for (const auto& item : m.named_parameters()) {
-        b.param_names.push_back(item.key());
-        b.params.push_back(item.value());
-    }
-    return b;
 }
 
 PrecisionHints hints_of(std::vector<Precision> p) {
