@@ -89,29 +89,13 @@ Ref reference(const std::vector<at::Tensor>& grads) {
     return r;
 }
 
-using sp::test::rel_close;
-
 // Compares one block's statistics with the reference; failures name the case.
 void check_block(const BlockGradStats& got, const Ref& want, const QString& what) {
     QVERIFY2(got.numel == want.numel,
              qPrintable(what + QString(": numel %1 != %2").arg(got.numel).arg(want.numel)));
-    QVERIFY2(got.nonfinite_count == want.nonfinite,
-             qPrintable(what + QString(": nonfinite %1 != %2").arg(got.nonfinite_count).arg(want.nonfinite)));
-    QVERIFY2(
-        got.max_abs == want.max_abs,
-        qPrintable(what +
-                   QString(": max_abs %1 != %2").arg(got.max_abs, 0, 'g', 17).arg(want.max_abs, 0, 'g', 17)));
-    QVERIFY2(
-        rel_close(got.l2_norm, want.l2, kRelTol),
-        qPrintable(what + QString(": l2 %1 != %2").arg(got.l2_norm, 0, 'g', 17).arg(want.l2, 0, 'g', 17)));
-    QVERIFY2(
-        std::fabs(got.mean - want.mean) <= kRelTol * (std::fabs(want.mean) + want.rms),
-        qPrintable(what + QString(": mean %1 != %2").arg(got.mean, 0, 'g', 17).arg(want.mean, 0, 'g', 17)));
-    QVERIFY2(
-        rel_close(got.variance, want.variance, kRelTol),
-        qPrintable(
-            what +
-            QString(": variance %1 != %2").arg(got.variance, 0, 'g', 17).arg(want.variance, 0, 'g', 17)));
+    sp::test::check_moments({got.numel - got.nonfinite_count, got.nonfinite_count, got.max_abs, got.l2_norm,
+                             got.mean, got.variance},
+                            want, kRelTol, what);
 }
 
 // A parameter of `dtype` whose .grad() is `grad` (undefined: no grad).
