@@ -176,6 +176,25 @@ inline void check_block(const sp::cuda::BlockMoments& got, const ReferenceMoment
                   want, kMomentsRelTol, what);
 }
 
+// The alignment cases: for every dtype, tensors of 1, 5, 8, 17 and 4103 elements over blocks 0 and 1
+// at every element-aligned shift of the arena below 16 bytes (heads of 0 .. 7 elements before the
+// vector body, tails of every length). Calls check(host, shift, what) for each, and stops at the
+// first failure.
+template <typename Check>
+void for_every_alignment(Check check) {
+    std::mt19937_64 rng(3);
+    for (const sp::cuda::GradDType d :
+         {sp::cuda::GradDType::f32, sp::cuda::GradDType::bf16, sp::cuda::GradDType::f16}) {
+        std::vector<HostTensor> host;
+        for (int n : {1, 5, 8, 17, 4103}) host.push_back(make_tensor(rng, d, n % 2, n, 0.1, 0.0, 1));
+        const std::size_t es = sp::cuda::element_size(d);
+        for (std::size_t shift = 0; shift < 16; shift += es) {
+            check(host, shift, QString("dtype %1 shift %2").arg(int(d)).arg(shift));
+            if (QTest::currentTestFailed()) return;
+        }
+    }
+}
+
 // A random mixed list: `count` tensors over blocks 0 .. n_blocks - 2 (the last block stays empty), of
 // sizes drawn from `sizes`, some far from zero mean (cancellation), some with NaN/Inf.
 inline std::vector<HostTensor> random_tensor_list(std::mt19937_64& rng, int n_blocks, int count,
