@@ -24,6 +24,7 @@
 #include "sp/jsonl.h"
 #include "sp/ui/replay_source.h"
 #include "sp/ui/run_session.h"
+#include "synthetic_records.h"
 
 namespace {
 
@@ -71,13 +72,7 @@ void generate(const std::string& path, int blocks, int updates) {
             sp::BlockDetail& d = r.block_details[std::size_t(b)];
             const sp::Precision before = d.precision;
             d.id = b;
-            d.grad_score = unit(rng);
-            d.error_score = unit(rng) * 0.1;
-            d.sensitivity = 0.7 * d.grad_score + 0.3 * d.error_score;
-            d.relative_magnitude = unit(rng) * 3.0;
-            d.l2_norm = unit(rng) * 50.0;
-            d.max_abs = unit(rng) * 2.0;
-            d.variance = unit(rng) * 1e-4;
+            sp::test::random_block_statistics(d, rng);
             d.mean = (unit(rng) - 0.5) * 1e-3;
             // Routing is sticky, as the policy's hysteresis and cooldown make it: ~1% switch per update.
             if (u == 0) {
