@@ -161,7 +161,7 @@ class TestCalibration : public QObject {
     Q_OBJECT
 
   private slots:
-    void relativeErrorValues() {
+    void relative_error_values() {
         QCOMPARE(relative_output_error(torch::tensor({3.0f, 4.0f}), torch::tensor({3.0f, 0.0f})), 0.8);
         QCOMPARE(relative_output_error(torch::tensor({1.0f, 2.0f}), torch::tensor({1.0f, 2.0f})), 0.0);
         // Computed in double: a difference far below float's epsilon relative to ||a|| still shows.
@@ -176,7 +176,7 @@ class TestCalibration : public QObject {
                                  relative_output_error(torch::Tensor(), torch::zeros({1})));
     }
 
-    void relativeErrorDegenerate() {
+    void relative_error_degenerate() {
         const float inf = std::numeric_limits<float>::infinity();
         const float nan = std::numeric_limits<float>::quiet_NaN();
         QCOMPARE(relative_output_error(torch::zeros({4}), torch::zeros({4})), 0.0);
@@ -192,7 +192,7 @@ class TestCalibration : public QObject {
                  1.0);
     }
 
-    void identicalOutputsGiveZero() {
+    void identical_outputs_give_zero() {
         // Weights exactly representable in both: per row, integers up to 127 times a power of two,
         // the row's absmax exactly 127 * 2^k (so the INT8 scale is 2^k).
         torch::nn::Linear lin(8, 4);
@@ -219,7 +219,7 @@ class TestCalibration : public QObject {
         QCOMPARE(calibrate(ignoring, h2, 2, "ignoring", "").errors, std::vector<double>{0.0});
     }
 
-    void linearBlocksMatchTheReference() {
+    void linear_blocks_match_the_reference() {
         LinearModel m(3);
         const auto blocks = m.blocks();
         const auto before = snapshot(blocks);
@@ -251,7 +251,7 @@ class TestCalibration : public QObject {
         QVERIFY(m.layers[0]->weight.requires_grad());
     }
 
-    void inputHookSeesOriginalWeights() {
+    void input_hook_sees_original_weights() {
         LinearModel m(3);
         const auto blocks = m.blocks();
         const auto before = snapshot(blocks);
@@ -266,7 +266,7 @@ class TestCalibration : public QObject {
         QVERIFY(all_original);
     }
 
-    void fingerprintCoversEverything() {
+    void fingerprint_covers_everything() {
         const auto make = [](const std::string& name, const std::string& param,
                              std::vector<std::int64_t> shape, torch::ScalarType dtype) {
             AgentBlock b = tensor_block(name, {torch::zeros(shape, dtype)});
@@ -299,7 +299,7 @@ class TestCalibration : public QObject {
         QVERIFY(std::adjacent_find(all.begin(), all.end()) == all.end());
     }
 
-    void cacheHitAndCalFormat() {
+    void cache_hit_and_cal_format() {
         QTemporaryDir dir;
         QVERIFY(dir.isValid());
         const std::string cache = (fs::path(dir.path().toStdString()) / "nested" / "cache").string();
@@ -334,7 +334,7 @@ class TestCalibration : public QObject {
         QCOMPARE(second.cache_path, first.cache_path);
     }
 
-    void cacheMisses() {
+    void cache_misses() {
         QTemporaryDir dir;
         QVERIFY(dir.isValid());
         const std::string cache = dir.path().toStdString();
@@ -363,7 +363,7 @@ class TestCalibration : public QObject {
         QCOMPARE(std::distance(fs::directory_iterator(cache), fs::directory_iterator()), std::ptrdiff_t{6});
     }
 
-    void corruptOrMismatchedCacheIsRecomputed() {
+    void corrupt_or_mismatched_cache_is_recomputed() {
         QTemporaryDir dir;
         QVERIFY(dir.isValid());
         const std::string cache = dir.path().toStdString();
@@ -413,7 +413,7 @@ class TestCalibration : public QObject {
         QCOMPARE(hit.errors, good.errors);
     }
 
-    void emptyOrUnusableCacheDir() {
+    void empty_or_unusable_cache_dir() {
         QTemporaryDir dir;
         QVERIFY(dir.isValid());
         EnvGuard xdg("XDG_CACHE_HOME");
@@ -433,7 +433,7 @@ class TestCalibration : public QObject {
         QCOMPARE(u.errors, r.errors);
     }
 
-    void throwingHookRestoresWeights() {
+    void throwing_hook_restores_weights() {
         LinearModel m(2);
         const auto blocks = m.blocks();
         const auto before = snapshot(blocks);
@@ -470,7 +470,7 @@ class TestCalibration : public QObject {
         QVERIFY(unchanged(blocks, before));
     }
 
-    void invalidArguments() {
+    void invalid_arguments() {
         LinearModel m(1);
         QVERIFY_THROWS_EXCEPTION(std::invalid_argument, calibrate(m.blocks(), m.hooks(), 0, "x", ""));
         QVERIFY_THROWS_EXCEPTION(std::invalid_argument,
@@ -479,7 +479,7 @@ class TestCalibration : public QObject {
         QVERIFY(none.errors.empty());
     }
 
-    void defaultCacheDir() {
+    void default_cache_dir() {
         EnvGuard xdg("XDG_CACHE_HOME");
         EnvGuard home("HOME");
         qputenv("XDG_CACHE_HOME", "/tmp/xdg-test");

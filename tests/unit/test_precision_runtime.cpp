@@ -60,7 +60,7 @@ class TestPrecisionRuntime : public QObject {
   private slots:
     void init() { torch::manual_seed(7); }
 
-    void initialLoadIsBf16AndNotAStep() {
+    void initial_load_is_bf16_and_not_a_step() {
         torch::nn::Linear lin(64, 32);
         const torch::Tensor w0 = lin->weight.detach().clone(), b0 = lin->bias.detach().clone();
         ReferencePrecisionRuntime rt({block_of(0, "blocks.0", *lin)});
@@ -76,7 +76,7 @@ class TestPrecisionRuntime : public QObject {
         QVERIFY(!same(lin->weight, w0));  // random normal weights are not all bf16-representable
     }
 
-    void stepBytesBf16AndInt8() {
+    void step_bytes_bf16_and_int8() {
         torch::nn::Linear lin(64, 32);
         ReferencePrecisionRuntime rt({block_of(0, "blocks.0", *lin)});
 
@@ -108,7 +108,7 @@ class TestPrecisionRuntime : public QObject {
         QCOMPARE(rt.total_bytes().bf16, kLinearBf16 + kLinearBf16 + 2 * kLinearBf16 + kLinearBf16);
     }
 
-    void rowsOfEveryRank() {
+    void rows_of_every_rank() {
         // 0-D: one row of one; 1-D: one row; 3-D: size(0) rows.
         const torch::Tensor s = torch::tensor(0.7f), v = torch::randn({5}), t = torch::randn({4, 3, 2});
         const torch::Tensor s0 = s.clone(), v0 = v.clone(), t0 = t.clone();  // the masters
@@ -128,7 +128,7 @@ class TestPrecisionRuntime : public QObject {
         QVERIFY(same(t, by_row));
     }
 
-    void perBlockBytes() {
+    void per_block_bytes() {
         torch::nn::Linear a(64, 32), b(16, 8);
         ReferencePrecisionRuntime rt({block_of(0, "blocks.0", *a), block_of(1, "blocks.1", *b)});
         rt.on_hints(hints_of({Precision::bf16, Precision::int8}));
@@ -146,7 +146,7 @@ class TestPrecisionRuntime : public QObject {
         QCOMPARE(rt.step_bytes().bf16, kLinearBf16 + 2 * small_bf16);
     }
 
-    void hintsMaterializeAtOnce() {
+    void hints_materialize_at_once() {
         torch::nn::Linear lin(64, 32);
         const torch::Tensor w0 = lin->weight.detach().clone(), b0 = lin->bias.detach().clone();
         const void* w_ptr = lin->weight.data_ptr();
@@ -170,7 +170,7 @@ class TestPrecisionRuntime : public QObject {
         QVERIFY(lin->weight.data_ptr() == w_ptr);
     }
 
-    void straightThrough() {
+    void straight_through() {
         torch::nn::Linear lin(torch::nn::LinearOptions(8, 4).bias(false));
         torch::Tensor& w = lin->weight;
         const torch::Tensor master0 = w.detach().clone();
@@ -214,7 +214,7 @@ class TestPrecisionRuntime : public QObject {
         QVERIFY(w.is_leaf());
     }
 
-    void hintsWhileMastersAreInTheParameters() {
+    void hints_while_masters_are_in_the_parameters() {
         torch::nn::Linear lin(64, 32);
         const torch::Tensor w0 = lin->weight.detach().clone();
         ReferencePrecisionRuntime rt({block_of(0, "blocks.0", *lin)});
@@ -227,7 +227,7 @@ class TestPrecisionRuntime : public QObject {
         QCOMPARE(rt.step_bytes().copied, kLinearInt8);
     }
 
-    void everyFormatIsMaterializedAsTheReference() {
+    void every_format_is_materialized_as_the_reference() {
         // Each format, computed here from the core quantizers directly (not through roundtrip(), the
         // runtime's path), and bytes counted as stored: codes plus fp32 scales.
         for (Precision p : {Precision::fp8_e4m3, Precision::fp8_e5m2, Precision::int4}) {
@@ -246,7 +246,7 @@ class TestPrecisionRuntime : public QObject {
         }
     }
 
-    void int4GroupSizeIsHonoured() {
+    void int4_group_size_is_honoured() {
         torch::nn::Linear lin(64, 8);
         const torch::Tensor w0 = lin->weight.detach().clone();
         ReferencePrecisionRuntime rt({block_of(0, "a", *lin)}, 16);
@@ -257,7 +257,7 @@ class TestPrecisionRuntime : public QObject {
                                  ReferencePrecisionRuntime({block_of(0, "a", *lin)}, 0));
     }
 
-    void badMapsThrow() {
+    void bad_maps_throw() {
         torch::nn::Linear lin(64, 32);
         const torch::Tensor w0 = lin->weight.detach().clone();
         ReferencePrecisionRuntime rt({block_of(0, "a", *lin), block_of(1, "b", *torch::nn::Linear(4, 4))});
@@ -273,7 +273,7 @@ class TestPrecisionRuntime : public QObject {
         QCOMPARE(rt.formats(), sp::kAllFormats);
     }
 
-    void misuseThrows() {
+    void misuse_throws() {
         torch::nn::Linear lin(4, 4);
         ReferencePrecisionRuntime rt({block_of(0, "a", *lin)});
         QVERIFY_THROWS_EXCEPTION(std::logic_error, rt.after_optimizer_step());
@@ -285,7 +285,7 @@ class TestPrecisionRuntime : public QObject {
         QVERIFY_THROWS_EXCEPTION(std::invalid_argument, ReferencePrecisionRuntime({d}));
     }
 
-    void noBlocks() {
+    void no_blocks() {
         ReferencePrecisionRuntime rt(std::vector<AgentBlock>{});
         rt.on_hints(hints_of({}));
         rt.before_optimizer_step();
