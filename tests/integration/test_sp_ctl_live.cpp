@@ -110,7 +110,7 @@ int mode_of(const QString& path) {
 }
 
 QStringList at(const std::string& endpoint, QStringList args) {
-    // Generous: CI runs on a loaded 2-core machine; a live fake answers in milliseconds.
+    // Generous: a loaded CI machine; a live fake answers in milliseconds.
     args << "--endpoint" << QString::fromStdString(endpoint) << "--timeout"
          << "30";
     return args;

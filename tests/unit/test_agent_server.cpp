@@ -43,7 +43,7 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-constexpr auto kDeadline = 10s;  // generous: CI is a loaded 2-core machine
+constexpr auto kDeadline = 10s;  // generous: a loaded CI machine
 
 class FakeBackend : public tr::ServerBackend {
   public:
