@@ -13,12 +13,12 @@ namespace sp::ui {
 
 enum class EventCategory : std::uint8_t {
     precision_change,
-    command,     // an operator command (ours or another client's)
+    command,  // an operator command (ours or another client's)
     rollback,
     connection,  // source state changes
     dropped,     // agent-side drops ("dropped" events) and seq gaps seen by the live source
     warning,
-    load,        // replay: bad lines, unknown records
+    load,  // replay: bad lines, unknown records
     other,
 };
 QString toString(EventCategory c);
@@ -27,13 +27,13 @@ enum class CommandState : std::uint8_t { none, pending, applied, rejected };
 QString toString(CommandState s);
 
 struct EventEntry {
-    double timestamp = 0.0;       // wall-clock seconds (agent's clock for agent events)
-    std::int64_t step = -1;       // -1: not tied to a step
+    double timestamp = 0.0;  // wall-clock seconds (agent's clock for agent events)
+    std::int64_t step = -1;  // -1: not tied to a step
     EventCategory category = EventCategory::other;
-    QString text;                 // one line for the log
-    QString request_id;           // commands: the request id
+    QString text;        // one line for the log
+    QString request_id;  // commands: the request id
     CommandState state = CommandState::none;
-    QString detail;               // rejection reason, evidence, the raw payload
+    QString detail;  // rejection reason, evidence, the raw payload
 };
 
 class EventLog {
@@ -41,7 +41,7 @@ class EventLog {
     // Index of the appended entry.
     std::size_t append(EventEntry e);
     // Finds the pending command with this id (the most recent), if any.
-    std::optional<std::size_t> findCommand(const QString& requestId) const;
+    std::optional<std::size_t> findCommand(const QString& request_id) const;
     EventEntry& at(std::size_t i) { return entries_[i]; }
     const EventEntry& at(std::size_t i) const { return entries_[i]; }
     std::size_t size() const { return entries_.size(); }
