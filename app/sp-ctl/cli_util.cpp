@@ -8,7 +8,7 @@
 #include <fstream>
 #include <system_error>
 
-namespace spctl {
+namespace sp::ctl {
 
 std::optional<int> parse_args(const char* command, const Args& args, const std::vector<OptionSpec>& spec,
                               const char* usage, std::size_t max_positionals, ParsedArgs& out) {
@@ -89,4 +89,4 @@ std::unique_ptr<sp::JsonlReader> open_telemetry_file(const char* command, const 
     }
 }
 
-}  // namespace spctl
+}  // namespace sp::ctl

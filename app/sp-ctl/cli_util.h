@@ -11,7 +11,7 @@
 #include "commands.h"
 #include "sp/jsonl.h"
 
-namespace spctl {
+namespace sp::ctl {
 
 struct OptionSpec {
     const char* name;  // e.g. "--json"
@@ -51,4 +51,4 @@ bool check_readable(const char* command, const std::string& path);
 // check_readable, then a JsonlReader on the file; on failure prints why (as above) and returns null.
 std::unique_ptr<sp::JsonlReader> open_telemetry_file(const char* command, const std::string& path);
 
-}  // namespace spctl
+}  // namespace sp::ctl

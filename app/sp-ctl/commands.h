@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-namespace spctl {
+namespace sp::ctl {
 
 using Args = std::vector<std::string>;
 
@@ -25,4 +25,4 @@ int run_ping(const Args& args);
 int run_tail(const Args& args);
 int run_keygen(const Args& args);
 
-}  // namespace spctl
+}  // namespace sp::ctl

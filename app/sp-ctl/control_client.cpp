@@ -10,7 +10,7 @@
 
 #include "sp/keys/curve_key_file.h"
 
-namespace spctl {
+namespace sp::ctl {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -178,4 +178,4 @@ int report_no_answer(const char* command, const Connection& c, const Outcome& ou
     return kExitNoAnswer;
 }
 
-}  // namespace spctl
+}  // namespace sp::ctl

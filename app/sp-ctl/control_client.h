@@ -13,7 +13,7 @@
 #include "handshake_monitor.h"
 #include "sp/protocol.h"
 
-namespace spctl {
+namespace sp::ctl {
 
 // Exit codes of the live commands (0 and 2 as everywhere in sp-ctl).
 inline constexpr int kExitFailed = 1;
@@ -64,4 +64,4 @@ Outcome exchange(const char* command, const Connection& c, bool retry,
 // running?>)" on stderr; returns kExitNoAnswer.
 int report_no_answer(const char* command, const Connection& c, const Outcome& outcome);
 
-}  // namespace spctl
+}  // namespace sp::ctl

@@ -19,7 +19,7 @@
 #include "gate_measure.h"
 #include "sp/format_gate.h"
 
-namespace spctl {
+namespace sp::ctl {
 namespace {
 
 constexpr const char* kUsage =
@@ -255,4 +255,4 @@ int run_gate(const Args& args) {
     return 0;
 }
 
-}  // namespace spctl
+}  // namespace sp::ctl

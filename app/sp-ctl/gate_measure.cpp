@@ -8,7 +8,7 @@
 
 #include "gate_paths.h"
 
-namespace spctl {
+namespace sp::ctl {
 namespace {
 
 // A sample shorter than this is dominated by the clock and the loop: small sizes repeat the trip
@@ -108,4 +108,4 @@ std::vector<sp::GateMeasurement> measure_size(sp::LayerKind kind, std::uint64_t 
     return out;
 }
 
-}  // namespace spctl
+}  // namespace sp::ctl

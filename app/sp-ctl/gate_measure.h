@@ -9,7 +9,7 @@
 
 #include "sp/format_gate.h"
 
-namespace spctl {
+namespace sp::ctl {
 
 struct GateSweep {
     std::uint64_t min_rows = 16, max_rows = 65536;
@@ -29,4 +29,4 @@ SizePlan plan_sizes(const std::vector<sp::TensorShape>& shapes, const GateSweep&
 std::vector<sp::GateMeasurement> measure_size(sp::LayerKind kind, std::uint64_t rows, std::uint64_t cols,
                                               const GateSweep& sweep);
 
-}  // namespace spctl
+}  // namespace sp::ctl

@@ -9,7 +9,7 @@
 
 #include "sp/quantize.h"
 
-namespace spctl {
+namespace sp::ctl {
 namespace {
 
 // BF16 bits: the top half of a float that round_to_bf16 (core) has already rounded, so the
@@ -88,4 +88,4 @@ std::unique_ptr<TransferPath> make_cpu_path(sp::Precision format, std::uint64_t 
     throw std::invalid_argument("make_cpu_path: unknown format");
 }
 
-}  // namespace spctl
+}  // namespace sp::ctl

@@ -7,7 +7,7 @@
 
 #include "sp/precision.h"
 
-namespace spctl {
+namespace sp::ctl {
 
 class TransferPath {
   public:
@@ -22,4 +22,4 @@ class TransferPath {
 std::unique_ptr<TransferPath> make_cpu_path(sp::Precision format, std::uint64_t rows, std::uint64_t cols,
                                             std::uint64_t int4_group);
 
-}  // namespace spctl
+}  // namespace sp::ctl

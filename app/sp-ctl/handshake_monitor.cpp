@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <cstring>
 
-namespace spctl {
+namespace sp::ctl {
 namespace {
 
 // A client key the agent's ZAP handler did not admit, or one side speaking CURVE and the other not:
@@ -62,4 +62,4 @@ std::string HandshakeMonitor::read(const std::string& endpoint) {
     return {};
 }
 
-}  // namespace spctl
+}  // namespace sp::ctl

@@ -6,7 +6,7 @@
 
 #include <zmq.hpp>
 
-namespace spctl {
+namespace sp::ctl {
 
 class HandshakeMonitor {
   public:
@@ -27,4 +27,4 @@ class HandshakeMonitor {
     std::string hint_;
 };
 
-}  // namespace spctl
+}  // namespace sp::ctl

@@ -16,7 +16,7 @@
 #include "sp/json_input.h"
 #include "sp/keys/curve_key_file.h"
 
-namespace spctl {
+namespace sp::ctl {
 namespace {
 
 namespace protocol = sp::protocol;
@@ -314,4 +314,4 @@ int run_keygen(const Args& args) {
     return write_stdout(command, out) ? 0 : kExitFailed;
 }
 
-}  // namespace spctl
+}  // namespace sp::ctl

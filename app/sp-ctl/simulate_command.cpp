@@ -11,7 +11,7 @@
 #include "sp/jsonl.h"
 #include "sp/simulator.h"
 
-namespace spctl {
+namespace sp::ctl {
 namespace {
 
 constexpr const char* kUsage =
@@ -145,4 +145,4 @@ int run_simulate(const Args& args) {
     return 2;
 }
 
-}  // namespace spctl
+}  // namespace sp::ctl

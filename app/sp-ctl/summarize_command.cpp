@@ -16,7 +16,7 @@
 #include "sp/json_input.h"
 #include "sp/jsonl.h"
 
-namespace spctl {
+namespace sp::ctl {
 namespace {
 
 constexpr const char* kCommand = "summarize";
@@ -275,4 +275,4 @@ int run_summarize(const Args& args) {
     return write_stdout(kCommand, parsed.has("--json") ? to_json(s) : to_table(s)) ? 0 : 2;
 }
 
-}  // namespace spctl
+}  // namespace sp::ctl

@@ -15,7 +15,7 @@
 #include "control_client.h"
 #include "sp/json_input.h"
 
-namespace spctl {
+namespace sp::ctl {
 namespace {
 
 namespace protocol = sp::protocol;
@@ -256,4 +256,4 @@ int run_tail(const Args& args) {
     return 0;
 }
 
-}  // namespace spctl
+}  // namespace sp::ctl

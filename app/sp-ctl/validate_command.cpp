@@ -14,7 +14,7 @@
 #include "commands.h"
 #include "sp/jsonl.h"
 
-namespace spctl {
+namespace sp::ctl {
 namespace {
 
 constexpr const char* kCommand = "validate";
@@ -239,4 +239,4 @@ int run_validate(const Args& args) {
     return total == 0 ? 0 : 1;
 }
 
-}  // namespace spctl
+}  // namespace sp::ctl

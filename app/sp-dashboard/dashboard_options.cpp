@@ -5,6 +5,7 @@
 #include <QRegularExpression>
 #include <cstdio>
 
+namespace sp::dashboard {
 namespace {
 
 std::optional<DashboardOptions> usageError(const QString& message) {
@@ -37,10 +38,10 @@ std::optional<DashboardOptions> parseDashboardOptions(const QCoreApplication& ap
         QStringLiteral(
             "Follow an agent: TELEMETRY endpoint (control = port + 1) or TELEMETRY,CONTROL (repeatable)."),
         QStringLiteral("SPEC"));
-    const QCommandLineOption serverKey(QStringLiteral("server-key"),
-                                       QStringLiteral("CURVE: the agents' public key file."),
-                                       QStringLiteral("FILE"));
-    const QCommandLineOption clientKey(
+    const QCommandLineOption server_key(QStringLiteral("server-key"),
+                                        QStringLiteral("CURVE: the agents' public key file."),
+                                        QStringLiteral("FILE"));
+    const QCommandLineOption client_key(
         QStringLiteral("client-key"),
         QStringLiteral("CURVE: this client's secret key (sp-ctl keygen; mode 0600)."),
         QStringLiteral("NAME.key"));
@@ -49,9 +50,9 @@ std::optional<DashboardOptions> parseDashboardOptions(const QCoreApplication& ap
         QStringLiteral(
             "Render the window once loaded (or after --exit-after-updates), save it as PNG and exit."),
         QStringLiteral("FILE.png"));
-    const QCommandLineOption exitAfter(QStringLiteral("exit-after-updates"),
-                                       QStringLiteral("Live: exit 0 once N updates have arrived."),
-                                       QStringLiteral("N"));
+    const QCommandLineOption exit_after(QStringLiteral("exit-after-updates"),
+                                        QStringLiteral("Live: exit 0 once N updates have arrived."),
+                                        QStringLiteral("N"));
     const QCommandLineOption timeout(
         QStringLiteral("timeout"),
         QStringLiteral("Headless runs fail (exit 3) after S seconds (default 120)."), QStringLiteral("S"));
@@ -59,7 +60,8 @@ std::optional<DashboardOptions> parseDashboardOptions(const QCoreApplication& ap
                                   QStringLiteral("WxH"));
     const QCommandLineOption theme(QStringLiteral("theme"), QStringLiteral("dark or light."),
                                    QStringLiteral("NAME"));
-    parser.addOptions({replay, connect, serverKey, clientKey, screenshot, exitAfter, timeout, size, theme});
+    parser.addOptions(
+        {replay, connect, server_key, client_key, screenshot, exit_after, timeout, size, theme});
     if (!parser.parse(app.arguments())) return usageError(parser.errorText());
     if (parser.isSet(QStringLiteral("help"))) parser.showHelp(0);
     if (parser.isSet(QStringLiteral("version"))) parser.showVersion();
@@ -70,13 +72,13 @@ std::optional<DashboardOptions> parseDashboardOptions(const QCoreApplication& ap
     DashboardOptions o;
     o.replay = parser.values(replay);
     o.connect = parser.values(connect);
-    o.serverKeyFile = parser.value(serverKey);
-    o.clientKeyFile = parser.value(clientKey);
+    o.server_key_file = parser.value(server_key);
+    o.client_key_file = parser.value(client_key);
     o.screenshot = parser.value(screenshot);
-    if (parser.isSet(exitAfter) && !positiveInt(parser.value(exitAfter), o.exitAfterUpdates))
+    if (parser.isSet(exit_after) && !positiveInt(parser.value(exit_after), o.exit_after_updates))
         return usageError(QStringLiteral("--exit-after-updates: expected a positive integer, got '%1'")
-                              .arg(parser.value(exitAfter)));
-    if (parser.isSet(timeout) && !positiveInt(parser.value(timeout), o.timeoutSeconds))
+                              .arg(parser.value(exit_after)));
+    if (parser.isSet(timeout) && !positiveInt(parser.value(timeout), o.timeout_seconds))
         return usageError(QStringLiteral("--timeout: expected a positive number of seconds, got '%1'")
                               .arg(parser.value(timeout)));
     if (parser.isSet(size)) {
@@ -94,9 +96,11 @@ std::optional<DashboardOptions> parseDashboardOptions(const QCoreApplication& ap
     }
     if (!o.screenshot.isEmpty() && o.replay.isEmpty() && o.connect.isEmpty())
         return usageError(QStringLiteral("--screenshot needs --replay FILE or --connect SPEC"));
-    if (o.exitAfterUpdates > 0 && o.connect.isEmpty())
+    if (o.exit_after_updates > 0 && o.connect.isEmpty())
         return usageError(QStringLiteral("--exit-after-updates needs --connect SPEC"));
-    if (o.serverKeyFile.isEmpty() != o.clientKeyFile.isEmpty())
+    if (o.server_key_file.isEmpty() != o.client_key_file.isEmpty())
         return usageError(QStringLiteral("CURVE needs both --server-key and --client-key"));
     return o;
 }
+
+}  // namespace sp::dashboard

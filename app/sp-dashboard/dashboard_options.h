@@ -8,21 +8,25 @@
 
 class QCoreApplication;
 
+namespace sp::dashboard {
+
 struct DashboardOptions {
-    QStringList replay;        // --replay FILE (repeatable)
-    QStringList connect;       // --connect SPEC (repeatable)
-    QString serverKeyFile;     // --server-key FILE (CURVE, applies to every --connect)
-    QString clientKeyFile;     // --client-key FILE
-    QString screenshot;        // --screenshot FILE.png: render once ready, save, exit
-    int exitAfterUpdates = 0;  // --exit-after-updates N (live): ready after N updates in total
-    int timeoutSeconds = 120;  // --timeout S: headless runs give up after this long
-    QSize size{1600, 1000};    // --size WxH
-    QString theme;             // --theme dark|light ("" = the saved choice)
+    QStringList replay;          // --replay FILE (repeatable)
+    QStringList connect;         // --connect SPEC (repeatable)
+    QString server_key_file;     // --server-key FILE (CURVE, applies to every --connect)
+    QString client_key_file;     // --client-key FILE
+    QString screenshot;          // --screenshot FILE.png: render once ready, save, exit
+    int exit_after_updates = 0;  // --exit-after-updates N (live): ready after N updates in total
+    int timeout_seconds = 120;   // --timeout S: headless runs give up after this long
+    QSize size{1600, 1000};      // --size WxH
+    QString theme;               // --theme dark|light ("" = the saved choice)
 
     // Headless: the window renders, saves and quits instead of waiting for the user.
-    bool headless() const { return !screenshot.isEmpty() || exitAfterUpdates > 0; }
+    bool headless() const { return !screenshot.isEmpty() || exit_after_updates > 0; }
 };
 
 // Parses the arguments (Qt's own, e.g. -platform, were already removed by QApplication).
 // On a usage error prints the message and returns nullopt (exit code 2); --help/--version exit 0.
 std::optional<DashboardOptions> parseDashboardOptions(const QCoreApplication& app);
+
+}  // namespace sp::dashboard

@@ -7,6 +7,8 @@
 #include "sp/ui/main_window.h"
 #include "sp/ui/run_session.h"
 
+namespace sp::dashboard {
+
 HeadlessRun::HeadlessRun(sp::ui::MainWindow* window, DashboardOptions options, QObject* parent)
     : QObject(parent), window_(window), options_(std::move(options)) {
     poll_.setInterval(100);
@@ -16,20 +18,20 @@ HeadlessRun::HeadlessRun(sp::ui::MainWindow* window, DashboardOptions options, Q
 }
 
 bool HeadlessRun::ready(QString* failure) const {
-    const int wanted = options_.exitAfterUpdates > 0 ? options_.exitAfterUpdates : 1;
-    std::size_t liveUpdates = 0;
-    bool anyLive = false;
+    const int wanted = options_.exit_after_updates > 0 ? options_.exit_after_updates : 1;
+    std::size_t live_updates = 0;
+    bool any_live = false;
     for (const sp::ui::RunSession* s : window_->sessions()) {
         if (s->isLive()) {
-            anyLive = true;
-            liveUpdates += s->store().updateCount();
+            any_live = true;
+            live_updates += s->store().updateCount();
         } else if (s->state() == sp::ui::SourceState::failed) {
             *failure = s->loadReport().error;
         } else if (s->state() != sp::ui::SourceState::loaded) {
             return false;
         }
     }
-    return !anyLive || liveUpdates >= static_cast<std::size_t>(wanted);
+    return !any_live || live_updates >= static_cast<std::size_t>(wanted);
 }
 
 void HeadlessRun::poll() {
@@ -48,9 +50,9 @@ void HeadlessRun::poll() {
             }
         }
         finish(code);
-    } else if (clock_.elapsed() > options_.timeoutSeconds * 1000LL) {
+    } else if (clock_.elapsed() > options_.timeout_seconds * 1000LL) {
         std::fprintf(stderr, "sp-dashboard: timed out after %d s waiting for telemetry\n",
-                     options_.timeoutSeconds);
+                     options_.timeout_seconds);
         if (!options_.screenshot.isEmpty()) sp::ui::exportPng(window_->renderWindow(), options_.screenshot);
         finish(3);
     }
@@ -61,3 +63,5 @@ void HeadlessRun::finish(int code) {
     std::fflush(stdout);
     QApplication::exit(code);
 }
+
+}  // namespace sp::dashboard

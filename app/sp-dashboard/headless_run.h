@@ -12,6 +12,8 @@ namespace sp::ui {
 class MainWindow;
 }
 
+namespace sp::dashboard {
+
 class HeadlessRun : public QObject {
     Q_OBJECT
   public:
@@ -27,3 +29,5 @@ class HeadlessRun : public QObject {
     QTimer poll_;
     QElapsedTimer clock_;
 };
+
+}  // namespace sp::dashboard

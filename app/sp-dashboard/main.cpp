@@ -13,15 +13,16 @@
 #include "sp/ui/telemetry_source.h"
 #include "sp/ui/theme.h"
 
+namespace sp::dashboard {
 namespace {
 
 // The offscreen platform (headless screenshots) warns about window-manager features it lacks on
 // every window; that is noise in a demo's output, not a problem. Everything else passes through.
-QtMessageHandler defaultHandler = nullptr;
+QtMessageHandler default_handler = nullptr;
 void filterPlatformNoise(QtMsgType type, const QMessageLogContext& context, const QString& message) {
     if (type == QtWarningMsg && message.contains(QLatin1String("does not support propagateSizeHints")))
         return;
-    defaultHandler(type, context, message);
+    default_handler(type, context, message);
 }
 
 void setApplicationNames() {
@@ -43,14 +44,16 @@ bool asksForHelpOrVersion(int argc, char** argv) {
 }
 
 }  // namespace
+}  // namespace sp::dashboard
 
 int main(int argc, char** argv) {
+    using namespace sp::dashboard;
     if (asksForHelpOrVersion(argc, argv)) {
         QCoreApplication app(argc, argv);
         setApplicationNames();
         return parseDashboardOptions(app) ? 0 : 2;  // QCommandLineParser prints and exits 0 itself
     }
-    defaultHandler = qInstallMessageHandler(filterPlatformNoise);
+    default_handler = qInstallMessageHandler(filterPlatformNoise);
     QApplication app(argc, argv);
     setApplicationNames();
     QApplication::setDesktopFileName(QStringLiteral("org.selectiveprecision.Dashboard"));
@@ -61,15 +64,15 @@ int main(int argc, char** argv) {
     // A headless run (a screenshot) neither reads nor writes the user's saved settings: it always
     // shows the default layout and never changes the next interactive session. Every QSettings in
     // the program then goes to an empty folder that disappears with the run.
-    QTemporaryDir throwawaySettings;
+    QTemporaryDir throwaway_settings;
     if (options->headless()) {
-        if (!throwawaySettings.isValid()) {
+        if (!throwaway_settings.isValid()) {
             std::fprintf(stderr,
                          "sp-dashboard: cannot create a temporary folder for a headless run's settings\n");
             return 1;
         }
-        QSettings::setPath(QSettings::NativeFormat, QSettings::UserScope, throwawaySettings.path());
-        QSettings::setPath(QSettings::IniFormat, QSettings::UserScope, throwawaySettings.path());
+        QSettings::setPath(QSettings::NativeFormat, QSettings::UserScope, throwaway_settings.path());
+        QSettings::setPath(QSettings::IniFormat, QSettings::UserScope, throwaway_settings.path());
     }
 
     const QString theme =
@@ -79,7 +82,7 @@ int main(int argc, char** argv) {
     if (options->headless()) window.resize(options->size);  // a saved geometry must not change screenshots
     for (const QString& spec : options->connect) {
         QString error;
-        if (!window.connectTo({spec, options->serverKeyFile, options->clientKeyFile}, &error)) {
+        if (!window.connectTo({spec, options->server_key_file, options->client_key_file}, &error)) {
             std::fprintf(stderr, "sp-dashboard: --connect %s: %s\n", qPrintable(spec), qPrintable(error));
             return 2;
         }

@@ -261,29 +261,33 @@ std::string configure_threads(std::optional<int> requested) {
     return format("%d threads (LibTorch's pool)", n);
 }
 
-int run(const TrainerOptions& o) {
-    const auto run_start = Clock::now();
-    RunTotals totals;
-    totals.threads = configure_threads(o.threads);
-    auto say = [&](const std::string& line) {
-        if (!o.quiet) std::cout << line << std::endl;
-    };
+// Prints a line of the run's story unless --quiet.
+struct Say {
+    bool quiet = false;
+    void operator()(const std::string& line) const {
+        if (!quiet) std::cout << line << std::endl;
+    }
+};
 
-    TextData text(o.text_path, std::size_t(o.seq_len) * 20);
+GptShape model_shape(const TrainerOptions& o) {
     GptShape shape;
     shape.blocks = o.blocks;
     shape.d_model = o.d_model;
     shape.heads = o.heads;
     shape.seq_len = o.seq_len;
-    GptModel model(shape, o.seed, o.device);
-    if (o.outlier_block) model.plant_outliers(*o.outlier_block, o.outlier_scale);
+    return shape;
+}
+
+// What is about to run: the model, the text, the precision, the telemetry and any planted trouble.
+void announce(const TrainerOptions& o, const GptModel& model, const TextData& text,
+              const std::string& threads, const Say& say) {
     say(format("sp-trainer: %d blocks, d_model %d, %d heads, seq %d, batch %d; %lld parameters (%lld routed)",
                o.blocks, o.d_model, o.heads, o.seq_len, o.batch,
                static_cast<long long>(model.parameter_count()),
                static_cast<long long>(model.block_parameter_count())));
     say(format("text: %s, %zu bytes (%zu train, %zu held out); device %s, %s", o.text_path.c_str(),
                text.size(), text.split_size(Split::train), text.split_size(Split::heldout), o.device.c_str(),
-               totals.threads.c_str()));
+               threads.c_str()));
     say("precision: " + std::string(to_string(o.precision)) + " (config mode " +
         std::string(to_string(o.config.effective_mode())) + ")");
     say("telemetry: " + telemetry_description(o));
@@ -294,10 +298,15 @@ int run(const TrainerOptions& o) {
         say(format(
             "planted fault: blocks.%d's INT8 is stochastic ternary rounding, grid step %g x row absmax",
             *o.harsh_block, o.harsh_step));
+}
 
+// The agent, live on its endpoints unless --no-network, with the model's blocks registered. A refused
+// or busy endpoint is the operator's to fix, like a bad flag: a UsageError (exit 2, nothing written).
+std::unique_ptr<agent::Agent> start_agent(const TrainerOptions& o, std::size_t text_bytes,
+                                          const GptModel& model, const Say& say) {
     agent::AgentOptions agent_options;
     agent_options.producer = "sp-trainer " SP_VERSION;
-    agent_options.model_identity = model_identity(o, text.size());
+    agent_options.model_identity = model_identity(o, text_bytes);
 #if SP_AGENT_HAVE_CUDA
     // On CUDA the fused pass reads the gradients where they are; the CPU collector would need them
     // on the host.
@@ -316,19 +325,191 @@ int run(const TrainerOptions& o) {
         server.log = [](const std::string& line) { std::cerr << "sp-trainer: " << line << '\n'; };
         agent_options.server = std::move(server);
     }
-    // A refused or busy endpoint is the operator's to fix, like a bad flag: exit 2, nothing written.
-    std::unique_ptr<agent::Agent> agent_holder;
+    std::unique_ptr<agent::Agent> agent;
     try {
-        agent_holder = std::make_unique<agent::Agent>(o.config, std::move(agent_options));
+        agent = std::make_unique<agent::Agent>(o.config, std::move(agent_options));
     } catch (const std::runtime_error& e) {
         throw UsageError(e.what());
     }
-    agent::Agent& agent = *agent_holder;
     if (!o.no_network) say("live: telemetry " + o.telemetry_endpoint + ", control " + o.control_endpoint);
     std::vector<agent::AgentBlock> blocks = agent::blocks_from_modules(model.named_blocks());
     if (o.harsh_block) blocks[std::size_t(*o.harsh_block)].harsh_int8_step = o.harsh_step;
-    agent.register_blocks(std::move(blocks));
+    agent->register_blocks(std::move(blocks));
+    return agent;
+}
 
+// The training loop: one optimizer step per training batch with the agent around it, the held-out
+// evaluations, the per-step totals and the progress lines.
+class TrainingLoop {
+  public:
+    TrainingLoop(const TrainerOptions& o, const TextData& text, GptModel& model, agent::Agent& agent,
+                 agent::ReferencePrecisionRuntime& runtime, SnrValidation* validation, RunTotals& totals)
+        : o_(o),
+          text_(text),
+          model_(model),
+          agent_(agent),
+          runtime_(runtime),
+          validation_(validation),
+          totals_(totals),
+          optimizer_(model, o.lr),
+          train_rng_(o.seed) {
+        std::mt19937_64 eval_rng(o.seed ^ kEvalStream);
+        for (int i = 0; i < o.eval_batches; ++i)
+            eval_set_.push_back(text.sample(Split::heldout, eval_rng, o.batch, o.seq_len, o.device));
+    }
+
+    // The held-out loss before training: the initial point of the curve, and what step 0 reports.
+    void evaluate_before_training() {
+        const auto t0 = Clock::now();
+        totals_.initial_eval = totals_.final_eval = evaluate();
+        totals_.eval_s += seconds_since(t0);
+        totals_.eval_curve.emplace_back(0, totals_.initial_eval);
+    }
+
+    // Every step; returns the loop's wall time in seconds.
+    double run() {
+        previous_ = runtime_.precisions();
+        last_print_ = Clock::now();
+        const auto loop_start = Clock::now();
+        for (std::int64_t step = 0; step < o_.steps; ++step) {
+            const auto step_start = Clock::now();
+            const at::Tensor loss = train_step(step);
+            const agent::TransferBytes bytes = runtime_.step_bytes();
+            agent_.record_transfer(bytes.copied, bytes.bf16);
+
+            const bool eval_step = step == 0 || step % o_.eval_every == 0 || step == o_.steps - 1;
+            const double eval_s = eval_step ? evaluate_after(step) : 0.0;
+            const double loss_value = loss.item<double>();
+            agent_.end_step(loss_value);
+            totals_.train_losses.push_back(loss_value);
+            // The evaluation is not part of the training step the agent's overhead is compared with.
+            totals_.eval_s += eval_s;
+            totals_.train_step_s += seconds_since(step_start) - eval_s;
+
+            const int low_blocks = count_precisions();
+            totals_.saving_pct_sum += bytes.saving_pct();
+            loss_sum_since_print_ += loss_value;
+            ++losses_since_print_;
+            if (!o_.quiet && (step % 10 == 0 || eval_step || step == o_.steps - 1))
+                print_progress(step, eval_step, low_blocks, bytes.saving_pct());
+        }
+        return seconds_since(loop_start);
+    }
+
+  private:
+    double evaluate() {
+        at::NoGradGuard no_grad;
+        double sum = 0;
+        for (const auto& b : eval_set_) sum += model_.loss(b.tokens, b.targets).item<double>();
+        return sum / double(eval_set_.size());
+    }
+
+    // One optimizer step on a fresh training batch, with the agent around it; returns the batch's loss.
+    at::Tensor train_step(std::int64_t step) {
+        agent_.begin_step(step);
+        const Batch batch = text_.sample(Split::train, train_rng_, o_.batch, o_.seq_len, o_.device);
+        // Distribution statistics steps: the agent profiles the inputs of the blocks' linear layers.
+        if (agent_.wants_layer_inputs(step))
+            model_.set_layer_input_observer([this](int block, int layer, const at::Tensor& x) {
+                agent_.observe_layer_input(block, layer, x);
+                if (validation_) validation_->observe_input(block, layer, x);
+            });
+        // The map of this step (a rollback in the last end_step included): inputs follow the weights.
+        model_.set_compute_formats(runtime_.precisions(), std::size_t(o_.config.int4_group_size));
+        at::Tensor loss = model_.loss(batch.tokens, batch.targets);
+        model_.set_layer_input_observer({});
+        optimizer_.zero_grad();
+        loss.backward();
+        agent_.collect_block_grad_stats();
+        // Masters back into the parameters first: the map compute_hints delivers (on_hints) is then
+        // only recorded, and materialized once, after the optimizer step, with the updated weights.
+        runtime_.before_optimizer_step();
+        agent_.compute_hints(step);
+        if (validation_)
+            validation_->finish(step, [this](int block, int layer) -> const at::Tensor& {
+                return layer_weight(agent_, block, layer);
+            });
+        optimizer_.set_learning_rate(learning_rate_at(step, o_.steps, o_.lr));
+        optimizer_.step();
+        runtime_.after_optimizer_step();
+        return loss;
+    }
+
+    // The held-out loss of an evaluation step: step 0 carries the one measured before training, later
+    // ones a fresh evaluation. Returns the seconds it took.
+    double evaluate_after(std::int64_t step) {
+        double seconds = 0;
+        if (step > 0) {
+            const auto t0 = Clock::now();
+            totals_.final_eval = evaluate();
+            seconds = seconds_since(t0);
+            totals_.eval_curve.emplace_back(step + 1, totals_.final_eval);  // after step+1 updates
+        }
+        agent_.record_eval_loss(totals_.final_eval);
+        return seconds;
+    }
+
+    // Counts the step's block-steps per format and the blocks that switched since the last step;
+    // returns how many blocks are below BF16.
+    int count_precisions() {
+        const auto& now_precisions = runtime_.precisions();
+        int low_blocks = 0;
+        totals_.block_steps_per_block.resize(now_precisions.size());
+        for (std::size_t b = 0; b < now_precisions.size(); ++b) {
+            ++totals_.block_steps[std::size_t(now_precisions[b])];
+            ++totals_.block_steps_per_block[b][std::size_t(now_precisions[b])];
+            if (now_precisions[b] != Precision::bf16) ++low_blocks;
+            if (now_precisions[b] != previous_[b]) ++totals_.switches;
+        }
+        previous_ = now_precisions;
+        return low_blocks;
+    }
+
+    // The progress line: the mean training loss and the step rate since the last line.
+    void print_progress(std::int64_t step, bool eval_step, int low_blocks, double saving_pct) {
+        const double rate = double(step - last_print_step_) / seconds_since(last_print_);
+        std::cout << format("step %5lld/%lld  train %.4f", static_cast<long long>(step),
+                            static_cast<long long>(o_.steps), loss_sum_since_print_ / losses_since_print_)
+                  << (eval_step ? format("  eval %.4f", totals_.final_eval) : std::string(13, ' '))
+                  << format("  %6.2f steps/s  low %d/%zu  saving %5.1f%%", rate, low_blocks,
+                            runtime_.precisions().size(), saving_pct)
+                  << std::endl;
+        loss_sum_since_print_ = 0;
+        losses_since_print_ = 0;
+        last_print_ = Clock::now();
+        last_print_step_ = step;
+    }
+
+    const TrainerOptions& o_;
+    const TextData& text_;
+    GptModel& model_;
+    agent::Agent& agent_;
+    agent::ReferencePrecisionRuntime& runtime_;
+    SnrValidation* validation_;
+    RunTotals& totals_;
+    AdamW optimizer_;
+    std::mt19937_64 train_rng_;
+    std::vector<Batch> eval_set_;
+    std::vector<Precision> previous_;  // the map of the last step, to count switches
+    double loss_sum_since_print_ = 0;
+    int losses_since_print_ = 0;
+    Clock::time_point last_print_;
+    std::int64_t last_print_step_ = -1;
+};
+
+int run(const TrainerOptions& o) {
+    const auto run_start = Clock::now();
+    RunTotals totals;
+    totals.threads = configure_threads(o.threads);
+    const Say say{o.quiet};
+
+    TextData text(o.text_path, std::size_t(o.seq_len) * 20);
+    GptModel model(model_shape(o), o.seed, o.device);
+    if (o.outlier_block) model.plant_outliers(*o.outlier_block, o.outlier_scale);
+    announce(o, model, text, totals.threads, say);
+
+    const std::unique_ptr<agent::Agent> agent_holder = start_agent(o, text.size(), model, say);
+    agent::Agent& agent = *agent_holder;
     if (o.config.run_calibration) {
         say(run_calibration(o, text, model, agent, totals.calibration));
     } else {
@@ -341,114 +522,12 @@ int run(const TrainerOptions& o) {
     std::unique_ptr<SnrValidation> validation;
     if (!o.snr_validation.empty()) validation = std::make_unique<SnrValidation>(o.snr_validation, o.config);
     agent.add_hint_sink(&runtime);
-    AdamW optimizer(model, o.lr);
 
-    std::mt19937_64 train_rng(o.seed);
-    std::mt19937_64 eval_rng(o.seed ^ kEvalStream);
-    std::vector<Batch> eval_set;
-    for (int i = 0; i < o.eval_batches; ++i)
-        eval_set.push_back(text.sample(Split::heldout, eval_rng, o.batch, o.seq_len, o.device));
-    auto evaluate = [&] {
-        at::NoGradGuard no_grad;
-        double sum = 0;
-        for (const auto& b : eval_set) sum += model.loss(b.tokens, b.targets).item<double>();
-        return sum / double(eval_set.size());
-    };
-
-    {
-        const auto t0 = Clock::now();
-        totals.initial_eval = totals.final_eval = evaluate();
-        totals.eval_s += seconds_since(t0);
-        totals.eval_curve.emplace_back(0, totals.initial_eval);
-    }
+    TrainingLoop loop(o, text, model, agent, runtime, validation.get(), totals);
+    loop.evaluate_before_training();
     say(format("setup %.2f s; initial eval loss %.4f", seconds_since(run_start), totals.initial_eval));
+    const double loop_s = loop.run();
 
-    std::vector<Precision> previous = runtime.precisions();
-    double loss_sum_since_print = 0;
-    int losses_since_print = 0;
-    auto last_print = Clock::now();
-    std::int64_t last_print_step = -1;
-    const auto loop_start = Clock::now();
-
-    for (std::int64_t step = 0; step < o.steps; ++step) {
-        const auto step_start = Clock::now();
-        agent.begin_step(step);
-        const Batch batch = text.sample(Split::train, train_rng, o.batch, o.seq_len, o.device);
-        // Distribution statistics steps: the agent profiles the inputs of the blocks' linear layers.
-        if (agent.wants_layer_inputs(step))
-            model.set_layer_input_observer([&, step](int block, int layer, const at::Tensor& x) {
-                agent.observe_layer_input(block, layer, x);
-                if (validation) validation->observe_input(block, layer, x);
-            });
-        // The map of this step (a rollback in the last end_step included): inputs follow the weights.
-        model.set_compute_formats(runtime.precisions(), std::size_t(o.config.int4_group_size));
-        at::Tensor loss = model.loss(batch.tokens, batch.targets);
-        model.set_layer_input_observer({});
-        optimizer.zero_grad();
-        loss.backward();
-        agent.collect_block_grad_stats();
-        // Masters back into the parameters first: the map compute_hints delivers (on_hints) is then
-        // only recorded, and materialized once, after the optimizer step, with the updated weights.
-        runtime.before_optimizer_step();
-        agent.compute_hints(step);
-        if (validation)
-            validation->finish(step, [&agent](int block, int layer) -> const at::Tensor& {
-                return layer_weight(agent, block, layer);
-            });
-        optimizer.set_learning_rate(learning_rate_at(step, o.steps, o.lr));
-        optimizer.step();
-        runtime.after_optimizer_step();
-        const agent::TransferBytes bytes = runtime.step_bytes();
-        agent.record_transfer(bytes.copied, bytes.bf16);
-
-        // Step 0 carries the held-out loss measured before training; later ones a fresh evaluation.
-        const bool eval_step = step == 0 || step % o.eval_every == 0 || step == o.steps - 1;
-        double this_eval_s = 0;
-        if (eval_step) {
-            if (step > 0) {
-                const auto t0 = Clock::now();
-                totals.final_eval = evaluate();
-                this_eval_s = seconds_since(t0);
-                totals.eval_curve.emplace_back(step + 1, totals.final_eval);  // after step+1 updates
-            }
-            agent.record_eval_loss(totals.final_eval);
-        }
-        const double loss_value = loss.item<double>();
-        agent.end_step(loss_value);
-        totals.train_losses.push_back(loss_value);
-        // The evaluation is not part of the training step the agent's overhead is compared with.
-        totals.eval_s += this_eval_s;
-        totals.train_step_s += seconds_since(step_start) - this_eval_s;
-
-        const auto& now_precisions = runtime.precisions();
-        int low_blocks = 0;
-        totals.block_steps_per_block.resize(now_precisions.size());
-        for (std::size_t b = 0; b < now_precisions.size(); ++b) {
-            ++totals.block_steps[std::size_t(now_precisions[b])];
-            ++totals.block_steps_per_block[b][std::size_t(now_precisions[b])];
-            if (now_precisions[b] != Precision::bf16) ++low_blocks;
-            if (now_precisions[b] != previous[b]) ++totals.switches;
-        }
-        previous = now_precisions;
-        totals.saving_pct_sum += bytes.saving_pct();
-        loss_sum_since_print += loss_value;
-        ++losses_since_print;
-
-        if (!o.quiet && (step % 10 == 0 || eval_step || step == o.steps - 1)) {
-            const double rate = double(step - last_print_step) / seconds_since(last_print);
-            std::cout << format("step %5lld/%lld  train %.4f", static_cast<long long>(step),
-                                static_cast<long long>(o.steps), loss_sum_since_print / losses_since_print)
-                      << (eval_step ? format("  eval %.4f", totals.final_eval) : std::string(13, ' '))
-                      << format("  %6.2f steps/s  low %d/%zu  saving %5.1f%%", rate, low_blocks,
-                                now_precisions.size(), bytes.saving_pct())
-                      << std::endl;
-            loss_sum_since_print = 0;
-            losses_since_print = 0;
-            last_print = Clock::now();
-            last_print_step = step;
-        }
-    }
-    const double loop_s = seconds_since(loop_start);
     print_summary(o, agent, runtime, totals, loop_s);
     if (validation) std::cout << validation->summary() << std::flush;
     if (!o.summary_json.empty())

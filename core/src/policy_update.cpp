@@ -1,5 +1,6 @@
 // Policy::update, in the phases POLICY.md names: window averages (rule 2), scores (rule 4), one
-// decision per block (rules 5-9 and 16-18), the record's totals (rule 10).
+// decision per block (rules 5-9 and 16-18: pins and force lists, then the mode, then safety, then the
+// budget or the dynamic rules), the record's totals (rule 10).
 #include <algorithm>
 #include <cmath>
 
@@ -207,11 +208,7 @@ void Policy::tally(UpdateRecord& rec) const {
     rec.estimated_bandwidth_saving_pct = bf16_bytes > 0.0 ? 100.0 * (1.0 - bytes / bf16_bytes) : 0.0;
 }
 
-const UpdateRecord* Policy::update(std::int64_t step, double timestamp) {
-    last_changes_.clear();
-    if (!is_update_step(step)) return nullptr;
-
-    UpdateRecord& rec = record_;
+void Policy::begin_record(UpdateRecord& rec, std::int64_t step, double timestamp) const {
     rec.step_id = step;
     rec.timestamp = timestamp;
     rec.blocks_bf16 = rec.blocks_int8 = rec.blocks_fp8 = rec.blocks_int4 = rec.precision_changes = 0;
@@ -221,39 +218,50 @@ const UpdateRecord* Policy::update(std::int64_t step, double timestamp) {
     if (mode_ == Mode::budget) rec.budget_target_pct = budget_target_pct_;
     rec.measured_bandwidth_saving_pct.reset();
     rec.block_details.resize(layout_.size());
-    average_windows(rec);
-    score_blocks(rec);
+}
 
-    const bool first_dynamic = mode_ == Mode::dynamic && !dynamic_assigned_;
-    std::vector<Precision> planned;
-    if (mode_ == Mode::budget) planned = plan_budget_map(rec, step);
-    for (std::size_t b = 0; b < layout_.size(); ++b) {
-        BlockDetail& d = rec.block_details[b];
-        Decision decision;
-        if (const auto forced = forced_precision(int(b), &d.forced)) {  // rule 9
-            decision = {*forced, d.forced == ForcedBy::pin ? Reason::pin : Reason::config};
-            d.reason_text = d.forced == ForcedBy::pin
-                                ? "pinned to " + std::string(to_string(*forced)) + " by the operator"
-                                : "forced to " + std::string(to_string(*forced)) + " by the config";
-        } else if (mode_ == Mode::off || mode_ == Mode::static_) {  // rule 8
-            decision = {Precision::bf16, Reason::mode};
-            d.reason_text = "mode " + std::string(to_string(mode_)) + ": bf16";
-        } else if (nonfinite_since_update_[b]) {  // rule 4: safety, even inside the cooldown
-            decision = {Precision::bf16, Reason::nonfinite};
-            d.reason_text = "non-finite gradients since the last update: bf16";
-        } else if (mode_ == Mode::budget) {
-            decision = decide_budget(d, planned[b]);
-        } else {
-            decision = decide_dynamic(d, step, first_dynamic);
-        }
-        apply_decision(d, decision, step);
+Policy::Decision Policy::decide(BlockDetail& d, std::int64_t step, bool first_dynamic,
+                                const std::vector<Precision>& planned) const {
+    const std::size_t b = std::size_t(d.id);
+    if (const auto forced = forced_precision(d.id, &d.forced)) {  // rule 9
+        d.reason_text = d.forced == ForcedBy::pin
+                            ? "pinned to " + std::string(to_string(*forced)) + " by the operator"
+                            : "forced to " + std::string(to_string(*forced)) + " by the config";
+        return {*forced, d.forced == ForcedBy::pin ? Reason::pin : Reason::config};
     }
-    tally(rec);
+    if (mode_ == Mode::off || mode_ == Mode::static_) {  // rule 8
+        d.reason_text = "mode " + std::string(to_string(mode_)) + ": bf16";
+        return {Precision::bf16, Reason::mode};
+    }
+    if (nonfinite_since_update_[b]) {  // rule 4: safety, even inside the cooldown
+        d.reason_text = "non-finite gradients since the last update: bf16";
+        return {Precision::bf16, Reason::nonfinite};
+    }
+    if (mode_ == Mode::budget) return decide_budget(d, planned[b]);  // rule 18
+    return decide_dynamic(d, step, first_dynamic);                   // rules 5-7, 16, 17
+}
 
+void Policy::end_update(std::int64_t step, bool first_dynamic) {
     if (first_dynamic) dynamic_assigned_ = true;
     recorded_ = effective_;
     std::fill(nonfinite_since_update_.begin(), nonfinite_since_update_.end(), 0);
     last_update_ = step;
+}
+
+const UpdateRecord* Policy::update(std::int64_t step, double timestamp) {
+    last_changes_.clear();
+    if (!is_update_step(step)) return nullptr;  // rule 3
+
+    UpdateRecord& rec = record_;
+    begin_record(rec, step, timestamp);
+    average_windows(rec);
+    score_blocks(rec);
+    const bool first_dynamic = mode_ == Mode::dynamic && !dynamic_assigned_;
+    const std::vector<Precision> planned =
+        mode_ == Mode::budget ? plan_budget_map(rec, step) : std::vector<Precision>{};
+    for (BlockDetail& d : rec.block_details) apply_decision(d, decide(d, step, first_dynamic, planned), step);
+    tally(rec);
+    end_update(step, first_dynamic);
     return &rec;
 }
 

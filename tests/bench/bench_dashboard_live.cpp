@@ -1,4 +1,4 @@
-// What following a live run costs the dashboard: an in-process fake agent (tests/gui/fake_agent.h)
+// What following a live run costs the dashboard: an in-process fake agent (tests/common/fake_agent.h)
 // publishes updates at 10/s plus heartbeats and hellos; a LiveSource feeding a RunSession (store,
 // event log) consumes them for a while. Reported: the consumer's CPU time (the source's worker
 // thread plus the thread running the event loop) over the wall time, and, as the baseline measured
@@ -50,7 +50,7 @@ struct Result {
 double parseCpuPerUpdate(int blocks) {
     std::vector<std::string> bodies;
     for (int i = 0; i < 50; ++i) {
-        bodies.push_back(sp::protocol::with_seq(sp::to_json_line(sp::test::makeUpdate(blocks, i)), 100 + i));
+        bodies.push_back(sp::protocol::with_seq(sp::to_json_line(sp::test::make_update(blocks, i)), 100 + i));
     }
     sp::TelemetryRecord rec;
     std::string error;
@@ -92,7 +92,7 @@ Result runCase(int blocks, double seconds) {
 
     // Records built ahead of time: the publisher's own serialisation is not what we measure.
     std::vector<sp::UpdateRecord> records;
-    for (int i = 0; i < 20; ++i) records.push_back(sp::test::makeUpdate(blocks, i));
+    for (int i = 0; i < 20; ++i) records.push_back(sp::test::make_update(blocks, i));
 
     Result res;
     std::atomic<bool> done{false};
@@ -109,7 +109,7 @@ Result runCase(int blocks, double seconds) {
         for (std::int64_t step = 1; !done; ++step) {
             sp::UpdateRecord r = records[std::size_t(step) % records.size()];
             r.step_id = step;
-            agent.publishUpdate(r);
+            agent.publish_update(r);
             ++published;
             next += std::chrono::milliseconds(100);
             std::this_thread::sleep_until(next);

@@ -24,6 +24,7 @@
 #include "sp/jsonl.h"
 #include "sp/ui/replay_source.h"
 #include "sp/ui/run_session.h"
+#include "synthetic_records.h"
 
 namespace {
 
@@ -61,7 +62,7 @@ void generate(const std::string& path, int blocks, int updates) {
     r.mode = sp::Mode::dynamic;
     r.block_details.resize(std::size_t(blocks));
     std::vector<int> switches(std::size_t(blocks), 0);
-    std::vector<std::int64_t> lastChange(std::size_t(blocks), -1);
+    std::vector<std::int64_t> last_change(std::size_t(blocks), -1);
     for (int u = 0; u < updates; ++u) {
         r.step_id = 10 * std::int64_t(u);
         r.timestamp = 1.7e9 + 1.37 * u;
@@ -71,13 +72,7 @@ void generate(const std::string& path, int blocks, int updates) {
             sp::BlockDetail& d = r.block_details[std::size_t(b)];
             const sp::Precision before = d.precision;
             d.id = b;
-            d.grad_score = unit(rng);
-            d.error_score = unit(rng) * 0.1;
-            d.sensitivity = 0.7 * d.grad_score + 0.3 * d.error_score;
-            d.relative_magnitude = unit(rng) * 3.0;
-            d.l2_norm = unit(rng) * 50.0;
-            d.max_abs = unit(rng) * 2.0;
-            d.variance = unit(rng) * 1e-4;
+            sp::test::random_block_statistics(d, rng);
             d.mean = (unit(rng) - 0.5) * 1e-3;
             // Routing is sticky, as the policy's hysteresis and cooldown make it: ~1% switch per update.
             if (u == 0) {
@@ -90,10 +85,10 @@ void generate(const std::string& path, int blocks, int updates) {
             d.window = 5;
             if (d.changed) {
                 ++switches[std::size_t(b)];
-                lastChange[std::size_t(b)] = r.step_id;
+                last_change[std::size_t(b)] = r.step_id;
             }
             d.switches = switches[std::size_t(b)];
-            d.last_change_step = lastChange[std::size_t(b)];
+            d.last_change_step = last_change[std::size_t(b)];
             (d.precision == sp::Precision::bf16 ? r.blocks_bf16 : r.blocks_int8) += 1;
             r.precision_changes += d.changed;
             sum += d.sensitivity;
@@ -149,7 +144,7 @@ int main(int argc, char** argv) {
     std::printf("file: %s, %.1f MB, %d blocks x %d updates (%.0f bytes per update line)\n", path.c_str(), mb,
                 blocks, updates, mb * 1e6 / updates);
 
-    double cpuBase = 1e300;  // the cheaper baseline's CPU seconds
+    double cpu_base = 1e300;  // the cheaper baseline's CPU seconds
     const auto baseline = [&](const char* label) {
         const auto t0 = Clock::now();
         const double cpu0 = cpuSeconds();
@@ -158,7 +153,7 @@ int main(int argc, char** argv) {
         std::uint64_t n = 0;
         while (reader.next(rec)) ++n;
         const double s = secondsSince(t0);
-        cpuBase = std::min(cpuBase, cpuSeconds() - cpu0);
+        cpu_base = std::min(cpu_base, cpuSeconds() - cpu0);
         std::printf("(a) %-22s %8.2f s  %7.1f MB/s  cpu %6.2f s  (%llu records, %llu bad)\n", label, s,
                     mb / s, cpuSeconds() - cpu0, static_cast<unsigned long long>(n),
                     static_cast<unsigned long long>(reader.problem_count()));
@@ -167,7 +162,7 @@ int main(int argc, char** argv) {
     const double base1 = baseline("JsonlReader alone:");
 
     QCoreApplication app(argc, argv);
-    const long rssBefore = maxRssKiB();
+    const long rss_before = maxRssKiB();
     sp::ui::RunSession session(std::make_unique<sp::ui::ReplaySource>(QString::fromStdString(path)));
     QEventLoop loop;
     QObject::connect(&session, &sp::ui::RunSession::loadFinished, &loop, &QEventLoop::quit);
@@ -177,22 +172,22 @@ int main(int argc, char** argv) {
     loop.exec();
     const double s = secondsSince(t0);
     const double cpu = cpuSeconds() - cpu0;
-    const long rssAfter = maxRssKiB();
+    const long rss_after = maxRssKiB();
     const auto& store = session.store();
-    const double replayMbs = mb / s;
+    const double replay_mbs = mb / s;
 
     const double base2 = baseline("JsonlReader again:");
     const double base = std::max(base1, base2);
     std::printf("(b) %-22s %8.2f s  %7.1f MB/s  cpu %6.2f s (both threads)  (%zu updates, %d blocks)\n",
-                "ReplaySource+session:", s, replayMbs, cpu, store.updateCount(), store.blockCount());
+                "ReplaySource+session:", s, replay_mbs, cpu, store.updateCount(), store.blockCount());
     std::printf("    ratio (b)/(a) against the faster baseline: %.2f wall, %.2f cpu per MB\n",
-                replayMbs / base, cpuBase / cpu);
+                replay_mbs / base, cpu_base / cpu);
     const double cells = double(store.updateCount()) * store.blockCount();
     std::printf("(c) store.memoryBytes() %.1f MB = %.2f bytes per block-update (kBytesPerBlockUpdate %zu)\n",
                 double(store.memoryBytes()) / 1e6, double(store.memoryBytes()) / cells,
                 sp::ui::TelemetryStore::kBytesPerBlockUpdate);
     std::printf("    max RSS growth during (b): %.1f MB (%.2f bytes per block-update)\n",
-                double(rssAfter - rssBefore) / 1024.0, double(rssAfter - rssBefore) * 1024.0 / cells);
+                double(rss_after - rss_before) / 1024.0, double(rss_after - rss_before) * 1024.0 / cells);
     if (generated && !keep) std::filesystem::remove(path);  // a file we were given stays
     return store.updateCount() == std::size_t(updates) ? 0 : 1;
 }

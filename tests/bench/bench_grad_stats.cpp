@@ -59,7 +59,7 @@ std::vector<sp::agent::AgentBlock> make_blocks(at::ScalarType dtype) {
 }
 
 // Runs the methods round-robin, warm-up rounds first, and returns each one's median in ms. Interleaving
-// makes every method see the same background load (the machine is shared), so the ratios hold even
+// makes every method see the same background load (on a shared machine), so the ratios hold even
 // when absolute times drift.
 std::vector<double> median_ms(const std::vector<std::function<void()>>& methods, int warmup, int runs) {
     std::vector<std::vector<double>> ms(methods.size());

@@ -7,7 +7,7 @@
 // after the grid cache was dropped (one update appended: column write + resample + paint), the
 // append+refresh cost per update, the export renderToImage; and the charts' refresh for the same
 // run. Baseline: QPainter::drawImage of an already-scaled image of the same size (the least a
-// repaint can cost). Ratios are what to compare across machines; the milliseconds are this machine's.
+// repaint can cost). Ratios are what to compare across machines; milliseconds only within one.
 #include <algorithm>
 #include <chrono>
 #include <cmath>

@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "sp/jsonl.h"
+#include "synthetic_records.h"
 
 namespace {
 
@@ -42,13 +43,7 @@ sp::UpdateRecord make_record(std::mt19937_64& rng, std::int64_t step) {
         d.precision = roll < 40   ? sp::Precision::bf16
                       : roll < 95 ? sp::Precision::int8
                                   : sp::Precision::fp8_e4m3;
-        d.grad_score = unit(rng);
-        d.error_score = unit(rng) * 0.1;
-        d.sensitivity = 0.7 * d.grad_score + 0.3 * d.error_score;
-        d.relative_magnitude = unit(rng) * 3.0;
-        d.l2_norm = unit(rng) * 50.0;
-        d.max_abs = unit(rng) * 2.0;
-        d.variance = unit(rng) * 1e-4;
+        sp::test::random_block_statistics(d, rng);
         d.mean = pick(rng) < 3 ? sp::kNoValue : (unit(rng) - 0.5) * 1e-3;
         d.forced = roll == 0 ? sp::ForcedBy::config : sp::ForcedBy::none;
         d.changed = pick(rng) < 5;

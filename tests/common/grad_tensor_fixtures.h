@@ -171,25 +171,28 @@ constexpr double kMomentsRelTol = 1e-9;
 
 inline void check_block(const sp::cuda::BlockMoments& got, const ReferenceMoments& want,
                         const QString& what) {
-    QVERIFY2(got.finite == want.finite,
-             qPrintable(what + QString(": finite %1 != %2").arg(got.finite).arg(want.finite)));
-    QVERIFY2(got.nonfinite == want.nonfinite,
-             qPrintable(what + QString(": nonfinite %1 != %2").arg(got.nonfinite).arg(want.nonfinite)));
-    QVERIFY2(
-        got.max_abs == want.max_abs,
-        qPrintable(what +
-                   QString(": max_abs %1 != %2").arg(got.max_abs, 0, 'g', 17).arg(want.max_abs, 0, 'g', 17)));
-    QVERIFY2(
-        rel_close(std::sqrt(got.sumsq), want.l2, kMomentsRelTol),
-        qPrintable(what +
-                   QString(": l2 %1 != %2").arg(std::sqrt(got.sumsq), 0, 'g', 17).arg(want.l2, 0, 'g', 17)));
-    QVERIFY2(
-        std::fabs(got.mean - want.mean) <= kMomentsRelTol * (std::fabs(want.mean) + want.rms),
-        qPrintable(what + QString(": mean %1 != %2").arg(got.mean, 0, 'g', 17).arg(want.mean, 0, 'g', 17)));
-    const double var = got.finite ? got.m2 / double(got.finite) : 0.0;
-    QVERIFY2(rel_close(var, want.variance, kMomentsRelTol),
-             qPrintable(what +
-                        QString(": variance %1 != %2").arg(var, 0, 'g', 17).arg(want.variance, 0, 'g', 17)));
+    check_moments({got.finite, got.nonfinite, got.max_abs, std::sqrt(got.sumsq), got.mean,
+                   got.finite ? got.m2 / double(got.finite) : 0.0},
+                  want, kMomentsRelTol, what);
+}
+
+// The alignment cases: for every dtype, tensors of 1, 5, 8, 17 and 4103 elements over blocks 0 and 1
+// at every element-aligned shift of the arena below 16 bytes (heads of 0 .. 7 elements before the
+// vector body, tails of every length). Calls check(host, shift, what) for each, and stops at the
+// first failure.
+template <typename Check>
+void for_every_alignment(Check check) {
+    std::mt19937_64 rng(3);
+    for (const sp::cuda::GradDType d :
+         {sp::cuda::GradDType::f32, sp::cuda::GradDType::bf16, sp::cuda::GradDType::f16}) {
+        std::vector<HostTensor> host;
+        for (int n : {1, 5, 8, 17, 4103}) host.push_back(make_tensor(rng, d, n % 2, n, 0.1, 0.0, 1));
+        const std::size_t es = sp::cuda::element_size(d);
+        for (std::size_t shift = 0; shift < 16; shift += es) {
+            check(host, shift, QString("dtype %1 shift %2").arg(int(d)).arg(shift));
+            if (QTest::currentTestFailed()) return;
+        }
+    }
 }
 
 // A random mixed list: `count` tensors over blocks 0 .. n_blocks - 2 (the last block stays empty), of

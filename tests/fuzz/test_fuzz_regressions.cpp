@@ -37,7 +37,7 @@ class TestFuzzRegressions : public QObject {
     Q_OBJECT
 
   private slots:
-    void everyTargetHasSeeds() {
+    void every_target_has_seeds() {
         for (const auto& [name, entry] : kTargets) {
             QVERIFY2(!files_in("corpus", name).isEmpty(), name);
         }

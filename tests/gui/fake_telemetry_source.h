@@ -46,9 +46,9 @@ inline sp::UpdateRecord uniformUpdate(std::int64_t step, int count, sp::Precisio
     return updateRecord(step, std::move(details));
 }
 
-inline sp::RunHeader runHeader(const std::string& runId, int blocks) {
+inline sp::RunHeader runHeader(const std::string& run_id, int blocks) {
     sp::RunHeader h;
-    h.run_id = runId;
+    h.run_id = run_id;
     h.producer = "test";
     h.blocks = sp::uniform_layout(blocks, 1024);
     return h;
@@ -72,9 +72,9 @@ class FakeTelemetrySource : public sp::ui::TelemetrySource {
     bool isLive() const override { return live_; }
     void start() override { started = true; }
     void stop() override { started = false; }
-    bool sendCommand(const QString& requestId, const sp::Command& command) override {
+    bool sendCommand(const QString& request_id, const sp::Command& command) override {
         if (!connected) return false;
-        sent.emplace_back(requestId, command);
+        sent.emplace_back(request_id, command);
         return true;
     }
 

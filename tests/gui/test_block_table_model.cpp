@@ -56,8 +56,8 @@ class TestBlockTableModel : public QObject {
         Rig rig;
         QAbstractItemModelTester tester(rig.model.get(),
                                         QAbstractItemModelTester::FailureReportingMode::Fatal);
-        QAbstractItemModelTester proxyTester(&rig.proxy,
-                                             QAbstractItemModelTester::FailureReportingMode::Fatal);
+        QAbstractItemModelTester proxy_tester(&rig.proxy,
+                                              QAbstractItemModelTester::FailureReportingMode::Fatal);
         rig.proxy.sort(BlockTableModel::SensitivityColumn, Qt::DescendingOrder);
         QCOMPARE(rig.model->rowCount(), 0);
 
@@ -148,12 +148,12 @@ class TestBlockTableModel : public QObject {
         r.block_details[1].sensitivity = 0.9;
         rig.source->records({r});
         QCOMPARE(changed.count(), 1);
-        const auto topLeft = changed[0].at(0).value<QModelIndex>();
-        const auto bottomRight = changed[0].at(1).value<QModelIndex>();
-        QCOMPARE(topLeft.row(), 1);
-        QCOMPARE(bottomRight.row(), 1);
-        QCOMPARE(topLeft.column(), int(BlockTableModel::SensitivityColumn));
-        QCOMPARE(bottomRight.column(), int(BlockTableModel::SensitivityColumn));
+        const auto top_left = changed[0].at(0).value<QModelIndex>();
+        const auto bottom_right = changed[0].at(1).value<QModelIndex>();
+        QCOMPARE(top_left.row(), 1);
+        QCOMPARE(bottom_right.row(), 1);
+        QCOMPARE(top_left.column(), int(BlockTableModel::SensitivityColumn));
+        QCOMPARE(bottom_right.column(), int(BlockTableModel::SensitivityColumn));
         QCOMPARE(rig.text(1, BlockTableModel::SensitivityColumn), QString("0.900"));
     }
 

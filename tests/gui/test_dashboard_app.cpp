@@ -19,7 +19,7 @@ struct Result {
     QString out, err;
 };
 
-Result runDashboard(QStringList args, int timeoutMs = 60000) {
+Result runDashboard(QStringList args, int timeout_ms = 60000) {
     QProcess p;
     QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
     env.insert(QStringLiteral("XDG_CONFIG_HOME"),
@@ -28,7 +28,7 @@ Result runDashboard(QStringList args, int timeoutMs = 60000) {
     args.prepend(QStringLiteral("offscreen"));
     args.prepend(QStringLiteral("-platform"));
     p.start(kDashboard, args);
-    if (!p.waitForFinished(timeoutMs)) {
+    if (!p.waitForFinished(timeout_ms)) {
         p.kill();
         p.waitForFinished();
         return {-2, QString::fromUtf8(p.readAllStandardOutput()), QStringLiteral("timed out")};
@@ -90,12 +90,12 @@ class TestDashboardApp : public QObject {
         }
         // The event log stamps connection events with the wall clock, so two runs can differ
         // there; the theme shows everywhere, so compare the left half (heatmap, charts) only.
-        const QRect clockFree(0, 0, 790, 800);
-        const QImage withSaved = screenshot(QStringLiteral("saved-light.png"), {});
-        QVERIFY(withSaved.copy(clockFree) == plain.copy(clockFree));
+        const QRect clock_free(0, 0, 790, 800);
+        const QImage with_saved = screenshot(QStringLiteral("saved-light.png"), {});
+        QVERIFY(with_saved.copy(clock_free) == plain.copy(clock_free));
         const QImage light =
             screenshot(QStringLiteral("light.png"), {QStringLiteral("--theme"), QStringLiteral("light")});
-        QVERIFY(!light.isNull() && light.copy(clockFree) != plain.copy(clockFree));  // --theme applies
+        QVERIFY(!light.isNull() && light.copy(clock_free) != plain.copy(clock_free));  // --theme applies
         QFile f(file);
         QVERIFY(f.open(QIODevice::ReadOnly));
         QCOMPARE(f.readAll(), QByteArray("[General]\ntheme=light\n"));
@@ -117,7 +117,7 @@ class TestDashboardApp : public QObject {
         QElapsedTimer clock;
         clock.start();
         while (p.state() != QProcess::NotRunning && clock.elapsed() < 40000) {
-            agent.publishUpdate(step);
+            agent.publish_update(step);
             step += 10;
             p.waitForFinished(200);
         }

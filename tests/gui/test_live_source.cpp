@@ -1,4 +1,4 @@
-// LiveSource against an in-test fake agent (tests/gui/fake_agent.h) on ipc:// sockets: late join,
+// LiveSource against an in-test fake agent (tests/common/fake_agent.h) on ipc:// sockets: late join,
 // streaming, seq gaps, commands (ack, rejection, timeout), bad messages, an agent restart, and the
 // RunSession on top (pending -> applied, a rejection's reason in the event log).
 #include <atomic>
@@ -213,22 +213,22 @@ void TestLiveSource::parsesEndpointSpecs() {
 void TestLiveSource::lateJoinIsWholeBeforeLaterUpdates() {
     FakeAgent agent(path());
     agent.start("run-late");
-    for (int s = 1; s <= 5; ++s) agent.publishUpdate(s);  // before anyone listens: only the snapshot has it
+    for (int s = 1; s <= 5; ++s) agent.publish_update(s);  // before anyone listens: only the snapshot has it
     // Step 6 is published before the snapshot is taken (it is in the snapshot: must not come twice),
     // steps 7 and 8 after it is taken but before the reply (must come exactly once, after it).
-    agent.setSnapshotHooks([&agent] { agent.publishUpdate(6); },
-                           [&agent] {
-                               agent.publishUpdate(7);
-                               agent.publishUpdate(8);
-                           });
+    agent.set_snapshot_hooks([&agent] { agent.publish_update(6); },
+                             [&agent] {
+                                 agent.publish_update(7);
+                                 agent.publish_update(8);
+                             });
     auto source = makeSource(agent);
     Recorder rec(*source);
     join(agent, *source, rec);
     QTRY_VERIFY_WITH_TIMEOUT(rec.updates.size() >= 2, 5000);
-    agent.publishUpdate(9);
+    agent.publish_update(9);
     QTRY_VERIFY_WITH_TIMEOUT(rec.updates.size() >= 3, 5000);
 
-    QCOMPARE(agent.snapshotRequests(), 1);
+    QCOMPARE(agent.snapshot_requests(), 1);
     QCOMPARE(rec.headers.size(), std::size_t(1));
     QCOMPARE(rec.headers[0].run_id, std::string("run-late"));
     QCOMPARE(rec.headers[0].blocks.size(), std::size_t(4));
@@ -259,11 +259,11 @@ LiveOptions slowSnapshotOptions() {
 void TestLiveSource::slowSnapshotIsAskedAgainAndTheLateAnswerTaken() {
     FakeAgent agent(path());
     agent.start("run-slow");
-    for (int s = 1; s <= 3; ++s) agent.publishUpdate(s);  // only the snapshot has these
+    for (int s = 1; s <= 3; ++s) agent.publish_update(s);  // only the snapshot has these
     // The first snapshot request is answered after 700 ms, past the 400 ms timeout: the source asks
     // again meanwhile, and takes the first (late) answer when it comes; the second one is ignored.
     auto calls = std::make_shared<std::atomic<int>>(0);
-    agent.setSnapshotHooks(
+    agent.set_snapshot_hooks(
         [calls] {
             if (calls->fetch_add(1) == 0) std::this_thread::sleep_for(700ms);
         },
@@ -271,8 +271,8 @@ void TestLiveSource::slowSnapshotIsAskedAgainAndTheLateAnswerTaken() {
     auto source = makeSource(agent, slowSnapshotOptions());
     Recorder rec(*source);
     join(agent, *source, rec);
-    QTRY_COMPARE_WITH_TIMEOUT(agent.snapshotRequests(), 2, 5000);
-    agent.publishUpdate(4);
+    QTRY_COMPARE_WITH_TIMEOUT(agent.snapshot_requests(), 2, 5000);
+    agent.publish_update(4);
     QTRY_VERIFY_WITH_TIMEOUT(!rec.updates.empty(), 5000);
     QTest::qWait(200);  // the second answer has arrived by now: it must change nothing
     QCOMPARE(rec.snapshots.size(), std::size_t(1));
@@ -287,7 +287,7 @@ void TestLiveSource::unansweredSnapshotsAreGivenUpAfterThreeRequests() {
     FakeAgent agent(path());
     agent.start("run-stuck");
     auto calls = std::make_shared<std::atomic<int>>(0);
-    agent.setSnapshotHooks(
+    agent.set_snapshot_hooks(
         [calls] {
             if (calls->fetch_add(1) == 0) std::this_thread::sleep_for(2000ms);
         },
@@ -295,16 +295,16 @@ void TestLiveSource::unansweredSnapshotsAreGivenUpAfterThreeRequests() {
     auto source = makeSource(agent, slowSnapshotOptions());
     Recorder rec(*source);
     source->start();
-    agent.publishUpdate(1);  // heard: the source asks for a snapshot
+    agent.publish_update(1);  // heard: the source asks for a snapshot
     QTRY_VERIFY_WITH_TIMEOUT(!rec.bad.isEmpty(), 5000);
     QVERIFY2(rec.bad.front().contains("no snapshot (no answer to 3 requests within 0.4 s each)"),
              qPrintable(rec.bad.front()));
     // The stream goes on without the agent's earlier state; the late answers change nothing.
-    agent.publishUpdate(2);
+    agent.publish_update(2);
     QTRY_VERIFY_WITH_TIMEOUT(!rec.updates.empty() && rec.updates.back().step_id == 2, 5000);
     QTest::qWait(2000);
     QVERIFY(rec.snapshots.empty());
-    QCOMPARE(agent.snapshotRequests(), 3);
+    QCOMPARE(agent.snapshot_requests(), 3);
     source->stop();
 }
 
@@ -314,7 +314,7 @@ void TestLiveSource::updatesStreamAndGapsAreCounted() {
     auto source = makeSource(agent);
     Recorder rec(*source);
     join(agent, *source, rec);
-    for (int s = 1; s <= 20; ++s) agent.publishUpdate(s);
+    for (int s = 1; s <= 20; ++s) agent.publish_update(s);
     QTRY_COMPARE_WITH_TIMEOUT(rec.updates.size(), std::size_t(20), 5000);
     std::vector<std::int64_t> expected;
     for (int s = 1; s <= 20; ++s) expected.push_back(s);
@@ -322,8 +322,8 @@ void TestLiveSource::updatesStreamAndGapsAreCounted() {
     QCOMPARE(rec.updates.back().block_details.size(), std::size_t(4));
     QVERIFY(rec.lost.empty());
 
-    agent.skipSeqs(3);
-    agent.publishUpdate(21);
+    agent.skip_seqs(3);
+    agent.publish_update(21);
     QTRY_COMPARE_WITH_TIMEOUT(rec.lost.size(), std::size_t(1), 5000);
     QCOMPARE(rec.lost[0], quint64(3));
     QTRY_COMPARE_WITH_TIMEOUT(rec.updates.size(), std::size_t(21), 5000);
@@ -337,7 +337,7 @@ void TestLiveSource::pinReachesTheAgentAndTheReplyComesBack() {
     auto source = makeSource(agent);
     Recorder rec(*source);
     join(agent, *source, rec);
-    agent.publishUpdate(41);
+    agent.publish_update(41);
     QTRY_COMPARE_WITH_TIMEOUT(rec.updates.size(), std::size_t(1), 5000);
 
     QVERIFY(source->sendCommand("t-pin-1", pin({1, 2}, sp::Precision::int8)));
@@ -351,7 +351,7 @@ void TestLiveSource::pinReachesTheAgentAndTheReplyComesBack() {
     QVERIFY(requests[0].find("\"cmd\":\"snapshot\"") != std::string::npos);
     QCOMPARE(QString::fromStdString(requests[1]),
              QString(R"({"id":"t-pin-1","cmd":"pin","blocks":[1,2],"precision":"int8"})"));
-    QCOMPARE(agent.pinOf(1), std::optional<sp::Precision>(sp::Precision::int8));
+    QCOMPARE(agent.pin_of(1), std::optional<sp::Precision>(sp::Precision::int8));
     // The agent announces the applied command with the request id.
     QTRY_COMPARE_WITH_TIMEOUT(rec.events.size(), std::size_t(1), 5000);
     QCOMPARE(rec.events[0].kind, std::string("command"));
@@ -363,7 +363,7 @@ void TestLiveSource::rejectionCarriesTheAgentsReason() {
     FakeAgent agent(path());
     agent.start("run-reject");
     const std::string reason = "field 'blocks': unknown block 12 (the model has 4 blocks: 0..3)";
-    agent.setCommandBehaviour(FakeAgent::CommandBehaviour::reject, reason);
+    agent.set_command_behaviour(FakeAgent::CommandBehaviour::reject, reason);
     auto source = makeSource(agent);
     Recorder rec(*source);
     join(agent, *source, rec);
@@ -379,7 +379,7 @@ void TestLiveSource::rejectionCarriesTheAgentsReason() {
 void TestLiveSource::unansweredCommandTimesOut() {
     FakeAgent agent(path());
     agent.start("run-silent");
-    agent.setCommandBehaviour(FakeAgent::CommandBehaviour::silent);
+    agent.set_command_behaviour(FakeAgent::CommandBehaviour::silent);
     LiveOptions o = fastOptions();
     o.command_timeout = 500ms;
     auto source = makeSource(agent, o);
@@ -407,11 +407,11 @@ void TestLiveSource::badMessagesAreReportedNotFatal() {
     auto source = makeSource(agent);
     Recorder rec(*source);
     join(agent, *source, rec);
-    agent.publishRaw("update", "this is not json");
-    agent.publishRaw("gossip", "{}", true);
-    agent.publishRaw("update", "{\"step_id\":\"x\"}", true);
-    agent.publishRaw("hello", "{\"run_id\":7}", true);
-    agent.publishUpdate(77);
+    agent.publish_raw("update", "this is not json");
+    agent.publish_raw("gossip", "{}", true);
+    agent.publish_raw("update", "{\"step_id\":\"x\"}", true);
+    agent.publish_raw("hello", "{\"run_id\":7}", true);
+    agent.publish_update(77);
     QTRY_COMPARE_WITH_TIMEOUT(rec.updates.size(), std::size_t(1), 5000);
     QCOMPARE(rec.updates[0].step_id, std::int64_t(77));
     QCOMPARE(rec.bad.size(), 4);
@@ -434,10 +434,10 @@ void TestLiveSource::survivesAgentRestart() {
     auto source = makeSource(agent, o);
     Recorder rec(*source);
     join(agent, *source, rec);
-    agent.publishUpdate(5);
+    agent.publish_update(5);
     QTRY_COMPARE_WITH_TIMEOUT(rec.updates.size(), std::size_t(1), 5000);
 
-    agent.setCommandBehaviour(FakeAgent::CommandBehaviour::silent);
+    agent.set_command_behaviour(FakeAgent::CommandBehaviour::silent);
     QVERIFY(source->sendCommand("t-dead-1", pin({0}, sp::Precision::int8)));
     QTRY_COMPARE_WITH_TIMEOUT(agent.requests().size(), std::size_t(2), 5000);
     agent.stop();
@@ -447,9 +447,9 @@ void TestLiveSource::survivesAgentRestart() {
     QCOMPARE(rec.replyTo("t-dead-1")->error, QString("no answer from the agent (timeout)"));
     QVERIFY(!source->sendCommand("t-dead-2", pin({0}, sp::Precision::int8)));
 
-    agent.setCommandBehaviour(FakeAgent::CommandBehaviour::ack);
-    agent.start("run-two");  // seq starts again at 1, a new run id
-    agent.publishUpdate(1);  // the restarted agent's first update: in its snapshot
+    agent.set_command_behaviour(FakeAgent::CommandBehaviour::ack);
+    agent.start("run-two");   // seq starts again at 1, a new run id
+    agent.publish_update(1);  // the restarted agent's first update: in its snapshot
     QTRY_VERIFY_WITH_TIMEOUT(rec.states.back() == SourceState::live, 10000);
     QTRY_COMPARE_WITH_TIMEOUT(rec.snapshots.size(), std::size_t(2), 10000);
     QCOMPARE(rec.headers.size(), std::size_t(2));
@@ -458,7 +458,7 @@ void TestLiveSource::survivesAgentRestart() {
     QCOMPARE(rec.snapshots.back().last_update->step_id, std::int64_t(1));
     // The new header came before the new snapshot.
     QVERIFY(rec.order.lastIndexOf("header") < rec.order.lastIndexOf("snapshot"));
-    agent.publishUpdate(2);
+    agent.publish_update(2);
     QTRY_VERIFY_WITH_TIMEOUT(rec.updates.back().step_id == 2, 5000);
     // Commands work again, on the fresh control socket.
     QVERIFY(source->sendCommand("t-alive-1", pin({2}, sp::Precision::int8)));
@@ -483,7 +483,7 @@ void TestLiveSource::agentNeverHeardIsReportedThenJoined() {
     QVERIFY(!source->sendCommand("t-nobody", pin({0}, sp::Precision::int8)));
 
     agent.start("run-late");  // the sockets kept trying: the late agent is joined
-    agent.publishUpdate(1);
+    agent.publish_update(1);
     QTRY_VERIFY_WITH_TIMEOUT(rec.states.back() == SourceState::live, 10000);
     QTRY_COMPARE_WITH_TIMEOUT(rec.snapshots.size(), std::size_t(1), 10000);
     QCOMPARE(rec.snapshots.back().run_id, std::string("run-late"));
@@ -501,14 +501,14 @@ void TestLiveSource::quickRestartIsNoticedWithoutDisconnect() {
     auto source = makeSource(agent, o);
     Recorder rec(*source);
     join(agent, *source, rec);
-    for (int s = 1; s <= 30; ++s) agent.publishUpdate(s);
+    for (int s = 1; s <= 30; ++s) agent.publish_update(s);
     QTRY_COMPARE_WITH_TIMEOUT(rec.updates.size(), std::size_t(30), 5000);
 
     agent.stop();
     agent.start("run-b");
     QTRY_VERIFY_WITH_TIMEOUT(!rec.headers.empty() && rec.headers.back().run_id == "run-b", 10000);
     QTRY_VERIFY_WITH_TIMEOUT(rec.snapshots.size() == 2 && rec.snapshots.back().run_id == "run-b", 10000);
-    agent.publishUpdate(1);
+    agent.publish_update(1);
     QTRY_VERIFY_WITH_TIMEOUT(rec.updates.back().step_id == 1, 5000);
     QCOMPARE(source->counters().restarts, std::uint64_t(1));
     QVERIFY(rec.lost.empty());
@@ -523,10 +523,10 @@ void TestLiveSource::nothingIsEmittedAfterStop() {
     Recorder rec(*source);
     join(agent, *source, rec);
     // Queue work for the worker right before stopping: its emissions must be dropped.
-    for (int s = 1; s <= 50; ++s) agent.publishUpdate(s);
+    for (int s = 1; s <= 50; ++s) agent.publish_update(s);
     source->stop();
     const qsizetype before = rec.order.size();
-    for (int s = 51; s <= 60; ++s) agent.publishUpdate(s);
+    for (int s = 51; s <= 60; ++s) agent.publish_update(s);
     QTest::qWait(300);
     QCOMPARE(rec.order.size(), before);
     QVERIFY(!source->sendCommand("t-stopped", pin({0}, sp::Precision::int8)));
@@ -571,7 +571,7 @@ void TestLiveSource::sessionPinGoesPendingToApplied() {
     RunSession session(makeSource(agent));
     session.start();
     QTRY_VERIFY_WITH_TIMEOUT(session.canControl() && session.header().run_id == "run-session", 10000);
-    agent.publishUpdate(10);
+    agent.publish_update(10);
     QTRY_VERIFY_WITH_TIMEOUT(session.store().updateCount() >= 1, 5000);
 
     const QString id = session.pin({1, 3}, sp::Precision::int8);
@@ -593,7 +593,7 @@ void TestLiveSource::sessionRejectionShowsReason() {
     agent.start("run-session-rej");
     const QString reason =
         "field 'precision': unknown precision \"fp4\"; valid: bf16, int8, fp8_e4m3, fp8_e5m2";
-    agent.setCommandBehaviour(FakeAgent::CommandBehaviour::reject, reason.toStdString());
+    agent.set_command_behaviour(FakeAgent::CommandBehaviour::reject, reason.toStdString());
     RunSession session(makeSource(agent));
     session.start();
     QTRY_VERIFY_WITH_TIMEOUT(session.canControl(), 10000);

@@ -88,7 +88,7 @@ class TestMainWindow : public QObject {
         w.refreshViews();
         auto* panel = w.findChild<BlockTablePanel*>();
         auto* heatmap = w.findChild<HeatmapView*>();
-        QSignalSpy fromHeatmap(heatmap, &HeatmapView::selectionChanged);
+        QSignalSpy from_heatmap(heatmap, &HeatmapView::selectionChanged);
         panel->setSelectedBlocks({2, 3});  // programmatic: no echo back
         QCOMPARE(panel->selectedBlocks(), (std::vector<int>{2, 3}));
         panel->view()->selectRow(4);  // a user selection in the table reaches the heatmap
@@ -128,15 +128,15 @@ class TestMainWindow : public QObject {
         QVERIFY2(w.connectTo({QString::fromStdString(agent.spec()), {}, {}}, &error), qPrintable(error));
         RunSession* s = w.currentSession();
         std::int64_t step = 10;
-        QTRY_VERIFY_WITH_TIMEOUT((agent.publishUpdate(step += 10), s->store().updateCount() >= 2), 10000);
+        QTRY_VERIFY_WITH_TIMEOUT((agent.publish_update(step += 10), s->store().updateCount() >= 2), 10000);
         w.refreshViews();
         QVERIFY(s->canControl());
 
         auto* panel = w.findChild<BlockTablePanel*>();
         panel->view()->selectRow(2);
-        QAction* pinInt8 = actionNamed(w, QStringLiteral("Pin INT8"));
-        QVERIFY(pinInt8->isEnabled());
-        pinInt8->trigger();
+        QAction* pin_int8 = actionNamed(w, QStringLiteral("Pin INT8"));
+        QVERIFY(pin_int8->isEnabled());
+        pin_int8->trigger();
         QTRY_VERIFY_WITH_TIMEOUT(
             !agent.requests().empty() && agent.requests().back().find("\"cmd\":\"pin\"") != std::string::npos,
             5000);
@@ -145,19 +145,19 @@ class TestMainWindow : public QObject {
         QVERIFY2(request.find("\"precision\":\"int8\"") != std::string::npos, request.c_str());
 
         const EventLog& log = s->events();
-        auto lastCommand = [&log]() -> const EventEntry* {
+        auto last_command = [&log]() -> const EventEntry* {
             for (std::size_t i = log.size(); i-- > 0;)
                 if (!log.at(i).request_id.isEmpty()) return &log.at(i);
             return nullptr;
         };
-        QVERIFY(lastCommand() != nullptr);
-        QTRY_VERIFY_WITH_TIMEOUT(lastCommand()->state == CommandState::applied, 5000);
+        QVERIFY(last_command() != nullptr);
+        QTRY_VERIFY_WITH_TIMEOUT(last_command()->state == CommandState::applied, 5000);
 
         // A pin per format: FP8 E5M2 reaches the agent as such.
         actionNamed(w, QStringLiteral("Pin FP8 E5M2"))->trigger();
         QTRY_VERIFY_WITH_TIMEOUT(
             agent.requests().back().find("\"precision\":\"fp8_e5m2\"") != std::string::npos, 5000);
-        QTRY_VERIFY_WITH_TIMEOUT(lastCommand()->state == CommandState::applied, 5000);
+        QTRY_VERIFY_WITH_TIMEOUT(last_command()->state == CommandState::applied, 5000);
         // The mode switch and the budget target (the dialog answered by the test).
         actionNamed(w, QStringLiteral("Mode: budget"))->trigger();
         QTRY_VERIFY_WITH_TIMEOUT(agent.requests().back().find("\"mode\":\"budget\"") != std::string::npos,
@@ -174,12 +174,12 @@ class TestMainWindow : public QObject {
         QVERIFY2(agent.requests().back().find("\"target_pct\":62.5") != std::string::npos,
                  agent.requests().back().c_str());
 
-        agent.setCommandBehaviour(sp::test::FakeAgent::CommandBehaviour::reject, "block 2 is busy");
+        agent.set_command_behaviour(sp::test::FakeAgent::CommandBehaviour::reject, "block 2 is busy");
         actionNamed(w, QStringLiteral("Pin BF16"))->trigger();
-        QTRY_VERIFY_WITH_TIMEOUT(lastCommand()->state == CommandState::rejected, 5000);
-        QVERIFY2(lastCommand()->detail.contains(QStringLiteral("block 2 is busy")) ||
-                     lastCommand()->text.contains(QStringLiteral("block 2 is busy")),
-                 qPrintable(lastCommand()->detail));
+        QTRY_VERIFY_WITH_TIMEOUT(last_command()->state == CommandState::rejected, 5000);
+        QVERIFY2(last_command()->detail.contains(QStringLiteral("block 2 is busy")) ||
+                     last_command()->text.contains(QStringLiteral("block 2 is busy")),
+                 qPrintable(last_command()->detail));
         for (RunSession* session : w.sessions()) session->stop();
         agent.stop();
     }

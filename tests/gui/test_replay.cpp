@@ -162,11 +162,11 @@ class TestReplay : public QObject {
         QVERIFY(count(*session, EventCategory::load) >= 1);
 
         QTemporaryDir dir;
-        auto onDir = replay(dir.path());
-        QVERIFY(load(*onDir));
-        QTRY_COMPARE_WITH_TIMEOUT(int(onDir->state()), int(SourceState::failed), 5000);
-        QVERIFY2(onDir->loadReport().error.contains(dir.path()), qPrintable(onDir->loadReport().error));
-        QVERIFY(onDir->loadReport().error.contains("directory"));
+        auto on_dir = replay(dir.path());
+        QVERIFY(load(*on_dir));
+        QTRY_COMPARE_WITH_TIMEOUT(int(on_dir->state()), int(SourceState::failed), 5000);
+        QVERIFY2(on_dir->loadReport().error.contains(dir.path()), qPrintable(on_dir->loadReport().error));
+        QVERIFY(on_dir->loadReport().error.contains("directory"));
     }
 
     void cancelKeepsAPrefix() {

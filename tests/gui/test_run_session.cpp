@@ -27,9 +27,9 @@ struct Rig {
             model.get(), QAbstractItemModelTester::FailureReportingMode::Fatal);
     }
     // A live session with a 4-block run and one update.
-    void liveRun(const std::string& runId = "run-A") {
+    void liveRun(const std::string& run_id = "run-A") {
         source->state(SourceState::live);
-        source->header(runHeader(runId, 4));
+        source->header(runHeader(run_id, 4));
         source->records({uniformUpdate(100, 4)});
     }
     int count(EventCategory c) const {
@@ -67,7 +67,7 @@ class TestRunSession : public QObject {
         Rig rig;
         rig.liveRun();
         QVERIFY(rig.session->canControl());
-        QSignalSpy stateSpy(rig.session.get(), &RunSession::commandStateChanged);
+        QSignalSpy state_spy(rig.session.get(), &RunSession::commandStateChanged);
         const QString id = rig.session->pin({2}, Precision::int8);
         QVERIFY(id.startsWith("dash-"));
         QCOMPARE(rig.source->sent.size(), std::size_t(1));
@@ -93,8 +93,8 @@ class TestRunSession : public QObject {
         QCOMPARE(rig.entryOf(id).step, std::int64_t(101));
         QCOMPARE(rig.modelState(id), QString("applied"));
         QCOMPARE(changed.count(), 1);
-        QVERIFY(stateSpy.count() >= 2);
-        QCOMPARE(stateSpy.last().at(0).toString(), id);
+        QVERIFY(state_spy.count() >= 2);
+        QCOMPARE(state_spy.last().at(0).toString(), id);
         // The other client's command is in the log too, as an applied command without our id.
         int others = 0;
         for (std::size_t i = 0; i < rig.session->events().size(); ++i) {

@@ -14,6 +14,8 @@
 #include <nlohmann/json.hpp>
 #include <zmq.hpp>
 
+#include "../common/small_model.h"
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -69,25 +71,14 @@ struct LiveTrainer {
         : pub("ipc://" + dir.filePath("pub").toStdString()),
           ctl("ipc://" + dir.filePath("ctl").toStdString()) {
         process.setProcessChannelMode(QProcess::ForwardedErrorChannel);
-        QStringList args{"--steps",
-                         "100000",
-                         "--blocks",
-                         "3",
-                         "--d-model",
-                         "32",
-                         "--heads",
-                         "2",
-                         "--seq-len",
-                         "32",
-                         "--batch",
-                         "4",
-                         "--eval-every",
-                         "1000",
-                         "--quiet",
-                         "--telemetry-endpoint",
-                         QString::fromStdString(pub),
-                         "--control-endpoint",
-                         QString::fromStdString(ctl)};
+        const QStringList args = QStringList{"--steps", "100000"} + sp::test::small_model_args() +
+                                 QStringList{"--eval-every",
+                                             "1000",
+                                             "--quiet",
+                                             "--telemetry-endpoint",
+                                             QString::fromStdString(pub),
+                                             "--control-endpoint",
+                                             QString::fromStdString(ctl)};
         process.start(QStringLiteral(SP_TRAINER_PATH), args + telemetry);
     }
     ~LiveTrainer() {

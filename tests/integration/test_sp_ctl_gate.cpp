@@ -53,7 +53,7 @@ class TestSpCtlGate : public QObject {
     Q_OBJECT
 
   private slots:
-    void writesAPolicyThatMatchesTheTable() {
+    void writes_a_policy_that_matches_the_table() {
         QTemporaryDir dir;
         const QString path = dir.filePath("gate.json");
         const Run r =
@@ -120,7 +120,7 @@ class TestSpCtlGate : public QObject {
                  speedups.size());
     }
 
-    void badFlagsExit2NamingTheFlag() {
+    void bad_flags_exit_2_naming_the_flag() {
         QTemporaryDir dir;
         const QString out = dir.filePath("p.json");
         const std::vector<std::pair<QStringList, const char*>> cases = {
@@ -150,7 +150,7 @@ class TestSpCtlGate : public QObject {
         }
     }
 
-    void unwritableOutputFailsBeforeMeasuring() {
+    void unwritable_output_fails_before_measuring() {
         QTemporaryDir dir;
         const Run r = sp_ctl({"gate", "--shapes", "64x32", "--out", dir.filePath("no/such/dir/p.json")});
         QCOMPARE(r.exit_code, 1);
@@ -158,7 +158,7 @@ class TestSpCtlGate : public QObject {
         QVERIFY(r.out.isEmpty());
     }
 
-    void helpListsTheFlags() {
+    void help_lists_the_flags() {
         const Run r = sp_ctl({"gate", "--help"});
         QCOMPARE(r.exit_code, 0);
         for (const char* flag : {"--shapes", "--out", "--formats", "--min-rows", "--max-rows", "--repeats",

@@ -1,6 +1,6 @@
-// The live sp-ctl commands (ping, pin, snapshot, tail, keygen) end to end against a fake agent: a
-// ROUTER and a PUB on ipc:// endpoints that answer with core's protocol layer, so these tests do
-// not depend on the real agent's transport.
+// The live sp-ctl commands (ping, pin, snapshot, tail, keygen) end to end against the fake agent of
+// tests/common: a ROUTER and a PUB on ipc:// endpoints that answer with core's protocol layer, so
+// these tests do not depend on the real agent's transport.
 #include <sys/stat.h>
 
 #include <QtTest>
@@ -12,15 +12,15 @@
 #include <QProcess>
 #include <QTemporaryDir>
 
-#include <atomic>
-#include <mutex>
-#include <thread>
-#include <variant>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
-#include <zmq.hpp>
 
+#include "fake_agent.h"
 #include "run_process.h"
 #include "sp/jsonl.h"
 #include "sp/protocol.h"
@@ -32,21 +32,12 @@ namespace protocol = sp::protocol;
 constexpr int kBlocks = 4;
 constexpr std::int64_t kStep = 120;
 
+using sp::test::FakeAgent;
 using sp::test::Run;
 using sp::test::sp_ctl;
 
-protocol::Snapshot fixed_snapshot() {
-    protocol::Snapshot s;
-    s.seq = 7;
-    s.step = kStep;
-    s.run_id = "fake-run";
-    s.layout = sp::uniform_layout(kBlocks, 1024);
-    s.precision = {sp::Precision::bf16, sp::Precision::int8, sp::Precision::bf16, sp::Precision::int8};
-    s.pins = {std::nullopt, std::nullopt, std::nullopt, sp::Precision::int8};
-    return s;
-}
-
-std::string update_line() {
+// The update the fake publishes: step 120, half the blocks INT8, one change.
+sp::UpdateRecord update_record() {
     sp::UpdateRecord r;
     r.step_id = kStep;
     r.timestamp = 1717243260.25;
@@ -60,114 +51,46 @@ std::string update_line() {
         d.precision = i % 2 ? sp::Precision::int8 : sp::Precision::bf16;
         r.block_details.push_back(d);
     }
-    return sp::to_json_line(r);
+    return r;
 }
 
-// The agent's two sockets on a thread. Publishes hello, update, event, heartbeat in a loop (every
-// ~10 ms) until destroyed; with skip_every > 0 every skip_every-th seq is never sent, a wire loss.
-class FakeAgent {
-  public:
-    // With curve_secret (Z85) the control socket is a CURVE server; without a ZAP handler libzmq
-    // then admits any client key, which is enough to check that sp-ctl speaks CURVE.
-    explicit FakeAgent(const QTemporaryDir& dir, int skip_every = 0, const std::string& curve_secret = {})
-        : control_("ipc://" + dir.filePath("control").toStdString()),
-          telemetry_("ipc://" + dir.filePath("telemetry").toStdString()),
-          skip_every_(skip_every) {
-        if (!curve_secret.empty()) {
-            router_.set(zmq::sockopt::curve_server, 1);
-            router_.set(zmq::sockopt::curve_secretkey, curve_secret);
+// The fake agent (tests/common) at step 120 of run "fake-run", publishing hello, update, event and
+// heartbeat in turn, one every 10 ms, until it is destroyed. With skip_every > 0 every
+// skip_every-th seq is never sent (a loss on the wire). With curve_secret (Z85) its sockets are
+// CURVE servers; without a ZAP handler libzmq then admits any client key, which is enough to
+// check that sp-ctl speaks CURVE.
+std::unique_ptr<FakeAgent> cycling_agent(const QTemporaryDir& dir, int skip_every = 0,
+                                         const std::string& curve_secret = {}) {
+    FakeAgent::Options o;
+    o.blocks = kBlocks;
+    o.heartbeat_ms = 0;
+    o.hello_at_start = false;
+    o.curve_secret_key = curve_secret;
+    o.tick_ms = 10;
+    const std::string event =
+        R"({"type":"event","kind":"precision_change","step":120,"timestamp":1717243270.0,"block":3,"from":"bf16","to":"int8","reason":"policy"})";
+    o.on_tick = [event, skip_every, sent = std::uint64_t(0)](FakeAgent& a) mutable {
+        if (skip_every > 0 && (a.last_seq() + 1) % std::uint64_t(skip_every) == 0) a.skip_seqs(1);
+        switch (sent++ % 4) {
+            case 0:
+                a.publish_hello();
+                break;
+            case 1:
+                a.publish_update(update_record());
+                break;
+            case 2:
+                a.publish_raw("event", event, true);
+                break;
+            default:
+                a.publish_heartbeat();
+                break;
         }
-        router_.bind(control_);
-        pub_.bind(telemetry_);
-        thread_ = std::thread([this] { loop(); });
-    }
-    ~FakeAgent() {
-        stop_ = true;
-        thread_.join();
-    }
-    const std::string& control() const { return control_; }
-    const std::string& telemetry() const { return telemetry_; }
-    std::vector<protocol::Request> requests() {
-        std::lock_guard<std::mutex> lock(mutex_);
-        return requests_;
-    }
-    std::size_t frames() {
-        std::lock_guard<std::mutex> lock(mutex_);
-        return frames_;
-    }
-
-  private:
-    void loop() {
-        const std::string update = update_line();
-        const std::string event =
-            R"({"type":"event","kind":"precision_change","step":120,"timestamp":1717243270.0,"block":3,"from":"bf16","to":"int8","reason":"policy"})";
-        std::uint64_t seq = 0;
-        int phase = 0;
-        while (!stop_) {
-            zmq_pollitem_t item{router_.handle(), 0, ZMQ_POLLIN, 0};
-            if (zmq_poll(&item, 1, 10) > 0 && (item.revents & ZMQ_POLLIN)) answer();
-            ++seq;
-            if (skip_every_ > 0 && seq % std::uint64_t(skip_every_) == 0) ++seq;
-            std::string topic, body;
-            switch (phase++ % 4) {
-                case 0:
-                    topic = "hello";
-                    body = protocol::hello(seq, "fake-run", 0, sp::uniform_layout(kBlocks, 1024), "{}", 1.0);
-                    break;
-                case 1:
-                    topic = "update", body = protocol::with_seq(update, seq);
-                    break;
-                case 2:
-                    topic = "event", body = protocol::with_seq(event, seq);
-                    break;
-                default:
-                    topic = "heartbeat", body = protocol::heartbeat(seq, kStep, 2.0);
-                    break;
-            }
-            pub_.send(zmq::buffer(topic), zmq::send_flags::sndmore);
-            pub_.send(zmq::buffer(body), zmq::send_flags::none);
-        }
-    }
-
-    void answer() {
-        zmq::message_t route, frame;
-        if (!router_.recv(route, zmq::recv_flags::dontwait) ||
-            !router_.recv(frame, zmq::recv_flags::dontwait))
-            return;
-        const auto parsed = protocol::parse_request(frame.to_string_view(), kBlocks);
-        std::string reply;
-        if (const auto* bad = std::get_if<protocol::RequestError>(&parsed)) {
-            reply = protocol::reject(*bad);
-        } else {
-            const auto& r = std::get<protocol::Request>(parsed);
-            if (r.kind == protocol::Request::Kind::ping)
-                reply = protocol::pong(r, kStep, 3.0);
-            else if (r.kind == protocol::Request::Kind::snapshot)
-                reply = protocol::snapshot_reply(r, fixed_snapshot());
-            else
-                reply = protocol::ack(r, kStep + 1);
-            std::lock_guard<std::mutex> lock(mutex_);
-            requests_.push_back(r);
-        }
-        {
-            std::lock_guard<std::mutex> lock(mutex_);
-            ++frames_;
-        }
-        router_.send(route, zmq::send_flags::sndmore);
-        router_.send(zmq::buffer(reply), zmq::send_flags::none);
-    }
-
-    zmq::context_t ctx_{1};
-    zmq::socket_t router_{ctx_, zmq::socket_type::router};
-    zmq::socket_t pub_{ctx_, zmq::socket_type::pub};
-    std::string control_, telemetry_;
-    int skip_every_;
-    std::atomic<bool> stop_{false};
-    std::mutex mutex_;
-    std::vector<protocol::Request> requests_;
-    std::size_t frames_ = 0;
-    std::thread thread_;
-};
+    };
+    auto agent = std::make_unique<FakeAgent>(dir.path().toStdString(), std::move(o));
+    agent->start("fake-run");
+    agent->publish_update(update_record());  // the step that pongs, acks and snapshots report
+    return agent;
+}
 
 QByteArray read_all(const QString& path) {
     QFile f(path);
@@ -187,7 +110,7 @@ int mode_of(const QString& path) {
 }
 
 QStringList at(const std::string& endpoint, QStringList args) {
-    // Generous: CI runs on a loaded 2-core machine; a live fake answers in milliseconds.
+    // Generous: a loaded CI machine; a live fake answers in milliseconds.
     args << "--endpoint" << QString::fromStdString(endpoint) << "--timeout"
          << "30";
     return args;
@@ -200,26 +123,29 @@ class TestSpCtlLive : public QObject {
   private slots:
     void ping_answers() {
         QTemporaryDir dir;
-        FakeAgent agent(dir);
-        const Run r = sp_ctl(at(agent.control(), {"ping"}));
+        const auto agent = cycling_agent(dir);
+        const Run r = sp_ctl(at(agent->control_endpoint(), {"ping"}));
         QVERIFY2(r.exit_code == 0, r.err.constData());
         QVERIFY2(r.out.startsWith("pong: step 120, protocol 1, "), r.out.constData());
     }
 
     void pin_is_sent_and_acked() {
         QTemporaryDir dir;
-        FakeAgent agent(dir);
-        const Run r = sp_ctl(at(agent.control(), {"pin", "--blocks", "3,4", "--precision", "int8"}));
+        const auto agent = cycling_agent(dir);
+        const Run r =
+            sp_ctl(at(agent->control_endpoint(), {"pin", "--blocks", "3,4", "--precision", "int8"}));
         // Block 4 does not exist on the fake's 4-block model: the agent's own check rejects it.
         QCOMPARE(r.exit_code, 1);
         QVERIFY2(r.err.contains("rejected: field 'blocks': unknown block 4 (the model has 4 blocks: 0..3)"),
                  r.err.constData());
-        QVERIFY(agent.requests().empty());
+        QCOMPARE(agent->requests().size(), std::size_t(1));  // it arrived, and did not parse
+        QVERIFY(agent->parsed_requests().empty());
 
-        const Run ok = sp_ctl(at(agent.control(), {"pin", "--blocks", "2,3", "--precision", "int8"}));
+        const Run ok =
+            sp_ctl(at(agent->control_endpoint(), {"pin", "--blocks", "2,3", "--precision", "int8"}));
         QVERIFY2(ok.exit_code == 0, ok.err.constData());
         QCOMPARE(ok.out, QByteArray("accepted: pin blocks 2,3 -> int8, applied at step 121\n"));
-        const auto requests = agent.requests();
+        const auto requests = agent->parsed_requests();
         QCOMPARE(requests.size(), std::size_t(1));
         QVERIFY(requests[0].kind == protocol::Request::Kind::command);
         QVERIFY(requests[0].command.kind == sp::Command::Kind::pin);
@@ -230,15 +156,15 @@ class TestSpCtlLive : public QObject {
 
     void other_routing_commands() {
         QTemporaryDir dir;
-        FakeAgent agent(dir);
-        const Run release = sp_ctl(at(agent.control(), {"release", "--blocks", "3", "--json"}));
+        const auto agent = cycling_agent(dir);
+        const Run release = sp_ctl(at(agent->control_endpoint(), {"release", "--blocks", "3", "--json"}));
         QVERIFY2(release.exit_code == 0, release.err.constData());
         QCOMPARE(nlohmann::json::parse(release.out.toStdString())["cmd"], "release");
-        const Run all = sp_ctl(at(agent.control(), {"release-all"}));
+        const Run all = sp_ctl(at(agent->control_endpoint(), {"release-all"}));
         QCOMPARE(all.out, QByteArray("accepted: release all, applied at step 121\n"));
-        const Run mode = sp_ctl(at(agent.control(), {"mode", "static"}));
+        const Run mode = sp_ctl(at(agent->control_endpoint(), {"mode", "static"}));
         QCOMPARE(mode.out, QByteArray("accepted: set mode static, applied at step 121\n"));
-        const auto requests = agent.requests();
+        const auto requests = agent->parsed_requests();
         QCOMPARE(requests.size(), std::size_t(3));
         QVERIFY(requests[2].command.kind == sp::Command::Kind::set_mode);
         QVERIFY(requests[2].command.mode == sp::Mode::static_);
@@ -246,7 +172,7 @@ class TestSpCtlLive : public QObject {
 
     void bad_local_flags_contact_nobody() {
         QTemporaryDir dir;
-        FakeAgent agent(dir);
+        const auto agent = cycling_agent(dir);
         const QList<QStringList> bad = {{"pin", "--blocks", "3", "--precision", "fp4"},
                                         {"pin", "--blocks", "x", "--precision", "int8"},
                                         {"pin", "--blocks", "1,-2", "--precision", "int8"},
@@ -256,14 +182,14 @@ class TestSpCtlLive : public QObject {
                                         {"ping", "--timeout", "-1"},
                                         {"ping", "--bogus"}};
         for (const QStringList& args : bad) {
-            const Run r =
-                sp_ctl(QStringList(args) << "--endpoint" << QString::fromStdString(agent.control()));
+            const Run r = sp_ctl(QStringList(args)
+                                 << "--endpoint" << QString::fromStdString(agent->control_endpoint()));
             QVERIFY2(r.exit_code == 2, qPrintable(args.join(' ') + ": " + r.err));
             QVERIFY(!r.err.isEmpty());
         }
         QVERIFY(
             sp_ctl({"pin", "--blocks", "3", "--precision", "fp4"}).err.contains("unknown precision \"fp4\""));
-        QCOMPARE(agent.frames(), std::size_t(0));
+        QCOMPARE(agent->requests().size(), std::size_t(0));
     }
 
     void no_server_is_exit_3_within_the_timeout() {
@@ -286,8 +212,8 @@ class TestSpCtlLive : public QObject {
 
     void snapshot_json_and_table() {
         QTemporaryDir dir;
-        FakeAgent agent(dir);
-        const Run r = sp_ctl(at(agent.control(), {"snapshot", "--json"}));
+        const auto agent = cycling_agent(dir);
+        const Run r = sp_ctl(at(agent->control_endpoint(), {"snapshot", "--json"}));
         QVERIFY2(r.exit_code == 0, r.err.constData());
         QCOMPARE(r.out.count('\n'), 1);
         const auto j = nlohmann::json::parse(r.out.toStdString());
@@ -295,7 +221,7 @@ class TestSpCtlLive : public QObject {
         QCOMPARE(j["snapshot"]["step"].get<std::int64_t>(), kStep);
         QCOMPARE(int(j["snapshot"]["blocks"].size()), kBlocks);
 
-        const Run table = sp_ctl(at(agent.control(), {"snapshot"}));
+        const Run table = sp_ctl(at(agent->control_endpoint(), {"snapshot"}));
         QVERIFY2(table.exit_code == 0, table.err.constData());
         QVERIFY(table.out.startsWith("step 120, mode dynamic, run fake-run"));
         QVERIFY(table.out.contains("blocks.3"));
@@ -304,9 +230,9 @@ class TestSpCtlLive : public QObject {
 
     void tail_prints_count_messages() {
         QTemporaryDir dir;
-        FakeAgent agent(dir);
-        const Run r = sp_ctl({"tail", "--endpoint", QString::fromStdString(agent.telemetry()), "--count", "3",
-                              "--timeout", "30"});
+        const auto agent = cycling_agent(dir);
+        const Run r = sp_ctl({"tail", "--endpoint", QString::fromStdString(agent->telemetry_endpoint()),
+                              "--count", "3", "--timeout", "30"});
         QVERIFY2(r.exit_code == 0, r.err.constData());
         const QList<QByteArray> lines = r.out.trimmed().split('\n');
         QCOMPARE(lines.size(), 3);
@@ -316,8 +242,8 @@ class TestSpCtlLive : public QObject {
                  r.out.constData());
 
         // Four consecutive messages cover the fake's whole cycle: every human form appears.
-        const Run cycle = sp_ctl({"tail", "--endpoint", QString::fromStdString(agent.telemetry()), "--count",
-                                  "4", "--timeout", "30"});
+        const Run cycle = sp_ctl({"tail", "--endpoint", QString::fromStdString(agent->telemetry_endpoint()),
+                                  "--count", "4", "--timeout", "30"});
         QVERIFY2(cycle.exit_code == 0, cycle.err.constData());
         QVERIFY2(cycle.out.contains("step 120: 2 bf16 / 2 int8, saving 25.00%, changes 1\n") &&
                      cycle.out.contains("hello: run fake-run, rank 0, 4 blocks, protocol 1\n") &&
@@ -325,15 +251,15 @@ class TestSpCtlLive : public QObject {
                      cycle.out.contains(" bf16 -> int8 (policy)\n"),
                  cycle.out.constData());
 
-        const Run events = sp_ctl({"tail", "--endpoint", QString::fromStdString(agent.telemetry()),
+        const Run events = sp_ctl({"tail", "--endpoint", QString::fromStdString(agent->telemetry_endpoint()),
                                    "--topics", "hello,event", "--count", "2", "--timeout", "30"});
         QVERIFY2(events.exit_code == 0, events.err.constData());
         // The hello names the blocks, so an event after it can say "blocks.3".
         QVERIFY(events.out.contains("step 120 event precision_change block") &&
                 events.out.contains("bf16 -> int8 (policy)"));
 
-        const Run json = sp_ctl({"tail", "--endpoint", QString::fromStdString(agent.telemetry()), "--topics",
-                                 "update", "--count", "2", "--json", "--timeout", "30"});
+        const Run json = sp_ctl({"tail", "--endpoint", QString::fromStdString(agent->telemetry_endpoint()),
+                                 "--topics", "update", "--count", "2", "--json", "--timeout", "30"});
         QVERIFY2(json.exit_code == 0, json.err.constData());
         for (const QByteArray& line : json.out.trimmed().split('\n')) {
             const auto j = nlohmann::json::parse(line.toStdString());
@@ -344,9 +270,9 @@ class TestSpCtlLive : public QObject {
 
     void tail_notices_a_seq_gap() {
         QTemporaryDir dir;
-        FakeAgent agent(dir, 5);  // seq 5, 10, 15, ... never go out
-        const Run r = sp_ctl({"tail", "--endpoint", QString::fromStdString(agent.telemetry()), "--count",
-                              "12", "--timeout", "30"});
+        const auto agent = cycling_agent(dir, 5);  // seq 5, 10, 15, ... never go out
+        const Run r = sp_ctl({"tail", "--endpoint", QString::fromStdString(agent->telemetry_endpoint()),
+                              "--count", "12", "--timeout", "30"});
         QVERIFY2(r.exit_code == 0, r.err.constData());
         QVERIFY2(r.err.contains("missed 1 messages (seq "), r.err.constData());
     }
@@ -362,19 +288,20 @@ class TestSpCtlLive : public QObject {
         const QString server = dir.filePath("server"), client = dir.filePath("client");
         QCOMPARE(sp_ctl({"keygen", server}).exit_code, 0);
         QCOMPARE(sp_ctl({"keygen", client}).exit_code, 0);
-        FakeAgent agent(dir, 0, labelled(server + ".key", "secret-key").toStdString());
-        const Run r =
-            sp_ctl(at(agent.control(), {"ping", "--server-key", server + ".pub", "--client-key", client}));
+        const auto agent = cycling_agent(dir, 0, labelled(server + ".key", "secret-key").toStdString());
+        const Run r = sp_ctl(
+            at(agent->control_endpoint(), {"ping", "--server-key", server + ".pub", "--client-key", client}));
         QVERIFY2(r.exit_code == 0, r.err.constData());
         QVERIFY(r.out.startsWith("pong: "));
-        const Run named = sp_ctl(
-            at(agent.control(), {"ping", "--server-key", server + ".pub", "--client-key", client + ".key"}));
+        const Run named = sp_ctl(at(agent->control_endpoint(), {"ping", "--server-key", server + ".pub",
+                                                                "--client-key", client + ".key"}));
         QVERIFY2(named.exit_code == 0, named.err.constData());
         // A plain client cannot complete the handshake with a CURVE server, and is told why at once.
-        const Run plain =
-            sp_ctl({"ping", "--endpoint", QString::fromStdString(agent.control()), "--timeout", "30"});
+        const Run plain = sp_ctl(
+            {"ping", "--endpoint", QString::fromStdString(agent->control_endpoint()), "--timeout", "30"});
         QCOMPARE(plain.exit_code, 3);
-        QCOMPARE(plain.err, "sp-ctl ping: the agent at " + QByteArray::fromStdString(agent.control()) +
+        QCOMPARE(plain.err, "sp-ctl ping: the agent at " +
+                                QByteArray::fromStdString(agent->control_endpoint()) +
                                 " requires CURVE: pass --server-key AGENT.pub and --client-key NAME\n");
         // Only one of the two key options is a usage error.
         QCOMPARE(sp_ctl({"ping", "--server-key", server + ".pub"}).exit_code, 2);
@@ -385,10 +312,10 @@ class TestSpCtlLive : public QObject {
         const QString server = dir.filePath("server"), client = dir.filePath("client");
         QCOMPARE(sp_ctl({"keygen", server}).exit_code, 0);
         QCOMPARE(sp_ctl({"keygen", client}).exit_code, 0);
-        FakeAgent agent(dir, 0, labelled(server + ".key", "secret-key").toStdString());
+        const auto agent = cycling_agent(dir, 0, labelled(server + ".key", "secret-key").toStdString());
         const auto ping = [&](const QString& server_key, const QString& client_key) {
-            return sp_ctl(
-                at(agent.control(), {"ping", "--server-key", server_key, "--client-key", client_key}));
+            return sp_ctl(at(agent->control_endpoint(),
+                             {"ping", "--server-key", server_key, "--client-key", client_key}));
         };
         // Each refusal is a usage error (exit 2) that names the file and what to do; nothing is sent.
         const Run pub_as_secret = ping(server + ".pub", client + ".pub");
@@ -409,7 +336,7 @@ class TestSpCtlLive : public QObject {
                                    ".key' are too open; the secret key must be readable by its owner only "
                                    "(chmod 600 " +
                                    client.toUtf8() + ".key)\n");
-        QCOMPARE(agent.frames(), std::size_t(0));
+        QCOMPARE(agent->requests().size(), std::size_t(0));
     }
 
     void keygen_writes_a_key_pair_once() {

@@ -21,6 +21,7 @@
 #include <nlohmann/json.hpp>
 #include <zmq.hpp>
 
+#include "../common/small_model.h"
 #include "sp/jsonl.h"
 
 namespace {
@@ -149,32 +150,12 @@ class TestSoak : public QObject {
         trainer.setProcessChannelMode(QProcess::ForwardedErrorChannel);
         die_with_parent(trainer);
         trainer.setStandardOutputFile(QProcess::nullDevice());
-        trainer.start(QStringLiteral(SP_TRAINER_PATH), {"--steps",
-                                                        "1000000000",
-                                                        "--blocks",
-                                                        "3",
-                                                        "--d-model",
-                                                        "32",
-                                                        "--heads",
-                                                        "2",
-                                                        "--seq-len",
-                                                        "32",
-                                                        "--batch",
-                                                        "4",
-                                                        "--eval-every",
-                                                        "1000000",
-                                                        "--threads",
-                                                        "1",
-                                                        "--quiet",
-                                                        "--config",
-                                                        config,
-                                                        "--telemetry",
-                                                        telemetry,
-                                                        "--every-step-stats",
-                                                        "--telemetry-endpoint",
-                                                        QString::fromStdString(pub),
-                                                        "--control-endpoint",
-                                                        QString::fromStdString(ctl)});
+        trainer.start(
+            QStringLiteral(SP_TRAINER_PATH),
+            QStringList{"--steps", "1000000000"} + sp::test::small_model_args() +
+                QStringList{"--eval-every", "1000000", "--threads", "1", "--quiet", "--config", config,
+                            "--telemetry", telemetry, "--every-step-stats", "--telemetry-endpoint",
+                            QString::fromStdString(pub), "--control-endpoint", QString::fromStdString(ctl)});
         QVERIFY(trainer.waitForStarted(10000));
         const auto stop_trainer = qScopeGuard([&] { stop(trainer); });
 

@@ -43,7 +43,7 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-constexpr auto kDeadline = 10s;  // generous: CI is a loaded 2-core machine
+constexpr auto kDeadline = 10s;  // generous: a loaded CI machine
 
 class FakeBackend : public tr::ServerBackend {
   public:
@@ -189,7 +189,7 @@ class TestAgentServer : public QObject {
     }
 
   private slots:
-    void telemetryTopicsAndSeq() {
+    void telemetry_topics_and_seq() {
         QTemporaryDir dir;
         FakeBackend backend;
         auto opts = ipc_options(dir);
@@ -228,7 +228,7 @@ class TestAgentServer : public QObject {
         QCOMPARE(server.published(), std::uint64_t(3));
     }
 
-    void controlReplies() {
+    void control_replies() {
         QTemporaryDir dir;
         FakeBackend backend;
         auto opts = ipc_options(dir);
@@ -327,7 +327,7 @@ class TestAgentServer : public QObject {
 
     // Beyond its budget a client is answered at once with rate_limited, under its request's id, and
     // the backend never sees the request; another client keeps its own budget.
-    void rateLimitIsPerClient() {
+    void rate_limit_is_per_client() {
         QTemporaryDir dir;
         FakeBackend backend;
         auto opts = ipc_options(dir);
@@ -446,7 +446,7 @@ class TestAgentServer : public QObject {
         QVERIFY(pong && (*pong)["ok"].get<bool>());
     }
 
-    void stalledSubscriberDoesNotBlockProducer() {
+    void stalled_subscriber_does_not_block_producer() {
         QTemporaryDir dir;
         FakeBackend backend;
         auto opts = ipc_options(dir);
@@ -526,7 +526,7 @@ class TestAgentServer : public QObject {
         QVERIFY(gaps > 0);
     }
 
-    void fullQueueCountsDrops() {
+    void full_queue_counts_drops() {
         QTemporaryDir dir;
         FakeBackend backend;
         auto opts = ipc_options(dir);
@@ -566,33 +566,33 @@ class TestAgentServer : public QObject {
               (unsigned long long)server.published(), (unsigned long long)refused);
     }
 
-    void curveAdmitsOnlyAllowedKeys() {
+    void curve_admits_only_allowed_keys() {
         // Exceptions become failures with their message (Qt only says "unhandled exception").
         try {
-            curveBody();
+            curve_body();
         } catch (const std::exception& e) {
             QFAIL(e.what());
         }
     }
 
-    void keyFileMistakesAreRefused() {
+    void key_file_mistakes_are_refused() {
         try {
-            keyRefusalsBody();
+            key_refusals_body();
         } catch (const std::exception& e) {
             QFAIL(e.what());
         }
     }
 
-    void nonLoopbackNeedsCurveOrInsecure() {
+    void non_loopback_needs_curve_or_insecure() {
         try {
-            nonLoopbackBody();
+            non_loopback_body();
         } catch (const std::exception& e) {
             QFAIL(e.what());
         }
     }
 
   private:
-    void curveBody() {
+    void curve_body() {
         QTemporaryDir dir;
         const std::string base = dir.path().toStdString();
         const std::string server_pub = keys::write_key_pair(base + "/server", keys::Replace::yes);
@@ -647,7 +647,7 @@ class TestAgentServer : public QObject {
 
     // Each mistake an operator (or a hostile user) can make with the key files, refused in words
     // that say what to do; the same words as sp-ctl and the dashboard (sp::keys).
-    void keyRefusalsBody() {
+    void key_refusals_body() {
         QTemporaryDir dir;
         const std::string base = dir.path().toStdString(), key = base + "/server.key";
         keys::write_key_pair(base + "/server", keys::Replace::yes);
@@ -708,7 +708,7 @@ class TestAgentServer : public QObject {
                                                 "private)");
     }
 
-    void nonLoopbackBody() {
+    void non_loopback_body() {
         FakeBackend backend;
         tr::ServerOptions opts;
         const auto ports = free_ports(2);
@@ -729,7 +729,7 @@ class TestAgentServer : public QObject {
     }
 
   private slots:
-    void badEndpointThrows() {
+    void bad_endpoint_throws() {
         FakeBackend backend;
         tr::ServerOptions opts;
         opts.telemetry_endpoint = "nonsense://x";

@@ -30,7 +30,7 @@ std::vector<Precision> all(Precision p, std::size_t n) {
 class TestBudget : public QObject {
     Q_OBJECT
   private slots:
-    void startsAtTheCheapestAndMovesUpWhileTheTargetHolds() {
+    void starts_at_the_cheapest_and_moves_up_while_the_target_holds() {
         // From 75% (all INT4), four moves to INT8 reach exactly 50%; every move to BF16 would break it.
         const BudgetPlan plan = plan_budget(blocks_with({0.9, 0.1, 0.5, 0.0}), 50.0, 0.0);
         QCOMPARE(plan.precision, all(Precision::int8, 4));
@@ -38,7 +38,7 @@ class TestBudget : public QObject {
         QCOMPARE(plan.moves_up, 4);
     }
 
-    void mostSensitiveBlocksMoveUpFirst() {
+    void most_sensitive_blocks_move_up_first() {
         // Room for two moves only: the blocks whose sensitivity falls most per extra byte (0 and 2).
         // With QSync's published sign the least sensitive blocks (3 and 1) would move instead.
         const BudgetPlan plan = plan_budget(blocks_with({0.9, 0.1, 0.5, 0.0}), 60.0, 0.0);
@@ -48,7 +48,7 @@ class TestBudget : public QObject {
         QVERIFY(plan.saving_pct >= 60.0);
     }
 
-    void gainIsPerExtraByte() {
+    void gain_is_per_extra_byte() {
         // Equal sensitivity, sizes 100 and 300: the small block removes three times as much
         // sensitivity per extra byte, so it moves first (75% -> 68.75%); the large one's move
         // (-> 50%) would then break a 65% target.
@@ -60,7 +60,7 @@ class TestBudget : public QObject {
         QCOMPARE(sensitivity_in(b[0], Precision::int4), sensitivity_in(b[1], Precision::int4));
     }
 
-    void aMoveThatBreaksTheTargetIsSkippedNotTheRest() {
+    void a_move_that_breaks_the_target_is_skipped_not_the_rest() {
         // Block 0 (most sensitive, 300 bytes) cannot move without breaking 60%; block 1 (100 bytes) can.
         std::vector<BudgetBlock> b = blocks_with({0.9, 0.2});
         b[0].bytes_bf16 = 300;
@@ -69,7 +69,7 @@ class TestBudget : public QObject {
         QCOMPARE(plan.saving_pct, 100.0 * (1.0 - (75.0 + 50.0) / 400.0));
     }
 
-    void fixedBlocksCountButDoNotMove() {
+    void fixed_blocks_count_but_do_not_move() {
         std::vector<BudgetBlock> b = blocks_with({0.9, 0.1, 0.5, 0.0});
         b[0].fixed = Precision::bf16;  // pinned: 100 bytes, saves nothing
         // The others start at INT4 (56.25%); one move to INT8 (block 2) keeps 50%.
@@ -79,7 +79,7 @@ class TestBudget : public QObject {
         QCOMPARE(plan.saving_pct, 50.0);
     }
 
-    void admissibilityChoosesTheLevels() {
+    void admissibility_chooses_the_levels() {
         std::vector<BudgetBlock> b = blocks_with({0.5, 0.5});
         b[0].admissible = kAllFormats & FormatMask(~format_bit(Precision::int4));  // 8 bits at best
         b[1].admissible = format_bit(Precision::bf16);                             // nothing below BF16
@@ -90,7 +90,7 @@ class TestBudget : public QObject {
         QCOMPARE(tight.saving_pct, 25.0);  // below the unreachable target, as cheap as allowed
     }
 
-    void theEightBitLevelTakesTheBestSnr() {
+    void the_eight_bit_level_takes_the_best_snr() {
         std::vector<BudgetBlock> b = blocks_with({0.5});
         b[0].admissible =
             format_bit(Precision::fp8_e4m3) | format_bit(Precision::int8) | format_bit(Precision::fp8_e5m2);
@@ -100,7 +100,7 @@ class TestBudget : public QObject {
         QCOMPARE(plan_budget(b, 50.0, 0.0).precision, all(Precision::fp8_e4m3, 1));
     }
 
-    void hysteresisFavoursWhereBlocksStand() {
+    void hysteresis_favours_where_blocks_stand() {
         // Two equal blocks, room for one move: without hysteresis the lower id wins the tie; with it,
         // the block already at INT8 keeps its place.
         std::vector<BudgetBlock> b = blocks_with({0.5, 0.5});

@@ -17,6 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "../common/torch_reference.h"
 #include "sp/agent/calibration.h"
 #include "sp/quantize.h"
 #include "sp/simulator.h"
@@ -27,23 +28,13 @@ using sp::agent::calibration_fingerprint;
 using sp::agent::CalibrationHooks;
 using sp::agent::CalibrationResult;
 using sp::agent::relative_output_error;
+using sp::test::block_of;
+using sp::test::ref_bf16;
+using sp::test::ref_int8;
 
 namespace fs = std::filesystem;
 
 namespace {
-
-// Expected values straight from the core reference.
-torch::Tensor ref_int8(const torch::Tensor& t) {
-    const torch::Tensor c = t.detach().to(torch::kFloat).contiguous();
-    const auto rows = static_cast<std::size_t>(c.dim() >= 2 ? c.size(0) : 1);
-    const auto cols = static_cast<std::size_t>(c.numel()) / rows;
-    std::vector<float> v = sp::int8_roundtrip_rows(c.data_ptr<float>(), rows, cols);
-    return torch::from_blob(v.data(), c.sizes(), torch::kFloat).clone();
-}
-
-torch::Tensor ref_bf16(const torch::Tensor& t) {
-    return t.detach().to(torch::kBFloat16).to(torch::kFloat);
-}
 
 double ref_relative_error(const torch::Tensor& a, const torch::Tensor& b) {
     const torch::Tensor ad = a.to(torch::kDouble).contiguous(), bd = b.to(torch::kDouble).contiguous();
@@ -55,17 +46,6 @@ double ref_relative_error(const torch::Tensor& a, const torch::Tensor& b) {
         nd += (pa[i] - pb[i]) * (pa[i] - pb[i]);
     }
     return std::sqrt(nd) / std::sqrt(na);
-}
-
-AgentBlock block_of(int id, const std::string& name, const torch::nn::Module& m) {
-    AgentBlock b;
-    b.id = id;
-    b.name = name;
-    for (const auto& item : m.named_parameters()) {
-        b.param_names.push_back(item.key());
-        b.params.push_back(item.value());
-    }
-    return b;
 }
 
 std::vector<torch::Tensor> snapshot(const std::vector<AgentBlock>& blocks) {
@@ -181,7 +161,7 @@ class TestCalibration : public QObject {
     Q_OBJECT
 
   private slots:
-    void relativeErrorValues() {
+    void relative_error_values() {
         QCOMPARE(relative_output_error(torch::tensor({3.0f, 4.0f}), torch::tensor({3.0f, 0.0f})), 0.8);
         QCOMPARE(relative_output_error(torch::tensor({1.0f, 2.0f}), torch::tensor({1.0f, 2.0f})), 0.0);
         // Computed in double: a difference far below float's epsilon relative to ||a|| still shows.
@@ -196,7 +176,7 @@ class TestCalibration : public QObject {
                                  relative_output_error(torch::Tensor(), torch::zeros({1})));
     }
 
-    void relativeErrorDegenerate() {
+    void relative_error_degenerate() {
         const float inf = std::numeric_limits<float>::infinity();
         const float nan = std::numeric_limits<float>::quiet_NaN();
         QCOMPARE(relative_output_error(torch::zeros({4}), torch::zeros({4})), 0.0);
@@ -212,7 +192,7 @@ class TestCalibration : public QObject {
                  1.0);
     }
 
-    void identicalOutputsGiveZero() {
+    void identical_outputs_give_zero() {
         // Weights exactly representable in both: per row, integers up to 127 times a power of two,
         // the row's absmax exactly 127 * 2^k (so the INT8 scale is 2^k).
         torch::nn::Linear lin(8, 4);
@@ -239,7 +219,7 @@ class TestCalibration : public QObject {
         QCOMPARE(calibrate(ignoring, h2, 2, "ignoring", "").errors, std::vector<double>{0.0});
     }
 
-    void linearBlocksMatchTheReference() {
+    void linear_blocks_match_the_reference() {
         LinearModel m(3);
         const auto blocks = m.blocks();
         const auto before = snapshot(blocks);
@@ -271,7 +251,7 @@ class TestCalibration : public QObject {
         QVERIFY(m.layers[0]->weight.requires_grad());
     }
 
-    void inputHookSeesOriginalWeights() {
+    void input_hook_sees_original_weights() {
         LinearModel m(3);
         const auto blocks = m.blocks();
         const auto before = snapshot(blocks);
@@ -286,7 +266,7 @@ class TestCalibration : public QObject {
         QVERIFY(all_original);
     }
 
-    void fingerprintCoversEverything() {
+    void fingerprint_covers_everything() {
         const auto make = [](const std::string& name, const std::string& param,
                              std::vector<std::int64_t> shape, torch::ScalarType dtype) {
             AgentBlock b = tensor_block(name, {torch::zeros(shape, dtype)});
@@ -319,7 +299,7 @@ class TestCalibration : public QObject {
         QVERIFY(std::adjacent_find(all.begin(), all.end()) == all.end());
     }
 
-    void cacheHitAndCalFormat() {
+    void cache_hit_and_cal_format() {
         QTemporaryDir dir;
         QVERIFY(dir.isValid());
         const std::string cache = (fs::path(dir.path().toStdString()) / "nested" / "cache").string();
@@ -354,7 +334,7 @@ class TestCalibration : public QObject {
         QCOMPARE(second.cache_path, first.cache_path);
     }
 
-    void cacheMisses() {
+    void cache_misses() {
         QTemporaryDir dir;
         QVERIFY(dir.isValid());
         const std::string cache = dir.path().toStdString();
@@ -383,7 +363,7 @@ class TestCalibration : public QObject {
         QCOMPARE(std::distance(fs::directory_iterator(cache), fs::directory_iterator()), std::ptrdiff_t{6});
     }
 
-    void corruptOrMismatchedCacheIsRecomputed() {
+    void corrupt_or_mismatched_cache_is_recomputed() {
         QTemporaryDir dir;
         QVERIFY(dir.isValid());
         const std::string cache = dir.path().toStdString();
@@ -433,7 +413,7 @@ class TestCalibration : public QObject {
         QCOMPARE(hit.errors, good.errors);
     }
 
-    void emptyOrUnusableCacheDir() {
+    void empty_or_unusable_cache_dir() {
         QTemporaryDir dir;
         QVERIFY(dir.isValid());
         EnvGuard xdg("XDG_CACHE_HOME");
@@ -453,7 +433,7 @@ class TestCalibration : public QObject {
         QCOMPARE(u.errors, r.errors);
     }
 
-    void throwingHookRestoresWeights() {
+    void throwing_hook_restores_weights() {
         LinearModel m(2);
         const auto blocks = m.blocks();
         const auto before = snapshot(blocks);
@@ -490,7 +470,7 @@ class TestCalibration : public QObject {
         QVERIFY(unchanged(blocks, before));
     }
 
-    void invalidArguments() {
+    void invalid_arguments() {
         LinearModel m(1);
         QVERIFY_THROWS_EXCEPTION(std::invalid_argument, calibrate(m.blocks(), m.hooks(), 0, "x", ""));
         QVERIFY_THROWS_EXCEPTION(std::invalid_argument,
@@ -499,7 +479,7 @@ class TestCalibration : public QObject {
         QVERIFY(none.errors.empty());
     }
 
-    void defaultCacheDir() {
+    void default_cache_dir() {
         EnvGuard xdg("XDG_CACHE_HOME");
         EnvGuard home("HOME");
         qputenv("XDG_CACHE_HOME", "/tmp/xdg-test");

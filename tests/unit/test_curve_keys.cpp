@@ -46,7 +46,7 @@ std::string refusal_of(F f) {
 class TestCurveKeys : public QObject {
     Q_OBJECT
   private slots:
-    void pairRoundTripsWithExactModesWhateverTheUmask() {
+    void pair_round_trips_with_exact_modes_whatever_the_umask() {
         QTemporaryDir dir;
         const std::string base = dir.path().toStdString();
         for (const mode_t mask : {mode_t(0), mode_t(022), mode_t(077)}) {
@@ -63,7 +63,7 @@ class TestCurveKeys : public QObject {
         }
     }
 
-    void allowListTakesLabelledAndBareKeysAndComments() {
+    void allow_list_takes_labelled_and_bare_keys_and_comments() {
         QTemporaryDir dir;
         const std::string base = dir.path().toStdString();
         const std::string a = keys::write_key_pair(base + "/a", keys::Replace::no);
@@ -78,7 +78,7 @@ class TestCurveKeys : public QObject {
                      "KEY' or a bare 40-character Z85 key) nor a comment ('#')");
     }
 
-    void tooOpenSecretIsRefusedLikeSsh() {
+    void too_open_secret_is_refused_like_ssh() {
         QTemporaryDir dir;
         const std::string key = dir.path().toStdString() + "/k.key";
         keys::write_key_pair(dir.path().toStdString() + "/k", keys::Replace::no);
@@ -91,13 +91,13 @@ class TestCurveKeys : public QObject {
                  std::string());
     }
 
-    void secretKeyPathAddsKeyToABareName() {
+    void secret_key_path_adds_key_to_a_bare_name() {
         QCOMPARE(keys::secret_key_path("me"), std::string("me.key"));
         QCOMPARE(keys::secret_key_path("me.key"), std::string("me.key"));
         QCOMPARE(keys::secret_key_path("me.pub"), std::string("me.pub"));  // then refused as public
     }
 
-    void noForceRefusesADanglingSymlinkAndCreatesNothing() {
+    void no_force_refuses_a_dangling_symlink_and_creates_nothing() {
         QTemporaryDir dir;
         const std::string base = dir.path().toStdString();
         QCOMPARE(::symlink((base + "/planted").c_str(), (base + "/k.pub").c_str()), 0);

@@ -67,7 +67,7 @@ class TestFormatGate : public QObject {
     Q_OBJECT
 
   private slots:
-    void noRuleMeansBf16Only() {
+    void no_rule_means_bf16_only() {
         const FormatGatePolicy empty;
         for (Precision p : sp::kAllPrecisions)
             QCOMPARE(empty.admits(p, LayerKind::matrix, 1u << 20, 4096), p == Precision::bf16);
@@ -81,7 +81,7 @@ class TestFormatGate : public QObject {
         QVERIFY(!policy.admits(Precision::int8, LayerKind::matrix, 63, 128));  // below min_rows
     }
 
-    void ruleStartsWhereTheFormatStaysFaster() {
+    void rule_starts_where_the_format_stays_faster() {
         // Faster from 64 on: the rule starts at 64 with the speed-up measured there.
         const auto policy = sp::derive_gate_policy(
             sweep(Precision::int8, 128, {{16, 0.5}, {32, 0.9}, {64, 1.2}, {128, 1.5}}), 1.0);
@@ -93,7 +93,7 @@ class TestFormatGate : public QObject {
         QCOMPARE(r.max_rows, std::uint64_t(128));
     }
 
-    void speedupThatDipsStartsTheRuleAboveTheDip() {
+    void speedup_that_dips_starts_the_rule_above_the_dip() {
         // The seed tool's pitfall: fast at 32, slow again at 128. The rule must start at 256.
         const auto policy = sp::derive_gate_policy(
             sweep(Precision::fp8_e4m3, 512,
@@ -106,14 +106,14 @@ class TestFormatGate : public QObject {
         QVERIFY(policy.admits(Precision::fp8_e4m3, LayerKind::matrix, 256, 512));
     }
 
-    void slowAtTheLargestSizeMeansNoRule() {
+    void slow_at_the_largest_size_means_no_rule() {
         const auto policy = sp::derive_gate_policy(
             sweep(Precision::int4, 128, {{16, 1.5}, {32, 1.4}, {64, 1.2}, {128, 0.99}}), 1.0);
         QVERIFY(policy.rules.empty());
         QVERIFY(!policy.admits(Precision::int4, LayerKind::matrix, 32, 128));
     }
 
-    void exactThresholdCounts() {
+    void exact_threshold_counts() {
         // 2/2 is exactly 1.0 and 3/2 exactly 1.5: ">= threshold" must admit both.
         std::vector<GateMeasurement> m = {{LayerKind::matrix, 16, 64, Precision::int8, 2.0, 2.0},
                                           {LayerKind::matrix, 16, 64, Precision::int4, 2.0, 3.0},
@@ -130,13 +130,13 @@ class TestFormatGate : public QObject {
         QVERIFY(below.rules.empty());
     }
 
-    void slowestRepeatOfASizeCounts() {
+    void slowest_repeat_of_a_size_counts() {
         auto m = sweep(Precision::int8, 128, {{16, 1.5}, {32, 1.5}});
         m.push_back({LayerKind::matrix, 32, 128, Precision::int8, 1.0, 0.9});  // 32 again, slow
         QVERIFY(sp::derive_gate_policy(m, 1.0).rules.empty());
     }
 
-    void brokenMeasurementsNeverAdmit() {
+    void broken_measurements_never_admit() {
         const double nan = std::numeric_limits<double>::quiet_NaN();
         std::vector<GateMeasurement> m = sweep(Precision::int8, 128, {{16, 2.0}});
         m.push_back({LayerKind::matrix, 32, 128, Precision::int8, nan, 1.0});
@@ -145,14 +145,14 @@ class TestFormatGate : public QObject {
         QVERIFY(sp::derive_gate_policy(m, 1.0).rules.empty());
     }
 
-    void bf16MeasurementsAndBadThresholds() {
+    void bf16_measurements_and_bad_thresholds() {
         QVERIFY(sp::derive_gate_policy(sweep(Precision::bf16, 128, {{16, 2.0}}), 1.0).rules.empty());
         QVERIFY_THROWS_EXCEPTION(std::invalid_argument, sp::derive_gate_policy({}, 0.0));
         QVERIFY_THROWS_EXCEPTION(std::invalid_argument,
                                  sp::derive_gate_policy({}, std::numeric_limits<double>::quiet_NaN()));
     }
 
-    void speedupsRoundDownForTheFile() {
+    void speedups_round_down_for_the_file() {
         const auto p =
             sp::derive_gate_policy(sweep(Precision::int8, 128, {{16, 1.23456}, {32, 1.0004}}), 1.0);
         QCOMPARE(p.rules.size(), std::size_t(1));
@@ -163,13 +163,13 @@ class TestFormatGate : public QObject {
         QCOMPARE(q.rules[0].measured_speedup, 1.0505);
     }
 
-    void kindFollowsFromRows() {
+    void kind_follows_from_rows() {
         QVERIFY(sp::kind_of({1, 4096}) == LayerKind::vector);
         QVERIFY(sp::kind_of({}) == LayerKind::vector);
         QVERIFY(sp::kind_of({2, 4096}) == LayerKind::matrix);
     }
 
-    void blockNeedsEveryMatrixAdmitted() {
+    void block_needs_every_matrix_admitted() {
         auto m = sweep(Precision::int8, 128, {{128, 1.5}, {512, 1.5}});
         const auto more = sweep(Precision::int8, 512, {{128, 1.5}});
         m.insert(m.end(), more.begin(), more.end());
@@ -190,7 +190,7 @@ class TestFormatGate : public QObject {
         QVERIFY(sp::admits_block(p, Precision::bf16, {{384, 256}}));
     }
 
-    void roundTrip() {
+    void round_trip() {
         std::vector<GateMeasurement> m = sweep(Precision::int8, 1024, {{16, 1.1}, {32, 1.7}});
         for (const auto& more : {sweep(Precision::int4, 128, {{512, 1.31}, {1024, 2.5}}),
                                  sweep(Precision::fp8_e5m2, 128, {{64, 1.01}}),
@@ -212,7 +212,7 @@ class TestFormatGate : public QObject {
         QVERIFY(sp::parse_gate_policy(sp::to_json_text(FormatGatePolicy{})) == FormatGatePolicy{});
     }
 
-    void optionalKeysHaveDefaults() {
+    void optional_keys_have_defaults() {
         const auto p = sp::parse_gate_policy(
             R"({"version": 1, "rules": {"matrix": {"64": [{"format": "fp8_e4m3", "min_rows": 8, "measured_speedup": 2}]}}})");
         QCOMPARE(p.speedup_threshold, 1.0);
@@ -223,7 +223,7 @@ class TestFormatGate : public QObject {
         QVERIFY(p.admits(Precision::fp8_e4m3, LayerKind::matrix, 8, 64));
     }
 
-    void badFilesNameTheKey() {
+    void bad_files_name_the_key() {
         auto with = [](const char* pointer, nlohmann::json value) {
             nlohmann::json j = valid_file();
             j[nlohmann::json::json_pointer(pointer)] = std::move(value);
@@ -279,7 +279,7 @@ class TestFormatGate : public QObject {
         }
     }
 
-    void loadAddsThePath() {
+    void load_adds_the_path() {
         QTemporaryDir dir;
         const std::string path = dir.filePath("gate.json").toStdString();
         {

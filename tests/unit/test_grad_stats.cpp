@@ -89,29 +89,13 @@ Ref reference(const std::vector<at::Tensor>& grads) {
     return r;
 }
 
-using sp::test::rel_close;
-
 // Compares one block's statistics with the reference; failures name the case.
 void check_block(const BlockGradStats& got, const Ref& want, const QString& what) {
     QVERIFY2(got.numel == want.numel,
              qPrintable(what + QString(": numel %1 != %2").arg(got.numel).arg(want.numel)));
-    QVERIFY2(got.nonfinite_count == want.nonfinite,
-             qPrintable(what + QString(": nonfinite %1 != %2").arg(got.nonfinite_count).arg(want.nonfinite)));
-    QVERIFY2(
-        got.max_abs == want.max_abs,
-        qPrintable(what +
-                   QString(": max_abs %1 != %2").arg(got.max_abs, 0, 'g', 17).arg(want.max_abs, 0, 'g', 17)));
-    QVERIFY2(
-        rel_close(got.l2_norm, want.l2, kRelTol),
-        qPrintable(what + QString(": l2 %1 != %2").arg(got.l2_norm, 0, 'g', 17).arg(want.l2, 0, 'g', 17)));
-    QVERIFY2(
-        std::fabs(got.mean - want.mean) <= kRelTol * (std::fabs(want.mean) + want.rms),
-        qPrintable(what + QString(": mean %1 != %2").arg(got.mean, 0, 'g', 17).arg(want.mean, 0, 'g', 17)));
-    QVERIFY2(
-        rel_close(got.variance, want.variance, kRelTol),
-        qPrintable(
-            what +
-            QString(": variance %1 != %2").arg(got.variance, 0, 'g', 17).arg(want.variance, 0, 'g', 17)));
+    sp::test::check_moments({got.numel - got.nonfinite_count, got.nonfinite_count, got.max_abs, got.l2_norm,
+                             got.mean, got.variance},
+                            want, kRelTol, what);
 }
 
 // A parameter of `dtype` whose .grad() is `grad` (undefined: no grad).
@@ -186,20 +170,20 @@ bool same_bits(const BlockGradStats& a, const BlockGradStats& b) {
 
 }  // namespace
 
-class GradStatsTest : public QObject {
+class TestGradStats : public QObject {
     Q_OBJECT
 
   private slots:
     void initTestCase() { torch::manual_seed(20240601); }
 
     // Several blocks of one dtype, shapes like a small transformer block's.
-    void singleDtype_data() {
+    void single_dtype_data() {
         QTest::addColumn<int>("dtype");
         QTest::newRow("fp32") << int(at::kFloat);
         QTest::newRow("bf16") << int(at::kBFloat16);
         QTest::newRow("fp16") << int(at::kHalf);
     }
-    void singleDtype() {
+    void single_dtype() {
         QFETCH(int, dtype);
         const auto t = static_cast<at::ScalarType>(dtype);
         std::vector<AgentBlock> blocks;
@@ -209,10 +193,10 @@ class GradStatsTest : public QObject {
                                param_with_grad({96}, t, random_grad({96}, t, 1e-2, 1e-3)),
                                param_with_grad({64, 200}, t, random_grad({64, 200}, t, 0.5))}));
         }
-        check_all(blocks, "singleDtype");
+        check_all(blocks, "single_dtype");
     }
 
-    void mixedDtypesInOneBlock() {
+    void mixed_dtypes_in_one_block() {
         std::vector<AgentBlock> blocks;
         blocks.push_back(
             make_block(0, {param_with_grad({300, 7}, at::kFloat, random_grad({300, 7}, at::kFloat)),
@@ -225,20 +209,20 @@ class GradStatsTest : public QObject {
     }
 
     // Sizes around the vector widths (8, 16, 32 lanes) and the 65536-element chunk.
-    void oddSizes() {
+    void odd_sizes() {
         for (at::ScalarType t : {at::kFloat, at::kBFloat16, at::kHalf}) {
             std::vector<AgentBlock> blocks;
             int id = 0;
             for (std::int64_t n : {1, 3, 7, 15, 17, 31, 33, 65535, 65536, 65537, 131073}) {
                 blocks.push_back(make_block(id++, {param_with_grad({n}, t, random_grad({n}, t, 1.0, 0.25))}));
             }
-            check_all(blocks, QString("oddSizes %1").arg(c10::toString(t)));
+            check_all(blocks, QString("odd_sizes %1").arg(c10::toString(t)));
             if (QTest::currentTestFailed()) return;
         }
     }
 
     // NaN and +-Inf at the first element, across a chunk boundary, in the tail and mid-vector.
-    void nonFinite() {
+    void non_finite() {
         for (at::ScalarType t : {at::kFloat, at::kBFloat16, at::kHalf}) {
             at::Tensor big = random_grad({200000}, t, 1e-2);
             big[0].fill_(kNaN);
@@ -258,7 +242,7 @@ class GradStatsTest : public QObject {
             blocks.push_back(make_block(1, {param_with_grad({9}, t, all_bad)}));
             blocks.push_back(
                 make_block(2, {param_with_grad({9}, t, all_bad.clone()), param_with_grad({1000}, t, clean)}));
-            check_all(blocks, QString("nonFinite %1").arg(c10::toString(t)));
+            check_all(blocks, QString("non_finite %1").arg(c10::toString(t)));
             if (QTest::currentTestFailed()) return;
 
             // The counts and the all-non-finite block, spelled out.
@@ -279,7 +263,7 @@ class GradStatsTest : public QObject {
     }
 
     // An empty grad counts as a defined grad of 0 elements.
-    void emptyTensors() {
+    void empty_tensors() {
         std::vector<AgentBlock> blocks;
         blocks.push_back(make_block(0, {param_with_grad({0}, at::kFloat, torch::zeros({0}))}));
         blocks.push_back(
@@ -301,7 +285,7 @@ class GradStatsTest : public QObject {
 
     // Transposed and channels-last (dense: read in place), strided slices and an expanded (stride 0)
     // grad (copied); then the same grads changed in place.
-    void nonContiguous() {
+    void non_contiguous() {
         for (at::ScalarType t : {at::kFloat, at::kBFloat16, at::kHalf}) {
             const at::Tensor transposed = random_grad({300, 257}, t, 1e-2).t();
             const at::Tensor sliced = random_grad({90, 2 * 301}, t).slice(1, 0, 2 * 301, 2);
@@ -316,7 +300,7 @@ class GradStatsTest : public QObject {
             blocks.push_back(make_block(
                 1, {param_with_grad({90, 301}, t, sliced), param_with_grad({40, 129}, t, expanded),
                     param_with_grad({997}, t, offset), param_with_grad({3, 5, 7, 9}, t, channels_last)}));
-            check_all(blocks, QString("nonContiguous %1").arg(c10::toString(t)));
+            check_all(blocks, QString("non_contiguous %1").arg(c10::toString(t)));
             if (QTest::currentTestFailed()) return;
 
             auto c = make_collector(false);
@@ -326,15 +310,15 @@ class GradStatsTest : public QObject {
             sliced.add_(1.0);
             channels_last.mul_(0.5);
             c->collect();
-            check_block(c->results()[0], reference(grads_of(blocks[0])), "nonContiguous, changed in place");
-            check_block(c->results()[1], reference(grads_of(blocks[1])), "nonContiguous, changed in place");
+            check_block(c->results()[0], reference(grads_of(blocks[0])), "non_contiguous, changed in place");
+            check_block(c->results()[1], reference(grads_of(blocks[1])), "non_contiguous, changed in place");
             if (QTest::currentTestFailed()) return;
         }
     }
 
     // Magnitudes at the ends of each format: squares that overflow float (but not double), subnormals,
     // and the largest magnitude on the negative side (max |g| must see through the sign).
-    void extremeValues() {
+    void extreme_values() {
         struct Case {
             at::ScalarType t;
             double big, tiny;
@@ -363,7 +347,7 @@ class GradStatsTest : public QObject {
     }
 
     // A block is absent only when none of its parameters has a grad.
-    void missingGrads() {
+    void missing_grads() {
         std::vector<AgentBlock> blocks;
         blocks.push_back(make_block(0, {param_with_grad({10}, at::kFloat, random_grad({10}, at::kFloat))}));
         blocks.push_back(make_block(1, {param_with_grad({10}, at::kFloat, at::Tensor()),
@@ -380,11 +364,11 @@ class GradStatsTest : public QObject {
         QCOMPARE(r[0].block_id, 0);
         QCOMPARE(r[1].block_id, 2);
         QCOMPARE(quint64(r[1].numel), quint64(20));  // only the defined grad counts
-        check_block(r[1], reference(grads_of(blocks[2])), "missingGrads block 2");
+        check_block(r[1], reference(grads_of(blocks[2])), "missing_grads block 2");
     }
 
     // Many chunks of one tensor plus small ones: the merge across chunks.
-    void largeTensor() {
+    void large_tensor() {
         std::vector<AgentBlock> blocks;
         blocks.push_back(
             make_block(0, {param_with_grad({3000017}, at::kFloat, random_grad({3000017}, at::kFloat)),
@@ -396,7 +380,7 @@ class GradStatsTest : public QObject {
 
     // Mean far larger than the spread (mean^2 / variance = 1e12 in block 0): sumsq - sum * mean keeps
     // only ~3 of M2's 16 digits there, so this fails unless the two-pass route is taken.
-    void largeMeanSmallSpread() {
+    void large_mean_small_spread() {
         std::vector<AgentBlock> blocks;
         blocks.push_back(make_block(
             0, {param_with_grad({200003}, at::kFloat, random_grad({200003}, at::kFloat, 1e-3, 1000.0))}));
@@ -444,7 +428,7 @@ class GradStatsTest : public QObject {
 
     // Grads replaced by new tensors (storage moved; the old ones kept alive and overwritten, so a
     // stale pointer would show), grads that vanish and come back, and a changed dtype.
-    void replacedGrads() {
+    void replaced_grads() {
         at::Tensor w = param_with_grad({500, 300}, at::kFloat, random_grad({500, 300}, at::kFloat));
         at::Tensor b = param_with_grad({300}, at::kFloat, random_grad({300}, at::kFloat));
         at::Tensor v = param_with_grad({1000}, at::kFloat, random_grad({1000}, at::kFloat));
@@ -484,7 +468,7 @@ class GradStatsTest : public QObject {
     // After the first collect, a step allocates nothing, even when a grad's storage moved (same size),
     // a chunk holds a NaN, or a grad is transposed (dense: read in place). Grads that are not dense
     // are left out: their staging copy_ is LibTorch's.
-    void noAllocationPerStep() {
+    void no_allocation_per_step() {
         at::Tensor nan_grad = random_grad({70000}, at::kHalf);
         nan_grad[66000].fill_(kNaN);
         std::vector<AgentBlock> blocks;
@@ -518,7 +502,7 @@ class GradStatsTest : public QObject {
     }
 
     // results() ascend by block id whatever order prepare() got the blocks in.
-    void resultsSortedById() {
+    void results_sorted_by_id() {
         std::vector<AgentBlock> blocks;
         for (int id : {2, 0, 1}) {
             blocks.push_back(
@@ -533,7 +517,7 @@ class GradStatsTest : public QObject {
         check_block(r[2], reference(grads_of(blocks[0])), "sorted: id 2");
     }
 
-    void unsupportedDtypeThrows() {
+    void unsupported_dtype_throws() {
         std::vector<AgentBlock> blocks = {
             make_block(0, {param_with_grad({10}, at::kDouble, torch::ones({10}, torch::kDouble))})};
         auto c = make_collector(false);
@@ -541,7 +525,7 @@ class GradStatsTest : public QObject {
         QVERIFY_THROWS_EXCEPTION(std::invalid_argument, c->collect());
     }
 
-    void blocksFromModules() {
+    void blocks_from_modules() {
         torch::nn::Sequential seq(torch::nn::Linear(4, 3), torch::nn::ReLU(), torch::nn::Linear(3, 2));
         torch::nn::Linear lone(torch::nn::LinearOptions(5, 7).bias(false));
         const auto blocks =
@@ -580,5 +564,5 @@ class GradStatsTest : public QObject {
     }
 };
 
-QTEST_APPLESS_MAIN(GradStatsTest)
+QTEST_APPLESS_MAIN(TestGradStats)
 #include "test_grad_stats.moc"

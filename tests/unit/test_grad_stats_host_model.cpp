@@ -87,21 +87,13 @@ class TestGradStatsHostModel : public QObject {
     }
 
     void every_alignment_of_every_dtype() {
-        // The same values at every element-aligned shift of the arena: heads of 0 .. 7 elements
-        // before the vector body, tails of every length.
-        std::mt19937_64 rng(3);
-        for (const GradDType d : {GradDType::f32, GradDType::bf16, GradDType::f16}) {
-            std::vector<HostTensor> host;
-            for (int n : {1, 5, 8, 17, 4103}) host.push_back(make_tensor(rng, d, n % 2, n, 0.1, 0.0, 1));
-            const std::size_t es = sp::cuda::element_size(d);
-            for (std::size_t shift = 0; shift < 16; shift += es) {
+        // The same values at every element-aligned shift of the arena.
+        sp::test::for_every_alignment(
+            [](std::vector<HostTensor>& host, std::size_t shift, const QString& what) {
                 const auto got = run(host, 2, 64, shift);
                 for (int b = 0; b < 2; ++b)
-                    check_block(got[std::size_t(b)], reference(host, b),
-                                QString("dtype %1 shift %2 block %3").arg(int(d)).arg(shift).arg(b));
-                if (QTest::currentTestFailed()) return;
-            }
-        }
+                    check_block(got[std::size_t(b)], reference(host, b), what + QString(" block %1").arg(b));
+            });
     }
 
     void far_from_zero_keeps_the_variance() {

@@ -55,7 +55,7 @@ bool contains(const std::string& text, const char* part) {
 class TestPolicyTiers : public QObject {
     Q_OBJECT
   private slots:
-    void cheapestFormatWhoseSnrClears() {
+    void cheapest_format_whose_snr_clears() {
         Policy p(tier_config(), uniform_layout(5), {0.1, 0.1, 0.1, 0.7, 0.1});
         p.observe_snr(snr(0, 19.1, 41.7, 33, 27));  // int4 fails, int8 clears
         p.observe_snr(snr(1, 26, 41, 33, 27));      // int4 clears
@@ -83,7 +83,7 @@ class TestPolicyTiers : public QObject {
         QCOMPARE(r->block_details[2].snr_db[std::size_t(Precision::fp8_e4m3)], 26.0);
     }
 
-    void hysteresisInDecibels() {
+    void hysteresis_in_decibels() {
         Policy p(tier_config(), uniform_layout(1), {0.1});
         p.observe_snr(snr(0, 20, 35, 20, 20));
         p.update(0, 0.0);
@@ -110,7 +110,7 @@ class TestPolicyTiers : public QObject {
         QCOMPARE(p.precisions()[0], Precision::bf16);
     }
 
-    void gateRestrictsTheFormats() {
+    void gate_restricts_the_formats() {
         Policy p(tier_config(), uniform_layout(2), {0.1, 0.1});
         p.set_admitted_formats({format_bit(Precision::int8), 0});  // block 1: nothing below BF16
         p.observe_snr(snr(0, 40, 45, 40, 40));
@@ -123,7 +123,7 @@ class TestPolicyTiers : public QObject {
         QVERIFY_THROWS_EXCEPTION(std::invalid_argument, p.set_admitted_formats({0}));
     }
 
-    void runtimeLimitsWhatIsRouted() {
+    void runtime_limits_what_is_routed() {
         Policy p(tier_config(), uniform_layout(1), {0.1});
         p.set_materializable(format_bit(Precision::int8));
         p.observe_snr(snr(0, 40, 45, 40, 40));
@@ -131,7 +131,7 @@ class TestPolicyTiers : public QObject {
         QCOMPARE(p.precisions()[0], Precision::int8);
     }
 
-    void cooldownHoldsChangesBetweenFormats() {
+    void cooldown_holds_changes_between_formats() {
         Config c = tier_config();
         c.min_steps_between_switches = 10;
         Policy p(c, uniform_layout(1), {0.1});
@@ -148,7 +148,7 @@ class TestPolicyTiers : public QObject {
         QCOMPARE(p.precisions()[0], Precision::int4);
     }
 
-    void tiersOffKeepTheSensitivityRules() {
+    void tiers_off_keep_the_sensitivity_rules() {
         Config c = tier_config();
         c.snr_tiers = false;
         Policy p(c, uniform_layout(2), {0.1, 0.4});
@@ -160,7 +160,7 @@ class TestPolicyTiers : public QObject {
         QCOMPARE(r->block_details[0].snr_db[std::size_t(Precision::int4)], 40.0);
     }
 
-    void budgetModePlansAndFollowsTheTarget() {
+    void budget_mode_plans_and_follows_the_target() {
         Config c = tier_config();
         c.snr_tiers = false;
         c.mode = Mode::budget;
@@ -186,7 +186,7 @@ class TestPolicyTiers : public QObject {
         QCOMPARE(r->estimated_bandwidth_saving_pct, 50.0);
     }
 
-    void budgetUsesOnlyFormatsThatClearTheirThreshold() {
+    void budget_uses_only_formats_that_clear_their_threshold() {
         Config c = tier_config();
         c.mode = Mode::budget;
         c.budget_target_pct = 75.0;
@@ -197,7 +197,7 @@ class TestPolicyTiers : public QObject {
         QCOMPARE(p.precisions(), (std::vector<Precision>{Precision::int4, Precision::int8}));
     }
 
-    void setModeBudgetAndBack() {
+    void set_mode_budget_and_back() {
         Config c = tier_config();
         c.snr_tiers = false;
         Policy p(c, uniform_layout(2, 100), {0.1, 0.1});

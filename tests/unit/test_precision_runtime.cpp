@@ -8,6 +8,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "../common/torch_reference.h"
 #include "sp/agent/precision_runtime.h"
 #include "sp/quantize.h"
 
@@ -15,18 +16,11 @@ using sp::Precision;
 using sp::agent::AgentBlock;
 using sp::agent::PrecisionHints;
 using sp::agent::ReferencePrecisionRuntime;
+using sp::test::block_of;
+using sp::test::ref_bf16;
+using sp::test::ref_int8;
 
 namespace {
-
-// The expected values, computed here straight from the core reference (not through the runtime's
-// own helper): INT8 rows = size(0) for dim >= 2, one row otherwise.
-torch::Tensor ref_int8(const torch::Tensor& t) {
-    const torch::Tensor c = t.detach().to(torch::kFloat).contiguous();
-    const auto rows = static_cast<std::size_t>(c.dim() >= 2 ? c.size(0) : 1);
-    const auto cols = static_cast<std::size_t>(c.numel()) / rows;
-    std::vector<float> v = sp::int8_roundtrip_rows(c.data_ptr<float>(), rows, cols);
-    return torch::from_blob(v.data(), c.sizes(), torch::kFloat).clone();
-}
 
 // FP8 with row scales and INT4 in groups, from the per-format core quantizers.
 torch::Tensor ref_format(const torch::Tensor& t, Precision p, std::size_t group = 64) {
@@ -40,21 +34,6 @@ torch::Tensor ref_format(const torch::Tensor& t, Precision p, std::size_t group 
     else
         sp::dequantize_fp8_rows(sp::quantize_fp8_rows(c.data_ptr<float>(), rows, cols, p), v.data());
     return torch::from_blob(v.data(), c.sizes(), torch::kFloat).clone();
-}
-
-torch::Tensor ref_bf16(const torch::Tensor& t) {
-    return t.detach().to(torch::kBFloat16).to(torch::kFloat);
-}
-
-AgentBlock block_of(int id, const std::string& name, const torch::nn::Module& m) {
-    AgentBlock b;
-    b.id = id;
-    b.name = name;
-    for (const auto& item : m.named_parameters()) {
-        b.param_names.push_back(item.key());
-        b.params.push_back(item.value());
-    }
-    return b;
 }
 
 PrecisionHints hints_of(std::vector<Precision> p) {
@@ -81,7 +60,7 @@ class TestPrecisionRuntime : public QObject {
   private slots:
     void init() { torch::manual_seed(7); }
 
-    void initialLoadIsBf16AndNotAStep() {
+    void initial_load_is_bf16_and_not_a_step() {
         torch::nn::Linear lin(64, 32);
         const torch::Tensor w0 = lin->weight.detach().clone(), b0 = lin->bias.detach().clone();
         ReferencePrecisionRuntime rt({block_of(0, "blocks.0", *lin)});
@@ -97,7 +76,7 @@ class TestPrecisionRuntime : public QObject {
         QVERIFY(!same(lin->weight, w0));  // random normal weights are not all bf16-representable
     }
 
-    void stepBytesBf16AndInt8() {
+    void step_bytes_bf16_and_int8() {
         torch::nn::Linear lin(64, 32);
         ReferencePrecisionRuntime rt({block_of(0, "blocks.0", *lin)});
 
@@ -129,7 +108,7 @@ class TestPrecisionRuntime : public QObject {
         QCOMPARE(rt.total_bytes().bf16, kLinearBf16 + kLinearBf16 + 2 * kLinearBf16 + kLinearBf16);
     }
 
-    void rowsOfEveryRank() {
+    void rows_of_every_rank() {
         // 0-D: one row of one; 1-D: one row; 3-D: size(0) rows.
         const torch::Tensor s = torch::tensor(0.7f), v = torch::randn({5}), t = torch::randn({4, 3, 2});
         const torch::Tensor s0 = s.clone(), v0 = v.clone(), t0 = t.clone();  // the masters
@@ -149,7 +128,7 @@ class TestPrecisionRuntime : public QObject {
         QVERIFY(same(t, by_row));
     }
 
-    void perBlockBytes() {
+    void per_block_bytes() {
         torch::nn::Linear a(64, 32), b(16, 8);
         ReferencePrecisionRuntime rt({block_of(0, "blocks.0", *a), block_of(1, "blocks.1", *b)});
         rt.on_hints(hints_of({Precision::bf16, Precision::int8}));
@@ -167,7 +146,7 @@ class TestPrecisionRuntime : public QObject {
         QCOMPARE(rt.step_bytes().bf16, kLinearBf16 + 2 * small_bf16);
     }
 
-    void hintsMaterializeAtOnce() {
+    void hints_materialize_at_once() {
         torch::nn::Linear lin(64, 32);
         const torch::Tensor w0 = lin->weight.detach().clone(), b0 = lin->bias.detach().clone();
         const void* w_ptr = lin->weight.data_ptr();
@@ -191,7 +170,7 @@ class TestPrecisionRuntime : public QObject {
         QVERIFY(lin->weight.data_ptr() == w_ptr);
     }
 
-    void straightThrough() {
+    void straight_through() {
         torch::nn::Linear lin(torch::nn::LinearOptions(8, 4).bias(false));
         torch::Tensor& w = lin->weight;
         const torch::Tensor master0 = w.detach().clone();
@@ -235,7 +214,7 @@ class TestPrecisionRuntime : public QObject {
         QVERIFY(w.is_leaf());
     }
 
-    void hintsWhileMastersAreInTheParameters() {
+    void hints_while_masters_are_in_the_parameters() {
         torch::nn::Linear lin(64, 32);
         const torch::Tensor w0 = lin->weight.detach().clone();
         ReferencePrecisionRuntime rt({block_of(0, "blocks.0", *lin)});
@@ -248,7 +227,7 @@ class TestPrecisionRuntime : public QObject {
         QCOMPARE(rt.step_bytes().copied, kLinearInt8);
     }
 
-    void everyFormatIsMaterializedAsTheReference() {
+    void every_format_is_materialized_as_the_reference() {
         // Each format, computed here from the core quantizers directly (not through roundtrip(), the
         // runtime's path), and bytes counted as stored: codes plus fp32 scales.
         for (Precision p : {Precision::fp8_e4m3, Precision::fp8_e5m2, Precision::int4}) {
@@ -267,7 +246,7 @@ class TestPrecisionRuntime : public QObject {
         }
     }
 
-    void int4GroupSizeIsHonoured() {
+    void int4_group_size_is_honoured() {
         torch::nn::Linear lin(64, 8);
         const torch::Tensor w0 = lin->weight.detach().clone();
         ReferencePrecisionRuntime rt({block_of(0, "a", *lin)}, 16);
@@ -278,7 +257,7 @@ class TestPrecisionRuntime : public QObject {
                                  ReferencePrecisionRuntime({block_of(0, "a", *lin)}, 0));
     }
 
-    void badMapsThrow() {
+    void bad_maps_throw() {
         torch::nn::Linear lin(64, 32);
         const torch::Tensor w0 = lin->weight.detach().clone();
         ReferencePrecisionRuntime rt({block_of(0, "a", *lin), block_of(1, "b", *torch::nn::Linear(4, 4))});
@@ -294,7 +273,7 @@ class TestPrecisionRuntime : public QObject {
         QCOMPARE(rt.formats(), sp::kAllFormats);
     }
 
-    void misuseThrows() {
+    void misuse_throws() {
         torch::nn::Linear lin(4, 4);
         ReferencePrecisionRuntime rt({block_of(0, "a", *lin)});
         QVERIFY_THROWS_EXCEPTION(std::logic_error, rt.after_optimizer_step());
@@ -306,7 +285,7 @@ class TestPrecisionRuntime : public QObject {
         QVERIFY_THROWS_EXCEPTION(std::invalid_argument, ReferencePrecisionRuntime({d}));
     }
 
-    void noBlocks() {
+    void no_blocks() {
         ReferencePrecisionRuntime rt(std::vector<AgentBlock>{});
         rt.on_hints(hints_of({}));
         rt.before_optimizer_step();

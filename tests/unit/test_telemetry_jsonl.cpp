@@ -102,7 +102,7 @@ class TestTelemetryJsonl : public QObject {
     Q_OBJECT
 
   private slots:
-    void reasonSpellings() {
+    void reason_spellings() {
         const Reason all[] = {Reason::warmup,    Reason::mode,   Reason::initial,
                               Reason::policy,    Reason::hold,   Reason::cooldown,
                               Reason::nonfinite, Reason::config, Reason::pin};
@@ -111,7 +111,7 @@ class TestTelemetryJsonl : public QObject {
         QVERIFY(!parse_reason("Hold").has_value());
     }
 
-    void updateRoundTripsEveryField() {
+    void update_round_trips_every_field() {
         const UpdateRecord in = sample_update();
         const std::string line = to_json_line(in);
         QVERIFY(line.find('\n') == std::string::npos);
@@ -161,7 +161,7 @@ class TestTelemetryJsonl : public QObject {
         QCOMPARE(to_json_line(out), line);                               // and the text is stable
     }
 
-    void doublesRoundTripExactly() {
+    void doubles_round_trip_exactly() {
         std::mt19937_64 rng(7);
         UpdateRecord r;
         for (int i = 0; i < 2000; ++i) {
@@ -177,7 +177,7 @@ class TestTelemetryJsonl : public QObject {
         }
     }
 
-    void updateHasExactKeyOrderAndNoType() {
+    void update_has_exact_key_order_and_no_type() {
         const std::vector<std::string> seed = {
             "step_id",         "timestamp",         "blocks_bf16",
             "blocks_int8",     "mean_sensitivity",  "max_sensitivity",
@@ -227,7 +227,7 @@ class TestTelemetryJsonl : public QObject {
         QCOMPARE(keys_of(j), expected);
     }
 
-    void formatFieldsRoundTrip() {
+    void format_fields_round_trip() {
         // Update records: per-block SNR (finite entries only) and reason text, INT4 count, budget target.
         UpdateRecord r = sample_update();
         r.blocks_int4 = 3;
@@ -283,7 +283,7 @@ class TestTelemetryJsonl : public QObject {
         QVERIFY(std::get<RunHeader>(rec).admitted_formats == h.admitted_formats);
     }
 
-    void stepStatsLinesRoundTrip() {
+    void step_stats_lines_round_trip() {
         StepStatsRecord r;
         r.step = 17;
         r.timestamp = 1763700000.125;
@@ -325,7 +325,7 @@ class TestTelemetryJsonl : public QObject {
                  error.c_str());
     }
 
-    void loadsOriginalToolRecord() {
+    void loads_original_tool_record() {
         const UpdateRecord r = parse_update(minimal_line());
         QCOMPARE(r.step_id, std::int64_t(50));
         CHECK_SAME(r.timestamp, 1234567.89);
@@ -342,7 +342,7 @@ class TestTelemetryJsonl : public QObject {
         QVERIFY(!r.measured_bandwidth_saving_pct.has_value());
     }
 
-    void detailsWithoutAdditiveFieldsGetDefaults() {
+    void details_without_additive_fields_get_defaults() {
         const UpdateRecord r = parse_update(minimal_line(std::string(R"({"3": )") + kDetail0 + "}"));
         QCOMPARE(r.block_details.size(), std::size_t(1));
         const BlockDetail& d = r.block_details[0];
@@ -356,7 +356,7 @@ class TestTelemetryJsonl : public QObject {
         QCOMPARE(d.switches, 0);
     }
 
-    void toleratesFormattingOrderEscapesAndUnknownKeys() {
+    void tolerates_formatting_order_escapes_and_unknown_keys() {
         // Keys in any order, whitespace everywhere, escapes, unknown keys with nested values, CRLF.
         const std::string line =
             " \t{ \"block_details\" : { \"10\" : { \"future\" : [1, {\"x\": [true, null]}, \"a\\\"b\"], "
@@ -382,7 +382,7 @@ class TestTelemetryJsonl : public QObject {
         CHECK_SAME(r.block_details[1].variance, 1e-3);
     }
 
-    void rejectsBadLines_data() {
+    void rejects_bad_lines_data() {
         QTest::addColumn<QString>("line");
         QTest::addColumn<QString>("error");
         QTest::newRow("garbage") << "hello world"
@@ -450,7 +450,7 @@ class TestTelemetryJsonl : public QObject {
                                       std::string(300, '[') + std::string(300, ']') + R"(,"b":1}})")
             << "nested deeper than 64";
     }
-    void rejectsBadLines() {
+    void rejects_bad_lines() {
         QFETCH(QString, line);
         QFETCH(QString, error);
         TelemetryRecord rec;
@@ -462,7 +462,7 @@ class TestTelemetryJsonl : public QObject {
 
     // The DOM parser (the fuzzer's reference) agrees with the fast path on every fixture line that
     // is JSON: both accept it with equal records, or both reject it.
-    void domParserAgreesWithFastPath() {
+    void dom_parser_agrees_with_fast_path() {
         std::vector<std::string> lines = {to_json_line(sample_update()), minimal_line(),
                                           minimal_line(std::string(R"({"3": )") + kDetail0 + "}")};
         for (const char* name : {"replay_small", "replay_original_tool", "replay_corrupt"}) {
@@ -488,7 +488,7 @@ class TestTelemetryJsonl : public QObject {
         QVERIFY(updates >= 20);
     }
 
-    void unknownTypeIsSeparate() {
+    void unknown_type_is_separate() {
         TelemetryRecord rec;
         std::string why;
         QCOMPARE(parse_record(R"({"type":"snapshot","x":1})", rec, why), ParseStatus::unknown_type);
@@ -497,7 +497,7 @@ class TestTelemetryJsonl : public QObject {
         QCOMPARE(parse_record(R"({"step_id":"s-1","type":"future"})", rec, why), ParseStatus::unknown_type);
     }
 
-    void headerRoundTrip() {
+    void header_round_trip() {
         RunHeader h;
         h.run_id = "run \"7\"\n\\";
         h.producer = "sp-ctl simulate 0.1.0";
@@ -538,7 +538,7 @@ class TestTelemetryJsonl : public QObject {
         QVERIFY_THROWS_EXCEPTION(std::invalid_argument, to_json_line(empty));
     }
 
-    void eventRoundTrip() {
+    void event_round_trip() {
         EventRecord ev;
         ev.step = 120;
         ev.timestamp = 1717171717.25;
@@ -576,7 +576,7 @@ class TestTelemetryJsonl : public QObject {
         QVERIFY_THROWS_EXCEPTION(std::invalid_argument, to_json_line(EventRecord{}));
     }
 
-    void readerSkipsCorruptLinesWithLineNumbers() {
+    void reader_skips_corrupt_lines_with_line_numbers() {
         UpdateRecord u = sample_update();
         std::string text;
         RunHeader h;
@@ -621,7 +621,7 @@ class TestTelemetryJsonl : public QObject {
         QVERIFY(!reader.next(rec));  // stays at the end
     }
 
-    void readerToleratesTruncatedLastLine() {
+    void reader_tolerates_truncated_last_line() {
         const std::string good = to_json_line(sample_update());
         {
             std::istringstream in(good + "\n" + good + "\n" + good.substr(0, good.size() / 2));
@@ -645,7 +645,7 @@ class TestTelemetryJsonl : public QObject {
         }
     }
 
-    void readerHandlesLinesAcrossAndBeyondItsBuffer() {
+    void reader_handles_lines_across_and_beyond_its_buffer() {
         UpdateRecord big;  // one line larger than the 1 MiB read block
         for (int i = 0; i < 4000; ++i) {
             BlockDetail d;
@@ -674,7 +674,7 @@ class TestTelemetryJsonl : public QObject {
         QCOMPARE(reader.problem_count(), std::uint64_t(0));
     }
 
-    void readerCapsStoredProblems() {
+    void reader_caps_stored_problems() {
         std::string text;
         for (int i = 0; i < 1500; ++i) text += "{bad\n";
         std::istringstream in(text);
@@ -687,7 +687,7 @@ class TestTelemetryJsonl : public QObject {
     }
 
     // A line beyond the limit is one problem, skipped without being held; the rest is read.
-    void overlongLineIsSkipped() {
+    void overlong_line_is_skipped() {
         const std::string good = to_json_line(sample_update());
         const std::string huge = "{\"x\":\"" + std::string(20 << 20, 'a') + "\"}";
         for (const bool last : {false, true}) {
@@ -714,7 +714,7 @@ class TestTelemetryJsonl : public QObject {
                  reader.problems()[0].reason.c_str());
     }
 
-    void openFailuresNameThePath() {
+    void open_failures_name_the_path() {
         QTemporaryDir dir;
         const std::string missing = dir.filePath("nope/t.jsonl").toStdString();
         try {
@@ -731,7 +731,7 @@ class TestTelemetryJsonl : public QObject {
         }
     }
 
-    void writerTruncatesAppendsAndRepairsTornLine() {
+    void writer_truncates_appends_and_repairs_torn_line() {
         QTemporaryDir dir;
         const std::string path = dir.filePath("t.jsonl").toStdString();
         { std::ofstream(path) << "old content\n"; }

@@ -232,20 +232,20 @@ class TestTelemetrySink : public QObject {
     Q_OBJECT
 
   private slots:
-    void writesEveryKindInOrder();
-    void destructorWritesEverythingQueued();
-    void fullQueueDropsWithoutBlockingAndReportsTheGap();
-    void dropsAtTheEndAreReportedAtShutdown();
-    void decisionsAreKeptWhenTheQueueIsFull();
-    void concurrentProducersAccountForEveryRecord();
-    void unopenablePathThrowsNamingIt();
-    void writeErrorsAreLoudAndCounted();
-    void writesResumeAndTheLossIsWrittenWhereItHappened();
-    void readerGoneIsAWriteErrorNotASignal();
-    void malformedRecordBecomesAWarningEvent();
+    void writes_every_kind_in_order();
+    void destructor_writes_everything_queued();
+    void full_queue_drops_without_blocking_and_reports_the_gap();
+    void drops_at_the_end_are_reported_at_shutdown();
+    void decisions_are_kept_when_the_queue_is_full();
+    void concurrent_producers_account_for_every_record();
+    void unopenable_path_throws_naming_it();
+    void write_errors_are_loud_and_counted();
+    void writes_resume_and_the_loss_is_written_where_it_happened();
+    void reader_gone_is_a_write_error_not_a_signal();
+    void malformed_record_becomes_a_warning_event();
 };
 
-void TestTelemetrySink::writesEveryKindInOrder() {
+void TestTelemetrySink::writes_every_kind_in_order() {
     QTemporaryDir dir;
     QVERIFY(dir.isValid());
     const QString path = dir.filePath("t.jsonl");
@@ -302,7 +302,7 @@ void TestTelemetrySink::writesEveryKindInOrder() {
     QCOMPARE(lines[1], to_json_line(update(10)));
 }
 
-void TestTelemetrySink::destructorWritesEverythingQueued() {
+void TestTelemetrySink::destructor_writes_everything_queued() {
     QTemporaryDir dir;
     QVERIFY(dir.isValid());
     const QString path = dir.filePath("t.jsonl");
@@ -321,7 +321,7 @@ void TestTelemetrySink::destructorWritesEverythingQueued() {
     }
 }
 
-void TestTelemetrySink::fullQueueDropsWithoutBlockingAndReportsTheGap() {
+void TestTelemetrySink::full_queue_drops_without_blocking_and_reports_the_gap() {
     const Watchdog watchdog(std::chrono::seconds(60));
     QTemporaryDir dir;
     QVERIFY(dir.isValid());
@@ -390,7 +390,7 @@ void TestTelemetrySink::fullQueueDropsWithoutBlockingAndReportsTheGap() {
              QStringLiteral("marker"));
 }
 
-void TestTelemetrySink::decisionsAreKeptWhenTheQueueIsFull() {
+void TestTelemetrySink::decisions_are_kept_when_the_queue_is_full() {
     const Watchdog watchdog(std::chrono::seconds(60));
     QTemporaryDir dir;
     QVERIFY(dir.isValid());
@@ -434,7 +434,7 @@ void TestTelemetrySink::decisionsAreKeptWhenTheQueueIsFull() {
     QCOMPARE(last.step, std::int64_t{-1});
 }
 
-void TestTelemetrySink::dropsAtTheEndAreReportedAtShutdown() {
+void TestTelemetrySink::drops_at_the_end_are_reported_at_shutdown() {
     const Watchdog watchdog(std::chrono::seconds(60));
     QTemporaryDir dir;
     QVERIFY(dir.isValid());
@@ -488,7 +488,7 @@ void TestTelemetrySink::dropsAtTheEndAreReportedAtShutdown() {
     QCOMPARE(std::get<UpdateRecord>(back.records[7]).step_id, std::int64_t{5});
 }
 
-void TestTelemetrySink::concurrentProducersAccountForEveryRecord() {
+void TestTelemetrySink::concurrent_producers_account_for_every_record() {
     // Timing decides how many records are dropped here; the bookkeeping must hold for any timing:
     // every push is either in the file or counted in exactly one dropped event.
     const Watchdog watchdog(std::chrono::seconds(120));
@@ -559,7 +559,7 @@ void TestTelemetrySink::concurrentProducersAccountForEveryRecord() {
             written + 1 == std::uint64_t(total_accepted) + events);
 }
 
-void TestTelemetrySink::unopenablePathThrowsNamingIt() {
+void TestTelemetrySink::unopenable_path_throws_naming_it() {
     QTemporaryDir dir;
     QVERIFY(dir.isValid());
     const std::string path = dir.filePath("no/such/dir/t.jsonl").toStdString();
@@ -596,7 +596,7 @@ TelemetrySink::Options quick_retry(std::size_t capacity, Warnings& warnings) {
     return o;
 }
 
-void TestTelemetrySink::writeErrorsAreLoudAndCounted() {
+void TestTelemetrySink::write_errors_are_loud_and_counted() {
     // /dev/full accepts open(); every write fails with ENOSPC, which is how a full disk shows up.
     if (::access("/dev/full", W_OK) != 0) QSKIP("/dev/full is not available");
     Warnings warnings;
@@ -643,7 +643,7 @@ void TestTelemetrySink::writeErrorsAreLoudAndCounted() {
 
 // A file size limit (RLIMIT_FSIZE) makes writes fail with EFBIG until it is raised again: a
 // full disk that gets space back, without needing one.
-void TestTelemetrySink::writesResumeAndTheLossIsWrittenWhereItHappened() {
+void TestTelemetrySink::writes_resume_and_the_loss_is_written_where_it_happened() {
     struct rlimit original {};
     QCOMPARE(::getrlimit(RLIMIT_FSIZE, &original), 0);
     if (original.rlim_max != RLIM_INFINITY && original.rlim_max < (1 << 20)) QSKIP("file size limit too low");
@@ -699,7 +699,7 @@ void TestTelemetrySink::writesResumeAndTheLossIsWrittenWhereItHappened() {
     QCOMPARE(std::get<UpdateRecord>(back.records[2]).step_id, std::int64_t{5});
 }
 
-void TestTelemetrySink::readerGoneIsAWriteErrorNotASignal() {
+void TestTelemetrySink::reader_gone_is_a_write_error_not_a_signal() {
     // Without care this kills the process with SIGPIPE; the sink turns it into error().
     const Watchdog watchdog(std::chrono::seconds(60));
     QTemporaryDir dir;
@@ -721,7 +721,7 @@ void TestTelemetrySink::readerGoneIsAWriteErrorNotASignal() {
     QCOMPARE(warnings.taken().size(), std::size_t(1));
 }
 
-void TestTelemetrySink::malformedRecordBecomesAWarningEvent() {
+void TestTelemetrySink::malformed_record_becomes_a_warning_event() {
     QTemporaryDir dir;
     QVERIFY(dir.isValid());
     const QString path = dir.filePath("t.jsonl");

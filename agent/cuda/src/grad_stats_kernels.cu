@@ -14,7 +14,7 @@
 //
 // fp64 is used on purpose: the per-element cost is one f32->f64 conversion and three fp64 adds/FMAs,
 // within the fp64 and conversion throughput of data-centre GPUs (sm_80, sm_90) at HBM bandwidth. On
-// GPUs with 1/64-rate fp64 this pass would be compute-bound (unmeasured: no such GPU here).
+// GPUs with 1/64-rate fp64 this pass would be compute-bound (expected, not measured on such a GPU).
 #include <cuda_runtime.h>
 
 #include <stdexcept>

@@ -119,13 +119,19 @@ class Policy {
         Reason reason = Reason::hold;
     };
     // The phases of update(), in POLICY.md's order.
-    void average_windows(UpdateRecord& rec) const;                                 // rule 2
-    void score_blocks(UpdateRecord& rec) const;                                    // rule 4
-    Decision decide_dynamic(BlockDetail& d, std::int64_t step, bool first) const;  // rules 5-7, 16, 17
+    void begin_record(UpdateRecord& rec, std::int64_t step, double timestamp) const;
+    void average_windows(UpdateRecord& rec) const;                                             // rule 2
+    void score_blocks(UpdateRecord& rec) const;                                                // rule 4
     std::vector<Precision> plan_budget_map(const UpdateRecord& rec, std::int64_t step) const;  // rule 18
+    // One block's decision by rule 9's priority: pin or force list, mode (rule 8), safety (rule 4),
+    // then the budget plan or the dynamic rules.
+    Decision decide(BlockDetail& d, std::int64_t step, bool first_dynamic,
+                    const std::vector<Precision>& planned) const;
+    Decision decide_dynamic(BlockDetail& d, std::int64_t step, bool first) const;  // rules 5-7, 16, 17
     Decision decide_budget(BlockDetail& d, Precision planned) const;
     void apply_decision(BlockDetail& d, const Decision& decision, std::int64_t step);
     void tally(UpdateRecord& rec) const;  // rule 10
+    void end_update(std::int64_t step, bool first_dynamic);
     bool cooling(std::size_t block, std::int64_t step) const;
     std::int64_t free_from(std::size_t block) const;  // first step the cooldowns allow a policy move
     FormatMask allowed(std::size_t block) const { return admitted_[block] & materializable_; }

@@ -96,17 +96,8 @@ class TestSimtGradStats : public QObject {
     }
 
     void every_alignment_of_every_dtype() {
-        // Heads of 0 .. 7 elements before the vector body and tails of every length.
-        std::mt19937_64 rng(3);
-        for (const GradDType d : {GradDType::f32, GradDType::bf16, GradDType::f16}) {
-            std::vector<HostTensor> host;
-            for (int n : {1, 5, 8, 17, 4103}) host.push_back(make_tensor(rng, d, n % 2, n, 0.1, 0.0, 1));
-            const std::size_t es = sp::cuda::element_size(d);
-            for (std::size_t shift = 0; shift < 16; shift += es) {
-                check_kernels(host, 2, 64, QString("dtype %1 shift %2").arg(int(d)).arg(shift), shift);
-                if (QTest::currentTestFailed()) return;
-            }
-        }
+        sp::test::for_every_alignment([](std::vector<HostTensor>& host, std::size_t shift,
+                                         const QString& what) { check_kernels(host, 2, 64, what, shift); });
     }
 
     void nonfinite_and_empty() {

@@ -43,14 +43,14 @@ std::size_t EventLog::append(EventEntry e) {
     return entries_.size() - 1;
 }
 
-std::optional<std::size_t> EventLog::findCommand(const QString& requestId) const {
-    if (requestId.isEmpty()) return std::nullopt;
+std::optional<std::size_t> EventLog::findCommand(const QString& request_id) const {
+    if (request_id.isEmpty()) return std::nullopt;
     // The most recent command entry with this id, whatever its state: a command event that
     // arrives after a timed-out reply still belongs to the request that was sent.
     for (std::size_t i = entries_.size(); i-- > 0;) {
         const EventEntry& e = entries_[i];
         if (e.category == EventCategory::command && e.state != CommandState::none &&
-            e.request_id == requestId)
+            e.request_id == request_id)
             return i;
     }
     return std::nullopt;

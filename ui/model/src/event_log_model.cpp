@@ -36,9 +36,9 @@ void EventLogModel::sync() {
     endInsertRows();
 }
 
-void EventLogModel::onCommandStateChanged(const QString& requestId) {
+void EventLogModel::onCommandStateChanged(const QString& request_id) {
     if (!session_) return;
-    const auto index = session_->events().findCommand(requestId);
+    const auto index = session_->events().findCommand(request_id);
     // Rows not inserted yet get their current state when sync() inserts them.
     if (!index || static_cast<int>(*index) >= rows_) return;
     const int row = static_cast<int>(*index);

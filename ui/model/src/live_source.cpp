@@ -92,15 +92,15 @@ std::optional<LiveEndpoints> parseEndpointSpec(const QString& spec, QString* err
     return e;
 }
 
-bool loadCurveKeys(const QString& serverKeyFile, const QString& clientKey, LiveEndpoints& endpoints,
+bool loadCurveKeys(const QString& server_key_file, const QString& client_key, LiveEndpoints& endpoints,
                    QString* error) {
     const auto path = [](const QString& p) { return QFile::encodeName(p).toStdString(); };
     // sp::keys, as sp-ctl and the agent: the same refusals (a secret key others may read, a public key
     // given as a secret one) in the same words.
     try {
-        const std::string server = sp::keys::read_public_key(path(serverKeyFile));
+        const std::string server = sp::keys::read_public_key(path(server_key_file));
         const sp::keys::SecretKey mine =
-            sp::keys::read_secret_key(sp::keys::secret_key_path(path(clientKey)));
+            sp::keys::read_secret_key(sp::keys::secret_key_path(path(client_key)));
         endpoints.server_public_key = QByteArray::fromStdString(server);
         endpoints.client_public_key = QByteArray::fromStdString(mine.public_z85);
         endpoints.client_secret_key = QByteArray::fromStdString(mine.secret_z85);
@@ -152,8 +152,8 @@ void LiveSource::stop() {
     worker_.reset();
 }
 
-bool LiveSource::sendCommand(const QString& requestId, const sp::Command& command) {
-    return worker_ && worker_->enqueue(requestId, command);
+bool LiveSource::sendCommand(const QString& request_id, const sp::Command& command) {
+    return worker_ && worker_->enqueue(request_id, command);
 }
 
 LiveCounters LiveSource::counters() const {

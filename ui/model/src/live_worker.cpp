@@ -62,12 +62,12 @@ void LiveWorker::stop() {
     wake_read_ = wake_write_ = -1;
 }
 
-bool LiveWorker::enqueue(const QString& requestId, const sp::Command& command) {
+bool LiveWorker::enqueue(const QString& request_id, const sp::Command& command) {
     const SourceState s = state_.load();
     if (s != SourceState::live && s != SourceState::stale) return false;
     {
         std::lock_guard<std::mutex> lock(queue_mutex_);
-        queue_.push_back({requestId, command});
+        queue_.push_back({request_id, command});
     }
     const char c = 'c';
     (void)!::write(wake_write_, &c, 1);  // a full pipe already means "wake up"

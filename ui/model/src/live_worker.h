@@ -50,7 +50,7 @@ class LiveWorker {
     void start();
     void stop();  // joins the thread
     // Any thread: queues a command for the worker; false when the agent is not heard now.
-    bool enqueue(const QString& requestId, const sp::Command& command);
+    bool enqueue(const QString& request_id, const sp::Command& command);
 
     SourceState state() const { return state_.load(); }
     LiveCounters counters() const;

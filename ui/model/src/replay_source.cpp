@@ -106,12 +106,12 @@ void ReplaySource::run() {
         });
     };
 
-    bool reachedEnd = false;
+    bool reached_end = false;
     try {
         sp::TelemetryRecord rec;
         while (!cancel_.load(std::memory_order_relaxed)) {
             if (!reader->next(rec)) {
-                reachedEnd = true;
+                reached_end = true;
                 break;
             }
             if (const auto* header = std::get_if<sp::RunHeader>(&rec)) {
@@ -140,7 +140,7 @@ void ReplaySource::run() {
     report->problems = reader->problems();
     report->problem_count = reader->problem_count();
     report->unknown_types = reader->unknown_type_count();
-    report->cancelled = !reachedEnd && report->error.isEmpty();
+    report->cancelled = !reached_end && report->error.isEmpty();
     report->seconds = double(clock.nsecsElapsed()) / 1e9;
     post([this, report, total] {
         emit progress(static_cast<qint64>(report->bytes), total);

@@ -158,12 +158,12 @@ void RunSession::onSnapshot(const sp::protocol::Snapshot& snapshot) {
         logLocal(EventCategory::connection, QStringLiteral("agent restarted: run %1 (was %2); starting over")
                                                 .arg(qs(snapshot.run_id), qs(header_.run_id)));
     }
-    const bool sameRun = !store_.empty() && snapshot.run_id == header_.run_id;
+    const bool same_run = !store_.empty() && snapshot.run_id == header_.run_id;
     header_.run_id = snapshot.run_id;
     header_.blocks = snapshot.layout;
     header_.config_json = snapshot.config_json;
     snapshot_pins_ = snapshot.pins;
-    if (sameRun) {
+    if (same_run) {
         // A reconnect to the same run (e.g. the agent was silent through a long checkpoint): the
         // history stays; only what happened while we were away and the pins are taken over.
         const std::size_t before = store_.updateCount();
@@ -183,10 +183,10 @@ void RunSession::onSnapshot(const sp::protocol::Snapshot& snapshot) {
     logLocal(
         EventCategory::connection,
         QStringLiteral("%1 run %2 at step %3 (snapshot, seq %4)%5")
-            .arg(sameRun ? QStringLiteral("reconnected to") : QStringLiteral("joined"), qs(snapshot.run_id))
+            .arg(same_run ? QStringLiteral("reconnected to") : QStringLiteral("joined"), qs(snapshot.run_id))
             .arg(snapshot.step)
             .arg(snapshot.seq)
-            .arg(sameRun ? QStringLiteral("; history kept") : QString()),
+            .arg(same_run ? QStringLiteral("; history kept") : QString()),
         QString(), snapshot.step);
     flushEvents();
     touch();
@@ -197,7 +197,7 @@ void RunSession::onSnapshot(const sp::protocol::Snapshot& snapshot) {
 void RunSession::onRecords(const RecordBatch& batch) {
     if (!batch) return;
     std::size_t first = store_.updateCount();
-    const auto flushUpdates = [&] {
+    const auto flush_updates = [&] {
         if (store_.updateCount() > first) emit updatesAppended(first, store_.updateCount());
         first = store_.updateCount();
     };
@@ -208,7 +208,7 @@ void RunSession::onRecords(const RecordBatch& batch) {
                 if constexpr (std::is_same_v<T, sp::UpdateRecord>) {
                     store_.append(r);
                 } else if constexpr (std::is_same_v<T, sp::RunHeader>) {
-                    flushUpdates();
+                    flush_updates();
                     onHeader(r);
                     first = store_.updateCount();
                 } else if constexpr (std::is_same_v<T, sp::EventRecord>) {
@@ -219,7 +219,7 @@ void RunSession::onRecords(const RecordBatch& batch) {
             },
             rec);
     }
-    flushUpdates();
+    flush_updates();
     flushEvents();
     touch();
 }
@@ -227,19 +227,19 @@ void RunSession::onRecords(const RecordBatch& batch) {
 void RunSession::onEvent(const sp::EventRecord& rec) {
     nlohmann::json j;
     sp::JsonError bad;
-    QString payloadError;
+    QString payload_error;
     if (!sp::parse_json(rec.payload_json, j, bad) || !j.is_object()) {
-        payloadError = QStringLiteral("event payload is not a JSON object");
+        payload_error = QStringLiteral("event payload is not a JSON object");
         j = nlohmann::json::object();
     }
     if (rec.kind == "command") {
-        onCommandEvent(rec, payloadError);
+        onCommandEvent(rec, payload_error);
         return;
     }
     EventEntry e;
     e.timestamp = rec.timestamp;
     e.step = rec.step;
-    e.detail = payloadError.isEmpty() ? compact(rec.payload_json) : payloadError;
+    e.detail = payload_error.isEmpty() ? compact(rec.payload_json) : payload_error;
     const QString message = jsonString(j, "message");
     if (rec.kind == "precision_change") {
         e.category = EventCategory::precision_change;
@@ -351,9 +351,9 @@ QString RunSession::send(const sp::Command& command) {
     return sent ? id : QString();
 }
 
-void RunSession::onCommandReplied(const QString& requestId, bool ok, const QString& error,
-                                  qint64 effectiveStep) {
-    const auto index = events_.findCommand(requestId);
+void RunSession::onCommandReplied(const QString& request_id, bool ok, const QString& error,
+                                  qint64 effective_step) {
+    const auto index = events_.findCommand(request_id);
     // A reply we are not waiting for (or one that lost the race with the command event).
     if (!index || events_.at(*index).state != CommandState::pending) return;
     EventEntry& e = events_.at(*index);
@@ -361,13 +361,13 @@ void RunSession::onCommandReplied(const QString& requestId, bool ok, const QStri
         e.state = CommandState::rejected;
         e.detail = error.isEmpty() ? QStringLiteral("rejected") : error;
     } else {
-        e.detail = QStringLiteral("acknowledged; effective at step %1").arg(effectiveStep);
+        e.detail = QStringLiteral("acknowledged; effective at step %1").arg(effective_step);
     }
-    emit commandStateChanged(requestId);
+    emit commandStateChanged(request_id);
     touch();
 }
 
-void RunSession::onCommandEvent(const sp::EventRecord& rec, const QString& payloadError) {
+void RunSession::onCommandEvent(const sp::EventRecord& rec, const QString& payload_error) {
     nlohmann::json j;
     sp::JsonError bad;
     if (!sp::parse_json(rec.payload_json, j, bad) || !j.is_object()) j = nlohmann::json::object();
@@ -378,9 +378,9 @@ void RunSession::onCommandEvent(const sp::EventRecord& rec, const QString& paylo
     const auto cmd = j.find("command");
     if (cmd != j.end()) {
         sp::Command c;
-        std::string parseError;
-        what = sp::parse_command(*cmd, c, parseError) ? describe(c, [this](int b) { return blockName(b); })
-                                                      : compact(cmd->dump());
+        std::string parse_error;
+        what = sp::parse_command(*cmd, c, parse_error) ? describe(c, [this](int b) { return blockName(b); })
+                                                       : compact(cmd->dump());
     }
     QString outcome;
     if (ok) {
@@ -409,7 +409,7 @@ void RunSession::onCommandEvent(const sp::EventRecord& rec, const QString& paylo
     e.category = EventCategory::command;
     e.text = what + (id.isEmpty() ? QString() : QStringLiteral(" (%1)").arg(id));
     e.state = ok ? CommandState::applied : CommandState::rejected;
-    e.detail = payloadError.isEmpty() ? outcome : payloadError;
+    e.detail = payload_error.isEmpty() ? outcome : payload_error;
     logEvent(std::move(e));
 }
 

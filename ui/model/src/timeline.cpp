@@ -62,8 +62,8 @@ void Timeline::pause() {
     emit playingChanged(false);
 }
 
-void Timeline::setSpeed(double updatesPerSecond) {
-    speed_ = std::clamp(updatesPerSecond, 0.5, 10000.0);
+void Timeline::setSpeed(double updates_per_second) {
+    speed_ = std::clamp(updates_per_second, 0.5, 10000.0);
 }
 
 void Timeline::tick() {

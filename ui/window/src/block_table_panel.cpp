@@ -66,11 +66,11 @@ void BlockTablePanel::setSelectedBlocks(const std::vector<int>& blocks) {
     if (model_ == nullptr) return;
     syncing_ = true;
     QItemSelection selection;
-    const int lastColumn = model_->columnCount() - 1;
+    const int last_column = model_->columnCount() - 1;
     for (int block : blocks) {
         if (block < 0 || block >= model_->rowCount()) continue;
         const QModelIndex first = proxy_->mapFromSource(model_->index(block, 0));
-        const QModelIndex last = proxy_->mapFromSource(model_->index(block, lastColumn));
+        const QModelIndex last = proxy_->mapFromSource(model_->index(block, last_column));
         if (first.isValid()) selection.select(first, last);
     }
     view_->selectionModel()->select(selection, QItemSelectionModel::ClearAndSelect);

@@ -33,30 +33,30 @@ QWidget* withBrowse(QLineEdit* edit, const QString& caption, QWidget* parent) {
 
 }  // namespace
 
-ConnectionDialog::ConnectionDialog(const QStringList& recentEndpoints, QWidget* parent)
+ConnectionDialog::ConnectionDialog(const QStringList& recent_endpoints, QWidget* parent)
     : QDialog(parent),
       endpoint_(new QComboBox(this)),
-      serverKey_(new QLineEdit(this)),
-      clientKey_(new QLineEdit(this)),
+      server_key_(new QLineEdit(this)),
+      client_key_(new QLineEdit(this)),
       problem_(new QLabel(this)) {
     setWindowTitle(tr("Connect to agent"));
     endpoint_->setEditable(true);
-    endpoint_->addItems(recentEndpoints);
-    if (recentEndpoints.isEmpty())
+    endpoint_->addItems(recent_endpoints);
+    if (recent_endpoints.isEmpty())
         endpoint_->addItem(QString::fromLatin1(sp::protocol::kDefaultTelemetryEndpoint));
     endpoint_->setMinimumWidth(420);
     endpoint_->setToolTip(
         tr("The agent's telemetry endpoint (control = port + 1), or TELEMETRY,CONTROL.\n"
            "Examples: tcp://127.0.0.1:5556   ipc:///tmp/sp.tel,ipc:///tmp/sp.ctl"));
-    serverKey_->setPlaceholderText(tr("only for agents that require CURVE"));
-    clientKey_->setPlaceholderText(tr("secret key file from sp-ctl keygen"));
+    server_key_->setPlaceholderText(tr("only for agents that require CURVE"));
+    client_key_->setPlaceholderText(tr("secret key file from sp-ctl keygen"));
     problem_->setStyleSheet(QStringLiteral("color: #e05050"));
     problem_->setWordWrap(true);
 
     auto* form = new QFormLayout;
     form->addRow(tr("&Endpoint:"), endpoint_);
-    form->addRow(tr("&Server public key:"), withBrowse(serverKey_, tr("Server public key"), this));
-    form->addRow(tr("&Client secret key:"), withBrowse(clientKey_, tr("Client secret key"), this));
+    form->addRow(tr("&Server public key:"), withBrowse(server_key_, tr("Server public key"), this));
+    form->addRow(tr("&Client secret key:"), withBrowse(client_key_, tr("Client secret key"), this));
     auto* buttons = new QDialogButtonBox(QDialogButtonBox::Ok | QDialogButtonBox::Cancel, this);
     buttons->button(QDialogButtonBox::Ok)->setText(tr("Connect"));
     auto* layout = new QVBoxLayout(this);
@@ -73,7 +73,7 @@ ConnectionDialog::ConnectionDialog(const QStringList& recentEndpoints, QWidget* 
 }
 
 ConnectionRequest ConnectionDialog::request() const {
-    return {endpoint_->currentText().trimmed(), serverKey_->text().trimmed(), clientKey_->text().trimmed()};
+    return {endpoint_->currentText().trimmed(), server_key_->text().trimmed(), client_key_->text().trimmed()};
 }
 
 void ConnectionDialog::validate() {
@@ -81,7 +81,7 @@ void ConnectionDialog::validate() {
     const ConnectionRequest r = request();
     if (!parseEndpointSpec(r.spec, &error)) {
         problem_->setText(error);
-    } else if (r.serverKeyFile.isEmpty() != r.clientKeyFile.isEmpty()) {
+    } else if (r.server_key_file.isEmpty() != r.client_key_file.isEmpty()) {
         problem_->setText(tr("CURVE needs both the server's public key and this client's secret key."));
     } else {
         problem_->clear();

@@ -33,7 +33,7 @@ ControlActions::ControlActions(SelectionProvider selection, QObject* parent)
     : QObject(parent),
       selection_(std::move(selection)),
       release_(new QAction(tr("Release"), this)),
-      releaseAll_(new QAction(tr("Release all"), this)),
+      release_all_(new QAction(tr("Release all"), this)),
       budget_(new QAction(tr("Budget target…"), this)) {
     for (sp::Precision p : kAllPrecisions) {
         const QString label = precisionLabel(p);
@@ -49,8 +49,8 @@ ControlActions::ControlActions(SelectionProvider selection, QObject* parent)
     }
     release_->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_R));
     release_->setToolTip(tr("Give the selected blocks back to the policy (Ctrl+R)"));
-    releaseAll_->setShortcut(QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_R));
-    releaseAll_->setToolTip(tr("Release every pin (Ctrl+Shift+R)"));
+    release_all_->setShortcut(QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_R));
+    release_all_->setToolTip(tr("Release every pin (Ctrl+Shift+R)"));
     for (sp::Mode m : {sp::Mode::dynamic, sp::Mode::budget, sp::Mode::static_, sp::Mode::off}) {
         const QString name = QString::fromUtf8(std::string(to_string(m)).c_str());
         QAction* a = new QAction(tr("Mode: %1").arg(name), this);
@@ -82,7 +82,7 @@ ControlActions::ControlActions(SelectionProvider selection, QObject* parent)
         if (session_ != nullptr && !blocks.empty() && session_->release(blocks).isEmpty())
             emit commandFailed(tr("Release was not sent: the agent is not connected."));
     });
-    connect(releaseAll_, &QAction::triggered, this, [this] {
+    connect(release_all_, &QAction::triggered, this, [this] {
         if (session_ != nullptr && session_->releaseAll().isEmpty())
             emit commandFailed(tr("Release all was not sent: the agent is not connected."));
     });
@@ -92,7 +92,7 @@ ControlActions::ControlActions(SelectionProvider selection, QObject* parent)
 std::vector<QAction*> ControlActions::blockActions() const {
     std::vector<QAction*> out(pins_.begin(), pins_.end());
     out.push_back(release_);
-    out.push_back(releaseAll_);
+    out.push_back(release_all_);
     return out;
 }
 
@@ -114,7 +114,7 @@ void ControlActions::updateEnabled() {
     const bool selected = control && !selection_().empty();
     for (QAction* a : pins_) a->setEnabled(selected);
     release_->setEnabled(selected);
-    releaseAll_->setEnabled(control);
+    release_all_->setEnabled(control);
     for (QAction* a : modes_) a->setEnabled(control);
     budget_->setEnabled(control);
     const QString why = session_ == nullptr   ? tr("No run open")
@@ -124,7 +124,7 @@ void ControlActions::updateEnabled() {
     for (QAction* a : all()) a->setStatusTip(why);
 }
 
-void ControlActions::showContextMenu(const std::vector<int>& blocks, const QPoint& globalPos,
+void ControlActions::showContextMenu(const std::vector<int>& blocks, const QPoint& global_pos,
                                      QWidget* parent) {
     updateEnabled();
     QMenu menu(parent);
@@ -138,7 +138,7 @@ void ControlActions::showContextMenu(const std::vector<int>& blocks, const QPoin
                                                                   : tr("Not connected to an agent"))
             ->setEnabled(false);
     }
-    menu.exec(globalPos);
+    menu.exec(global_pos);
 }
 
 void ControlActions::sendPin(sp::Precision precision) {

@@ -59,18 +59,18 @@ MainWindow::MainWindow(QWidget* parent)
       timeline_(new Timeline(this)),
       heatmap_(new HeatmapView(this)),
       legend_(new HeatmapLegend(Qt::Vertical, this)),
-      replayBar_(new ReplayBar(timeline_, this)),
+      replay_bar_(new ReplayBar(timeline_, this)),
       charts_(new ChartsPanel(this)),
       table_(new BlockTablePanel(this)),
       events_(new EventLogPanel(this)),
       control_(new ControlActions([this] { return selection_; }, this)),
       splitter_(new QSplitter(Qt::Vertical, this)),
       runs_(new QComboBox(this)),
-      stateLabel_(new QLabel(this)),
-      runLabel_(new QLabel(this)),
-      countsLabel_(new QLabel(this)),
-      recentFiles_(std::make_unique<RecentList>(QStringLiteral("recent/files"))),
-      recentEndpoints_(std::make_unique<RecentList>(QStringLiteral("recent/endpoints"))) {
+      state_label_(new QLabel(this)),
+      run_label_(new QLabel(this)),
+      counts_label_(new QLabel(this)),
+      recent_files_(std::make_unique<RecentList>(QStringLiteral("recent/files"))),
+      recent_endpoints_(std::make_unique<RecentList>(QStringLiteral("recent/endpoints"))) {
     setWindowTitle(tr("Selective Precision"));
     setObjectName(QStringLiteral("MainWindow"));
     control_->setTargetPrompt([this](double& target_pct) {
@@ -83,15 +83,15 @@ MainWindow::MainWindow(QWidget* parent)
     setAcceptDrops(true);
 
     auto* top = new QWidget(this);
-    auto* heatRow = new QHBoxLayout;
-    heatRow->setContentsMargins(0, 0, 0, 0);
-    heatRow->addWidget(heatmap_, 1);
-    heatRow->addWidget(legend_);
-    auto* topLayout = new QVBoxLayout(top);
-    topLayout->setContentsMargins(0, 0, 0, 0);
-    topLayout->setSpacing(2);
-    topLayout->addLayout(heatRow, 1);
-    topLayout->addWidget(replayBar_);
+    auto* heat_row = new QHBoxLayout;
+    heat_row->setContentsMargins(0, 0, 0, 0);
+    heat_row->addWidget(heatmap_, 1);
+    heat_row->addWidget(legend_);
+    auto* top_layout = new QVBoxLayout(top);
+    top_layout->setContentsMargins(0, 0, 0, 0);
+    top_layout->setSpacing(2);
+    top_layout->addLayout(heat_row, 1);
+    top_layout->addWidget(replay_bar_);
     splitter_->setObjectName(QStringLiteral("MainSplitter"));
     splitter_->addWidget(top);
     splitter_->addWidget(charts_);
@@ -99,30 +99,30 @@ MainWindow::MainWindow(QWidget* parent)
     splitter_->setStretchFactor(1, 1);
     setCentralWidget(splitter_);
 
-    auto* tableDock = new QDockWidget(tr("Blocks"), this);
-    tableDock->setObjectName(QStringLiteral("BlocksDock"));
-    tableDock->setWidget(table_);
-    addDockWidget(Qt::RightDockWidgetArea, tableDock);
-    auto* eventDock = new QDockWidget(tr("Events"), this);
-    eventDock->setObjectName(QStringLiteral("EventsDock"));
-    eventDock->setWidget(events_);
+    auto* table_dock = new QDockWidget(tr("Blocks"), this);
+    table_dock->setObjectName(QStringLiteral("BlocksDock"));
+    table_dock->setWidget(table_);
+    addDockWidget(Qt::RightDockWidgetArea, table_dock);
+    auto* event_dock = new QDockWidget(tr("Events"), this);
+    event_dock->setObjectName(QStringLiteral("EventsDock"));
+    event_dock->setWidget(events_);
     // Table above the log in one right-hand column: the centre keeps its full height for the
     // heatmap and charts, and a command's pending -> applied stays in view next to its block.
-    addDockWidget(Qt::RightDockWidgetArea, eventDock);
-    splitDockWidget(tableDock, eventDock, Qt::Vertical);
-    resizeDocks({tableDock}, {480}, Qt::Horizontal);
-    resizeDocks({tableDock, eventDock}, {3, 2}, Qt::Vertical);
+    addDockWidget(Qt::RightDockWidgetArea, event_dock);
+    splitDockWidget(table_dock, event_dock, Qt::Vertical);
+    resizeDocks({table_dock}, {480}, Qt::Horizontal);
+    resizeDocks({table_dock, event_dock}, {3, 2}, Qt::Vertical);
 
     buildActions();
     buildMenus();
-    viewMenu_->addSeparator();
-    viewMenu_->addAction(tableDock->toggleViewAction());
-    viewMenu_->addAction(eventDock->toggleViewAction());
+    view_menu_->addSeparator();
+    view_menu_->addAction(table_dock->toggleViewAction());
+    view_menu_->addAction(event_dock->toggleViewAction());
 
-    stateLabel_->setTextFormat(Qt::RichText);
-    statusBar()->addWidget(stateLabel_);
-    statusBar()->addWidget(runLabel_, 1);
-    statusBar()->addPermanentWidget(countsLabel_);
+    state_label_->setTextFormat(Qt::RichText);
+    statusBar()->addWidget(state_label_);
+    statusBar()->addWidget(run_label_, 1);
+    statusBar()->addPermanentWidget(counts_label_);
 
     connect(heatmap_, &HeatmapView::selectionChanged, this, [this](const std::vector<int>& blocks) {
         onSelectionChanged(blocks);
@@ -141,7 +141,7 @@ MainWindow::MainWindow(QWidget* parent)
     });
     // "Follow live edge" is about the heatmap's viewport: scrolling back to look at history does
     // not stop new updates from arriving, it only stops the view from jumping to them.
-    connect(heatmap_, &HeatmapView::followLiveEdgeChanged, followAction_, &QAction::setChecked);
+    connect(heatmap_, &HeatmapView::followLiveEdgeChanged, follow_action_, &QAction::setChecked);
 
     repaint_.setInterval(kRepaintMs);
     connect(&repaint_, &QTimer::timeout, this, &MainWindow::refreshViews);
@@ -155,7 +155,7 @@ MainWindow::~MainWindow() {
 }
 
 void MainWindow::openFile(const QString& path) {
-    recentFiles_->add(path);
+    recent_files_->add(path);
     updateRecentMenus();
     addSession(std::make_unique<ReplaySource>(path));
 }
@@ -163,10 +163,10 @@ void MainWindow::openFile(const QString& path) {
 bool MainWindow::connectTo(const ConnectionRequest& request, QString* error) {
     std::optional<LiveEndpoints> endpoints = parseEndpointSpec(request.spec, error);
     if (!endpoints) return false;
-    if (!request.serverKeyFile.isEmpty() &&
-        !loadCurveKeys(request.serverKeyFile, request.clientKeyFile, *endpoints, error))
+    if (!request.server_key_file.isEmpty() &&
+        !loadCurveKeys(request.server_key_file, request.client_key_file, *endpoints, error))
         return false;
-    recentEndpoints_->add(request.spec);
+    recent_endpoints_->add(request.spec);
     updateRecentMenus();
     addSession(std::make_unique<LiveSource>(*endpoints));
     return true;
@@ -176,8 +176,8 @@ void MainWindow::addSession(std::unique_ptr<TelemetrySource> source) {
     auto* session = new RunSession(std::move(source), this);
     sessions_.push_back(session);
     // Each run keeps its own table and log models, so switching runs loses no sort or scroll state.
-    tableModels_.push_back(new BlockTableModel(session, session));
-    eventModels_.push_back(new EventLogModel(session, session));
+    table_models_.push_back(new BlockTableModel(session, session));
+    event_models_.push_back(new EventLogModel(session, session));
     connect(session, &RunSession::stateChanged, this, [this, session] {
         const auto index = std::find(sessions_.begin(), sessions_.end(), session) - sessions_.begin();
         runs_->setItemText(static_cast<int>(index),
@@ -188,7 +188,7 @@ void MainWindow::addSession(std::unique_ptr<TelemetrySource> source) {
     connect(session, &RunSession::reset, this, [this, session] {
         if (session == current_) {
             timeline_->setCount(0);
-            shownRevision_ = UINT64_MAX;
+            shown_revision_ = UINT64_MAX;
         }
     });
     runs_->addItem(session->source().label());
@@ -203,19 +203,19 @@ void MainWindow::setCurrentSession(RunSession* session) {
     selection_.clear();
     const auto index =
         static_cast<std::size_t>(std::find(sessions_.begin(), sessions_.end(), session) - sessions_.begin());
-    tableModel_ = session ? tableModels_[index] : nullptr;
-    eventModel_ = session ? eventModels_[index] : nullptr;
+    table_model_ = session ? table_models_[index] : nullptr;
+    event_model_ = session ? event_models_[index] : nullptr;
     heatmap_->setSession(session);
     charts_->setSession(session);
-    table_->setModel(tableModel_);
-    events_->setModel(eventModel_);
-    replayBar_->setStore(session ? &session->store() : nullptr);
+    table_->setModel(table_model_);
+    events_->setModel(event_model_);
+    replay_bar_->setStore(session ? &session->store() : nullptr);
     control_->setSession(session);
     const bool live = session != nullptr && session->isLive();
-    replayBar_->setVisible(!live);
+    replay_bar_->setVisible(!live);
     timeline_->setCount(session ? session->store().updateCount() : 0);
     timeline_->setFollowing(true);
-    shownRevision_ = UINT64_MAX;
+    shown_revision_ = UINT64_MAX;
     setWindowTitle(session ? tr("%1 — Selective Precision").arg(session->source().label())
                            : tr("Selective Precision"));
     refreshViews();
@@ -226,18 +226,18 @@ void MainWindow::refreshViews() {
     const std::uint64_t revision = current_->revision();
     timeline_->setCount(current_->store().updateCount());
     const std::size_t position = timeline_->position();
-    if (revision == shownRevision_ && position == shownPosition_) return;
-    shownRevision_ = revision;
-    shownPosition_ = position;
+    if (revision == shown_revision_ && position == shown_position_) return;
+    shown_revision_ = revision;
+    shown_position_ = position;
     heatmap_->setTimelineCursor(position);
     charts_->setTimelineCursor(position);
-    tableModel_->setUpdate(timeline_->following() ? BlockTableModel::kFollowLatest
-                                                  : (position > 0 ? position - 1 : 0));
+    table_model_->setUpdate(timeline_->following() ? BlockTableModel::kFollowLatest
+                                                   : (position > 0 ? position - 1 : 0));
     heatmap_->refresh();
     charts_->refresh();
-    tableModel_->refresh();
-    eventModel_->sync();
-    replayBar_->refresh();
+    table_model_->refresh();
+    event_model_->sync();
+    replay_bar_->refresh();
     control_->updateEnabled();
     updateStatus();
 }
@@ -248,27 +248,27 @@ void MainWindow::onSelectionChanged(const std::vector<int>& blocks) {
     control_->updateEnabled();
 }
 
-void MainWindow::showContextMenu(const std::vector<int>& blocks, const QPoint& globalPos) {
+void MainWindow::showContextMenu(const std::vector<int>& blocks, const QPoint& global_pos) {
     if (blocks != selection_) {
         onSelectionChanged(blocks);
         heatmap_->setSelection(blocks);
         table_->setSelectedBlocks(blocks);
     }
-    control_->showContextMenu(blocks, globalPos, this);
+    control_->showContextMenu(blocks, global_pos, this);
 }
 
 void MainWindow::updateStatus() {
     if (current_ == nullptr) {
-        stateLabel_->setText(tr("No run — File ▸ Open (Ctrl+O) or Connect (Ctrl+K)"));
-        runLabel_->clear();
-        countsLabel_->clear();
+        state_label_->setText(tr("No run — File ▸ Open (Ctrl+O) or Connect (Ctrl+K)"));
+        run_label_->clear();
+        counts_label_->clear();
         return;
     }
     const SourceState state = current_->state();
-    stateLabel_->setText(QStringLiteral("<span style='color:%1'>●</span> %2")
-                             .arg(stateColor(state), toString(state).toHtmlEscaped()));
+    state_label_->setText(QStringLiteral("<span style='color:%1'>●</span> %2")
+                              .arg(stateColor(state), toString(state).toHtmlEscaped()));
     const sp::RunHeader& header = current_->header();
-    runLabel_->setText(
+    run_label_->setText(
         header.run_id.empty()
             ? current_->source().label()
             : tr("run %1 · %2").arg(QString::fromStdString(header.run_id), current_->source().label()));
@@ -278,11 +278,11 @@ void MainWindow::updateStatus() {
     if (current_->messagesLost() > 0) counts += tr(" · %1 lost").arg(current_->messagesLost());
     if (current_->loadReport().problem_count > 0)
         counts += tr(" · %1 bad lines").arg(current_->loadReport().problem_count);
-    countsLabel_->setText(counts);
+    counts_label_->setText(counts);
 }
 
 QImage MainWindow::renderWindow() {
-    shownRevision_ = UINT64_MAX;  // force one full refresh
+    shown_revision_ = UINT64_MAX;  // force one full refresh
     refreshViews();
     return grab().toImage();
 }

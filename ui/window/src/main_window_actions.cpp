@@ -28,47 +28,47 @@
 namespace sp::ui {
 
 void MainWindow::buildActions() {
-    openAction_ =
+    open_action_ =
         new QAction(style()->standardIcon(QStyle::SP_DialogOpenButton), tr("&Open telemetry…"), this);
-    openAction_->setShortcut(QKeySequence::Open);
-    openAction_->setToolTip(tr("Replay a JSONL telemetry file (Ctrl+O)"));
-    connect(openAction_, &QAction::triggered, this, &MainWindow::openDialog);
-    connectAction_ =
+    open_action_->setShortcut(QKeySequence::Open);
+    open_action_->setToolTip(tr("Replay a JSONL telemetry file (Ctrl+O)"));
+    connect(open_action_, &QAction::triggered, this, &MainWindow::openDialog);
+    connect_action_ =
         new QAction(style()->standardIcon(QStyle::SP_DriveNetIcon), tr("&Connect to agent…"), this);
-    connectAction_->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_K));
-    connectAction_->setToolTip(tr("Follow a running agent live (Ctrl+K)"));
-    connect(connectAction_, &QAction::triggered, this, &MainWindow::connectDialog);
+    connect_action_->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_K));
+    connect_action_->setToolTip(tr("Follow a running agent live (Ctrl+K)"));
+    connect(connect_action_, &QAction::triggered, this, &MainWindow::connectDialog);
 
-    followAction_ = new QAction(tr("&Follow live edge"), this);
-    followAction_->setCheckable(true);
-    followAction_->setChecked(true);
-    followAction_->setShortcut(QKeySequence(Qt::Key_End));
-    followAction_->setToolTip(tr("Keep the newest update in view (End)"));
-    connect(followAction_, &QAction::triggered, this, [this](bool follow) {
+    follow_action_ = new QAction(tr("&Follow live edge"), this);
+    follow_action_->setCheckable(true);
+    follow_action_->setChecked(true);
+    follow_action_->setShortcut(QKeySequence(Qt::Key_End));
+    follow_action_->setToolTip(tr("Keep the newest update in view (End)"));
+    connect(follow_action_, &QAction::triggered, this, [this](bool follow) {
         heatmap_->setFollowLiveEdge(follow);
         if (follow) timeline_->setFollowing(true);
     });
-    fitAction_ = new QAction(tr("&Fit heatmap"), this);
-    fitAction_->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_0));
-    connect(fitAction_, &QAction::triggered, heatmap_, &HeatmapView::fitAll);
+    fit_action_ = new QAction(tr("&Fit heatmap"), this);
+    fit_action_->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_0));
+    connect(fit_action_, &QAction::triggered, heatmap_, &HeatmapView::fitAll);
 
-    playAction_ = new QAction(tr("&Play / pause"), this);
-    playAction_->setShortcut(QKeySequence(Qt::Key_Space));
-    connect(playAction_, &QAction::triggered, timeline_, &Timeline::togglePlay);
-    stepBackAction_ = new QAction(tr("Step &back"), this);
-    stepBackAction_->setShortcut(QKeySequence(Qt::Key_Comma));
-    connect(stepBackAction_, &QAction::triggered, timeline_, &Timeline::stepBack);
-    stepForwardAction_ = new QAction(tr("Step &forward"), this);
-    stepForwardAction_->setShortcut(QKeySequence(Qt::Key_Period));
-    connect(stepForwardAction_, &QAction::triggered, timeline_, &Timeline::stepForward);
-    for (QAction* a : {playAction_, stepBackAction_, stepForwardAction_, followAction_, fitAction_})
+    play_action_ = new QAction(tr("&Play / pause"), this);
+    play_action_->setShortcut(QKeySequence(Qt::Key_Space));
+    connect(play_action_, &QAction::triggered, timeline_, &Timeline::togglePlay);
+    step_back_action_ = new QAction(tr("Step &back"), this);
+    step_back_action_->setShortcut(QKeySequence(Qt::Key_Comma));
+    connect(step_back_action_, &QAction::triggered, timeline_, &Timeline::stepBack);
+    step_forward_action_ = new QAction(tr("Step &forward"), this);
+    step_forward_action_->setShortcut(QKeySequence(Qt::Key_Period));
+    connect(step_forward_action_, &QAction::triggered, timeline_, &Timeline::stepForward);
+    for (QAction* a : {play_action_, step_back_action_, step_forward_action_, follow_action_, fit_action_})
         addAction(a);
 
     QToolBar* bar = addToolBar(tr("Main"));
     bar->setObjectName(QStringLiteral("MainToolBar"));
     bar->setToolButtonStyle(Qt::ToolButtonTextBesideIcon);
-    bar->addAction(openAction_);
-    bar->addAction(connectAction_);
+    bar->addAction(open_action_);
+    bar->addAction(connect_action_);
     bar->addSeparator();
     runs_->setMinimumContentsLength(28);
     runs_->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
@@ -77,15 +77,15 @@ void MainWindow::buildActions() {
     bar->addSeparator();
     for (QAction* a : control_->blockActions()) bar->addAction(a);
     bar->addSeparator();
-    bar->addAction(followAction_);
+    bar->addAction(follow_action_);
 }
 
 void MainWindow::buildMenus() {
     QMenu* file = menuBar()->addMenu(tr("&File"));
-    file->addAction(openAction_);
-    recentFilesMenu_ = file->addMenu(tr("Open &recent"));
-    file->addAction(connectAction_);
-    recentEndpointsMenu_ = file->addMenu(tr("Connect r&ecent"));
+    file->addAction(open_action_);
+    recent_files_menu_ = file->addMenu(tr("Open &recent"));
+    file->addAction(connect_action_);
+    recent_endpoints_menu_ = file->addMenu(tr("Connect r&ecent"));
     file->addSeparator();
     file->addAction(tr("Export &heatmap as PNG…"), this, &MainWindow::exportHeatmap);
     file->addAction(tr("Export &charts as PNG…"), this, &MainWindow::exportCharts);
@@ -94,18 +94,18 @@ void MainWindow::buildMenus() {
     QAction* quit = file->addAction(tr("&Quit"), this, &QWidget::close);
     quit->setShortcut(QKeySequence::Quit);
 
-    viewMenu_ = menuBar()->addMenu(tr("&View"));
-    viewMenu_->addAction(followAction_);
-    viewMenu_->addAction(fitAction_);
-    viewMenu_->addSeparator();
-    viewMenu_->addAction(playAction_);
-    viewMenu_->addAction(stepBackAction_);
-    viewMenu_->addAction(stepForwardAction_);
-    viewMenu_->addSeparator();
-    darkAction_ = viewMenu_->addAction(tr("&Dark theme"));
-    darkAction_->setCheckable(true);
-    darkAction_->setChecked(true);
-    connect(darkAction_, &QAction::toggled, this,
+    view_menu_ = menuBar()->addMenu(tr("&View"));
+    view_menu_->addAction(follow_action_);
+    view_menu_->addAction(fit_action_);
+    view_menu_->addSeparator();
+    view_menu_->addAction(play_action_);
+    view_menu_->addAction(step_back_action_);
+    view_menu_->addAction(step_forward_action_);
+    view_menu_->addSeparator();
+    dark_action_ = view_menu_->addAction(tr("&Dark theme"));
+    dark_action_->setCheckable(true);
+    dark_action_->setChecked(true);
+    connect(dark_action_, &QAction::toggled, this,
             [this](bool dark) { setTheme(dark ? Theme::dark : Theme::light); });
 
     QMenu* control = menuBar()->addMenu(tr("&Control"));
@@ -128,18 +128,18 @@ void MainWindow::buildMenus() {
 }
 
 void MainWindow::updateRecentMenus() {
-    if (recentFilesMenu_ == nullptr) return;
-    recentFilesMenu_->clear();
-    for (const QString& path : recentFiles_->items())
-        recentFilesMenu_->addAction(path, this, [this, path] { openFile(path); });
-    recentFilesMenu_->setEnabled(!recentFilesMenu_->isEmpty());
-    recentEndpointsMenu_->clear();
-    for (const QString& spec : recentEndpoints_->items())
-        recentEndpointsMenu_->addAction(spec, this, [this, spec] {
+    if (recent_files_menu_ == nullptr) return;
+    recent_files_menu_->clear();
+    for (const QString& path : recent_files_->items())
+        recent_files_menu_->addAction(path, this, [this, path] { openFile(path); });
+    recent_files_menu_->setEnabled(!recent_files_menu_->isEmpty());
+    recent_endpoints_menu_->clear();
+    for (const QString& spec : recent_endpoints_->items())
+        recent_endpoints_menu_->addAction(spec, this, [this, spec] {
             QString error;
             if (!connectTo({spec, {}, {}}, &error)) QMessageBox::warning(this, tr("Cannot connect"), error);
         });
-    recentEndpointsMenu_->setEnabled(!recentEndpointsMenu_->isEmpty());
+    recent_endpoints_menu_->setEnabled(!recent_endpoints_menu_->isEmpty());
 }
 
 void MainWindow::showShortcuts() {
@@ -150,8 +150,8 @@ void MainWindow::showShortcuts() {
                     .arg(a->shortcut().toString(QKeySequence::NativeText).toHtmlEscaped(),
                          QString(a->text()).remove(QLatin1Char('&')).toHtmlEscaped());
     };
-    for (const QAction* a : {openAction_, connectAction_, followAction_, fitAction_, playAction_,
-                             stepBackAction_, stepForwardAction_})
+    for (const QAction* a : {open_action_, connect_action_, follow_action_, fit_action_, play_action_,
+                             step_back_action_, step_forward_action_})
         row(a);
     for (const QAction* a : control_->all()) row(a);
     rows +=
@@ -170,7 +170,7 @@ void MainWindow::openDialog() {
 }
 
 void MainWindow::connectDialog() {
-    ConnectionDialog dialog(recentEndpoints_->items(), this);
+    ConnectionDialog dialog(recent_endpoints_->items(), this);
     if (dialog.exec() != QDialog::Accepted) return;
     QString error;
     if (!connectTo(dialog.request(), &error)) QMessageBox::warning(this, tr("Cannot connect"), error);
@@ -207,11 +207,11 @@ void MainWindow::exportTable() {
 
 void MainWindow::setTheme(Theme theme) {
     applyTheme(theme);
-    if (darkAction_ != nullptr && darkAction_->isChecked() != isDark(theme))
-        darkAction_->setChecked(isDark(theme));
+    if (dark_action_ != nullptr && dark_action_->isChecked() != isDark(theme))
+        dark_action_->setChecked(isDark(theme));
     charts_->setDarkTheme(isDark(theme));
     QSettings().setValue(QStringLiteral("theme"), toString(theme));
-    shownRevision_ = UINT64_MAX;
+    shown_revision_ = UINT64_MAX;
     refreshViews();
 }
 

@@ -5,8 +5,8 @@
 
 namespace sp::ui {
 
-RecentList::RecentList(QString settingsKey, int capacity)
-    : key_(std::move(settingsKey)), capacity_(capacity) {}
+RecentList::RecentList(QString settings_key, int capacity)
+    : key_(std::move(settings_key)), capacity_(capacity) {}
 
 QStringList RecentList::items() const {
     return QSettings().value(key_).toStringList();

@@ -41,7 +41,7 @@ class EventLog {
     // Index of the appended entry.
     std::size_t append(EventEntry e);
     // Finds the pending command with this id (the most recent), if any.
-    std::optional<std::size_t> findCommand(const QString& requestId) const;
+    std::optional<std::size_t> findCommand(const QString& request_id) const;
     EventEntry& at(std::size_t i) { return entries_[i]; }
     const EventEntry& at(std::size_t i) const { return entries_[i]; }
     std::size_t size() const { return entries_.size(); }

@@ -33,7 +33,7 @@ class EventLogModel : public QAbstractTableModel {
     void sync();
 
   private:
-    void onCommandStateChanged(const QString& requestId);
+    void onCommandStateChanged(const QString& request_id);
 
     QPointer<RunSession> session_;
     int rows_ = 0;

@@ -38,11 +38,11 @@ struct LiveEndpoints {
 // nullopt with `error` (when given) saying what is wrong.
 std::optional<LiveEndpoints> parseEndpointSpec(const QString& spec, QString* error);
 
-// Reads the CURVE keys as sp-ctl does (sp::keys): `serverKeyFile` holds the agent's public key,
-// `clientKey` names this client's secret key, NAME.key or NAME (files from `sp-ctl keygen`; the
+// Reads the CURVE keys as sp-ctl does (sp::keys): `server_key_file` holds the agent's public key,
+// `client_key` names this client's secret key, NAME.key or NAME (files from `sp-ctl keygen`; the
 // public half is derived from it). False with `error` for a refused file (a secret key that group or
 // others may read, a public key given as a secret one, ...); `endpoints` is then unchanged.
-bool loadCurveKeys(const QString& serverKeyFile, const QString& clientKey, LiveEndpoints& endpoints,
+bool loadCurveKeys(const QString& server_key_file, const QString& client_key, LiveEndpoints& endpoints,
                    QString* error);
 
 struct LiveOptions {
@@ -79,7 +79,7 @@ class LiveSource : public TelemetrySource {
     bool isLive() const override { return true; }
     void start() override;
     void stop() override;
-    bool sendCommand(const QString& requestId, const sp::Command& command) override;
+    bool sendCommand(const QString& request_id, const sp::Command& command) override;
 
     const LiveEndpoints& endpoints() const { return endpoints_; }
     const LiveOptions& options() const { return options_; }

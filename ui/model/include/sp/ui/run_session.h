@@ -61,7 +61,7 @@ class RunSession : public QObject {
     // Updates [first, last) were appended to the store.
     void updatesAppended(std::size_t first, std::size_t last);
     void eventsAppended();
-    void commandStateChanged(const QString& requestId);
+    void commandStateChanged(const QString& request_id);
     void stateChanged(sp::ui::SourceState state, const QString& detail);
     void loadProgress(qint64 done, qint64 total);
     void loadFinished(const sp::ui::LoadReport& report);
@@ -72,12 +72,12 @@ class RunSession : public QObject {
     void onRecords(const RecordBatch& batch);
     void onState(SourceState state, const QString& detail);
     void onMessagesLost(quint64 count);
-    void onCommandReplied(const QString& requestId, bool ok, const QString& error, qint64 effectiveStep);
+    void onCommandReplied(const QString& request_id, bool ok, const QString& error, qint64 effective_step);
     void touch() { ++revision_; }
     void onLoadProgress(qint64 done, qint64 total);
     void onLoadFinished(const LoadReport& report);
     void onEvent(const sp::EventRecord& e);
-    void onCommandEvent(const sp::EventRecord& e, const QString& payloadError);
+    void onCommandEvent(const sp::EventRecord& e, const QString& payload_error);
     void startOver(const sp::RunHeader& header, const QString& why);
     void rejectPending(const QString& reason);
     void logEvent(EventEntry e);

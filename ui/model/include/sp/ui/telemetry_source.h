@@ -69,8 +69,8 @@ class TelemetrySource : public QObject {
     // Live only: sends a routing command with this request id. The answer arrives as
     // commandReplied (exactly once per request, a timeout included). Returns false when the
     // source cannot send (replay, or not connected).
-    virtual bool sendCommand(const QString& requestId, const sp::Command& command) {
-        (void)requestId;
+    virtual bool sendCommand(const QString& request_id, const sp::Command& command) {
+        (void)request_id;
         (void)command;
         return false;
     }
@@ -85,7 +85,7 @@ class TelemetrySource : public QObject {
     void stateChanged(sp::ui::SourceState state, const QString& detail);
     // Live: messages lost between seq numbers (count of missing seqs).
     void messagesLost(quint64 count);
-    void commandReplied(const QString& requestId, bool ok, const QString& error, qint64 effectiveStep);
+    void commandReplied(const QString& request_id, bool ok, const QString& error, qint64 effective_step);
     // Replay: bytes read so far of the total.
     void progress(qint64 done, qint64 total);
     void loadFinished(const sp::ui::LoadReport& report);

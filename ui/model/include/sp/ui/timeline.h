@@ -34,7 +34,7 @@ class Timeline : public QObject {
     void play();
     void pause();
     void togglePlay() { playing() ? pause() : play(); }
-    void setSpeed(double updatesPerSecond);
+    void setSpeed(double updates_per_second);
 
   signals:
     void positionChanged(std::size_t position);

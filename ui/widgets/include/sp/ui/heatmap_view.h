@@ -107,7 +107,7 @@ class HeatmapView : public QAbstractScrollArea {
 
   signals:
     void selectionChanged(const std::vector<int>& blocks);
-    void contextMenuRequested(const std::vector<int>& blocks, const QPoint& globalPos);
+    void contextMenuRequested(const std::vector<int>& blocks, const QPoint& global_pos);
     void followLiveEdgeChanged(bool follow);
     // Double click on a row (e.g. to open the block in the table).
     void blockActivated(int block);

@@ -28,7 +28,7 @@ class BlockTablePanel : public QWidget {
 
   signals:
     void selectionChanged(const std::vector<int>& blocks);
-    void contextMenuRequested(const std::vector<int>& blocks, const QPoint& globalPos);
+    void contextMenuRequested(const std::vector<int>& blocks, const QPoint& global_pos);
 
   private:
     QAbstractItemModel* model_ = nullptr;

@@ -12,23 +12,23 @@ class QLabel;
 namespace sp::ui {
 
 struct ConnectionRequest {
-    QString spec;           // "tcp://host:5556" or "TELEMETRY,CONTROL" (see parseEndpointSpec)
-    QString serverKeyFile;  // empty: no CURVE
-    QString clientKeyFile;  // this client's secret key (sp-ctl keygen)
+    QString spec;             // "tcp://host:5556" or "TELEMETRY,CONTROL" (see parseEndpointSpec)
+    QString server_key_file;  // empty: no CURVE
+    QString client_key_file;  // this client's secret key (sp-ctl keygen)
 };
 
 class ConnectionDialog : public QDialog {
     Q_OBJECT
   public:
-    ConnectionDialog(const QStringList& recentEndpoints, QWidget* parent = nullptr);
+    ConnectionDialog(const QStringList& recent_endpoints, QWidget* parent = nullptr);
     ConnectionRequest request() const;
 
   private:
     void validate();
 
     QComboBox* endpoint_;
-    QLineEdit* serverKey_;
-    QLineEdit* clientKey_;
+    QLineEdit* server_key_;
+    QLineEdit* client_key_;
     QLabel* problem_;
 };
 

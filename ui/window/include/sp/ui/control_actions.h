@@ -39,7 +39,7 @@ class ControlActions : public QObject {
 
     QAction* pin(sp::Precision p) const { return pins_[std::size_t(p)]; }
     QAction* release() const { return release_; }
-    QAction* releaseAll() const { return releaseAll_; }
+    QAction* releaseAll() const { return release_all_; }
     QAction* mode(sp::Mode m) const { return modes_[std::size_t(m)]; }
     QAction* budgetTarget() const { return budget_; }
     // The actions that act on selected blocks or on every pin (toolbar and context menu).
@@ -47,8 +47,8 @@ class ControlActions : public QObject {
     // Everything, for the Control menu and the shortcut list.
     std::vector<QAction*> all() const;
 
-    // A context menu for `blocks` at `globalPos` (the selection is already `blocks`).
-    void showContextMenu(const std::vector<int>& blocks, const QPoint& globalPos, QWidget* parent);
+    // A context menu for `blocks` at `global_pos` (the selection is already `blocks`).
+    void showContextMenu(const std::vector<int>& blocks, const QPoint& global_pos, QWidget* parent);
 
   signals:
     // A command could not be sent (not connected, replay); the text says why.
@@ -62,7 +62,7 @@ class ControlActions : public QObject {
     RunSession* session_ = nullptr;
     std::array<QAction*, kPrecisionCount> pins_{};
     QAction* release_;
-    QAction* releaseAll_;
+    QAction* release_all_;
     std::array<QAction*, 4> modes_{};  // by Mode value: off, static, dynamic, budget
     QAction* budget_;
 };

@@ -63,7 +63,7 @@ class MainWindow : public QMainWindow {
     void buildMenus();
     void addSession(std::unique_ptr<TelemetrySource> source);
     void onSelectionChanged(const std::vector<int>& blocks);
-    void showContextMenu(const std::vector<int>& blocks, const QPoint& globalPos);
+    void showContextMenu(const std::vector<int>& blocks, const QPoint& global_pos);
     void updateStatus();
     void updateRecentMenus();
     void showShortcuts();
@@ -77,42 +77,42 @@ class MainWindow : public QMainWindow {
 
     std::vector<RunSession*> sessions_;
     RunSession* current_ = nullptr;
-    std::uint64_t shownRevision_ = UINT64_MAX;
-    std::size_t shownPosition_ = SIZE_MAX;
+    std::uint64_t shown_revision_ = UINT64_MAX;
+    std::size_t shown_position_ = SIZE_MAX;
     std::vector<int> selection_;
 
     Timeline* timeline_;
     HeatmapView* heatmap_;
     HeatmapLegend* legend_;
-    ReplayBar* replayBar_;
+    ReplayBar* replay_bar_;
     ChartsPanel* charts_;
     BlockTablePanel* table_;
     EventLogPanel* events_;
     // Per session (same index as sessions_), owned by the session.
-    std::vector<BlockTableModel*> tableModels_;
-    std::vector<EventLogModel*> eventModels_;
-    BlockTableModel* tableModel_ = nullptr;  // the current session's
-    EventLogModel* eventModel_ = nullptr;
+    std::vector<BlockTableModel*> table_models_;
+    std::vector<EventLogModel*> event_models_;
+    BlockTableModel* table_model_ = nullptr;  // the current session's
+    EventLogModel* event_model_ = nullptr;
     ControlActions* control_;
     QSplitter* splitter_;
     QComboBox* runs_;
-    QLabel* stateLabel_;
-    QLabel* runLabel_;
-    QLabel* countsLabel_;
+    QLabel* state_label_;
+    QLabel* run_label_;
+    QLabel* counts_label_;
     QTimer repaint_;
-    std::unique_ptr<RecentList> recentFiles_;
-    std::unique_ptr<RecentList> recentEndpoints_;
-    QMenu* recentFilesMenu_ = nullptr;
-    QMenu* recentEndpointsMenu_ = nullptr;
-    QMenu* viewMenu_ = nullptr;
-    QAction* openAction_ = nullptr;
-    QAction* connectAction_ = nullptr;
-    QAction* followAction_ = nullptr;
-    QAction* fitAction_ = nullptr;
-    QAction* playAction_ = nullptr;
-    QAction* stepBackAction_ = nullptr;
-    QAction* stepForwardAction_ = nullptr;
-    QAction* darkAction_ = nullptr;
+    std::unique_ptr<RecentList> recent_files_;
+    std::unique_ptr<RecentList> recent_endpoints_;
+    QMenu* recent_files_menu_ = nullptr;
+    QMenu* recent_endpoints_menu_ = nullptr;
+    QMenu* view_menu_ = nullptr;
+    QAction* open_action_ = nullptr;
+    QAction* connect_action_ = nullptr;
+    QAction* follow_action_ = nullptr;
+    QAction* fit_action_ = nullptr;
+    QAction* play_action_ = nullptr;
+    QAction* step_back_action_ = nullptr;
+    QAction* step_forward_action_ = nullptr;
+    QAction* dark_action_ = nullptr;
 };
 
 }  // namespace sp::ui

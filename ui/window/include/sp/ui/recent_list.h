@@ -7,7 +7,7 @@ namespace sp::ui {
 
 class RecentList {
   public:
-    explicit RecentList(QString settingsKey, int capacity = 10);
+    explicit RecentList(QString settings_key, int capacity = 10);
 
     QStringList items() const;
     // Moves (or adds) `item` to the front and saves.

@@ -1,6 +1,7 @@
 #include "fake_agent.h"
 
 #include <chrono>
+#include <utility>
 #include <variant>
 
 #include <nlohmann/json.hpp>
@@ -8,7 +9,7 @@
 namespace sp::test {
 namespace protocol = sp::protocol;
 
-sp::UpdateRecord makeUpdate(int blocks, std::int64_t step, double timestamp) {
+sp::UpdateRecord make_update(int blocks, std::int64_t step, double timestamp) {
     sp::UpdateRecord r;
     r.step_id = step;
     r.timestamp = timestamp + double(step) * 0.1;
@@ -43,7 +44,7 @@ sp::UpdateRecord makeUpdate(int blocks, std::int64_t step, double timestamp) {
 FakeAgent::FakeAgent(const std::string& dir, Options options)
     : telemetry_("ipc://" + dir + "/telemetry.sock"),
       control_("ipc://" + dir + "/control.sock"),
-      options_(options) {
+      options_(std::move(options)) {
     layout_ = sp::uniform_layout(options_.blocks, 4u << 20);
 }
 
@@ -78,10 +79,11 @@ void FakeAgent::start(const std::string& run_id) {
         pins_.assign(layout_.size(), std::nullopt);
         last_update_.reset();
         requests_.clear();
+        parsed_requests_.clear();
     }
     snapshot_requests_ = 0;
     stop_ = false;
-    if (options_.hello_at_start) publishHello();
+    if (options_.hello_at_start) publish_hello();
     thread_ = std::thread([this] { run(); });
 }
 
@@ -95,27 +97,28 @@ void FakeAgent::stop() {
     ctx_.reset();
 }
 
-std::uint64_t FakeAgent::nextSeq() {
+std::uint64_t FakeAgent::next_seq() {
     return ++seq_;
 }
 
-void FakeAgent::publishHello() {
+void FakeAgent::publish_hello() {
     std::lock_guard<std::mutex> lock(mutex_);
     if (!pub_) return;
-    const std::string body = protocol::hello(nextSeq(), run_id_, 0, layout_, "{\"mode\":\"dynamic\"}", now());
+    const std::string body =
+        protocol::hello(next_seq(), run_id_, 0, layout_, "{\"mode\":\"dynamic\"}", now());
     pub_->send(zmq::buffer(std::string("hello")), zmq::send_flags::sndmore);
     pub_->send(zmq::buffer(body), zmq::send_flags::none);
 }
 
-void FakeAgent::publishHeartbeat() {
+void FakeAgent::publish_heartbeat() {
     std::lock_guard<std::mutex> lock(mutex_);
     if (!pub_) return;
-    const std::string body = protocol::heartbeat(nextSeq(), step_, now());
+    const std::string body = protocol::heartbeat(next_seq(), step_, now());
     pub_->send(zmq::buffer(std::string("heartbeat")), zmq::send_flags::sndmore);
     pub_->send(zmq::buffer(body), zmq::send_flags::none);
 }
 
-void FakeAgent::publishUpdate(const sp::UpdateRecord& r) {
+void FakeAgent::publish_update(const sp::UpdateRecord& r) {
     const std::string line = sp::to_json_line(r);
     std::lock_guard<std::mutex> lock(mutex_);
     if (!pub_) return;
@@ -124,33 +127,33 @@ void FakeAgent::publishUpdate(const sp::UpdateRecord& r) {
     for (const sp::BlockDetail& d : r.block_details) {
         if (d.id >= 0 && std::size_t(d.id) < precision_.size()) precision_[std::size_t(d.id)] = d.precision;
     }
-    const std::string body = protocol::with_seq(line, nextSeq());
+    const std::string body = protocol::with_seq(line, next_seq());
     pub_->send(zmq::buffer(std::string("update")), zmq::send_flags::sndmore);
     pub_->send(zmq::buffer(body), zmq::send_flags::none);
 }
 
-void FakeAgent::publishEvent(const sp::EventRecord& e) {
+void FakeAgent::publish_event(const sp::EventRecord& e) {
     const std::string line = sp::to_json_line(e);
     std::lock_guard<std::mutex> lock(mutex_);
     if (!pub_) return;
-    const std::string body = protocol::with_seq(line, nextSeq());
+    const std::string body = protocol::with_seq(line, next_seq());
     pub_->send(zmq::buffer(std::string("event")), zmq::send_flags::sndmore);
     pub_->send(zmq::buffer(body), zmq::send_flags::none);
 }
 
-void FakeAgent::publishRaw(const std::string& topic, const std::string& body, bool takes_seq) {
+void FakeAgent::publish_raw(const std::string& topic, const std::string& body, bool takes_seq) {
     std::lock_guard<std::mutex> lock(mutex_);
     if (!pub_) return;
     pub_->send(zmq::buffer(topic), zmq::send_flags::sndmore);
-    pub_->send(zmq::buffer(takes_seq ? protocol::with_seq(body, nextSeq()) : body), zmq::send_flags::none);
+    pub_->send(zmq::buffer(takes_seq ? protocol::with_seq(body, next_seq()) : body), zmq::send_flags::none);
 }
 
-void FakeAgent::skipSeqs(std::uint64_t n) {
+void FakeAgent::skip_seqs(std::uint64_t n) {
     std::lock_guard<std::mutex> lock(mutex_);
     seq_ += n;
 }
 
-std::uint64_t FakeAgent::lastSeq() const {
+std::uint64_t FakeAgent::last_seq() const {
     std::lock_guard<std::mutex> lock(mutex_);
     return seq_;
 }
@@ -160,13 +163,13 @@ std::int64_t FakeAgent::step() const {
     return step_;
 }
 
-void FakeAgent::setCommandBehaviour(CommandBehaviour b, std::string reason) {
+void FakeAgent::set_command_behaviour(CommandBehaviour b, std::string reason) {
     std::lock_guard<std::mutex> lock(mutex_);
     behaviour_ = b;
     reject_reason_ = std::move(reason);
 }
 
-void FakeAgent::setSnapshotHooks(std::function<void()> before, std::function<void()> after) {
+void FakeAgent::set_snapshot_hooks(std::function<void()> before, std::function<void()> after) {
     std::lock_guard<std::mutex> lock(mutex_);
     before_snapshot_ = std::move(before);
     after_snapshot_ = std::move(after);
@@ -177,7 +180,12 @@ std::vector<std::string> FakeAgent::requests() const {
     return requests_;
 }
 
-std::optional<sp::Precision> FakeAgent::pinOf(int block) const {
+std::vector<sp::protocol::Request> FakeAgent::parsed_requests() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return parsed_requests_;
+}
+
+std::optional<sp::Precision> FakeAgent::pin_of(int block) const {
     std::lock_guard<std::mutex> lock(mutex_);
     return block >= 0 && std::size_t(block) < pins_.size() ? pins_[std::size_t(block)] : std::nullopt;
 }
@@ -186,6 +194,7 @@ void FakeAgent::run() {
     using Clock = std::chrono::steady_clock;
     auto next_heartbeat = Clock::now() + std::chrono::milliseconds(options_.heartbeat_ms);
     auto next_hello = Clock::now() + std::chrono::milliseconds(options_.hello_ms);
+    auto next_tick = Clock::now() + std::chrono::milliseconds(options_.tick_ms);
     while (!stop_) {
         zmq_pollitem_t item{router_->handle(), 0, ZMQ_POLLIN, 0};
         zmq_poll(&item, 1, 5);
@@ -199,12 +208,16 @@ void FakeAgent::run() {
         }
         const auto t = Clock::now();
         if (options_.heartbeat_ms > 0 && t >= next_heartbeat) {
-            publishHeartbeat();
+            publish_heartbeat();
             next_heartbeat = t + std::chrono::milliseconds(options_.heartbeat_ms);
         }
         if (options_.hello_ms > 0 && t >= next_hello) {
-            publishHello();
+            publish_hello();
             next_hello = t + std::chrono::milliseconds(options_.hello_ms);
+        }
+        if (options_.tick_ms > 0 && options_.on_tick && t >= next_tick) {
+            options_.on_tick(*this);
+            next_tick = t + std::chrono::milliseconds(options_.tick_ms);
         }
     }
 }
@@ -228,6 +241,10 @@ void FakeAgent::handle(std::vector<zmq::message_t>& frames) {
         return;
     }
     const protocol::Request& r = std::get<protocol::Request>(parsed);
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        parsed_requests_.push_back(r);
+    }
     if (r.kind == protocol::Request::Kind::ping) {
         reply(protocol::pong(r, step(), now()));
         return;
@@ -303,7 +320,7 @@ void FakeAgent::handle(std::vector<zmq::message_t>& frames) {
     e.timestamp = now();
     e.kind = "command";
     e.payload_json = payload.dump();
-    publishEvent(e);
+    publish_event(e);
 }
 
 }  // namespace sp::test

@@ -1,12 +1,14 @@
 #pragma once
 // An in-test stand-in for the agent's transport (agent/PROTOCOL.md): a PUB and a ROUTER socket on
 // ipc:// endpoints, its own thread answering requests, and messages built with sp::protocol only,
-// so what a client sees is what the real agent sends. Qt-free (tests and benchmarks use it).
+// so what a client sees is what the real agent sends. Qt-free: the dashboard's suites
+// (tests/gui), sp-ctl's live commands (tests/integration) and bench_dashboard_live use it.
 //
 // Publishing calls are thread-safe. The agent thread answers `snapshot` with the state this
 // object tracks (layout, pins, last update, seq), `ping` with a pong, and routing commands
 // according to the command behaviour: ack (then a "command" event carrying the request id, as
-// the real agent does at the next step boundary), reject with a reason, or stay silent.
+// the real agent does at the next step boundary), reject with a reason, or stay silent. A request
+// that does not parse is rejected with the reason the real agent gives.
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -25,7 +27,7 @@ namespace sp::test {
 
 // An update record for a model of `blocks` blocks at `step`: block i is INT8 when (i + step) is
 // even, so consecutive updates differ.
-sp::UpdateRecord makeUpdate(int blocks, std::int64_t step, double timestamp = 1.7e9);
+sp::UpdateRecord make_update(int blocks, std::int64_t step, double timestamp = 1.7e9);
 
 class FakeAgent {
   public:
@@ -40,6 +42,10 @@ class FakeAgent {
         // Z85 secret key: both sockets are CURVE servers (no ZAP handler, so any client key that
         // knows the server's public key is admitted).
         std::string curve_secret_key;
+        // Called on the agent thread every tick_ms (0: never), between requests; it may publish
+        // (e.g. a steady stream of messages for a subscriber to read).
+        int tick_ms = 0;
+        std::function<void(FakeAgent&)> on_tick;
     };
 
     // `dir` is a directory for the ipc socket files (a test's temporary directory).
@@ -49,8 +55,8 @@ class FakeAgent {
     FakeAgent(const FakeAgent&) = delete;
     FakeAgent& operator=(const FakeAgent&) = delete;
 
-    const std::string& telemetryEndpoint() const { return telemetry_; }
-    const std::string& controlEndpoint() const { return control_; }
+    const std::string& telemetry_endpoint() const { return telemetry_; }
+    const std::string& control_endpoint() const { return control_; }
     // "ipc://tel,ipc://ctl", what the dashboard's --connect takes.
     std::string spec() const { return telemetry_ + "," + control_; }
 
@@ -61,35 +67,37 @@ class FakeAgent {
     bool running() const { return thread_.joinable(); }
 
     // ---- Publishing (any thread) ----
-    void publishHello();
-    void publishHeartbeat();
+    void publish_hello();
+    void publish_heartbeat();
     // Also becomes the snapshot's last update; the step becomes the agent's step.
-    void publishUpdate(const sp::UpdateRecord& r);
-    void publishUpdate(std::int64_t step) { publishUpdate(makeUpdate(options_.blocks, step)); }
-    void publishEvent(const sp::EventRecord& e);
+    void publish_update(const sp::UpdateRecord& r);
+    void publish_update(std::int64_t step) { publish_update(make_update(options_.blocks, step)); }
+    void publish_event(const sp::EventRecord& e);
     // A raw two-frame message, for bad input. With `takes_seq` the body (a JSON object text) gets
     // the next seq as its first key, as every real message does.
-    void publishRaw(const std::string& topic, const std::string& body, bool takes_seq = false);
+    void publish_raw(const std::string& topic, const std::string& body, bool takes_seq = false);
     // The next `n` seqs are never published (a loss on the wire).
-    void skipSeqs(std::uint64_t n);
-    std::uint64_t lastSeq() const;
+    void skip_seqs(std::uint64_t n);
+    std::uint64_t last_seq() const;
     std::int64_t step() const;
 
     // ---- Control ----
-    void setCommandBehaviour(CommandBehaviour b, std::string reason = {});
+    void set_command_behaviour(CommandBehaviour b, std::string reason = {});
     // Run on the agent thread when a snapshot request arrives: `before` ahead of taking the state,
     // `after` between taking it and sending the reply (both may publish). Lets a test put
     // messages on both sides of the snapshot's seq.
-    void setSnapshotHooks(std::function<void()> before, std::function<void()> after);
+    void set_snapshot_hooks(std::function<void()> before, std::function<void()> after);
     // Every request frame received, in order (the exact JSON a client sent).
     std::vector<std::string> requests() const;
-    int snapshotRequests() const { return snapshot_requests_; }
-    std::optional<sp::Precision> pinOf(int block) const;
+    // The requests that parsed (so were not rejected as malformed), in order.
+    std::vector<sp::protocol::Request> parsed_requests() const;
+    int snapshot_requests() const { return snapshot_requests_; }
+    std::optional<sp::Precision> pin_of(int block) const;
 
   private:
     void run();
     void handle(std::vector<zmq::message_t>& frames);
-    std::uint64_t nextSeq();  // with mutex_ held
+    std::uint64_t next_seq();  // with mutex_ held
     static double now();
 
     const std::string telemetry_, control_;
@@ -111,6 +119,7 @@ class FakeAgent {
     std::string reject_reason_;
     std::function<void()> before_snapshot_, after_snapshot_;
     std::vector<std::string> requests_;
+    std::vector<sp::protocol::Request> parsed_requests_;
     std::atomic<int> snapshot_requests_{0};
 };
 
