@@ -281,7 +281,6 @@ void TelemetrySink::write_failed(const std::string& what) {
     lost_this_failure_ = 0;
     {
         std::lock_guard<std::mutex> lock(mutex_);
-        failing_ = true;
         ++failures_;
         last_error_ = what;
         if (first_error_.empty()) first_error_ = what;
@@ -294,6 +293,9 @@ void TelemetrySink::lose_one() {
     ++lost_this_failure_;
     std::lock_guard<std::mutex> lock(mutex_);
     ++lost_to_errors_;
+    // Published here, with the count, not in write_failed (every failed write ends here): a reader
+    // of health() never sees "failing" with nothing lost yet.
+    if (writing_fails_) failing_ = true;
 }
 
 }  // namespace sp::agent

@@ -127,7 +127,7 @@ class TelemetrySink {
     std::uint64_t reported_queue_drops_ = 0;  // already written in dropped events
     std::uint64_t write_losses_ = 0;          // mirror of lost_to_errors_
     std::uint64_t reported_write_losses_ = 0;
-    bool writing_fails_ = false;  // mirror of failing_
+    bool writing_fails_ = false;  // the writer thread's view; failing_ follows once a record is lost
     std::uint64_t lost_this_failure_ = 0;
     Clock::time_point next_retry_{};
     std::string line_;  // reused serialisation buffer

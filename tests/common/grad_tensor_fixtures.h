@@ -144,7 +144,8 @@ struct HostArena {
     std::vector<sp::cuda::GradTensorDesc> place(std::vector<HostTensor>& tensors, std::size_t shift = 0) {
         storage.assign(lay_out(tensors) + 512, 0);
         auto* b = storage.data() + (256 - reinterpret_cast<std::uintptr_t>(storage.data()) % 256) + shift;
-        for (const auto& t : tensors) std::memcpy(b + t.offset, t.bytes.data(), t.bytes.size());
+        for (const auto& t : tensors)  // an empty tensor has no bytes (and memcpy no null source)
+            if (!t.bytes.empty()) std::memcpy(b + t.offset, t.bytes.data(), t.bytes.size());
         return descriptors(tensors, b);
     }
 };
