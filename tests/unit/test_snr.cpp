@@ -308,7 +308,10 @@ class TestSnr : public QObject {
 
     void sample_rows_are_distinct_ordered_and_reproducible() {
         std::vector<float> x(100 * 3);
-        for (std::size_t i = 0; i < x.size(); ++i) x[i] = float(i / 3);  // row r holds r, r, r
+        for (std::size_t i = 0; i < x.size(); ++i) {
+            const std::size_t row = i / 3;  // row r holds r, r, r
+            x[i] = float(row);
+        }
         const auto a = sp::sample_rows(x.data(), 100, 3, 10, 7, 1);
         QCOMPARE(a.size(), std::size_t(30));
         for (std::size_t r = 1; r < 10; ++r) QVERIFY(a[r * 3] > a[(r - 1) * 3]);  // distinct, in order
