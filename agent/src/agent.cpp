@@ -12,6 +12,7 @@
 #include "command_queue.h"
 #include "distribution_profiler.h"
 #include "sp/format_gate.h"
+#include "sp/run_end.h"
 #include "telemetry_sink.h"
 
 namespace sp::agent {
@@ -232,6 +233,7 @@ void Agent::log_change(std::int64_t step, const PrecisionChange& c) {
 
 void Agent::begin_step(std::int64_t step) {
     if (!policy_) throw std::logic_error("Agent::begin_step: register_blocks first");
+    if (ended_) throw std::logic_error("Agent::begin_step: the run has ended (end_run was called)");
     const auto t0 = Clock::now();
     write_header_once();
     step_ = step;
@@ -326,6 +328,13 @@ void Agent::end_step(double loss) {
     apply_loss_feedback(loss);
     ++overhead_.steps;
     overhead_.step_bookkeeping_s += seconds_since(t0);
+}
+
+void Agent::end_run(std::string reason) {
+    if (ended_) throw std::logic_error("Agent::end_run: called twice");
+    ended_ = true;
+    if (policy_) write_header_once();  // a run that ended before its first step still says so
+    emit_record(make_run_end_event({step_, std::move(reason)}, now()));
 }
 
 // After the step's record: a rollback changes the map the *next* step runs with, and its

@@ -23,7 +23,7 @@ struct ParsedArgs {
     std::vector<std::string> positionals;
 
     bool has(const std::string& name) const { return options.count(name) != 0; }
-    std::string value(const std::string& name, std::string fallback = {}) const {
+    std::string value(const std::string& name, const std::string& fallback = {}) const {
         const auto it = options.find(name);
         return it == options.end() ? fallback : it->second;
     }

@@ -2,7 +2,9 @@
 // agent's control socket, agent/PROTOCOL.md §4) and keygen (a CURVE key pair for §9).
 #include <charconv>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <stdexcept>
 #include <string>
@@ -11,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "command_watch.h"
 #include "commands.h"
 #include "control_client.h"
 #include "sp/json_input.h"
@@ -25,6 +28,22 @@ std::string usage_of(const char* synopsis, const char* what) {
     return std::string("usage: sp-ctl ") + synopsis + "\n\n" + what + "\n\noptions:\n" +
            connection_help(protocol::kDefaultControlEndpoint, "how long to wait for the reply (default 3)") +
            "\nExit codes: 0 ok, 1 rejected by the agent, 2 bad usage, 3 no answer.\n";
+}
+
+// The routing commands' usage: the agent applies them at the next step boundary, and sp-ctl
+// waits for that unless told not to.
+std::string routing_usage(const char* synopsis, const char* what) {
+    return std::string("usage: sp-ctl ") + synopsis + "\n\n" + what +
+           "\nBy default sp-ctl then follows the agent's telemetry until the command has applied (or was\n"
+           "rejected) at the step boundary, and reports that.\n\noptions:\n" +
+           connection_help(protocol::kDefaultControlEndpoint, "how long to wait for the reply (default 3)") +
+           "  --no-wait              report the acknowledgement alone (the command is queued, not yet\n"
+           "                         applied)\n"
+           "  --telemetry-endpoint E the agent's telemetry socket, followed for the outcome (default: the\n"
+           "                         control endpoint's port - 1, e.g. tcp://127.0.0.1:5556)\n"
+           "  --wait-timeout SECONDS how long to wait for the command to apply (default 60)\n"
+           "\nExit codes: 0 applied (queued, with --no-wait), 1 rejected by the agent (in the reply or when\n"
+           "it applied) or the run ended first, 2 bad usage, 3 no answer or no outcome within the wait.\n";
 }
 
 // "3,4" -> [3,4]. Tokens must be integers; their range is the protocol layer's to judge, so a
@@ -73,17 +92,111 @@ int finish(const char* command, const Connection& c, const Outcome& outcome,
     return 0;
 }
 
-// pin, release, release-all, mode: validated locally by the protocol layer (an unknown block
-// count checks shape only), then sent once. Never retried: a second copy could land after a
-// later command from someone else and undo it, so a lost reply is reported instead.
-int run_routing(const char* command, const Args& args, const std::vector<OptionSpec>& extra,
-                std::size_t positionals, const std::string& usage,
+std::string describe(const sp::Command& cmd) {
+    switch (cmd.kind) {
+        case sp::Command::Kind::pin:
+            return "pin blocks " + join_blocks(cmd.blocks) + " -> " +
+                   std::string(sp::to_string(cmd.precision));
+        case sp::Command::Kind::release:
+            return "release blocks " + join_blocks(cmd.blocks);
+        case sp::Command::Kind::release_all:
+            return "release all";
+        case sp::Command::Kind::set_mode:
+            return "set mode " + std::string(sp::to_string(cmd.mode));
+        case sp::Command::Kind::set_budget:
+            return "set budget target " + json_number(cmd.target_pct) + "%";
+    }
+    return "command";
+}
+
+// How to follow a routing command to its outcome: the telemetry connection and the wait.
+struct Follow {
+    Connection telemetry;
+    double seconds = 60.0;
+};
+
+// Reads --telemetry-endpoint and --wait-timeout. On a bad value prints why and returns false.
+bool read_follow(const char* command, const ParsedArgs& p, const Connection& control, Follow& out) {
+    out.telemetry = control;  // the same keys and connection timeout
+    if (p.has("--telemetry-endpoint")) {
+        out.telemetry.endpoint = p.value("--telemetry-endpoint");
+    } else if (const auto beside = telemetry_beside(control.endpoint)) {
+        out.telemetry.endpoint = *beside;
+    } else {
+        std::fprintf(stderr,
+                     "sp-ctl %s: cannot tell the telemetry endpoint that goes with '%s'; give "
+                     "--telemetry-endpoint (or --no-wait)\n",
+                     command, control.endpoint.c_str());
+        return false;
+    }
+    if (out.telemetry.endpoint.empty() || out.telemetry.endpoint == control.endpoint) {
+        std::fprintf(stderr,
+                     "sp-ctl %s: --telemetry-endpoint must be the agent's telemetry socket, not '%s'\n",
+                     command, out.telemetry.endpoint.c_str());
+        return false;
+    }
+    if (!p.has("--wait-timeout")) return true;
+    const std::string text = p.value("--wait-timeout");
+    char* end = nullptr;
+    out.seconds = std::strtod(text.c_str(), &end);
+    if (text.empty() || *end != '\0' || !std::isfinite(out.seconds) || out.seconds <= 0.0 ||
+        out.seconds > 86400.0) {
+        std::fprintf(stderr,
+                     "sp-ctl %s: --wait-timeout must be a number of seconds in (0, 86400], got '%s'\n",
+                     command, text.c_str());
+        return false;
+    }
+    return true;
+}
+
+// Reports what became of an acknowledged command; returns the exit code.
+int report_outcome(const char* command, const Connection& c, const sp::Command& cmd,
+                   const protocol::Reply& ack, const CommandWatch::Outcome& o, double waited_s) {
+    using Kind = CommandWatch::Outcome::Kind;
+    const std::string queued = ack.effective_step ? std::to_string(*ack.effective_step) : "?";
+    if (c.json && o.kind != Kind::timed_out && !write_stdout(command, o.event + "\n")) return kExitFailed;
+    switch (o.kind) {
+        case Kind::applied:
+            if (c.json) return 0;
+            return write_stdout(command, "applied: " + describe(cmd) + " at step " + std::to_string(o.step) +
+                                             " (" + std::to_string(o.changes) + " changes)\n")
+                       ? 0
+                       : kExitFailed;
+        case Kind::rejected:
+            std::fprintf(stderr, "sp-ctl %s: rejected by the agent at step %lld: %s\n", command,
+                         static_cast<long long>(o.step), o.error.c_str());
+            return kExitFailed;
+        case Kind::run_ended:
+            std::fprintf(stderr, "sp-ctl %s: the run ended at step %lld (%s) before the command applied\n",
+                         command, static_cast<long long>(o.step), o.error.c_str());
+            return kExitFailed;
+        case Kind::timed_out:
+            break;
+    }
+    std::fprintf(stderr,
+                 "sp-ctl %s: accepted for step %s, but it had not applied within %g s (is training paused "
+                 "or slow? --wait-timeout waits longer); its outcome is unknown\n",
+                 command, queued.c_str(), waited_s);
+    return kExitNoAnswer;
+}
+
+// pin, release, release-all, mode, budget: validated locally by the protocol layer (an unknown
+// block count checks shape only), then sent once and, unless --no-wait, followed until the agent
+// applied or rejected it. Never retried: a second copy could land after a later command from
+// someone else and undo it, so a lost reply is reported instead.
+int run_routing(const char* command, const Args& args, std::vector<OptionSpec> extra, std::size_t positionals,
+                const std::string& usage,
                 const std::function<bool(const ParsedArgs&, nlohmann::json&)>& fill) {
+    extra.insert(extra.end(),
+                 {{"--no-wait", false}, {"--telemetry-endpoint", true}, {"--wait-timeout", true}});
     ParsedArgs parsed;
     if (auto rc = parse_args(command, args, connection_options(extra), usage.c_str(), positionals, parsed))
         return *rc;
     Connection c;
     if (!read_connection(command, parsed, protocol::kDefaultControlEndpoint, 3.0, c)) return kExitUsage;
+    const bool follow = !parsed.has("--no-wait");
+    Follow f;
+    if (follow && !read_follow(command, parsed, c, f)) return kExitUsage;
     nlohmann::json request = {{"id", "local-check"}};
     if (!fill(parsed, request)) return kExitUsage;
     const auto checked = protocol::parse_request(request.dump(), protocol::kUnknownBlockCount);
@@ -92,31 +205,25 @@ int run_routing(const char* command, const Args& args, const std::vector<OptionS
         return kExitUsage;
     }
     const sp::Command cmd = std::get<protocol::Request>(checked).command;
-    const Outcome outcome =
-        exchange(command, c, false, [&](const std::string& id) { return protocol::make_request(id, cmd); });
-    return finish(command, c, outcome, [&](const protocol::Reply& r) {
-        std::string what;
-        switch (cmd.kind) {
-            case sp::Command::Kind::pin:
-                what = "pin blocks " + join_blocks(cmd.blocks) + " -> " +
-                       std::string(sp::to_string(cmd.precision));
-                break;
-            case sp::Command::Kind::release:
-                what = "release blocks " + join_blocks(cmd.blocks);
-                break;
-            case sp::Command::Kind::release_all:
-                what = "release all";
-                break;
-            case sp::Command::Kind::set_mode:
-                what = "set mode " + std::string(sp::to_string(cmd.mode));
-                break;
-            case sp::Command::Kind::set_budget:
-                what = "set budget target " + json_number(cmd.target_pct) + "%";
-                break;
-        }
-        const std::string step = r.effective_step ? std::to_string(*r.effective_step) : "?";
-        return "accepted: " + what + ", applied at step " + step + "\n";
+    // Subscribed before the request goes out, so the command event cannot slip past.
+    CommandWatch watch;
+    if (std::string error; follow && !watch.open(f.telemetry, error)) {
+        std::fprintf(stderr, "sp-ctl %s: %s\n", command, error.c_str());
+        return kExitNoAnswer;
+    }
+    std::string sent_id;
+    const Outcome outcome = exchange(command, c, false, [&](const std::string& id) {
+        sent_id = id;
+        return protocol::make_request(id, cmd);
     });
+    if (!follow || !outcome.reply || !outcome.reply->ok) {
+        return finish(command, c, outcome, [&](const protocol::Reply& r) {
+            const std::string step = r.effective_step ? std::to_string(*r.effective_step) : "?";
+            return "accepted: " + describe(cmd) + ", queued for step " + step + "\n";
+        });
+    }
+    if (c.json && !write_stdout(command, outcome.reply->text + "\n")) return kExitFailed;
+    return report_outcome(command, c, cmd, *outcome.reply, watch.wait(sent_id, f.seconds), f.seconds);
 }
 
 bool require(const char* command, const ParsedArgs& p, const char* option) {
@@ -135,10 +242,10 @@ std::string json_scalar(const nlohmann::json& j, const char* key) {
 
 int run_pin(const Args& args) {
     const std::string usage =
-        usage_of("pin --blocks IDS --precision P [options]",
-                 "Pins blocks (e.g. --blocks 3,4) to a precision: bf16, int8, fp8_e4m3, "
-                 "fp8_e5m2, int4.\nThe agent applies it at the next step boundary; a format its "
-                 "runtime cannot materialize is rejected.");
+        routing_usage("pin --blocks IDS --precision P [options]",
+                      "Pins blocks (e.g. --blocks 3,4) to a precision: bf16, int8, fp8_e4m3, "
+                      "fp8_e5m2, int4.\nThe agent applies it at the next step boundary; a format its "
+                      "runtime cannot materialize is rejected.");
     return run_routing("pin", args, {{"--blocks", true}, {"--precision", true}}, 0, usage,
                        [](const ParsedArgs& p, nlohmann::json& r) {
                            if (!require("pin", p, "--blocks") || !require("pin", p, "--precision"))
@@ -150,8 +257,8 @@ int run_pin(const Args& args) {
 }
 
 int run_release(const Args& args) {
-    const std::string usage =
-        usage_of("release --blocks IDS [options]", "Releases operator pins of blocks (e.g. --blocks 3,4).");
+    const std::string usage = routing_usage("release --blocks IDS [options]",
+                                            "Releases operator pins of blocks (e.g. --blocks 3,4).");
     return run_routing("release", args, {{"--blocks", true}}, 0, usage,
                        [](const ParsedArgs& p, nlohmann::json& r) {
                            if (!require("release", p, "--blocks")) return false;
@@ -161,7 +268,7 @@ int run_release(const Args& args) {
 }
 
 int run_release_all(const Args& args) {
-    const std::string usage = usage_of("release-all [options]", "Releases every operator pin.");
+    const std::string usage = routing_usage("release-all [options]", "Releases every operator pin.");
     return run_routing("release-all", args, {}, 0, usage, [](const ParsedArgs&, nlohmann::json& r) {
         r["cmd"] = "release_all";
         return true;
@@ -170,7 +277,7 @@ int run_release_all(const Args& args) {
 
 int run_mode(const Args& args) {
     const std::string usage =
-        usage_of("mode dynamic|static|off|budget [options]", "Switches the policy's mode.");
+        routing_usage("mode dynamic|static|off|budget [options]", "Switches the policy's mode.");
     return run_routing("mode", args, {}, 1, usage, [&usage](const ParsedArgs& p, nlohmann::json& r) {
         if (p.positionals.empty()) {
             std::fprintf(stderr, "sp-ctl mode: which mode? dynamic, static, off or budget\n\n%s",
@@ -184,10 +291,10 @@ int run_mode(const Args& args) {
 }
 
 int run_budget(const Args& args) {
-    const std::string usage =
-        usage_of("budget --target-pct X [options]",
-                 "Sets the budget mode's target: bytes to save against all-BF16, in percent (0 to 100).\n"
-                 "The next update plans for it; `sp-ctl mode budget` switches to the budget mode.");
+    const std::string usage = routing_usage(
+        "budget --target-pct X [options]",
+        "Sets the budget mode's target: bytes to save against all-BF16, in percent (0 to 100).\n"
+        "The next update plans for it; `sp-ctl mode budget` switches to the budget mode.");
     return run_routing(
         "budget", args, {{"--target-pct", true}}, 0, usage, [](const ParsedArgs& p, nlohmann::json& r) {
             if (!require("budget", p, "--target-pct")) return false;

@@ -15,6 +15,7 @@
 #include "commands.h"
 #include "sp/json_input.h"
 #include "sp/jsonl.h"
+#include "sp/run_end.h"
 
 namespace sp::ctl {
 namespace {
@@ -30,6 +31,8 @@ constexpr const char* kUsage =
     "Time is counted in steps: an update's precision holds from its step up to the block's next\n"
     "update; the last one holds through the last step seen in the file (updates, step stats and\n"
     "events), that step included. Bad lines are skipped and counted on stderr.\n"
+    "The end says how the run ended: its run_end record's reason and step, or that the file stops\n"
+    "without one (the run was cut: killed, crashed, or the file truncated).\n"
     "--json prints one JSON object instead of the table.\n"
     "Exit codes: 0 ok, 1 no update record, 2 bad usage or unreadable file.\n";
 
@@ -70,6 +73,7 @@ struct Summary {
     std::optional<double> train_loss, eval_loss;
     std::map<std::string, std::uint64_t> events;
     std::uint64_t commands_rejected = 0, dropped_records = 0;
+    sp::RunEndTracker run_end;  // how the run ended, or that it was cut
 
     void see_step(std::int64_t step) { last_step = std::max(last_step, step); }
 
@@ -159,6 +163,10 @@ std::string to_json(const Summary& s) {
     j["last_update_step"] = s.last_update_step;
     j["last_step"] = s.last_step;
     j["updates"] = s.updates;
+    const std::optional<sp::RunEnd>& end = s.run_end.end();
+    j["run_end"] = end ? nlohmann::ordered_json{{"step", end->step}, {"reason", end->reason}}
+                       : nlohmann::ordered_json(nullptr);
+    j["cut"] = !s.run_end.cut_message().empty();
     j["block_count"] = s.block_count();
     j["blocks"] = nlohmann::ordered_json::array();
     for (const auto& [id, b] : s.blocks) {
@@ -204,6 +212,11 @@ std::string to_table(const Summary& s) {
                   static_cast<long long>(s.last_step), static_cast<unsigned long long>(s.updates),
                   s.block_count());
     out += line;
+    if (const std::optional<sp::RunEnd>& end = s.run_end.end()) {
+        out += "end       " + end->reason + " at step " + std::to_string(end->step) + "\n";
+    } else if (const std::string cut = s.run_end.cut_message(); !cut.empty()) {
+        out += "end       " + cut + "\n";
+    }
     out += "saving    estimated " + optional_number(s.estimated.mean(), "%.2f%%") + ", measured " +
            optional_number(s.measured.mean(), "%.2f%%") + "  (step-weighted means)\n";
     out += "loss      train " + optional_number(s.train_loss, "%.6g") + ", eval " +
@@ -250,6 +263,7 @@ int run_summarize(const Args& args) {
     Summary s;
     sp::TelemetryRecord rec;
     while (reader->next(rec)) {
+        s.run_end.see(rec);
         if (const auto* u = std::get_if<sp::UpdateRecord>(&rec)) {
             s.update(*u);
         } else if (const auto* h = std::get_if<sp::RunHeader>(&rec)) {

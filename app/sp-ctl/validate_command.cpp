@@ -13,6 +13,7 @@
 #include "cli_util.h"
 #include "commands.h"
 #include "sp/jsonl.h"
+#include "sp/run_end.h"
 
 namespace sp::ctl {
 namespace {
@@ -26,7 +27,8 @@ constexpr const char* kUsage =
     "parse (a truncated last line included) and records that contradict the file: a header that is\n"
     "not the first record or is repeated, update steps that do not increase, precision counts or\n"
     "precision_changes that disagree with block_details, an estimated saving that disagrees with the\n"
-    "details and the header's block sizes, a detail block the header's layout lacks.\n"
+    "details and the header's block sizes, a detail block the header's layout lacks, a run (with a\n"
+    "header) that stops without its run_end record: the run was cut.\n"
     "Records of an unknown type (a newer producer) are counted, not problems.\n"
     "--json prints one JSON object instead.\n"
     "Exit codes: 0 clean, 1 problems found, 2 bad usage or unreadable file.\n";
@@ -156,8 +158,10 @@ int run_validate(const Args& args) {
     std::uint64_t headers = 0, updates = 0, stats = 0, events = 0, records = 0;
     std::map<std::string, std::uint64_t> event_kinds;
     sp::TelemetryRecord rec;
+    sp::RunEndTracker run_end;
     while (reader->next(rec)) {
         const std::uint64_t line = reader->lines_read();  // next() stops right after the record's line
+        run_end.see(rec);
         if (const auto* u = std::get_if<sp::UpdateRecord>(&rec)) {
             ++updates;
             check.update(*u, line);
@@ -173,6 +177,8 @@ int run_validate(const Args& args) {
         ++records;
     }
 
+    // Reported at the file's last line, where the missing record should have been.
+    if (const std::string cut = run_end.cut_message(); !cut.empty()) check.add(reader->lines_read(), cut);
     // Parse problems and consistency problems, in file order.
     std::vector<sp::LineProblem> problems = reader->problems();
     problems.insert(problems.end(), check.problems.begin(), check.problems.end());

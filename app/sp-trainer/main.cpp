@@ -31,6 +31,8 @@
 #include "sp/agent/agent.h"
 #include "sp/agent/cuda_grad_stats_collector.h"
 #include "sp/agent/precision_runtime.h"
+#include "sp/run_end.h"
+#include "stop_signal.h"
 #include "text_data.h"
 #include "trainer_options.h"
 
@@ -105,7 +107,9 @@ const at::Tensor& layer_weight(const agent::Agent& agent, int block, int layer) 
 }
 
 struct RunTotals {
-    double train_step_s = 0;  // begin_step .. end_step, summed (what the overhead is relative to)
+    std::int64_t steps_done = 0;  // fewer than --steps when a signal stopped the run
+    std::string end_reason;       // what the run_end record says
+    double train_step_s = 0;      // begin_step .. end_step, summed (what the overhead is relative to)
     double eval_s = 0;
     std::array<std::int64_t, kPrecisionCount> block_steps{};                       // per format
     std::vector<std::array<std::int64_t, kPrecisionCount>> block_steps_per_block;  // [block][format]
@@ -138,14 +142,16 @@ void print_summary(const TrainerOptions& o, const agent::Agent& agent,
         << "summary\n"
         << format(
                "  steps            %lld in %.1f s (%.2f steps/s; training steps %.1f s, evaluation %.1f s)\n",
-               static_cast<long long>(o.steps), loop_s, double(o.steps) / loop_s, t.train_step_s, t.eval_s)
+               static_cast<long long>(t.steps_done), loop_s, double(t.steps_done) / loop_s, t.train_step_s,
+               t.eval_s)
         << format("  eval loss        %.4f -> %.4f (initial -> final)\n", t.initial_eval, t.final_eval)
         << format("  precision        block-steps: %s (%.1f%% below BF16)\n", per_format.c_str(),
                   100.0 * t.low_share())
         << format("  switches         %lld block precision changes (%llu loss-feedback rollbacks)\n",
                   static_cast<long long>(t.switches), static_cast<unsigned long long>(agent.rollbacks()))
         << format("  measured saving  %.2f%% average per step (%.2f%% of all bytes copied vs all-BF16)\n",
-                  t.saving_pct_sum / double(o.steps), runtime.total_bytes().saving_pct())
+                  t.saving_pct_sum / double(std::max<std::int64_t>(t.steps_done, 1)),
+                  runtime.total_bytes().saving_pct())
         << format(
                "  agent overhead   %.3f s = %.2f%% of training-step time (collect %.3f s, hints %.3f s, "
                "bookkeeping %.3f s, distribution statistics %.3f s)\n",
@@ -179,7 +185,8 @@ void write_summary_json(const TrainerOptions& o, const agent::Agent& agent,
     nlohmann::json j = {
         {"precision", std::string(to_string(o.precision))},
         {"seed", o.seed},
-        {"steps", o.steps},
+        {"steps", t.steps_done},
+        {"end", t.end_reason},
         {"blocks", o.blocks},
         {"d_model", o.d_model},
         {"threads", t.threads},
@@ -216,6 +223,7 @@ std::string run_calibration(const TrainerOptions& o, const TextData& text, GptMo
                             agent::Agent& agent, std::string& summary) {
     std::mt19937_64 calibration_rng(o.seed ^ kCalibrationStream);
     std::vector<Batch> samples;
+    samples.reserve(std::size_t(o.config.calibration_samples));
     for (int s = 0; s < o.config.calibration_samples; ++s)
         samples.push_back(text.sample(Split::train, calibration_rng, o.batch, o.seq_len, o.device));
     agent::CalibrationHooks hooks;
@@ -366,12 +374,27 @@ class TrainingLoop {
         totals_.eval_curve.emplace_back(0, totals_.initial_eval);
     }
 
-    // Every step; returns the loop's wall time in seconds.
+    // Every step (until a stop signal), then the run's end in the telemetry: completed, interrupted,
+    // or the error that stopped it. Returns the loop's wall time in seconds.
     double run() {
+        double seconds = 0;
+        try {
+            seconds = run_steps();
+        } catch (const std::exception& e) {
+            agent_.end_run(std::string("error: ") + e.what());  // the file says why it stops there
+            throw;
+        }
+        totals_.end_reason = std::string(stop_signal() ? kRunEndInterrupted : kRunEndCompleted);
+        agent_.end_run(totals_.end_reason);
+        return seconds;
+    }
+
+  private:
+    double run_steps() {
         previous_ = runtime_.precisions();
         last_print_ = Clock::now();
         const auto loop_start = Clock::now();
-        for (std::int64_t step = 0; step < o_.steps; ++step) {
+        for (std::int64_t step = 0; step < o_.steps && stop_signal() == 0; ++step) {
             const auto step_start = Clock::now();
             const at::Tensor loss = train_step(step);
             const agent::TransferBytes bytes = runtime_.step_bytes();
@@ -392,11 +415,11 @@ class TrainingLoop {
             ++losses_since_print_;
             if (!o_.quiet && (step % 10 == 0 || eval_step || step == o_.steps - 1))
                 print_progress(step, eval_step, low_blocks, bytes.saving_pct());
+            totals_.steps_done = step + 1;
         }
         return seconds_since(loop_start);
     }
 
-  private:
     double evaluate() {
         at::NoGradGuard no_grad;
         double sum = 0;
@@ -499,6 +522,7 @@ class TrainingLoop {
 
 int run(const TrainerOptions& o) {
     const auto run_start = Clock::now();
+    install_stop_signals();
     RunTotals totals;
     totals.threads = configure_threads(o.threads);
     const Say say{o.quiet};
@@ -527,12 +551,16 @@ int run(const TrainerOptions& o) {
     loop.evaluate_before_training();
     say(format("setup %.2f s; initial eval loss %.4f", seconds_since(run_start), totals.initial_eval));
     const double loop_s = loop.run();
+    const int signal = stop_signal();
+    if (signal)
+        say(format("interrupted by signal %d after %lld of %lld steps", signal,
+                   static_cast<long long>(totals.steps_done), static_cast<long long>(o.steps)));
 
     print_summary(o, agent, runtime, totals, loop_s);
     if (validation) std::cout << validation->summary() << std::flush;
     if (!o.summary_json.empty())
         write_summary_json(o, agent, runtime, totals, loop_s, seconds_since(run_start));
-    return 0;
+    return signal ? 128 + signal : 0;  // the shell's convention for a run a signal ended
 }
 
 }  // namespace

@@ -282,7 +282,7 @@ TrainerOptions parse_trainer_options(const std::vector<std::string>& args, const
                 throw UsageError(flag + " needs a value");
             }
             handler->second(flag, value);
-        } else if (arg.rfind("-", 0) == 0) {
+        } else if (!arg.empty() && arg.front() == '-') {
             throw UsageError("unknown flag " + quoted(flag));
         } else {
             throw UsageError("unexpected argument " + quoted(arg) + " (sp-trainer takes flags only)");

@@ -273,7 +273,7 @@ FormatGatePolicy parse_gate_policy(std::string_view json_text) {
                      {"version", "producer", "device", "link", "speedup_threshold", "int4_group", "rules"});
     read_header(r, root, p);
     read_rules(r, root, p.speedup_threshold, p);
-    if (!r.problems.empty()) throw GatePolicyError(std::move(r.problems));
+    if (!r.problems.empty()) throw GatePolicyError(r.problems);
     return p;
 }
 
@@ -295,7 +295,7 @@ FormatGatePolicy load_gate_policy(const std::string& path) {
     } catch (const GatePolicyError& e) {
         std::vector<std::string> problems;
         for (const std::string& p : e.problems()) problems.push_back(path + ": " + p);
-        throw GatePolicyError(std::move(problems));
+        throw GatePolicyError(problems);
     }
 }
 

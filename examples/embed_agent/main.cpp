@@ -74,6 +74,7 @@ int main(int argc, char** argv) {
         last_loss = loss.item<double>();
         agent.end_step(last_loss);
     }
+    agent.end_run("completed");  // the telemetry's last record: this run ended, it was not cut
 
     std::printf("final loss %.4f after %d steps\n", last_loss, steps);
     for (int b = 0; b < blocks; ++b) {

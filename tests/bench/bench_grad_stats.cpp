@@ -72,6 +72,7 @@ std::vector<double> median_ms(const std::vector<std::function<void()>>& methods,
         }
     }
     std::vector<double> medians;
+    medians.reserve(ms.size());
     for (auto& v : ms) medians.push_back(median(v));
     return medians;
 }

@@ -50,6 +50,8 @@ void measure(double step_ms, int requests) {
     sp::agent::Agent agent(config, std::move(options));
     std::vector<torch::nn::Linear> blocks;
     std::vector<sp::agent::NamedModule> named;
+    blocks.reserve(4);
+    named.reserve(4);
     for (int i = 0; i < 4; ++i) blocks.emplace_back(torch::nn::LinearOptions(16, 16));
     for (int i = 0; i < 4; ++i)
         named.emplace_back("blocks." + std::to_string(i), blocks[std::size_t(i)].get());

@@ -290,6 +290,20 @@ void FakeAgent::handle(std::vector<zmq::message_t>& frames) {
     }
     reply(protocol::ack(r, step_now + 1));
     // Applied at the next boundary: the pins change and a "command" event names the request.
+    nlohmann::json payload;
+    payload["command"] = sp::to_json(r.command);
+    payload["id"] = r.id;
+    sp::EventRecord e;
+    e.step = step_now + 1;
+    e.timestamp = now();
+    e.kind = "command";
+    if (behaviour == CommandBehaviour::fail_at_apply) {
+        payload["ok"] = false;
+        payload["error"] = reason;
+        e.payload_json = payload.dump();
+        publish_event(e);
+        return;
+    }
     int changes = 0;
     {
         std::lock_guard<std::mutex> lock(mutex_);
@@ -310,15 +324,8 @@ void FakeAgent::handle(std::vector<zmq::message_t>& frames) {
             }
         }
     }
-    nlohmann::json payload;
-    payload["command"] = sp::to_json(r.command);
     payload["ok"] = true;
-    payload["id"] = r.id;
     payload["changes"] = changes;
-    sp::EventRecord e;
-    e.step = step_now + 1;
-    e.timestamp = now();
-    e.kind = "command";
     e.payload_json = payload.dump();
     publish_event(e);
 }

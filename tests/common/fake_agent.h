@@ -31,7 +31,10 @@ sp::UpdateRecord make_update(int blocks, std::int64_t step, double timestamp = 1
 
 class FakeAgent {
   public:
-    enum class CommandBehaviour : std::uint8_t { ack, reject, silent };
+    // ack: acknowledged, then applied (a "command" event with ok true); reject: refused in the reply;
+    // fail_at_apply: acknowledged, then refused when applied (the event says ok false and why);
+    // silent: no reply at all.
+    enum class CommandBehaviour : std::uint8_t { ack, reject, fail_at_apply, silent };
 
     struct Options {
         int blocks = 4;

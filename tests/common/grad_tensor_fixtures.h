@@ -131,6 +131,7 @@ inline std::size_t lay_out(std::vector<HostTensor>& tensors) {
 inline std::vector<sp::cuda::GradTensorDesc> descriptors(const std::vector<HostTensor>& tensors,
                                                          unsigned char* base) {
     std::vector<sp::cuda::GradTensorDesc> d;
+    d.reserve(tensors.size());
     for (const auto& t : tensors)
         d.push_back(
             sp::cuda::GradTensorDesc{base + t.offset, std::int64_t(t.values.size()), t.dtype, t.block});
@@ -139,6 +140,18 @@ inline std::vector<sp::cuda::GradTensorDesc> descriptors(const std::vector<HostT
 
 // The tensors in host memory at their lay_out() offsets from a 256-byte aligned base (plus `shift`
 // bytes), as a device arena holds them: the same addresses modulo 256 give the same plan chunks.
+// Bit for bit, member by member: the kernels and the host model must agree exactly (a -0.0 for a 0.0
+// or another NaN payload is a difference).
+inline bool same_bits(const sp::cuda::BlockMoments& a, const sp::cuda::BlockMoments& b) {
+    const auto bits = [](double x) {
+        std::uint64_t u = 0;
+        std::memcpy(&u, &x, sizeof u);
+        return u;
+    };
+    return a.finite == b.finite && a.nonfinite == b.nonfinite && bits(a.mean) == bits(b.mean) &&
+           bits(a.m2) == bits(b.m2) && bits(a.sumsq) == bits(b.sumsq) && bits(a.max_abs) == bits(b.max_abs);
+}
+
 struct HostArena {
     std::vector<unsigned char> storage;
     std::vector<sp::cuda::GradTensorDesc> place(std::vector<HostTensor>& tensors, std::size_t shift = 0) {

@@ -39,6 +39,25 @@ using agent::AgentBlock;
 
 constexpr double kRelTol = 1e-9;
 
+bool same_bits(double a, double b) {
+    std::uint64_t x = 0, y = 0;
+    std::memcpy(&x, &a, sizeof x);
+    std::memcpy(&y, &b, sizeof y);
+    return x == y;
+}
+
+// Bit for bit, member by member: a memcmp of the structs would also compare their padding.
+bool identical(const BlockGradStats& a, const BlockGradStats& b) {
+    return a.block_id == b.block_id && same_bits(a.l2_norm, b.l2_norm) && same_bits(a.max_abs, b.max_abs) &&
+           same_bits(a.variance, b.variance) && same_bits(a.mean, b.mean) && a.numel == b.numel &&
+           a.nonfinite_count == b.nonfinite_count;
+}
+
+bool identical(const cuda::BlockMoments& a, const cuda::BlockMoments& b) {
+    return a.finite == b.finite && a.nonfinite == b.nonfinite && same_bits(a.mean, b.mean) &&
+           same_bits(a.m2, b.m2) && same_bits(a.sumsq, b.sumsq) && same_bits(a.max_abs, b.max_abs);
+}
+
 at::Tensor param_with_grad(const at::Tensor& grad) {
     at::Tensor p = torch::empty(grad.sizes(), grad.options()).requires_grad_(true);
     p.mutable_grad() = grad;
@@ -165,7 +184,7 @@ std::string random_lists() {
         c->collect();
         const auto& second = c->results();
         for (std::size_t i = 0; i < first.size(); ++i)
-            if (std::memcmp(&first[i], &second[i], sizeof(BlockGradStats)) != 0)
+            if (!identical(first[i], second[i]))
                 return "seed " + std::to_string(seed) + ": not deterministic";
     }
     return "";
@@ -253,7 +272,7 @@ std::string kernels_match_host_model() {
         for (int b = 0; b < n_blocks; ++b) {
             const auto& g = got[std::size_t(b)];
             const auto& w = want[std::size_t(b)];
-            if (std::memcmp(&g, &w, sizeof g) != 0) {
+            if (!identical(g, w)) {
                 std::ostringstream err;
                 err.precision(17);
                 err << "seed " << seed << " block " << b << ": device {finite " << g.finite << ", nonfinite "
@@ -293,6 +312,7 @@ std::string runtime_bit_exact() {
         torch::randn({64, 33}, torch::device(torch::kCUDA)).requires_grad_(true),
         torch::randn({17}, torch::device(torch::kCUDA)).requires_grad_(true)};
     std::vector<at::Tensor> masters;
+    masters.reserve(params.size());
     for (const auto& p : params) masters.push_back(p.detach().cpu().clone());
     agent::ReferencePrecisionRuntime rt({make_block(0, params)});
     auto expect = [&](Precision prec) -> std::string {

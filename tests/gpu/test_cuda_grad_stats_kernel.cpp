@@ -8,6 +8,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -93,7 +94,7 @@ class TestCudaGradStatsKernel : public QObject {
                 const QString what = QString("round %1 block %2").arg(round).arg(b);
                 check_block(got[i], reference(host, b), what);
                 if (QTest::currentTestFailed()) return;
-                QVERIFY2(std::memcmp(&got[i], &model[i], sizeof(BlockMoments)) == 0,
+                QVERIFY2(sp::test::same_bits(got[i], model[i]),
                          qPrintable(what + ": device " + moments_text(got[i]) + " != host model " +
                                     moments_text(model[i])));
             }
@@ -157,6 +158,7 @@ class TestCudaGradStatsKernel : public QObject {
     void deterministic_and_stream_switching() {
         std::mt19937_64 rng(99);
         std::vector<HostTensor> host;
+        host.reserve(12);
         for (int i = 0; i < 12; ++i)
             host.push_back(make_tensor(rng, GradDType(i % 3), i % 4, 200003 + i, 1e-2, 0.0, i % 2));
         DeviceArena arena;
@@ -172,7 +174,7 @@ class TestCudaGradStatsKernel : public QObject {
             l.launch(b);
             const std::vector<BlockMoments>& second = l.results();
             QCOMPARE(second.size(), first.size());
-            QVERIFY(std::memcmp(first.data(), second.data(), first.size() * sizeof(BlockMoments)) == 0);
+            QVERIFY(std::equal(first.begin(), first.end(), second.begin(), sp::test::same_bits));
             for (int blk = 0; blk < 4; ++blk)
                 check_block(first[std::size_t(blk)], reference(host, blk), QString("block %1").arg(blk));
         }

@@ -42,6 +42,7 @@ inline sp::UpdateRecord updateRecord(std::int64_t step, std::vector<sp::BlockDet
 // `count` blocks with every block at `p` and sensitivity 0.1 * (id + 1).
 inline sp::UpdateRecord uniformUpdate(std::int64_t step, int count, sp::Precision p = sp::Precision::bf16) {
     std::vector<sp::BlockDetail> details;
+    details.reserve(std::size_t(count));
     for (int i = 0; i < count; ++i) details.push_back(blockDetail(i, p, 0.1 * (i + 1)));
     return updateRecord(step, std::move(details));
 }

@@ -55,8 +55,8 @@ class TestReplay : public QObject {
         const auto& report = session->loadReport();
         QVERIFY(report.error.isEmpty());
         QVERIFY(!report.cancelled);
-        QCOMPARE(report.records, std::uint64_t(19));  // header + 7 events + 11 updates
-        QCOMPARE(report.lines, std::uint64_t(20));
+        QCOMPARE(report.records, std::uint64_t(20));  // header + 8 events (run_end last) + 11 updates
+        QCOMPARE(report.lines, std::uint64_t(21));
         QCOMPARE(report.unknown_types, std::uint64_t(1));
         QCOMPARE(report.problem_count, std::uint64_t(0));
         QCOMPARE(qint64(report.bytes), QFileInfo(fixture("replay_small.jsonl")).size());
@@ -93,6 +93,10 @@ class TestReplay : public QObject {
         QCOMPARE(count(*session, EventCategory::load), 1);  // the unknown record
         QVERIFY(!session->canControl());
         QVERIFY(session->pin({1}, Precision::int8).isEmpty());
+        // The file ends with its run_end record: the run finished, nothing was cut.
+        QVERIFY(session->runEnd().has_value());
+        QCOMPARE(session->stateText(), QString("finished at step 119"));
+        QVERIFY(session->cutMessage().isEmpty());
 
         sp::ui::BlockTableModel table(session.get());
         QCOMPARE(table.rowCount(), 6);
@@ -133,6 +137,15 @@ class TestReplay : public QObject {
         }
         QVERIFY(logged);
         QTRY_COMPARE_WITH_TIMEOUT(int(session->state()), int(SourceState::loaded), 5000);
+        // Its torn last line and no run_end: the run was cut, and the state and the log say where.
+        const QString cut("ends at step 40 without a run_end record: the run was cut");
+        QCOMPARE(session->cutMessage(), cut);
+        QCOMPARE(session->stateText(), "loaded: " + cut);
+        bool warned = false;
+        for (std::size_t i = 0; i < session->events().size(); ++i)
+            warned |= session->events().at(i).category == EventCategory::warning &&
+                      session->events().at(i).text == "the file " + cut && session->events().at(i).step == 40;
+        QVERIFY(warned);
     }
 
     void originalToolFile() {

@@ -164,6 +164,33 @@ class TestRunSession : public QObject {
         QVERIFY(rig.session->events().at(2).text.contains("no message for 10 s"));
     }
 
+    // A live run that announces its end reads "finished at step N", takes no more commands, and says
+    // so through stateChanged; a new run on the same endpoint starts over.
+    void runEndShowsFinished() {
+        Rig rig;
+        rig.liveRun("run-A");
+        QSignalSpy states(rig.session.get(), &RunSession::stateChanged);
+        rig.source->records({sp::make_run_end_event({120, "completed"}, 1.7e9)});
+        QVERIFY(rig.session->runEnd().has_value());
+        QCOMPARE(rig.session->stateText(), QString("finished at step 120"));
+        QVERIFY(!rig.session->canControl());
+        QCOMPARE(states.count(), 1);
+        QCOMPARE(states.first().at(1).toString(), QString("finished at step 120"));
+        QVERIFY(rig.session->events().at(rig.session->events().size() - 1).text ==
+                "run finished at step 120: completed");
+        // Live, silence after the end is expected: the state stays "finished", not "disconnected".
+        rig.source->state(SourceState::disconnected, "no message for 10 s");
+        QCOMPARE(rig.session->stateText(), QString("finished at step 120"));
+        QVERIFY(rig.session->cutMessage().isEmpty());  // only a file read to its end is judged cut
+
+        rig.source->header(runHeader("run-B", 4));
+        rig.source->state(SourceState::live);
+        QVERIFY(!rig.session->runEnd());
+        QCOMPARE(rig.session->stateText(), QString("live"));
+        rig.source->records({sp::make_run_end_event({7, "interrupted"}, 1.7e9)});
+        QCOMPARE(rig.session->stateText(), QString("finished at step 7 (interrupted)"));
+    }
+
     void newRunIdResetsTheStore() {
         Rig rig;
         rig.liveRun("run-A");

@@ -69,6 +69,7 @@ class TestUiStore : public QObject {
         TelemetryStore store;
         store.reset(sp::uniform_layout(5));
         std::vector<sp::BlockDetail> details;
+        details.reserve(sp::kAllPrecisions.size());
         for (Precision p : sp::kAllPrecisions)
             details.push_back(blockDetail(int(details.size()), p, 0.1, ForcedBy::pin, true));
         auto r = updateRecord(10, details);

@@ -92,6 +92,10 @@ class TestInstall : public QObject {
         for (const QByteArray& line : jsonl)
             if (!line.isEmpty() && nlohmann::json::parse(line.toStdString()).contains("step_id")) ++updates;
         QCOMPARE(updates, int((kSteps - 1) / sp::Config{}.update_interval_steps));
+        // ... and ended it (the file's last line; split() leaves an empty string after the last newline).
+        QVERIFY(jsonl.size() >= 2);
+        const auto last = nlohmann::json::parse(jsonl[jsonl.size() - 2].toStdString());
+        QCOMPARE(QString::fromStdString(last.value("kind", "")), QStringLiteral("run_end"));
     }
 
     void installed_trainer_reads_its_bundled_text() {

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <optional>
 
+#include <signal.h>
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
@@ -180,6 +181,16 @@ class TestLiveControl : public QObject {
         const json pong = request(dealer, {{"id", "p"}, {"cmd", "ping"}});
         QVERIFY2(pong.value("ok", false), pong.dump().c_str());
         QCOMPARE(trainer.state(), QProcess::Running);
+
+        // SIGTERM ends the run between two steps; its run_end reaches the subscribers before the
+        // sockets close, so a dashboard sees "finished", not a silence.
+        ::kill(pid_t(trainer.processId()), SIGTERM);
+        const auto end =
+            wait_for(sub, "event", 60, [](const json& e) { return e.value("kind", "") == "run_end"; });
+        QVERIFY2(end, "no run_end on the wire");
+        QCOMPARE(end->body.value("reason", ""), std::string("interrupted"));
+        QVERIFY(trainer.waitForFinished(30000));
+        QCOMPARE(trainer.exitCode(), 128 + SIGTERM);
     }
 
     // The file cannot say it is failing; the wire does, once, and training goes on.

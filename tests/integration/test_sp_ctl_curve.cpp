@@ -88,7 +88,7 @@ class TestSpCtlCurve : public QObject {
             " refused this client's key (authentication failed): is its public key "
             "in the agent's --allowed-clients file?\n";
         for (const QStringList& command :
-             {QStringList{"ping"}, QStringList{"pin", "--blocks", "1", "--precision", "int8"}}) {
+             {QStringList{"ping"}, QStringList{"pin", "--blocks", "1", "--precision", "int8", "--no-wait"}}) {
             QElapsedTimer timer;
             timer.start();
             const Run r = sp_ctl(curve(dir, "intruder", command));

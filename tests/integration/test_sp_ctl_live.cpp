@@ -116,6 +116,12 @@ QStringList at(const std::string& endpoint, QStringList args) {
     return args;
 }
 
+// A routing command: the control endpoint, and the telemetry endpoint it is followed on.
+QStringList routed(const FakeAgent& agent, QStringList args) {
+    args << "--telemetry-endpoint" << QString::fromStdString(agent.telemetry_endpoint());
+    return at(agent.control_endpoint(), args);
+}
+
 }  // namespace
 
 class TestSpCtlLive : public QObject {
@@ -132,8 +138,7 @@ class TestSpCtlLive : public QObject {
     void pin_is_sent_and_acked() {
         QTemporaryDir dir;
         const auto agent = cycling_agent(dir);
-        const Run r =
-            sp_ctl(at(agent->control_endpoint(), {"pin", "--blocks", "3,4", "--precision", "int8"}));
+        const Run r = sp_ctl(routed(*agent, {"pin", "--blocks", "3,4", "--precision", "int8"}));
         // Block 4 does not exist on the fake's 4-block model: the agent's own check rejects it.
         QCOMPARE(r.exit_code, 1);
         QVERIFY2(r.err.contains("rejected: field 'blocks': unknown block 4 (the model has 4 blocks: 0..3)"),
@@ -141,10 +146,10 @@ class TestSpCtlLive : public QObject {
         QCOMPARE(agent->requests().size(), std::size_t(1));  // it arrived, and did not parse
         QVERIFY(agent->parsed_requests().empty());
 
-        const Run ok =
-            sp_ctl(at(agent->control_endpoint(), {"pin", "--blocks", "2,3", "--precision", "int8"}));
+        // Followed to the command event that says it applied, at the step it names.
+        const Run ok = sp_ctl(routed(*agent, {"pin", "--blocks", "2,3", "--precision", "int8"}));
         QVERIFY2(ok.exit_code == 0, ok.err.constData());
-        QCOMPARE(ok.out, QByteArray("accepted: pin blocks 2,3 -> int8, applied at step 121\n"));
+        QCOMPARE(ok.out, QByteArray("applied: pin blocks 2,3 -> int8 at step 121 (2 changes)\n"));
         const auto requests = agent->parsed_requests();
         QCOMPARE(requests.size(), std::size_t(1));
         QVERIFY(requests[0].kind == protocol::Request::Kind::command);
@@ -157,17 +162,57 @@ class TestSpCtlLive : public QObject {
     void other_routing_commands() {
         QTemporaryDir dir;
         const auto agent = cycling_agent(dir);
-        const Run release = sp_ctl(at(agent->control_endpoint(), {"release", "--blocks", "3", "--json"}));
+        // --json: the reply, then the command event.
+        const Run release = sp_ctl(routed(*agent, {"release", "--blocks", "3", "--json"}));
         QVERIFY2(release.exit_code == 0, release.err.constData());
-        QCOMPARE(nlohmann::json::parse(release.out.toStdString())["cmd"], "release");
-        const Run all = sp_ctl(at(agent->control_endpoint(), {"release-all"}));
-        QCOMPARE(all.out, QByteArray("accepted: release all, applied at step 121\n"));
-        const Run mode = sp_ctl(at(agent->control_endpoint(), {"mode", "static"}));
-        QCOMPARE(mode.out, QByteArray("accepted: set mode static, applied at step 121\n"));
+        const QList<QByteArray> lines = release.out.trimmed().split('\n');
+        QCOMPARE(lines.size(), 2);
+        QCOMPARE(nlohmann::json::parse(lines[0].toStdString())["cmd"], "release");
+        const auto event = nlohmann::json::parse(lines[1].toStdString());
+        QCOMPARE(event["kind"], "command");
+        QCOMPARE(event["ok"], true);
+        const Run all = sp_ctl(routed(*agent, {"release-all"}));
+        QCOMPARE(all.out, QByteArray("applied: release all at step 121 (0 changes)\n"));
+        // --no-wait: the acknowledgement alone.
+        const Run mode = sp_ctl(at(agent->control_endpoint(), {"mode", "static", "--no-wait"}));
+        QCOMPARE(mode.out, QByteArray("accepted: set mode static, queued for step 121\n"));
         const auto requests = agent->parsed_requests();
         QCOMPARE(requests.size(), std::size_t(3));
         QVERIFY(requests[2].command.kind == sp::Command::Kind::set_mode);
         QVERIFY(requests[2].command.mode == sp::Mode::static_);
+    }
+
+    // The ack only says "queued": a command the agent refuses when it applies it is a failure,
+    // with the agent's reason; --no-wait reports the ack alone and cannot know.
+    void a_command_refused_when_applied_exits_1() {
+        QTemporaryDir dir;
+        const auto agent = cycling_agent(dir);
+        const std::string why = "precision 'fp8_e4m3' cannot be materialized by this trainer's runtime";
+        agent->set_command_behaviour(FakeAgent::CommandBehaviour::fail_at_apply, why);
+        const Run r = sp_ctl(routed(*agent, {"pin", "--blocks", "1", "--precision", "fp8_e4m3"}));
+        QCOMPARE(r.exit_code, 1);
+        QVERIFY2(r.err.contains(QByteArray("rejected by the agent at step 121: ") + why.c_str()),
+                 r.err.constData());
+        QVERIFY(r.out.isEmpty());
+        const Run queued =
+            sp_ctl(routed(*agent, {"pin", "--blocks", "1", "--precision", "fp8_e4m3", "--no-wait"}));
+        QVERIFY2(queued.exit_code == 0, queued.err.constData());
+        QCOMPARE(queued.out, QByteArray("accepted: pin blocks 1 -> fp8_e4m3, queued for step 121\n"));
+    }
+
+    // Without telemetry to follow, nothing is sent: the outcome could not be reported.
+    void following_needs_the_telemetry_endpoint() {
+        QTemporaryDir dir;
+        const auto agent = cycling_agent(dir);
+        const Run ipc = sp_ctl(at(agent->control_endpoint(), {"release-all"}));
+        QCOMPARE(ipc.exit_code, 2);
+        QVERIFY2(ipc.err.contains("cannot tell the telemetry endpoint that goes with"), ipc.err.constData());
+        const Run none = sp_ctl({"release-all", "--endpoint",
+                                 QString::fromStdString(agent->control_endpoint()), "--timeout", "1",
+                                 "--telemetry-endpoint", "ipc://" + dir.filePath("nobody-publishes-here")});
+        QCOMPARE(none.exit_code, 3);
+        QVERIFY2(none.err.contains("nothing from the telemetry endpoint"), none.err.constData());
+        QVERIFY(agent->requests().empty());
     }
 
     void bad_local_flags_contact_nobody() {
@@ -196,7 +241,7 @@ class TestSpCtlLive : public QObject {
         QTemporaryDir dir;
         const QString nowhere = "ipc://" + dir.filePath("nobody");
         for (const QStringList& cmd :
-             {QStringList{"ping"}, QStringList{"pin", "--blocks", "1", "--precision", "int8"}}) {
+             {QStringList{"ping"}, QStringList{"pin", "--blocks", "1", "--precision", "int8", "--no-wait"}}) {
             QElapsedTimer timer;
             timer.start();
             const Run r = sp_ctl(QStringList(cmd) << "--endpoint" << nowhere << "--timeout"

@@ -22,7 +22,7 @@ nlohmann::json json_of(const Run& r) {
 }
 
 QString write_file(QTemporaryDir& dir, const char* name, const std::string& content) {
-    const QString path = dir.filePath(name);
+    QString path = dir.filePath(name);
     QFile f(path);
     if (!f.open(QIODevice::WriteOnly)) qFatal("cannot write temp file");
     f.write(content.data(), qint64(content.size()));
@@ -88,16 +88,21 @@ std::string stats_line(std::int64_t step) {
     return sp::to_json_line(s) + "\n";
 }
 
-constexpr Precision B = Precision::bf16, I = Precision::int8;
+constexpr Precision kBf16 = Precision::bf16, kInt8 = Precision::int8;
+
+// A clean file's last line: the run ended at step 49, it was not cut.
+const std::string kRunEnd =
+    R"({"type":"event","kind":"run_end","step":49,"timestamp":1049.0,"reason":"completed"})"
+    "\n";
 
 // Updates at 10 {bf16,int8,bf16}, 20 {int8,bf16,bf16}, 40 {int8,int8,bf16}; the last step seen is 49.
 std::string clean_file() {
-    sp::UpdateRecord u10 = update(10, {B, I, B}, {B, B, B});
+    sp::UpdateRecord u10 = update(10, {kBf16, kInt8, kBf16}, {kBf16, kBf16, kBf16});
     u10.train_loss = 3.0;
-    sp::UpdateRecord u20 = update(20, {I, B, B}, {B, I, B});
+    sp::UpdateRecord u20 = update(20, {kInt8, kBf16, kBf16}, {kBf16, kInt8, kBf16});
     u20.train_loss = 2.5;
     u20.eval_loss = 2.75;
-    sp::UpdateRecord u40 = update(40, {I, I, B}, {I, B, B});
+    sp::UpdateRecord u40 = update(40, {kInt8, kInt8, kBf16}, {kInt8, kBf16, kBf16});
     u40.train_loss = 2.0;
     u40.measured_bandwidth_saving_pct = 20.0;
     return header_line() + stats_line(9) +
@@ -105,7 +110,7 @@ std::string clean_file() {
            event_line(15, "command", R"({"command":{"op":"pin"},"ok":false})") + line(u20) +
            event_line(20, "precision_change", R"({"block":0,"from":"bf16","to":"int8"})") +
            "{\"type\":\"from_the_future\",\"step\":30}\n" + line(u40) +
-           event_line(-1, "dropped", R"({"count":3,"total":3})") + stats_line(49);
+           event_line(-1, "dropped", R"({"count":3,"total":3})") + stats_line(49) + kRunEnd;
 }
 
 std::vector<std::uint64_t> problem_lines(const nlohmann::json& j) {
@@ -131,19 +136,48 @@ class TestSpCtlLogs : public QObject {
         r = sp_ctl({"validate", path, "--json"});
         QCOMPARE(r.exit_code, 0);
         const auto j = json_of(r);
-        QCOMPARE(j["lines"].get<int>(), 11);
+        QCOMPARE(j["lines"].get<int>(), 12);
         QCOMPARE(j["counts"]["header"].get<int>(), 1);
         QCOMPARE(j["counts"]["update"].get<int>(), 3);
-        QCOMPARE(j["counts"]["event"].get<int>(), 4);
+        QCOMPARE(j["counts"]["event"].get<int>(), 5);
         QCOMPARE(j["counts"]["step_stats"].get<int>(), 2);
         QCOMPARE(j["counts"]["unknown_type"].get<int>(), 1);
         QCOMPARE(j["counts"]["bad_lines"].get<int>(), 0);
         QCOMPARE(j["events"]["command"].get<int>(), 2);
         QCOMPARE(j["events"]["dropped"].get<int>(), 1);
         QCOMPARE(j["events"]["precision_change"].get<int>(), 1);
+        QCOMPARE(j["events"]["run_end"].get<int>(), 1);
         QCOMPARE(j["blocks"].get<int>(), 3);
         QVERIFY(j["clean"].get<bool>());
         QVERIFY(j["problems"].empty());
+    }
+
+    // A run that stops without its run_end record was cut: validate counts it as a problem at the
+    // last line, summarize says so; with the record, both report how the run ended.
+    void a_file_without_run_end_is_flagged_as_cut() {
+        QTemporaryDir dir;
+        std::string text = clean_file();
+        const QString ended = write_file(dir, "ended.jsonl", text);
+        text.resize(text.size() - kRunEnd.size());
+        const QString cut = write_file(dir, "cut.jsonl", text);
+
+        Run r = sp_ctl({"validate", cut});
+        QCOMPARE(r.exit_code, 1);
+        QVERIFY2(
+            r.out.contains(cut.toUtf8() + ":11: ends at step 49 without a run_end record: the run was cut\n"),
+            r.out.constData());
+        r = sp_ctl({"summarize", cut});
+        QCOMPARE(r.exit_code, 0);
+        QVERIFY2(r.out.contains("end       ends at step 49 without a run_end record: the run was cut\n"),
+                 r.out.constData());
+        QVERIFY(json_of(sp_ctl({"summarize", cut, "--json"}))["cut"].get<bool>());
+
+        r = sp_ctl({"summarize", ended});
+        QVERIFY2(r.out.contains("end       completed at step 49\n"), r.out.constData());
+        const auto j = json_of(sp_ctl({"summarize", ended, "--json"}));
+        QVERIFY(!j["cut"].get<bool>());
+        QCOMPARE(j["run_end"]["reason"].get<std::string>(), std::string("completed"));
+        QCOMPARE(j["run_end"]["step"].get<int>(), 49);
     }
 
     void validate_original_tool_format() {
@@ -169,9 +203,10 @@ class TestSpCtlLogs : public QObject {
 
     void validate_reports_corrupt_and_truncated_lines() {
         QTemporaryDir dir;
-        const std::string text = header_line() + line(update(10, {B, I, B}, {B, B, B})) +
-                                 "this is not json\n" + line(update(20, {B, I, B}, {B, I, B})) + "\n" +
-                                 "{\"step_id\":30,\"timest";
+        const std::string text =
+            header_line() + line(update(10, {kBf16, kInt8, kBf16}, {kBf16, kBf16, kBf16})) +
+            "this is not json\n" + line(update(20, {kBf16, kInt8, kBf16}, {kBf16, kInt8, kBf16})) + "\n" +
+            "{\"step_id\":30,\"timest";
         const QString path = write_file(dir, "corrupt.jsonl", text);
         Run r = sp_ctl({"validate", path});
         QCOMPARE(r.exit_code, 1);
@@ -183,7 +218,10 @@ class TestSpCtlLogs : public QObject {
         const auto j = json_of(r);
         QCOMPARE(j["counts"]["bad_lines"].get<int>(), 2);
         QCOMPARE(j["counts"]["update"].get<int>(), 2);
-        QCOMPARE(problem_lines(j), (std::vector<std::uint64_t>{3, 6}));
+        // The torn last line, and the run that therefore stops without its run_end.
+        QCOMPARE(problem_lines(j), (std::vector<std::uint64_t>{3, 6, 6}));
+        QCOMPARE(j["problems"][2]["reason"].get<std::string>(),
+                 std::string("ends at step 20 without a run_end record: the run was cut"));
         QVERIFY(!j["clean"].get<bool>());
 
         // summarize skips them, says so, and still succeeds.
@@ -197,9 +235,9 @@ class TestSpCtlLogs : public QObject {
     void out_of_range_statistic_is_a_bad_line() {
         QTemporaryDir dir;
         const std::string text =
-            header_line() + line(update(10, {B, I, B}, {B, B, B})) +
+            header_line() + line(update(10, {kBf16, kInt8, kBf16}, {kBf16, kBf16, kBf16})) +
             R"({"step":10,"blocks":[{"id":0,"l2_norm":1e309,"max_abs":1,"variance":1}]})" + "\n" +
-            line(update(20, {B, I, B}, {B, I, B}));
+            line(update(20, {kBf16, kInt8, kBf16}, {kBf16, kInt8, kBf16}));
         const QString path = write_file(dir, "huge.jsonl", text);
         Run r = sp_ctl({"validate", path});
         QCOMPARE(r.exit_code, 1);
@@ -213,23 +251,24 @@ class TestSpCtlLogs : public QObject {
     }
 
     void validate_reports_inconsistent_records() {
-        sp::UpdateRecord wrong_sum = update(20, {B, I, B}, {B, I, B});
+        sp::UpdateRecord wrong_sum = update(20, {kBf16, kInt8, kBf16}, {kBf16, kInt8, kBf16});
         wrong_sum.blocks_bf16 += 1;
-        sp::UpdateRecord wrong_changes = update(30, {B, I, B}, {B, I, B});
+        sp::UpdateRecord wrong_changes = update(30, {kBf16, kInt8, kBf16}, {kBf16, kInt8, kBf16});
         wrong_changes.precision_changes = 2;
-        sp::UpdateRecord wrong_saving = update(40, {B, I, B}, {B, I, B});
+        sp::UpdateRecord wrong_saving = update(40, {kBf16, kInt8, kBf16}, {kBf16, kInt8, kBf16});
         wrong_saving.estimated_bandwidth_saving_pct += 0.5;
-        sp::UpdateRecord stranger = update(50, {B, I, B}, {B, I, B});
+        sp::UpdateRecord stranger = update(50, {kBf16, kInt8, kBf16}, {kBf16, kInt8, kBf16});
         sp::BlockDetail extra;
         extra.id = 7;
         stranger.block_details.push_back(extra);  // bf16, so the counts and the saving still agree
         stranger.blocks_bf16 += 1;
-        sp::UpdateRecord swapped = update(60, {I, B, B}, {B, I, B});
+        sp::UpdateRecord swapped = update(60, {kInt8, kBf16, kBf16}, {kBf16, kInt8, kBf16});
         std::swap(swapped.blocks_bf16, swapped.blocks_int8);
-        const std::string text = header_line() + line(update(10, {B, I, B}, {B, B, B})) +
-                                 line(update(5, {B, I, B}, {B, I, B})) + line(wrong_sum) +
-                                 line(wrong_changes) + line(wrong_saving) + line(stranger) + header_line() +
-                                 line(swapped);
+        const std::string text = header_line() +
+                                 line(update(10, {kBf16, kInt8, kBf16}, {kBf16, kBf16, kBf16})) +
+                                 line(update(5, {kBf16, kInt8, kBf16}, {kBf16, kInt8, kBf16})) +
+                                 line(wrong_sum) + line(wrong_changes) + line(wrong_saving) + line(stranger) +
+                                 header_line() + line(swapped) + kRunEnd;
         QTemporaryDir dir;
         const QString path = write_file(dir, "inconsistent.jsonl", text);
         Run r = sp_ctl({"validate", path, "--json"});
@@ -254,8 +293,9 @@ class TestSpCtlLogs : public QObject {
         QVERIFY2(r.out.contains("5 more problem(s) not shown"), r.out.constData());
 
         // A header after another record.
-        const QString late =
-            write_file(dir, "late.jsonl", line(update(10, {B, I, B}, {B, B, B})) + header_line());
+        const QString late = write_file(
+            dir, "late.jsonl",
+            line(update(10, {kBf16, kInt8, kBf16}, {kBf16, kBf16, kBf16})) + header_line() + kRunEnd);
         r = sp_ctl({"validate", late, "--json"});
         QCOMPARE(r.exit_code, 1);
         QCOMPARE(problem_lines(json_of(r)), (std::vector<std::uint64_t>{2}));

@@ -29,7 +29,7 @@ QStringList example_args() {
 }
 
 QString write_file(QTemporaryDir& dir, const char* name, const QByteArray& content) {
-    const QString path = dir.filePath(name);
+    QString path = dir.filePath(name);
     QFile f(path);
     if (!f.open(QIODevice::WriteOnly)) qFatal("cannot write temp file");
     f.write(content);

@@ -2,6 +2,7 @@
 // its telemetry, the measured bytes against the routed map, and an exact re-simulation with sp-ctl.
 #include <QtTest>
 
+#include <QFileInfo>
 #include <QProcess>
 #include <QRegularExpression>
 #include <QTemporaryDir>
@@ -10,6 +11,7 @@
 #include <fstream>
 #include <set>
 
+#include <signal.h>
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
@@ -47,7 +49,7 @@ QStringList small_run(const QString& telemetry, const QString& config) {
 }
 
 QString write_config(QTemporaryDir& dir) {
-    const QString path = dir.filePath("cfg.json");
+    QString path = dir.filePath("cfg.json");
     QFile f(path);
     if (!f.open(QIODevice::WriteOnly)) qFatal("cannot write config");
     f.write(
@@ -113,6 +115,12 @@ class TestSpTrainer : public QObject {
         }
         QVERIFY(!std::isnan(first_eval));
         QVERIFY2(last_eval < first_eval, qPrintable(QString("eval %1 -> %2").arg(first_eval).arg(last_eval)));
+        // The run says it ended, at its last step; the file passes every check sp-ctl validate makes.
+        QCOMPARE(lines.back()["kind"].get<std::string>(), std::string("run_end"));
+        QCOMPARE(lines.back()["step"].get<int>(), 59);
+        QCOMPARE(lines.back()["reason"].get<std::string>(), std::string("completed"));
+        const Run valid = run(SP_CTL_PATH, {"validate", telemetry});
+        QVERIFY2(valid.exit_code == 0, valid.out.constData());
 
         // Re-simulating the recorded run with its own settings gives the same decisions, bit for bit.
         const Run sim = run(SP_CTL_PATH, {"simulate", "--stats", telemetry});
@@ -423,6 +431,35 @@ class TestSpTrainer : public QObject {
         QCOMPARE(command_events, accepted);
         QVERIFY2(dropped < int(updates.size()) + 200, "more lost than update records exist");
         expect_same_decisions(telemetry, updates);
+    }
+
+    // Ctrl-C ends the run between two steps: the summary is printed, the file ends with a run_end
+    // record saying "interrupted", and the exit code is the shell's for SIGINT.
+    void ctrl_c_ends_the_run_cleanly() {
+        QTemporaryDir dir;
+        const QString telemetry = dir.filePath("cut.jsonl");
+        QStringList args = small_run(telemetry, write_config(dir));
+        args << "--steps"
+             << "1000000";
+        QProcess trainer;
+        trainer.setProcessChannelMode(QProcess::ForwardedErrorChannel);
+        trainer.start(QStringLiteral(SP_TRAINER_PATH), args);
+        QVERIFY(trainer.waitForStarted(10000));
+        // Some steps first: the statistics lines (one per step) reach the file.
+        QTRY_VERIFY_WITH_TIMEOUT(QFileInfo(telemetry).size() > 20000, 60000);
+        ::kill(pid_t(trainer.processId()), SIGINT);
+        QVERIFY(trainer.waitForFinished(60000));
+        QCOMPARE(trainer.exitStatus(), QProcess::NormalExit);
+        QCOMPARE(trainer.exitCode(), 128 + SIGINT);
+        QVERIFY(trainer.readAllStandardOutput().contains("summary"));
+
+        const auto lines = read_jsonl(telemetry);
+        const nlohmann::json& end = lines.back();
+        QCOMPARE(end["kind"].get<std::string>(), std::string("run_end"));
+        QCOMPARE(end["reason"].get<std::string>(), std::string("interrupted"));
+        QVERIFY(end["step"].get<int>() > 0);
+        const Run valid = run(SP_CTL_PATH, {"validate", telemetry});
+        QVERIFY2(valid.exit_code == 0, valid.out.constData());
     }
 
     // A telemetry file that cannot be written: training finishes, the first failure is a warning

@@ -272,10 +272,18 @@ class TestAgent : public QObject {
             agent.enqueue(pin({0}, Precision::bf16));
             agent.enqueue(pin({7}, Precision::bf16));  // rejected: must not be replayed
             run_steps(agent, model, 7, 20);
+            agent.end_run("completed");
+            // The end is the end: no step after it, no second end.
+            QVERIFY_THROWS_EXCEPTION(std::logic_error, agent.begin_step(20));
+            QVERIFY_THROWS_EXCEPTION(std::logic_error, agent.end_run("again"));
             QCOMPARE(agent.telemetry_loss().lost, std::uint64_t(0));
         }  // the sink writes everything on destruction
         const auto lines = read_lines(path);
         QVERIFY(lines.size() > 20);
+        // The last line says the run ended, at its last step, and why.
+        QCOMPARE(lines.back()["kind"].get<std::string>(), std::string("run_end"));
+        QCOMPARE(lines.back()["step"].get<int>(), 19);
+        QCOMPARE(lines.back()["reason"].get<std::string>(), std::string("completed"));
         QCOMPARE(lines[0]["type"].get<std::string>(), std::string("header"));
         QCOMPARE(lines[0]["run_id"].get<std::string>(), std::string("test-run"));
         QCOMPARE(lines[0]["blocks"].size(), std::size_t(5));

@@ -79,6 +79,7 @@ struct LinearModel {
             l->weight.normal_();  // random normal weights
             l->bias.normal_();
             std::vector<torch::Tensor> xs;
+            xs.reserve(std::size_t(samples));
             for (int s = 0; s < samples; ++s) xs.push_back(torch::randn({4, l->weight.size(1)}));
             inputs.push_back(xs);
         }
@@ -268,7 +269,7 @@ class TestCalibration : public QObject {
 
     void fingerprint_covers_everything() {
         const auto make = [](const std::string& name, const std::string& param,
-                             std::vector<std::int64_t> shape, torch::ScalarType dtype) {
+                             const std::vector<std::int64_t>& shape, torch::ScalarType dtype) {
             AgentBlock b = tensor_block(name, {torch::zeros(shape, dtype)});
             b.param_names[0] = param;
             return std::vector<AgentBlock>{b};
@@ -343,7 +344,7 @@ class TestCalibration : public QObject {
         bool consistent = true;  // from_cache exactly when no forward pass ran
         const auto run = [&](const std::string& identity, int samples) {
             const int before = sb.forward_calls;
-            const CalibrationResult r = calibrate(sb.blocks, sb.hooks(), samples, identity, cache);
+            CalibrationResult r = calibrate(sb.blocks, sb.hooks(), samples, identity, cache);
             consistent = consistent && r.from_cache == (sb.forward_calls == before);
             return r;
         };

@@ -31,6 +31,7 @@ std::vector<GateMeasurement> sweep(Precision format, std::uint64_t cols,
                                    const std::vector<std::pair<std::uint64_t, double>>& rows_speedup,
                                    LayerKind kind = LayerKind::matrix) {
     std::vector<GateMeasurement> out;
+    out.reserve(rows_speedup.size());
     for (const auto& [rows, speedup] : rows_speedup)
         out.push_back({kind, rows, cols, format, 1.0 / speedup, 1.0});
     return out;

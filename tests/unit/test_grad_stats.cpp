@@ -12,6 +12,7 @@
 
 #include <atomic>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
@@ -178,12 +179,16 @@ void check_all(const std::vector<AgentBlock>& blocks, const QString& what) {
     }
 }
 
+std::uint64_t bits(double x) {
+    std::uint64_t u = 0;
+    std::memcpy(&u, &x, sizeof u);
+    return u;
+}
+
 bool same_bits(const BlockGradStats& a, const BlockGradStats& b) {
     return a.block_id == b.block_id && a.numel == b.numel && a.nonfinite_count == b.nonfinite_count &&
-           std::memcmp(&a.l2_norm, &b.l2_norm, sizeof(double)) == 0 &&
-           std::memcmp(&a.max_abs, &b.max_abs, sizeof(double)) == 0 &&
-           std::memcmp(&a.variance, &b.variance, sizeof(double)) == 0 &&
-           std::memcmp(&a.mean, &b.mean, sizeof(double)) == 0;
+           bits(a.l2_norm) == bits(b.l2_norm) && bits(a.max_abs) == bits(b.max_abs) &&
+           bits(a.variance) == bits(b.variance) && bits(a.mean) == bits(b.mean);
 }
 
 }  // namespace
@@ -205,6 +210,7 @@ class TestGradStats : public QObject {
         QFETCH(int, dtype);
         const auto t = static_cast<at::ScalarType>(dtype);
         std::vector<AgentBlock> blocks;
+        blocks.reserve(3);
         for (int b = 0; b < 3; ++b) {
             blocks.push_back(
                 make_block(b, {param_with_grad({96, 64}, t, random_grad({96, 64}, t, 1e-3 * (b + 1))),
@@ -416,6 +422,7 @@ class TestGradStats : public QObject {
     // Same input, same bits: twice in a row, at 1 and 2 threads, on a fresh collector.
     void determinism() {
         std::vector<AgentBlock> blocks;
+        blocks.reserve(4);
         for (int b = 0; b < 4; ++b) {
             blocks.push_back(
                 make_block(b, {param_with_grad({700001}, at::kFloat, random_grad({700001}, at::kFloat)),
@@ -458,7 +465,8 @@ class TestGradStats : public QObject {
             check_block(c->results()[0], reference(grads_of(blocks[0])), "replaced: before");
             if (QTest::currentTestFailed()) return;
 
-            const at::Tensor old_w = w.grad();
+            // A copy of the handle on purpose: a reference would follow w's grad to the new tensor.
+            const at::Tensor old_w = w.grad();  // NOLINT(performance-unnecessary-copy-initialization)
             w.mutable_grad() = random_grad({500, 300}, at::kFloat, 2.0, 1.0);
             QVERIFY(old_w.data_ptr() != w.grad().data_ptr());
             old_w.fill_(1e6);

@@ -14,8 +14,6 @@ using sp::test::set_budget;
 
 namespace {
 
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-
 // Every step an update, no cooldown, and sensitivity == the block's calibration error exactly.
 Config tier_config() {
     Config c;

@@ -31,7 +31,10 @@ std::vector<int> as_ints(const std::vector<std::int8_t>& q) {
 
 // Bitwise float equality: tells -0 from +0.
 bool same_bits(float a, float b) {
-    return std::memcmp(&a, &b, sizeof a) == 0;
+    std::uint32_t x = 0, y = 0;
+    std::memcpy(&x, &a, sizeof x);
+    std::memcpy(&y, &b, sizeof y);
+    return x == y;
 }
 
 // Small deterministic generator so failures reproduce.
@@ -170,7 +173,8 @@ class TestQuantize : public QObject {
         Lcg rng;
         const std::size_t rows = 16, cols = 64;
         std::vector<float> w(rows * cols);
-        for (std::size_t i = 0; i < w.size(); ++i) w[i] = rng.uniform(-1.0f, 1.0f) * float(1 + i / cols);
+        for (std::size_t i = 0; i < w.size(); ++i)
+            w[i] = rng.uniform(-1.0f, 1.0f) * float(1 + std::size_t(i / cols));  // row r: scale r + 1
         const auto m = sp::quantize_int8_rows(w.data(), rows, cols);
         const auto back = sp::dequantize_int8(m);
         for (std::size_t i = 0; i < w.size(); ++i) {

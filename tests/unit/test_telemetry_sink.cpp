@@ -426,7 +426,7 @@ void TestTelemetrySink::decisions_are_kept_when_the_queue_is_full() {
     QCOMPARE(QString::fromStdString(gap.kind), QStringLiteral("dropped"));
     QCOMPARE(nlohmann::json::parse(gap.payload_json).at("count").get<int>(), 1);  // update 5
     for (int i = 0; i < 296; ++i) {
-        const auto& e = std::get<EventRecord>(back.records[std::size_t(6 + i)]);
+        const auto& e = std::get<EventRecord>(back.records[6 + std::size_t(i)]);
         QCOMPARE(nlohmann::json::parse(e.payload_json).at("id").get<int>(), i);
     }
     const auto& last = std::get<EventRecord>(back.records.back());
@@ -503,6 +503,7 @@ void TestTelemetrySink::concurrent_producers_account_for_every_record() {
     {
         TelemetrySink sink(path.toStdString(), 16);
         std::vector<std::thread> producers;
+        producers.reserve(std::size_t(kProducers));
         for (int p = 0; p < kProducers; ++p) {
             producers.emplace_back([&sink, &accepted, p] {
                 for (int i = 0; i < kPerProducer; ++i)

@@ -64,7 +64,7 @@ Settings parse_settings(const QStringList& args) {
     Settings s;
     s.trainer = QStringLiteral(SP_TRAINER_PATH);
     for (int i = 1; i < args.size(); ++i) {
-        const QString flag = args[i];
+        const QString& flag = args[i];
         if (flag == "--help" || flag == "-h") {
             std::fputs(kUsage, stdout);
             std::exit(0);
@@ -74,7 +74,7 @@ Settings parse_settings(const QStringList& args) {
             continue;
         }
         if (i + 1 >= args.size()) usage_error(flag + " needs a value (or is unknown)");
-        const QString v = args[++i];
+        const QString& v = args[++i];
         if (flag == "--out") {
             s.out_dir = v;
         } else if (flag == "--seeds") {

@@ -151,7 +151,7 @@ void write_frontier_png(const QString& path, const Settings& s, const std::vecto
         for (int k = 1; k < 40; ++k) {
             if (std::none_of(taken.begin(), taken.end(), [&](const QRectF& t) { return t.intersects(box); }))
                 break;
-            box.moveTop(at.y() - 9 + (k % 2 == 1 ? 1 : -1) * 18.0 * ((k + 1) / 2));
+            box.moveTop(at.y() - 9 + (k % 2 == 1 ? 1 : -1) * 18.0 * int((k + 1) / 2));
         }
         taken.push_back(box);
         p.drawText(box, Qt::AlignLeft | Qt::AlignVCenter, label);

@@ -216,7 +216,7 @@ QString write_report(const Settings& s, const std::vector<VariantResult>& result
     const VariantResult* bf16 = find(results, "bf16");
     if (!bf16 || bf16->runs.empty()) throw std::runtime_error("the report needs the all-BF16 runs");
     const QDir out(s.out_dir);
-    const QString table = markdown_table(s, results, *bf16);
+    QString table = markdown_table(s, results, *bf16);
 
     QStringList seeds;
     for (auto seed : s.seeds) seeds << QString::number(seed);

@@ -52,7 +52,7 @@ ChunkPartial chunk_on_host(const GradChunk& c) {
                 kernel::combine(lane[i], lane[i + off < kWarpSize ? i + off : i]);
     }
     ThreadAcc t = acc[0];
-    for (int w = 1; w < kChunkThreads / kWarpSize; ++w) kernel::combine(t, acc[std::size_t(w * kWarpSize)]);
+    for (int w = 1; w < kChunkThreads / kWarpSize; ++w) kernel::combine(t, acc[std::size_t(w) * kWarpSize]);
     return kernel::finish_chunk(t, k);
 }
 
@@ -61,7 +61,8 @@ BlockMoments block_on_host(const std::vector<ChunkPartial>& partials, std::int64
     for (std::uint32_t tid = 0; tid < kMergeThreads; ++tid)
         tree[tid] = kernel::merge_strided(partials.data(), begin, end, tid);
     for (int half = kMergeThreads / 2; half > 0; half >>= 1)
-        for (int i = 0; i < half; ++i) kernel::merge(tree[std::size_t(i)], tree[std::size_t(i + half)]);
+        for (int i = 0; i < half; ++i)
+            kernel::merge(tree[std::size_t(i)], tree[std::size_t(i) + std::size_t(half)]);
     return kernel::to_block_moments(tree[0]);
 }
 

@@ -136,11 +136,17 @@ SP_HD float load_element(const Memory& mem, const unsigned char* base, std::uint
         return decode16<kDtype>(mem.load16(base + std::size_t(i) * 2));
 }
 
+// The chunk's first byte. Chunks carry their address as an integer so the plan stays plain data
+// that the host builds and copies to the device in one transfer.
+SP_HD const unsigned char* chunk_bytes(const GradChunk& c) {
+    return reinterpret_cast<const unsigned char*>(c.addr);  // NOLINT(performance-no-int-to-ptr): see above
+}
+
 // The chunk's shift K: its first element when finite, else 0. Sums of x - K stay small when the
 // values sit far from zero, which keeps M2 = S2 - S1^2/n accurate.
 template <int kDtype, class Memory>
 SP_HD double chunk_shift(const Memory& mem, const GradChunk& c) {
-    const float k0 = load_element<kDtype>(mem, reinterpret_cast<const unsigned char*>(c.addr), 0);
+    const float k0 = load_element<kDtype>(mem, chunk_bytes(c), 0);
     return fabsf(k0) <= FLT_MAX ? double(k0) : 0.0;
 }
 
@@ -150,7 +156,7 @@ SP_HD double chunk_shift(const Memory& mem, const GradChunk& c) {
 template <int kDtype, class Memory>
 SP_HD void accumulate_chunk(const Memory& mem, const GradChunk& c, ThreadAcc& a, double k,
                             std::uint32_t tid) {
-    const auto* base = reinterpret_cast<const unsigned char*>(c.addr);
+    const unsigned char* base = chunk_bytes(c);
     if (tid < c.head) add(a, load_element<kDtype>(mem, base, tid), k);
     const std::uint32_t tail = c.head + (c.numel - c.head) / c.vec_elems * c.vec_elems;  // tail_start()
     const std::uint32_t n_vec = (tail - c.head) / c.vec_elems;

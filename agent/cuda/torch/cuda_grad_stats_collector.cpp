@@ -39,6 +39,7 @@ class CudaGradStatsCollector final : public GradStatsCollector {
   public:
     void prepare(const std::vector<AgentBlock>& blocks) override {
         std::vector<const AgentBlock*> order;
+        order.reserve(blocks.size());
         for (const auto& b : blocks) order.push_back(&b);
         std::stable_sort(order.begin(), order.end(),
                          [](const AgentBlock* x, const AgentBlock* y) { return x->id < y->id; });

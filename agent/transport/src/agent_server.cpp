@@ -49,6 +49,8 @@ constexpr double kControlReadBurst = 256;
 constexpr int kMaxZapPerIteration = 64;
 constexpr std::size_t kMaxRecordsPerIteration = 1024;
 constexpr auto kPollCap = std::chrono::milliseconds(50);
+// How long the publisher may keep delivering its last records after the agent shuts down.
+constexpr auto kShutdownFlush = std::chrono::milliseconds(500);
 // A frame larger than this disconnects the peer inside libzmq instead of being buffered: requests
 // are at most 64 KiB, so 1 MiB still lets oversized ones be answered with a clear rejection.
 constexpr std::int64_t kMaxMessageBytes = 1 << 20;
@@ -138,6 +140,7 @@ struct AgentServer::Impl {
     void send_pub(protocol::Topic topic, std::string body);
     void send_hello();
     void drain_queue();
+    void flush_at_shutdown();
     void handle_control();
     void answer(std::vector<zmq::message_t>& parts);
     bool within_budget(const zmq::message_t& identity);
@@ -302,7 +305,6 @@ void AgentServer::Impl::drain_queue() {
 }
 
 bool AgentServer::Impl::within_budget(const zmq::message_t& identity) {
-    using Clock = std::chrono::steady_clock;
     const auto now = Clock::now();
     const double rate = options.client_requests_per_second;
     if (budgets.size() >= kMaxClientBudgets) {  // forget the buckets that have refilled (idle clients)
@@ -488,6 +490,20 @@ void AgentServer::Impl::run() {
             log(std::string("I/O loop error: ") + e.what());
             std::this_thread::sleep_for(std::chrono::milliseconds(10));
         }
+    }
+    flush_at_shutdown();
+}
+
+// The last records (the run's run_end among them) must reach the subscribers: send what is queued,
+// then let ZeroMQ deliver it while the socket closes, for a bounded time (a subscriber that stopped
+// reading costs the shutdown at most kShutdownFlush, never a hang).
+void AgentServer::Impl::flush_at_shutdown() {
+    try {
+        do drain_queue();
+        while (backlog);
+        pub.set(zmq::sockopt::linger, int(kShutdownFlush.count()));
+    } catch (const std::exception& e) {
+        log(std::string("shutdown flush: ") + e.what());
     }
 }
 

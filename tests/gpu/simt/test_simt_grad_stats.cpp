@@ -7,7 +7,6 @@
 #include <QtTest>
 
 #include <cstdint>
-#include <cstring>
 #include <limits>
 #include <random>
 #include <vector>
@@ -47,9 +46,8 @@ void check_kernels(std::vector<HostTensor>& tensors, int n_blocks, std::int64_t 
     for (int b = 0; b < n_blocks; ++b) {
         const auto i = std::size_t(b);
         const QString where = what + QString(" block %1").arg(b);
-        QVERIFY2(
-            std::memcmp(&got[i], &model[i], sizeof(BlockMoments)) == 0,
-            qPrintable(where + ": kernels " + bits_text(got[i]) + " != host model " + bits_text(model[i])));
+        QVERIFY2(sp::test::same_bits(got[i], model[i]), qPrintable(where + ": kernels " + bits_text(got[i]) +
+                                                                   " != host model " + bits_text(model[i])));
         sp::test::check_block(got[i], sp::test::reference(tensors, b), where);
         if (QTest::currentTestFailed()) return;
     }

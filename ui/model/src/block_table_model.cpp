@@ -1,6 +1,7 @@
 #include "sp/ui/block_table_model.h"
 
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 
 #include "sp/ui/run_session.h"
@@ -9,7 +10,10 @@ namespace sp::ui {
 namespace {
 
 bool sameFloat(float a, float b) {
-    return std::memcmp(&a, &b, sizeof(float)) == 0 || (std::isnan(a) && std::isnan(b));
+    std::uint32_t x = 0, y = 0;
+    std::memcpy(&x, &a, sizeof x);
+    std::memcpy(&y, &b, sizeof y);
+    return x == y || (std::isnan(a) && std::isnan(b));
 }
 
 QString precisionText(Precision p) {

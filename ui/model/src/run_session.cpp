@@ -43,6 +43,9 @@ RunSession::RunSession(std::unique_ptr<TelemetrySource> source, QObject* parent)
     registerUiMetaTypes();
     TelemetrySource* s = source_.get();
     connect(s, &TelemetrySource::headerReceived, this, [this](const sp::RunHeader& h) {
+        // A file's header starts a run whose end is judged; live, the header is rebuilt from every
+        // hello (which may still come after the run_end) and a new run shows as a new run id.
+        if (!source_->isLive()) run_end_.see(h);
         onHeader(h);
         flushEvents();
         touch();
@@ -75,7 +78,21 @@ void RunSession::stop() {
 }
 
 bool RunSession::canControl() const {
-    return source_->isLive() && (state_ == SourceState::live || state_ == SourceState::stale);
+    return source_->isLive() && !runEnd() && (state_ == SourceState::live || state_ == SourceState::stale);
+}
+
+QString RunSession::cutMessage() const {
+    if (!read_whole_file_) return {};
+    return qs(run_end_.cut_message());
+}
+
+QString RunSession::stateText() const {
+    if (const std::optional<sp::RunEnd>& end = runEnd()) {
+        const QString at = QStringLiteral("finished at step %1").arg(end->step);
+        return end->reason == sp::kRunEndCompleted ? at : at + QStringLiteral(" (%1)").arg(qs(end->reason));
+    }
+    const QString cut = cutMessage();
+    return cut.isEmpty() ? toString(state_) : toString(state_) + QStringLiteral(": ") + cut;
 }
 
 // ---- Events ----
@@ -112,6 +129,7 @@ QString RunSession::blockName(int block) const {
 void RunSession::startOver(const sp::RunHeader& header, const QString& why) {
     rejectPending(QStringLiteral("the agent restarted before the command applied"));
     logLocal(EventCategory::connection, why);
+    run_end_ = {};
     header_ = header;
     store_.reset(header.blocks);
     snapshot_pins_.clear();
@@ -171,6 +189,7 @@ void RunSession::onSnapshot(const sp::protocol::Snapshot& snapshot) {
             store_.append(*snapshot.last_update);
         if (store_.updateCount() > before) emit updatesAppended(before, store_.updateCount());
     } else {
+        run_end_ = {};
         store_.reset(snapshot.layout);
         reserved_updates_ = 0;
         emit reset();
@@ -202,6 +221,7 @@ void RunSession::onRecords(const RecordBatch& batch) {
         first = store_.updateCount();
     };
     for (const sp::TelemetryRecord& rec : *batch) {
+        run_end_.see(rec);
         std::visit(
             [&](const auto& r) {
                 using T = std::decay_t<decltype(r)>;
@@ -222,6 +242,10 @@ void RunSession::onRecords(const RecordBatch& batch) {
     flush_updates();
     flushEvents();
     touch();
+    if (run_ended_now_) {
+        run_ended_now_ = false;
+        emit stateChanged(state_, stateText());
+    }
 }
 
 void RunSession::onEvent(const sp::EventRecord& rec) {
@@ -261,6 +285,10 @@ void RunSession::onEvent(const sp::EventRecord& rec) {
                                         .arg(jsonString(j, "count"))
                                   : QStringLiteral("agent lost %1 telemetry records (%2 to write errors: %3)")
                                         .arg(jsonString(j, "count"), errors, jsonString(j, "error"));
+    } else if (rec.kind == sp::kRunEndKind) {
+        e.category = EventCategory::connection;
+        e.text = QStringLiteral("run finished at step %1: %2").arg(rec.step).arg(jsonString(j, "reason"));
+        run_ended_now_ = true;
     } else if (rec.kind == "telemetry_loss") {
         // Live only: the agent's JSONL file stopped (or resumed) taking records.
         const bool failing = jsonString(j, "state") == QStringLiteral("failing");
@@ -482,6 +510,7 @@ void RunSession::onLoadProgress(qint64 done, qint64 total) {
 
 void RunSession::onLoadFinished(const LoadReport& report) {
     load_report_ = report;
+    read_whole_file_ = report.error.isEmpty() && !report.cancelled;
     if (!report.error.isEmpty()) {
         logLocal(EventCategory::load, report.error, source_->label());
     }
@@ -500,6 +529,9 @@ void RunSession::onLoadFinished(const LoadReport& report) {
         logLocal(EventCategory::load,
                  QStringLiteral("%1 records of a newer schema skipped").arg(report.unknown_types));
     }
+    if (const QString cut = cutMessage(); !cut.isEmpty())
+        logLocal(EventCategory::warning, QStringLiteral("the file %1").arg(cut), source_->label(),
+                 run_end_.last_step().value_or(-1));
     if (report.cancelled) {
         logLocal(
             EventCategory::load,

@@ -52,6 +52,13 @@ QString stateColor(SourceState s) {
     }
     return QStringLiteral("#8b949e");
 }
+
+// A run that ended is done, not in trouble (grey); a replayed file that was cut is a warning.
+QString stateColor(const RunSession& session) {
+    if (session.runEnd()) return QStringLiteral("#8b949e");
+    if (!session.cutMessage().isEmpty()) return QStringLiteral("#d29922");
+    return stateColor(session.state());
+}
 }  // namespace
 
 MainWindow::MainWindow(QWidget* parent)
@@ -181,7 +188,7 @@ void MainWindow::addSession(std::unique_ptr<TelemetrySource> source) {
     connect(session, &RunSession::stateChanged, this, [this, session] {
         const auto index = std::find(sessions_.begin(), sessions_.end(), session) - sessions_.begin();
         runs_->setItemText(static_cast<int>(index),
-                           session->source().label() + QStringLiteral(" — ") + toString(session->state()));
+                           session->source().label() + QStringLiteral(" — ") + session->stateText());
         control_->updateEnabled();
         updateStatus();
     });
@@ -264,9 +271,8 @@ void MainWindow::updateStatus() {
         counts_label_->clear();
         return;
     }
-    const SourceState state = current_->state();
     state_label_->setText(QStringLiteral("<span style='color:%1'>●</span> %2")
-                              .arg(stateColor(state), toString(state).toHtmlEscaped()));
+                              .arg(stateColor(*current_), current_->stateText().toHtmlEscaped()));
     const sp::RunHeader& header = current_->header();
     run_label_->setText(
         header.run_id.empty()

@@ -14,6 +14,7 @@
 //     agent.compute_hints(step);              // policy update every update_interval_steps
 //     optimizer.step() (with the runtime's before/after hooks)
 //     agent.end_step(loss);                   // telemetry record; loss feedback (may roll back)
+//   agent.end_run("completed");               // the run_end record: the run ended, it was not cut
 //
 // Every method but enqueue() belongs to the training thread. Telemetry never blocks training.
 #include <chrono>
@@ -109,6 +110,11 @@ class Agent {
     // feedback: a rollback is announced (events) and delivered to the hint sinks at once, so the
     // next step runs with it.
     void end_step(double loss);
+    // Announces the end of the run: a `run_end` event with the last step and `reason` (one line, e.g.
+    // "completed", "interrupted", "error: ..."), in the file and on the wire, so readers can tell a
+    // finished run from a cut one (core/TELEMETRY.md, "Run end"). Last call of a run: the steps
+    // after it throw std::logic_error, and so does a second call.
+    void end_run(std::string reason);
 
     const Config& config() const { return config_; }
     const std::vector<AgentBlock>& blocks() const { return blocks_; }
@@ -162,7 +168,6 @@ class Agent {
     std::unique_ptr<detail::DistributionProfiler> profiler_;
     std::vector<FormatMask> admitted_;  // by the gate file, per block; empty: no gate
     std::vector<BlockSnr> step_snr_;    // the SNR estimates of this step, for its statistics line
-    // What check_command needs, under commands_mutex_ (the policy itself is the training thread's).
     std::unique_ptr<TelemetrySink> sink_;
     class ServerAdapter;
     std::unique_ptr<ServerAdapter> server_backend_;
@@ -176,6 +181,7 @@ class Agent {
     std::int64_t step_ = -1;
     double step_timestamp_ = 0;
     bool stats_pending_ = false;   // compute_hints ran: end_step writes the statistics line
+    bool ended_ = false;           // end_run was called
     std::uint64_t rollbacks_ = 0;  // loss-feedback rollbacks so far
     std::vector<BlockGradStats> stats_;
     PrecisionHints hints_;

@@ -26,8 +26,10 @@ class Fiber {
   private:
     void* stack_ = nullptr;  // mapping: guard page, then the stack
     std::size_t mapped_bytes_ = 0;
+#if defined(SIMT_TSAN_FIBERS)  // private to the library: every file that includes this sees the same layout
     void* tsan_ = nullptr;
     bool owns_tsan_ = false;
+#endif
 #if defined(__x86_64__)
     void* sp_ = nullptr;  // saved stack pointer while suspended
 #else

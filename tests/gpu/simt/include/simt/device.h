@@ -13,6 +13,9 @@
 
 #include "simt/runtime_api.h"
 
+// CUDA's own names, spelled as CUDA spells them so kernel sources compile unchanged: the naming
+// and reserved-identifier checks do not apply.
+// NOLINTBEGIN(bugprone-reserved-identifier,readability-identifier-naming)
 // Execution-space and launch qualifiers mean nothing on the host.
 #define __global__
 #define __device__
@@ -33,6 +36,7 @@ struct dim3 {
 struct alignas(16) uint4 {
     unsigned x, y, z, w;
 };
+// NOLINTEND(bugprone-reserved-identifier,readability-identifier-naming)
 
 namespace simt {
 
@@ -76,6 +80,8 @@ void launch(const LaunchConfig& cfg, void (*kernel)(Params...), Args&&... args) 
 
 }  // namespace simt
 
+// CUDA's built-in variables and intrinsics (see the note on the qualifiers above).
+// NOLINTBEGIN(bugprone-reserved-identifier,readability-identifier-naming)
 #define threadIdx (::simt::this_thread().thread_idx)
 #define blockIdx (::simt::this_thread().block_idx)
 #define blockDim (::simt::this_thread().block_dim)
@@ -115,3 +121,4 @@ inline float __uint_as_float(unsigned u) {
     std::memcpy(&f, &u, sizeof f);
     return f;
 }
+// NOLINTEND(bugprone-reserved-identifier,readability-identifier-naming)

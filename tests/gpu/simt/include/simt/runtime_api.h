@@ -4,6 +4,8 @@
 // stream is a worker thread that runs its work in order (see ../../README.md).
 #include <cstddef>
 
+// CUDA's own names, spelled as CUDA spells them: the naming check does not apply.
+// NOLINTBEGIN(readability-identifier-naming)
 enum cudaError_t {
     cudaSuccess = 0,
     cudaErrorInvalidValue = 1,
@@ -58,3 +60,4 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream);
 cudaError_t cudaEventQuery(cudaEvent_t event);
 cudaError_t cudaEventSynchronize(cudaEvent_t event);
 cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned flags);
+// NOLINTEND(readability-identifier-naming)

@@ -26,8 +26,8 @@ struct DecimatedSeries {
     // Points [segmentBegin(i), segmentEnd(i)) of segment i.
     qsizetype segmentBegin(int i) const { return segment_starts[std::size_t(i)]; }
     qsizetype segmentEnd(int i) const {
-        return std::size_t(i + 1) < segment_starts.size() ? segment_starts[std::size_t(i + 1)]
-                                                          : points.size();
+        const std::size_t next = std::size_t(i) + 1;
+        return next < segment_starts.size() ? segment_starts[next] : points.size();
     }
 };
 

@@ -12,6 +12,7 @@
 #include <QString>
 
 #include "sp/command.h"
+#include "sp/run_end.h"
 #include "sp/ui/event_log.h"
 #include "sp/ui/telemetry_source.h"
 #include "sp/ui/telemetry_store.h"
@@ -40,6 +41,14 @@ class RunSession : public QObject {
     std::uint64_t revision() const { return revision_; }
     const LoadReport& loadReport() const { return load_report_; }
     quint64 messagesLost() const { return messages_lost_; }
+    // How the run ended: its run_end record, once one arrived (live or replay).
+    const std::optional<sp::RunEnd>& runEnd() const { return run_end_.end(); }
+    // Replay: the file, read to its end, stops without a run_end record, so the run was cut; says
+    // where ("" when not).
+    QString cutMessage() const;
+    // The state as the status bar words it: "finished at step N" once the run ended, otherwise the
+    // source's state (with the cut named for a replayed file that was cut).
+    QString stateText() const;
     // Per-step stats records seen (the dashboard does not show them yet).
     std::uint64_t stepStatsSeen() const { return step_stats_; }
 
@@ -98,6 +107,9 @@ class RunSession : public QObject {
     std::uint64_t next_request_ = 1;
     std::vector<std::optional<sp::Precision>> snapshot_pins_;
     std::uint64_t step_stats_ = 0;
+    sp::RunEndTracker run_end_;
+    bool run_ended_now_ = false;        // a run_end arrived in this batch: the state's wording changes
+    bool read_whole_file_ = false;      // replay: the load finished, not cancelled, without an error
     std::size_t reserved_updates_ = 0;  // replay: updates the store was sized for
     std::size_t snapshot_updates_ = 0;  // store updates right after the last snapshot
     bool events_added_ = false;         // eventsAppended is due at the end of this handler

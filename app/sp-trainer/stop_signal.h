@@ -1,0 +1,11 @@
+#pragma once
+// Ctrl-C (SIGINT) and SIGTERM end the run between two steps instead of killing the process, so the
+// agent writes its run_end record ("interrupted"), the telemetry file is complete and the summary
+// is printed. A second signal kills at once (the default action is restored by the first).
+namespace sp::trainer {
+
+void install_stop_signals();
+// The signal that asked to stop, 0 when none did.
+int stop_signal();
+
+}  // namespace sp::trainer
