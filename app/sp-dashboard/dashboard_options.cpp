@@ -56,8 +56,11 @@ std::optional<DashboardOptions> parseDashboardOptions(const QCoreApplication& ap
     const QCommandLineOption timeout(
         QStringLiteral("timeout"),
         QStringLiteral("Headless runs fail (exit 3) after S seconds (default 120)."), QStringLiteral("S"));
-    const QCommandLineOption size(QStringLiteral("size"), QStringLiteral("Window size, e.g. 1600x1000."),
-                                  QStringLiteral("WxH"));
+    const QCommandLineOption size(
+        QStringLiteral("size"),
+        QStringLiteral(
+            "Window size, e.g. 1280x800 (over a saved size; screenshots and a first launch: 1600x1000)."),
+        QStringLiteral("WxH"));
     const QCommandLineOption theme(QStringLiteral("theme"), QStringLiteral("dark or light."),
                                    QStringLiteral("NAME"));
     parser.addOptions(

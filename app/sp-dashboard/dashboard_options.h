@@ -18,7 +18,7 @@ struct DashboardOptions {
     QString screenshot;          // --screenshot FILE.png: render once ready, save, exit
     int exit_after_updates = 0;  // --exit-after-updates N (live): ready after N updates in total
     int timeout_seconds = 120;   // --timeout S: headless runs give up after this long
-    QSize size{1600, 1000};      // --size WxH
+    std::optional<QSize> size;   // --size WxH (the window's default size without it)
     QString theme;               // --theme dark|light ("" = the saved choice)
 
     // Headless: the window renders, saves and quits instead of waiting for the user.

@@ -79,7 +79,9 @@ int main(int argc, char** argv) {
         !options->theme.isEmpty() ? options->theme : QSettings().value(QStringLiteral("theme")).toString();
     sp::ui::MainWindow window;
     window.setTheme(sp::ui::themeFromString(theme));
-    if (options->headless()) window.resize(options->size);  // a saved geometry must not change screenshots
+    // --size wins over a saved geometry; a screenshot never depends on one.
+    if (options->size || options->headless())
+        window.resize(options->size.value_or(sp::ui::MainWindow::kDefaultSize));
     for (const QString& spec : options->connect) {
         QString error;
         if (!window.connectTo({spec, options->server_key_file, options->client_key_file}, &error)) {

@@ -27,13 +27,13 @@
 
 namespace {
 
-double threadCpu() {
+double thread_cpu() {
     timespec ts{};
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
     return double(ts.tv_sec) + double(ts.tv_nsec) * 1e-9;
 }
 
-double processCpu() {
+double process_cpu() {
     rusage u{};
     getrusage(RUSAGE_SELF, &u);
     return double(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
@@ -47,8 +47,9 @@ struct Result {
 };
 
 // The baseline: the same bodies the agent sends, read the way the worker reads them.
-double parseCpuPerUpdate(int blocks) {
+double parse_cpu_per_update(int blocks) {
     std::vector<std::string> bodies;
+    bodies.reserve(50);
     for (int i = 0; i < 50; ++i) {
         bodies.push_back(sp::protocol::with_seq(sp::to_json_line(sp::test::make_update(blocks, i)), 100 + i));
     }
@@ -56,19 +57,19 @@ double parseCpuPerUpdate(int blocks) {
     std::string error;
     const int rounds = blocks >= 1000 ? 4 : 100;
     std::uint64_t sink = 0;
-    const double t0 = threadCpu();
+    const double t0 = thread_cpu();
     for (int r = 0; r < rounds; ++r) {
         for (const std::string& b : bodies) {
             sink += sp::protocol::seq_of(b).value_or(0);
             if (sp::parse_record(b, rec, error) != sp::ParseStatus::ok) std::abort();
         }
     }
-    const double t = threadCpu() - t0;
+    const double t = thread_cpu() - t0;
     if (sink == 0) std::abort();
     return t / double(rounds * bodies.size());
 }
 
-Result runCase(int blocks, double seconds) {
+Result run_case(int blocks, double seconds) {
     QTemporaryDir dir;
     sp::test::FakeAgent::Options ao;
     ao.blocks = blocks;
@@ -92,6 +93,7 @@ Result runCase(int blocks, double seconds) {
 
     // Records built ahead of time: the publisher's own serialisation is not what we measure.
     std::vector<sp::UpdateRecord> records;
+    records.reserve(20);
     for (int i = 0; i < 20; ++i) records.push_back(sp::test::make_update(blocks, i));
 
     Result res;
@@ -99,12 +101,12 @@ Result runCase(int blocks, double seconds) {
     std::atomic<std::uint64_t> published{0};
     double publisher_cpu = 0;
     const double worker0 = live->workerCpuSeconds();
-    const double gui0 = threadCpu();
-    const double process0 = processCpu();
+    const double gui0 = thread_cpu();
+    const double process0 = process_cpu();
     QElapsedTimer wall;
     wall.start();
     std::thread publisher([&] {
-        const double c0 = threadCpu();
+        const double c0 = thread_cpu();
         auto next = std::chrono::steady_clock::now();
         for (std::int64_t step = 1; !done; ++step) {
             sp::UpdateRecord r = records[std::size_t(step) % records.size()];
@@ -114,7 +116,7 @@ Result runCase(int blocks, double seconds) {
             next += std::chrono::milliseconds(100);
             std::this_thread::sleep_until(next);
         }
-        publisher_cpu = threadCpu() - c0;
+        publisher_cpu = thread_cpu() - c0;
     });
     QEventLoop loop;
     QTimer::singleShot(int(seconds * 1000), &loop, &QEventLoop::quit);
@@ -123,10 +125,10 @@ Result runCase(int blocks, double seconds) {
     publisher.join();
     // Let the last messages arrive (not counted in the CPU figures).
     res.wall = double(wall.nsecsElapsed()) * 1e-9;
-    res.gui_cpu = threadCpu() - gui0;
+    res.gui_cpu = thread_cpu() - gui0;
     res.worker_cpu = live->workerCpuSeconds() - worker0;
     res.publisher_cpu = publisher_cpu;
-    res.process_cpu = processCpu() - process0;
+    res.process_cpu = process_cpu() - process0;
     QElapsedTimer drain;
     drain.start();
     while (session.store().updateCount() < published && drain.elapsed() < 2000) {
@@ -139,7 +141,7 @@ Result runCase(int blocks, double seconds) {
     res.messages = c.messages;
     session.stop();
     agent.stop();
-    res.parse_cpu_per_update = parseCpuPerUpdate(blocks);
+    res.parse_cpu_per_update = parse_cpu_per_update(blocks);
     return res;
 }
 
@@ -156,7 +158,7 @@ int main(int argc, char** argv) {
         "dashboard following a live run: updates at 10/s, heartbeat 1/s, hello every 2 s, %.0f s per case\n",
         seconds);
     for (int blocks : {48, 1000}) {
-        const Result r = runCase(blocks, seconds);
+        const Result r = run_case(blocks, seconds);
         const double consumer = r.worker_cpu + r.gui_cpu;
         const double per_update = r.received ? consumer / double(r.received) : 0.0;
         std::printf("\n%d blocks: %llu updates published, %llu in the store, %llu lost, %llu messages\n",

@@ -30,19 +30,19 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double secondsSince(Clock::time_point t0) {
+double seconds_since(Clock::time_point t0) {
     return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
 // User + system CPU seconds of the whole process (all threads).
-double cpuSeconds() {
+double cpu_seconds() {
     rusage u{};
     getrusage(RUSAGE_SELF, &u);
     return double(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
            double(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
 }
 
-long maxRssKiB() {
+long max_rss_kib() {
     rusage u{};
     getrusage(RUSAGE_SELF, &u);
     return u.ru_maxrss;
@@ -138,7 +138,7 @@ int main(int argc, char** argv) {
     if (generated) {
         const auto t0 = Clock::now();
         generate(path, blocks, updates);
-        std::printf("generated %s in %.1f s\n", path.c_str(), secondsSince(t0));
+        std::printf("generated %s in %.1f s\n", path.c_str(), seconds_since(t0));
     }
     const double mb = double(std::filesystem::file_size(path)) / 1e6;
     std::printf("file: %s, %.1f MB, %d blocks x %d updates (%.0f bytes per update line)\n", path.c_str(), mb,
@@ -147,32 +147,32 @@ int main(int argc, char** argv) {
     double cpu_base = 1e300;  // the cheaper baseline's CPU seconds
     const auto baseline = [&](const char* label) {
         const auto t0 = Clock::now();
-        const double cpu0 = cpuSeconds();
+        const double cpu0 = cpu_seconds();
         sp::JsonlReader reader(path);
         sp::TelemetryRecord rec;
         std::uint64_t n = 0;
         while (reader.next(rec)) ++n;
-        const double s = secondsSince(t0);
-        cpu_base = std::min(cpu_base, cpuSeconds() - cpu0);
+        const double s = seconds_since(t0);
+        cpu_base = std::min(cpu_base, cpu_seconds() - cpu0);
         std::printf("(a) %-22s %8.2f s  %7.1f MB/s  cpu %6.2f s  (%llu records, %llu bad)\n", label, s,
-                    mb / s, cpuSeconds() - cpu0, static_cast<unsigned long long>(n),
+                    mb / s, cpu_seconds() - cpu0, static_cast<unsigned long long>(n),
                     static_cast<unsigned long long>(reader.problem_count()));
         return mb / s;
     };
     const double base1 = baseline("JsonlReader alone:");
 
     QCoreApplication app(argc, argv);
-    const long rss_before = maxRssKiB();
+    const long rss_before = max_rss_kib();
     sp::ui::RunSession session(std::make_unique<sp::ui::ReplaySource>(QString::fromStdString(path)));
     QEventLoop loop;
     QObject::connect(&session, &sp::ui::RunSession::loadFinished, &loop, &QEventLoop::quit);
     const auto t0 = Clock::now();
-    const double cpu0 = cpuSeconds();
+    const double cpu0 = cpu_seconds();
     session.start();
     loop.exec();
-    const double s = secondsSince(t0);
-    const double cpu = cpuSeconds() - cpu0;
-    const long rss_after = maxRssKiB();
+    const double s = seconds_since(t0);
+    const double cpu = cpu_seconds() - cpu0;
+    const long rss_after = max_rss_kib();
     const auto& store = session.store();
     const double replay_mbs = mb / s;
 

@@ -40,7 +40,7 @@ struct Stats {
     double cpu_median = 0.0;  // this thread's CPU time: less disturbed by other load on the machine
 };
 
-double threadCpuMs() {
+double thread_cpu_ms() {
     timespec ts{};
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
     return double(ts.tv_sec) * 1e3 + double(ts.tv_nsec) / 1e6;
@@ -58,15 +58,15 @@ Stats stats(std::vector<double> ms, std::vector<double> cpu) {
     return s;
 }
 
-Stats timeIt(int runs, const std::function<void()>& fn, const std::function<void()>& before = {}) {
+Stats time_it(int runs, const std::function<void()>& fn, const std::function<void()>& before = {}) {
     std::vector<double> ms, cpu;
     for (int i = 0; i < runs; ++i) {
         if (before) before();
-        const double c0 = threadCpuMs();
+        const double c0 = thread_cpu_ms();
         const auto t0 = Clock::now();
         fn();
         ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
-        cpu.push_back(threadCpuMs() - c0);
+        cpu.push_back(thread_cpu_ms() - c0);
     }
     return stats(ms, cpu);
 }
@@ -157,7 +157,7 @@ int main(int argc, char** argv) {
     QImage scaled(1600, 1000, QImage::Format_RGB32);
     scaled.fill(sp::ui::sensitivityColor(0.3f));
     QImage target(1600, 1000, QImage::Format_RGB32);
-    const Stats base = timeIt(repaints, [&] {
+    const Stats base = time_it(repaints, [&] {
         QPainter p(&target);
         p.drawImage(0, 0, scaled);
     });
@@ -175,15 +175,15 @@ int main(int argc, char** argv) {
     std::printf("zoom: %.4f px/update, %.3f px/block\n", view.pixelsPerUpdate(), view.pixelsPerBlock());
     view.viewport()->repaint();
 
-    const Stats cached = timeIt(repaints, [&] { view.viewport()->repaint(); });
+    const Stats cached = time_it(repaints, [&] { view.viewport()->repaint(); });
     print("heatmap repaint, nothing changed (cached grid)", cached, base);
 
     std::size_t next = updates;
-    const Stats append_refresh = timeIt(
+    const Stats append_refresh = time_it(
         repaints, [&] { view.refresh(); }, [&] { store.append(maker.make(next++)); });
     print("append 1 update: refresh() (writes 1 column)", append_refresh, base);
 
-    const Stats append_paint = timeIt(
+    const Stats append_paint = time_it(
         repaints,
         [&] {
             view.refresh();
@@ -193,16 +193,16 @@ int main(int argc, char** argv) {
     print("append 1 update: refresh() + repaint (resample)", append_paint, base);
 
     const Stats export_image =
-        timeIt(std::max(5, repaints / 5), [&] { (void)view.renderToImage(QSize(1600, 1000)); });
+        time_it(std::max(5, repaints / 5), [&] { (void)view.renderToImage(QSize(1600, 1000)); });
     print("renderToImage 1600x1000 (uncached)", export_image, base);
 
     view.zoomUpdates(40.0);
     view.viewport()->repaint();
-    const Stats zoomed = timeIt(repaints, [&] { view.viewport()->repaint(); });
+    const Stats zoomed = time_it(repaints, [&] { view.viewport()->repaint(); });
     std::printf("zoomed in to %.1f px/update:\n", view.pixelsPerUpdate());
     print("heatmap repaint zoomed in, nothing changed", zoomed, base);
     view.setTimelineCursor(updates);  // jump the replay cursor: a full resample each time
-    const Stats cursor = timeIt(repaints, [&] {
+    const Stats cursor = time_it(repaints, [&] {
         view.setTimelineCursor(view.timelineCursor() == updates ? updates - 1 : updates);
         view.viewport()->repaint();
     });
@@ -232,15 +232,15 @@ int main(int argc, char** argv) {
     charts.setTimelineCursor(updates);
     charts.refresh();
     QCoreApplication::processEvents();
-    const Stats chart_refresh = timeIt(repaints, [&] {
+    const Stats chart_refresh = time_it(repaints, [&] {
         charts.setTimelineCursor(charts.selectedBlocks().empty() ? updates
                                                                  : (next % 2 ? updates : updates - 1));
         ++next;
     });
     print("charts refresh (decimate + replace), 10k updates", chart_refresh, base);
-    const Stats chart_noop = timeIt(repaints, [&] { charts.refresh(); });
+    const Stats chart_noop = time_it(repaints, [&] { charts.refresh(); });
     print("charts refresh, nothing changed", chart_noop, base);
-    const Stats chart_paint = timeIt(std::max(5, repaints / 5), [&] { (void)charts.renderToImage(); });
+    const Stats chart_paint = time_it(std::max(5, repaints / 5), [&] { (void)charts.renderToImage(); });
     print("charts render (5 charts, 1600x1000 grab)", chart_paint, base);
     std::printf("chart points drawn: %lld\n", static_cast<long long>(charts.drawnPointCount()));
     if (!png_dir.isEmpty()) charts.renderToImage().save(png_dir + QStringLiteral("/charts.png"));

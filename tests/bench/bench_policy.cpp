@@ -63,10 +63,10 @@ Timing measure(int blocks, int iterations) {
         const auto b1 = Clock::now();
         sink = sink + details.back().sensitivity;
 
-        using us = std::chrono::duration<double, std::micro>;
-        observe_us.push_back(us(t1 - t0).count());
-        update_us.push_back(us(t2 - t1).count());
-        baseline_us.push_back(us(b1 - b0).count());
+        using Micros = std::chrono::duration<double, std::micro>;
+        observe_us.push_back(Micros(t1 - t0).count());
+        update_us.push_back(Micros(t2 - t1).count());
+        baseline_us.push_back(Micros(b1 - b0).count());
     }
     return {median(observe_us), median(update_us), median(baseline_us)};
 }

@@ -64,6 +64,7 @@ tr::ServerOptions options(const std::string& tel, const std::string& ctl) {
 
 void throughput(const char* name, const std::string& tel, const std::string& ctl, int blocks, int n) {
     std::vector<sp::UpdateRecord> records;
+    records.reserve(std::size_t(n));
     for (int i = 0; i < n; ++i) records.push_back(make_update(i, blocks));
     const auto b0 = Clock::now();
     std::size_t bytes = 0;

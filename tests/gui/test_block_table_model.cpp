@@ -177,6 +177,41 @@ class TestBlockTableModel : public QObject {
         QCOMPARE(rig.text(0, BlockTableModel::PrecisionColumn), QString("bf16"));
     }
 
+    // A hold after a released pin says so, and a running cooldown says when it ends (the run's
+    // min_steps_between_switches, from its header); both in the Why column and the tooltip.
+    void explainsAHoldAfterAReleasedPinAndTheCooldown() {
+        Rig rig;
+        sp::RunHeader h = runHeader("run-A", 2);
+        h.config_json = R"({"min_steps_between_switches": 50})";
+        rig.source->header(h);
+        auto held = [](int id, Precision p) {
+            sp::BlockDetail d = blockDetail(id, p, 0.25);
+            d.reason = sp::Reason::hold;
+            return d;
+        };
+        // Block 0: moved to INT8 by the policy at step 10. Block 1: pinned BF16 at 20, released at 30.
+        rig.source->records({updateRecord(10, {blockDetail(0, Precision::int8, 0.1, ForcedBy::none, true),
+                                               held(1, Precision::int8)}),
+                             updateRecord(20, {held(0, Precision::int8),
+                                               blockDetail(1, Precision::bf16, 0.26, ForcedBy::pin, true)}),
+                             updateRecord(30, {held(0, Precision::int8), held(1, Precision::bf16)})});
+        QCOMPARE(rig.text(1, BlockTableModel::WhyColumn),
+                 QString("held at bf16 since the pin was released at step 30"));
+        QCOMPARE(rig.text(0, BlockTableModel::WhyColumn), QString("may switch again at step 60"));
+        QVERIFY(rig.model->data(rig.model->index(1, BlockTableModel::PrecisionColumn), Qt::ToolTipRole)
+                    .toString()
+                    .contains("why: held at bf16 since the pin was released at step 30"));
+        // Once the cooldown is over, nothing more to say about block 0; block 1's story stands.
+        rig.source->records({updateRecord(70, {held(0, Precision::int8), held(1, Precision::bf16)})});
+        QCOMPARE(rig.text(0, BlockTableModel::WhyColumn), QString());
+        QCOMPARE(rig.text(1, BlockTableModel::WhyColumn),
+                 QString("held at bf16 since the pin was released at step 30"));
+        // A header says what each column measures.
+        QVERIFY(rig.model->headerData(BlockTableModel::ErrorScoreColumn, Qt::Horizontal, Qt::ToolTipRole)
+                    .toString()
+                    .contains("quant_error_threshold"));
+    }
+
     void showsAChosenUpdate() {
         Rig rig;
         rig.source->header(runHeader("run-A", 2));

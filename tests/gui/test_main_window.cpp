@@ -3,6 +3,8 @@
 // and the window renders legibly at the two sizes we support.
 #include <QAction>
 #include <QFile>
+#include <QLabel>
+#include <QScreen>
 #include <QSettings>
 #include <QTableView>
 #include <QTemporaryDir>
@@ -15,11 +17,13 @@
 #include "sp/ui/connection_dialog.h"
 #include "sp/ui/control_actions.h"
 #include "sp/ui/event_log_model.h"
+#include "sp/ui/event_log_panel.h"
 #include "sp/ui/export.h"
 #include "sp/ui/heatmap_view.h"
 #include "sp/ui/main_window.h"
 #include "sp/ui/run_session.h"
 #include "sp/ui/telemetry_source.h"
+#include "sp/ui/timeline.h"
 
 using namespace sp::ui;
 
@@ -44,6 +48,14 @@ class TestMainWindow : public QObject {
         registerUiMetaTypes();
         fixture_ = dir_.filePath(QStringLiteral("run.jsonl"));
         sp::test::writeDashboardFixture(fixture_.toStdString(), 6, 40);
+    }
+
+    // Nothing saved yet (the first launch): the default size, within the screen, not the layouts'
+    // minimum. Runs first, before any window saved its geometry.
+    void firstLaunchOpensAtTheDefaultSize() {
+        MainWindow w;
+        const QSize screen = QGuiApplication::primaryScreen()->availableGeometry().size();
+        QCOMPARE(w.size(), MainWindow::kDefaultSize.boundedTo(screen));
     }
 
     void replayFillsEveryView() {
@@ -77,6 +89,51 @@ class TestMainWindow : public QObject {
             QVERIFY2(a != nullptr, name);
             QVERIFY2(!a->isEnabled(), name);
         }
+    }
+
+    // Double-clicking an event moves the timeline to its step; away from the live edge the event
+    // list and the status bar follow the cursor, and back at the edge everything shows again.
+    void doubleClickingAnEventMovesTheCursor() {
+        MainWindow w;
+        w.resize(1600, 1000);
+        w.show();
+        w.openFile(fixture_);
+        QTRY_VERIFY_WITH_TIMEOUT(w.currentSession()->state() == SourceState::loaded, 10000);
+        w.refreshViews();
+        QTableView* log = w.findChild<EventLogPanel*>()->view();
+        QAbstractItemModel* rows = log->model();
+        const int all = rows->rowCount();
+        const auto step_of = [rows](int r) {
+            return rows->index(r, 0).data(EventLogModel::StepRole).toLongLong();
+        };
+        int command = -1, cut = -1;
+        for (int r = 0; r < all; ++r) {
+            if (step_of(r) == 60) command = r;
+            if (step_of(r) == 400) cut = r;
+        }
+        QVERIFY2(command >= 0, "the fixture's command event (step 60) is not in the log");
+        QVERIFY2(cut >= 0, "the fixture ends at step 400 without a run_end: a warning there");
+
+        const QModelIndex cell = rows->index(command, EventLogModel::MessageColumn);
+        log->scrollTo(cell);
+        // A view reports a double click on the index its first press selected.
+        QTest::mouseClick(log->viewport(), Qt::LeftButton, {}, log->visualRect(cell).center());
+        QTest::mouseDClick(log->viewport(), Qt::LeftButton, {}, log->visualRect(cell).center());
+        auto* timeline = w.findChild<Timeline*>();
+        QCOMPARE(timeline->position(), std::size_t(6));  // updates at steps 10..60
+        QVERIFY(!timeline->following());
+        w.refreshViews();
+        QVERIFY(rows->rowCount() < all);
+        for (int r = 0; r < rows->rowCount(); ++r)
+            QVERIFY2(step_of(r) <= 60, qPrintable(QString::number(step_of(r))));
+        bool status = false;
+        for (const QLabel* label : w.findChildren<QLabel*>())
+            status |= label->text().contains("step 60 of 400");
+        QVERIFY(status);
+
+        timeline->setFollowing(true);
+        w.refreshViews();
+        QCOMPARE(rows->rowCount(), all);
     }
 
     void selectionIsSharedBetweenTableAndHeatmap() {

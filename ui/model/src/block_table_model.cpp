@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "sp/config.h"
+#include "sp/ui/decision_history.h"
 #include "sp/ui/run_session.h"
 
 namespace sp::ui {
@@ -85,8 +87,31 @@ BlockTableModel::RowState BlockTableModel::readRow(int block, std::size_t update
     r.switches = store.switchesUpTo(block, update);
     if (r.cell.present && r.cell.forced == ForcedBy::pin) r.pin = r.cell.precision;
     r.why = store.reasonText(block, update);
+    r.history = holdHistory(store, block, update);
+    r.may_switch_at = maySwitchAt(store, block, update, minStepsBetweenSwitches());
     r.snr = store.snr(block, update);
     return r;
+}
+
+std::string BlockTableModel::RowState::whyText() const {
+    std::string text = why;
+    const auto add = [&text](const std::string& part) { text += (text.empty() ? "" : "; ") + part; };
+    if (!history.empty()) add(history);
+    if (may_switch_at) add("may switch again at step " + std::to_string(*may_switch_at));
+    return text;
+}
+
+std::int64_t BlockTableModel::minStepsBetweenSwitches() const {
+    const std::string& config = session_->header().config_json;
+    if (config == config_json_seen_) return min_steps_between_switches_;
+    config_json_seen_ = config;
+    try {
+        min_steps_between_switches_ = config.empty() ? Config{}.min_steps_between_switches
+                                                     : parse_config(config).min_steps_between_switches;
+    } catch (const ConfigError&) {  // a producer's config we cannot read: the default's cooldown
+        min_steps_between_switches_ = Config{}.min_steps_between_switches;
+    }
+    return min_steps_between_switches_;
 }
 
 void BlockTableModel::rebuild() {
@@ -125,7 +150,8 @@ void BlockTableModel::refresh() {
                                 next.cell.forced != prev.cell.forced || next.pin != prev.pin;
         changed[LastChangeColumn] = next.last_change != prev.last_change;
         changed[SwitchesColumn] = next.switches != prev.switches;
-        changed[WhyColumn] = next.why != prev.why;
+        changed[WhyColumn] =
+            next.why != prev.why || next.history != prev.history || next.may_switch_at != prev.may_switch_at;
         // The tooltip shows the reason: a reason change repaints the precision cell.
         changed[PrecisionColumn] = changed[PrecisionColumn] || next.cell.reason != prev.cell.reason;
         rows_[static_cast<std::size_t>(b)] = std::move(next);
@@ -180,7 +206,7 @@ QVariant BlockTableModel::data(const QModelIndex& index, int role) const {
                 case SwitchesColumn:
                     return r.switches;
                 case WhyColumn:
-                    return QString::fromStdString(r.why);
+                    return QString::fromStdString(r.whyText());
                 default:
                     return {};
             }
@@ -223,7 +249,8 @@ QVariant BlockTableModel::data(const QModelIndex& index, int role) const {
             if (r.pin) tip += QStringLiteral("\npinned to %1 by an operator").arg(precisionText(*r.pin));
             if (r.cell.forced == ForcedBy::config) tip += QStringLiteral("\nforced by the config");
             if (r.cell.changed) tip += QStringLiteral("\nchanged at this update");
-            if (!r.why.empty()) tip += QStringLiteral("\nwhy: ") + QString::fromStdString(r.why);
+            if (const std::string why = r.whyText(); !why.empty())
+                tip += QStringLiteral("\nwhy: ") + QString::fromStdString(why);
             QString snr;
             for (Precision p : kLowFormatsCheapestFirst)
                 if (std::isfinite(r.snr[std::size_t(p)]))
@@ -238,7 +265,44 @@ QVariant BlockTableModel::data(const QModelIndex& index, int role) const {
     }
 }
 
+// What each column measures (core/POLICY.md rule 4 for the scores), for the header's tooltip.
+QString BlockTableModel::headerToolTip(int section) {
+    switch (section) {
+        case PrecisionColumn:
+            return tr("The format the block runs in at this update.");
+        case SensitivityColumn:
+            return tr(
+                "How much the block needs precision, 0 to 1: grad_weight × grad score + error_weight × "
+                "error score. At or above bf16_threshold it stays BF16; below int8_threshold it may go "
+                "lower (with the hysteresis margin once it is there).");
+        case GradScoreColumn:
+            return tr(
+                "The block's gradient L2 norm relative to the mean over blocks (the relative "
+                "magnitude), divided by grad_sensitivity_threshold and capped at 1.");
+        case ErrorScoreColumn:
+            return tr(
+                "The block's calibrated quantization error (the relative change of its output, "
+                "|out_bf16 − out_int8| / |out_bf16|, on calibration batches) divided by "
+                "quant_error_threshold, capped at 1; 0 without calibration.");
+        case RelativeMagnitudeColumn:
+            return tr("The block's windowed gradient L2 norm divided by the mean over all blocks.");
+        case ForcedColumn:
+            return tr("Who decided instead of the policy: an operator's pin, or the config's force lists.");
+        case LastChangeColumn:
+            return tr("The step of the block's last precision change.");
+        case SwitchesColumn:
+            return tr("Precision changes of the block so far.");
+        case WhyColumn:
+            return tr(
+                "The policy's reason in words, what keeps a held block where it is, and when the "
+                "cooldown lets it switch again.");
+        default:
+            return {};
+    }
+}
+
 QVariant BlockTableModel::headerData(int section, Qt::Orientation orientation, int role) const {
+    if (orientation == Qt::Horizontal && role == Qt::ToolTipRole) return headerToolTip(section);
     if (orientation != Qt::Horizontal || role != Qt::DisplayRole) return {};
     switch (section) {
         case IdColumn:

@@ -67,6 +67,8 @@ QVariant EventLogModel::data(const QModelIndex& index, int role) const {
                 default:
                     return {};
             }
+        case StepRole:
+            return static_cast<qlonglong>(e.step);
         case Qt::ToolTipRole: {
             QString tip = e.text;
             if (!e.detail.isEmpty()) tip += QLatin1Char('\n') + e.detail;

@@ -25,6 +25,11 @@ class CategoryFilter : public QSortFilterProxyModel {
         category_ = category;
         invalidateRowsFilter();
     }
+    void setStepLimit(std::optional<std::int64_t> step) {
+        if (step == step_limit_) return;
+        step_limit_ = step;
+        invalidateRowsFilter();
+    }
 
     // Colour is the view's business: command states and alarming categories stand out.
     QVariant data(const QModelIndex& index, int role) const override {
@@ -49,12 +54,14 @@ class CategoryFilter : public QSortFilterProxyModel {
 
   protected:
     bool filterAcceptsRow(int row, const QModelIndex& parent) const override {
-        if (category_ < 0) return true;
-        return sourceModel()->index(row, 0, parent).data(EventLogModel::CategoryRole).toInt() == category_;
+        const QModelIndex index = sourceModel()->index(row, 0, parent);
+        if (step_limit_ && index.data(EventLogModel::StepRole).toLongLong() > *step_limit_) return false;
+        return category_ < 0 || index.data(EventLogModel::CategoryRole).toInt() == category_;
     }
 
   private:
     int category_ = -1;
+    std::optional<std::int64_t> step_limit_;
 };
 
 }  // namespace
@@ -90,11 +97,19 @@ EventLogPanel::EventLogPanel(QWidget* parent)
     connect(category_, &QComboBox::currentIndexChanged, this, [this](int i) {
         static_cast<CategoryFilter*>(proxy_)->setCategory(category_->itemData(i).toInt());
     });
+    connect(view_, &QAbstractItemView::doubleClicked, this, [this](const QModelIndex& index) {
+        const qlonglong step = index.data(EventLogModel::StepRole).toLongLong();
+        if (step >= 0) emit stepActivated(step);
+    });
     // Follow the newest entry unless the user scrolled up to read something.
     connect(proxy_, &QAbstractItemModel::rowsInserted, this, [this] {
         QScrollBar* bar = view_->verticalScrollBar();
         if (bar->value() >= bar->maximum() - 2) view_->scrollToBottom();
     });
+}
+
+void EventLogPanel::setStepLimit(std::optional<std::int64_t> step) {
+    static_cast<CategoryFilter*>(proxy_)->setStepLimit(step);
 }
 
 void EventLogPanel::setModel(QAbstractItemModel* model) {

@@ -1,5 +1,8 @@
 #include "sp/ui/main_window.h"
 
+#include <algorithm>
+#include <optional>
+
 #include <QAction>
 #include <QCloseEvent>
 #include <QComboBox>
@@ -140,6 +143,7 @@ MainWindow::MainWindow(QWidget* parent)
         heatmap_->setSelection(blocks);
     });
     connect(heatmap_, &HeatmapView::contextMenuRequested, this, &MainWindow::showContextMenu);
+    connect(events_, &EventLogPanel::stepActivated, this, [this](qint64 step) { goToStep(step); });
     connect(table_, &BlockTablePanel::contextMenuRequested, this, &MainWindow::showContextMenu);
     connect(control_, &ControlActions::commandFailed, this,
             [this](const QString& why) { statusBar()->showMessage(why, 5000); });
@@ -238,6 +242,10 @@ void MainWindow::refreshViews() {
     shown_position_ = position;
     heatmap_->setTimelineCursor(position);
     charts_->setTimelineCursor(position);
+    // Away from the live edge the log shows what had happened by the cursor's step.
+    const bool at_edge = timeline_->following() || position == 0;
+    events_->setStepLimit(at_edge ? std::nullopt
+                                  : std::optional<std::int64_t>(current_->store().row(position - 1).step));
     table_model_->setUpdate(timeline_->following() ? BlockTableModel::kFollowLatest
                                                    : (position > 0 ? position - 1 : 0));
     heatmap_->refresh();
@@ -247,6 +255,17 @@ void MainWindow::refreshViews() {
     replay_bar_->refresh();
     control_->updateEnabled();
     updateStatus();
+}
+
+void MainWindow::goToStep(std::int64_t step) {
+    if (current_ == nullptr || current_->store().empty()) return;
+    const std::vector<UpdateRow>& rows = current_->store().rows();
+    const auto at =
+        std::partition_point(rows.begin(), rows.end(), [step](const UpdateRow& r) { return r.step < step; });
+    const std::size_t update = at == rows.end() ? rows.size() - 1 : std::size_t(at - rows.begin());
+    timeline_->setPosition(update + 1);
+    heatmap_->scrollToUpdate(update);
+    refreshViews();
 }
 
 void MainWindow::onSelectionChanged(const std::vector<int>& blocks) {
@@ -280,7 +299,14 @@ void MainWindow::updateStatus() {
             : tr("run %1 · %2").arg(QString::fromStdString(header.run_id), current_->source().label()));
     const TelemetryStore& store = current_->store();
     QString counts = tr("%1 blocks · %2 updates").arg(store.blockCount()).arg(store.updateCount());
-    if (!store.empty()) counts += tr(" · step %1").arg(store.row(store.updateCount() - 1).step);
+    if (!store.empty()) {
+        // The cursor's step: in replay (or a paused live view) the status follows the timeline.
+        const std::size_t position = timeline_->position();
+        const std::int64_t last = store.row(store.updateCount() - 1).step;
+        counts += timeline_->following() || position == 0
+                      ? tr(" · step %1").arg(last)
+                      : tr(" · step %1 of %2").arg(store.row(position - 1).step).arg(last);
+    }
     if (current_->messagesLost() > 0) counts += tr(" · %1 lost").arg(current_->messagesLost());
     if (current_->loadReport().problem_count > 0)
         counts += tr(" · %1 bad lines").arg(current_->loadReport().problem_count);

@@ -7,6 +7,7 @@
 #include <QFileDialog>
 #include <QMenuBar>
 #include <QMessageBox>
+#include <QScreen>
 #include <QSettings>
 #include <QSplitter>
 #include <QStatusBar>
@@ -224,7 +225,12 @@ void MainWindow::saveSettings() {
 
 void MainWindow::restoreSettings() {
     QSettings settings;
-    restoreGeometry(settings.value(QStringLiteral("window/geometry")).toByteArray());
+    // The first launch (nothing saved) opens at the default size, within the screen, rather than at
+    // whatever the layouts' minimum happens to be.
+    if (!restoreGeometry(settings.value(QStringLiteral("window/geometry")).toByteArray())) {
+        const QScreen* screen = QGuiApplication::primaryScreen();
+        resize(screen ? kDefaultSize.boundedTo(screen->availableGeometry().size()) : kDefaultSize);
+    }
     restoreState(settings.value(QStringLiteral("window/state")).toByteArray());
     splitter_->restoreState(settings.value(QStringLiteral("window/splitter")).toByteArray());
 }

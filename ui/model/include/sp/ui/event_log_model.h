@@ -20,6 +20,7 @@ class EventLogModel : public QAbstractTableModel {
         CommandStateRole,             // int(CommandState)
         TimestampRole,                // double, seconds since the epoch
         RequestIdRole,                // QString, our commands only
+        StepRole,                     // qlonglong, the step the entry belongs to; -1: none
     };
 
     explicit EventLogModel(RunSession* session, QObject* parent = nullptr);

@@ -1,6 +1,11 @@
 #pragma once
 // The event log: newest at the bottom (kept in view unless the user scrolled up), a category
-// filter, command states coloured (pending / applied / rejected).
+// filter, command states coloured (pending / applied / rejected). It follows the timeline: with a
+// step limit (the cursor's step, in replay) later entries are hidden; double-clicking an entry asks
+// to move the timeline to its step.
+#include <cstdint>
+#include <optional>
+
 #include <QWidget>
 
 class QAbstractItemModel;
@@ -17,6 +22,12 @@ class EventLogPanel : public QWidget {
     // An EventLogModel; null shows nothing.
     void setModel(QAbstractItemModel* model);
     QTableView* view() const { return view_; }
+    // Hides entries of later steps (entries without a step always show); nullopt shows all.
+    void setStepLimit(std::optional<std::int64_t> step);
+
+  signals:
+    // The user asked to go to this entry's step (never emitted for entries without one).
+    void stepActivated(qint64 step);
 
   private:
     QSortFilterProxyModel* proxy_;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include <QMainWindow>
+#include <QSize>
 #include <QTimer>
 
 class QComboBox;
@@ -35,6 +36,9 @@ enum class Theme;
 class MainWindow : public QMainWindow {
     Q_OBJECT
   public:
+    // The size of a first launch and of a screenshot (`sp-dashboard --size` changes it).
+    static constexpr QSize kDefaultSize{1600, 1000};
+
     explicit MainWindow(QWidget* parent = nullptr);
     ~MainWindow() override;
 
@@ -52,6 +56,9 @@ class MainWindow : public QMainWindow {
     QImage renderWindow();
     // Repaints now if anything changed (the timer calls this).
     void refreshViews();
+    // Moves the timeline cursor and the heatmap to the update where `step` shows: the first at or
+    // after it (the last update for a later step). What double-clicking an event does.
+    void goToStep(std::int64_t step);
 
   protected:
     void closeEvent(QCloseEvent* event) override;
