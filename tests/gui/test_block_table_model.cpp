@@ -212,6 +212,31 @@ class TestBlockTableModel : public QObject {
                     .contains("quant_error_threshold"));
     }
 
+    // A command in flight shows on the rows it touches until the agent applies or rejects it.
+    void pendingCommandsShowOnTheirRows() {
+        Rig rig;
+        rig.source->state(sp::ui::SourceState::live);
+        rig.source->header(runHeader("run-A", 3));
+        rig.source->records({uniformUpdate(10, 3)});
+        const QString pin = rig.session->pin({1}, Precision::int8);
+        QVERIFY(!pin.isEmpty());
+        QCOMPARE(rig.text(1, BlockTableModel::ForcedColumn), QString("pending: pin int8"));
+        QCOMPARE(rig.text(0, BlockTableModel::ForcedColumn), QString());
+        QVERIFY(rig.model->data(rig.model->index(1, BlockTableModel::PrecisionColumn), Qt::ToolTipRole)
+                    .toString()
+                    .contains("pending (sent, not yet applied): pin int8"));
+        const QString payload = QStringLiteral(R"({"command":{"cmd":"pin","blocks":[1],"precision":"int8"},)"
+                                               R"("ok":true,"changes":1,"id":"%1"})")
+                                    .arg(pin);
+        rig.source->records({eventRecord("command", 11, payload.toStdString())});
+        QCOMPARE(rig.text(1, BlockTableModel::ForcedColumn), QString());
+
+        const QString all = rig.session->releaseAll();
+        QCOMPARE(rig.text(2, BlockTableModel::ForcedColumn), QString("pending: release all"));
+        rig.source->reply(all, false, QStringLiteral("nothing to release"), -1);
+        QCOMPARE(rig.text(2, BlockTableModel::ForcedColumn), QString());
+    }
+
     void showsAChosenUpdate() {
         Rig rig;
         rig.source->header(runHeader("run-A", 2));

@@ -241,6 +241,56 @@ class TestMainWindow : public QObject {
         agent.stop();
     }
 
+    // Pinning a block the policy keeps at BF16 to a cheaper format asks first, saying how sensitive
+    // the block is and what the pin saves; cancelled, nothing is sent, confirmed, the pin goes out.
+    void riskyPinAsksFirst() {
+        sp::test::FakeAgent agent(dir_.path().toStdString());
+        agent.start("risky-run");
+        MainWindow w;
+        w.show();
+        QString error;
+        QVERIFY2(w.connectTo({QString::fromStdString(agent.spec()), {}, {}}, &error), qPrintable(error));
+        RunSession* s = w.currentSession();
+        sp::UpdateRecord hot = sp::test::make_update(4, 20);
+        hot.block_details[1].precision = sp::Precision::bf16;
+        hot.block_details[1].sensitivity = 0.9;  // above the default bf16_threshold, 0.6
+        QTRY_VERIFY_WITH_TIMEOUT(
+            (agent.publish_update(hot), s->store().updateCount() >= 1 && s->canControl()), 10000);
+        w.refreshViews();
+        const auto pins = [&agent] {
+            std::vector<std::vector<int>> out;
+            for (const auto& r : agent.parsed_requests())
+                if (r.kind == sp::protocol::Request::Kind::command) out.push_back(r.command.blocks);
+            return out;
+        };
+        QStringList asked;
+        bool confirm = false;
+        w.findChild<ControlActions*>()->setConfirmPrompt([&](const QString& text) {
+            asked << text;
+            return confirm;
+        });
+        auto* panel = w.findChild<BlockTablePanel*>();
+        panel->view()->selectRow(0);  // a calm block: no question
+        actionNamed(w, QStringLiteral("Pin INT8"))->trigger();
+        QVERIFY(asked.isEmpty());
+        QTRY_VERIFY_WITH_TIMEOUT(pins().size() == 1, 5000);
+
+        panel->view()->selectRow(1);
+        actionNamed(w, QStringLiteral("Pin INT8"))->trigger();
+        QCOMPARE(asked.size(), 1);
+        QVERIFY2(asked[0].contains("blocks.1: sensitivity 0.900") &&
+                     asked[0].contains("bf16_threshold 0.6") && asked[0].contains("-> ") &&
+                     asked[0].contains("not calibrated"),
+                 qPrintable(asked[0]));
+        QTest::qWait(200);
+        QCOMPARE(pins().size(), std::size_t(1));  // cancelled: nothing sent
+
+        confirm = true;
+        actionNamed(w, QStringLiteral("Pin INT8"))->trigger();
+        QTRY_VERIFY_WITH_TIMEOUT(pins().size() == 2, 5000);
+        QCOMPARE(pins().back(), std::vector<int>{1});
+    }
+
     void rendersAtBothSizes() {
         for (const QSize& size : {QSize(1600, 1000), QSize(1280, 800)}) {
             MainWindow w;

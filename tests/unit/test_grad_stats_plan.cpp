@@ -22,8 +22,8 @@ namespace {
 
 const void* fake_ptr(std::uint64_t addr) {
     // Never dereferenced: the plan only does arithmetic on addresses.
-    return reinterpret_cast<const void*>(
-        static_cast<std::uintptr_t>(addr));  // NOLINT(performance-no-int-to-ptr)
+    // NOLINTNEXTLINE(performance-no-int-to-ptr)
+    return reinterpret_cast<const void*>(static_cast<std::uintptr_t>(addr));
 }
 
 GradTensorDesc tensor(std::uint64_t addr, std::int64_t numel, GradDType dtype, int block) {

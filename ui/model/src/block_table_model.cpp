@@ -4,7 +4,6 @@
 #include <cstdint>
 #include <cstring>
 
-#include "sp/config.h"
 #include "sp/ui/decision_history.h"
 #include "sp/ui/run_session.h"
 
@@ -40,6 +39,8 @@ BlockTableModel::BlockTableModel(RunSession* session, QObject* parent)
     connect(session, &RunSession::stateChanged, this, [this] {
         if (refresh_timer_.isActive()) refresh();
     });
+    // A command sent, applied or rejected: the Forced column's "pending" follows at once.
+    connect(session, &RunSession::commandStateChanged, this, &BlockTableModel::refresh);
     rebuild();
 }
 
@@ -86,9 +87,10 @@ BlockTableModel::RowState BlockTableModel::readRow(int block, std::size_t update
     r.last_change = store.lastChangeStep(block, update);
     r.switches = store.switchesUpTo(block, update);
     if (r.cell.present && r.cell.forced == ForcedBy::pin) r.pin = r.cell.precision;
+    r.pending = session_->pendingFor(block);
     r.why = store.reasonText(block, update);
     r.history = holdHistory(store, block, update);
-    r.may_switch_at = maySwitchAt(store, block, update, minStepsBetweenSwitches());
+    r.may_switch_at = maySwitchAt(store, block, update, session_->runConfig().min_steps_between_switches);
     r.snr = store.snr(block, update);
     return r;
 }
@@ -99,19 +101,6 @@ std::string BlockTableModel::RowState::whyText() const {
     if (!history.empty()) add(history);
     if (may_switch_at) add("may switch again at step " + std::to_string(*may_switch_at));
     return text;
-}
-
-std::int64_t BlockTableModel::minStepsBetweenSwitches() const {
-    const std::string& config = session_->header().config_json;
-    if (config == config_json_seen_) return min_steps_between_switches_;
-    config_json_seen_ = config;
-    try {
-        min_steps_between_switches_ = config.empty() ? Config{}.min_steps_between_switches
-                                                     : parse_config(config).min_steps_between_switches;
-    } catch (const ConfigError&) {  // a producer's config we cannot read: the default's cooldown
-        min_steps_between_switches_ = Config{}.min_steps_between_switches;
-    }
-    return min_steps_between_switches_;
 }
 
 void BlockTableModel::rebuild() {
@@ -147,7 +136,8 @@ void BlockTableModel::refresh() {
         for (int i = 0; i < 4; ++i)
             changed[SensitivityColumn + i] = !sameFloat(next.values[i], prev.values[i]);
         changed[ForcedColumn] = next.cell.present != prev.cell.present ||
-                                next.cell.forced != prev.cell.forced || next.pin != prev.pin;
+                                next.cell.forced != prev.cell.forced || next.pin != prev.pin ||
+                                next.pending != prev.pending;
         changed[LastChangeColumn] = next.last_change != prev.last_change;
         changed[SwitchesColumn] = next.switches != prev.switches;
         changed[WhyColumn] =
@@ -196,10 +186,14 @@ QVariant BlockTableModel::data(const QModelIndex& index, int role) const {
                     const float v = r.values[column - SensitivityColumn];
                     return std::isfinite(v) ? QString::number(double(v), 'f', 3) : QString();
                 }
-                case ForcedColumn:
-                    if (r.pin) return QStringLiteral("pin: ") + precisionText(*r.pin);
-                    return present && r.cell.forced == ForcedBy::config ? QStringLiteral("config")
-                                                                        : QString();
+                case ForcedColumn: {
+                    QString forced = r.pin ? QStringLiteral("pin: ") + precisionText(*r.pin)
+                                     : present && r.cell.forced == ForcedBy::config ? QStringLiteral("config")
+                                                                                    : QString();
+                    if (r.pending.isEmpty()) return forced;
+                    return (forced.isEmpty() ? forced : forced + QStringLiteral(" · ")) +
+                           QStringLiteral("pending: ") + r.pending;
+                }
                 case LastChangeColumn:
                     return r.last_change >= 0 ? QVariant(static_cast<qlonglong>(r.last_change))
                                               : QVariant(QString());
@@ -247,6 +241,8 @@ QVariant BlockTableModel::data(const QModelIndex& index, int role) const {
                             QString::fromLatin1(to_string(r.cell.reason).data(),
                                                 int(to_string(r.cell.reason).size())));
             if (r.pin) tip += QStringLiteral("\npinned to %1 by an operator").arg(precisionText(*r.pin));
+            if (!r.pending.isEmpty())
+                tip += QStringLiteral("\npending (sent, not yet applied): ") + r.pending;
             if (r.cell.forced == ForcedBy::config) tip += QStringLiteral("\nforced by the config");
             if (r.cell.changed) tip += QStringLiteral("\nchanged at this update");
             if (const std::string why = r.whyText(); !why.empty())

@@ -55,8 +55,8 @@ int sensitivityIndex(float sensitivity) {
     const float clamped = sensitivity < 0.0f ? 0.0f : (sensitivity > 1.0f ? 1.0f : sensitivity);
     // Round half up, exactly as lround for these non-negative values (a float plus 0.5 is exact in
     // double), without the libm call: the zoomed-out heatmap converts every pixel.
-    return static_cast<int>(double(clamped * float(kColormapSize - 1)) +
-                            0.5);  // NOLINT(bugprone-incorrect-roundings)
+    // NOLINTNEXTLINE(bugprone-incorrect-roundings)
+    return static_cast<int>(double(clamped * float(kColormapSize - 1)) + 0.5);
 }
 
 QRgb sensitivityColor(float sensitivity) {

@@ -57,6 +57,11 @@ RunSession::RunSession(std::unique_ptr<TelemetrySource> source, QObject* parent)
     connect(s, &TelemetrySource::commandReplied, this, &RunSession::onCommandReplied);
     connect(s, &TelemetrySource::progress, this, &RunSession::onLoadProgress);
     connect(s, &TelemetrySource::loadFinished, this, &RunSession::onLoadFinished);
+    // A settled command (applied or rejected) is no longer pending on its blocks.
+    connect(this, &RunSession::commandStateChanged, this, [this](const QString& id) {
+        const auto index = events_.findCommand(id);
+        if (!index || events_.at(*index).state != CommandState::pending) sent_commands_.erase(id);
+    });
     connect(s, &TelemetrySource::badMessage, this, [this](const QString& why) {
         logLocal(EventCategory::warning, QStringLiteral("bad message from the agent: %1").arg(why));
         flushEvents();
@@ -79,6 +84,17 @@ void RunSession::stop() {
 
 bool RunSession::canControl() const {
     return source_->isLive() && !runEnd() && (state_ == SourceState::live || state_ == SourceState::stale);
+}
+
+const sp::Config& RunSession::runConfig() const {
+    if (config_json_seen_ == header_.config_json) return run_config_;
+    config_json_seen_ = header_.config_json;
+    try {
+        run_config_ = header_.config_json.empty() ? sp::Config{} : sp::parse_config(header_.config_json);
+    } catch (const sp::ConfigError&) {  // a producer's config we cannot read: explain with the defaults
+        run_config_ = sp::Config{};
+    }
+    return run_config_;
 }
 
 QString RunSession::cutMessage() const {
@@ -330,6 +346,31 @@ QString describe(const sp::Command& c, const std::function<QString(int)>& name) 
 
 }  // namespace
 
+QString RunSession::pendingFor(int block) const {
+    QStringList what;
+    for (const auto& [id, c] : sent_commands_) {
+        const auto index = events_.findCommand(id);
+        if (!index || events_.at(*index).state != CommandState::pending) continue;
+        const bool touches = c.kind == sp::Command::Kind::release_all ||
+                             std::find(c.blocks.begin(), c.blocks.end(), block) != c.blocks.end();
+        if (!touches) continue;
+        switch (c.kind) {
+            case sp::Command::Kind::pin:
+                what << QStringLiteral("pin %1").arg(qs(std::string(to_string(c.precision))));
+                break;
+            case sp::Command::Kind::release:
+                what << QStringLiteral("release");
+                break;
+            case sp::Command::Kind::release_all:
+                what << QStringLiteral("release all");
+                break;
+            default:
+                break;
+        }
+    }
+    return what.join(QStringLiteral(", "));
+}
+
 QString RunSession::newRequestId() {
     return QStringLiteral("dash-%1").arg(next_request_++);
 }
@@ -356,7 +397,7 @@ QString RunSession::releaseAll() {
 }
 
 QString RunSession::send(const sp::Command& command) {
-    const QString id = newRequestId();
+    QString id = newRequestId();
     EventEntry e;
     e.timestamp = nowSeconds();
     e.step = store_.empty() ? -1 : store_.rows().back().step;
@@ -376,7 +417,10 @@ QString RunSession::send(const sp::Command& command) {
     }
     flushEvents();
     touch();
-    return sent ? id : QString();
+    if (!sent) return QString();
+    sent_commands_[id] = command;
+    emit commandStateChanged(id);  // now pending
+    return id;
 }
 
 void RunSession::onCommandReplied(const QString& request_id, bool ok, const QString& error,

@@ -5,6 +5,7 @@
 #include <QMenu>
 
 #include "sp/ui/colormap.h"
+#include "sp/ui/pin_risk.h"
 #include "sp/ui/run_session.h"
 
 namespace sp::ui {
@@ -144,6 +145,16 @@ void ControlActions::showContextMenu(const std::vector<int>& blocks, const QPoin
 void ControlActions::sendPin(sp::Precision precision) {
     const std::vector<int> blocks = selection_();
     if (session_ == nullptr || blocks.empty()) return;
+    // Against the policy's BF16 threshold: the operator confirms, having seen what it costs.
+    const std::vector<PinRisk> risks = riskyPins(*session_, blocks, precision);
+    if (!risks.empty()) {
+        const QString text =
+            QString::fromStdString(describeRisks(risks, precision, session_->runConfig().bf16_threshold));
+        if (!confirm_ || !confirm_(text)) {
+            emit commandFailed(tr("Pin cancelled: not confirmed."));
+            return;
+        }
+    }
     if (session_->pin(blocks, precision).isEmpty())
         emit commandFailed(tr("Pin was not sent: the agent is not connected."));
 }

@@ -10,6 +10,7 @@
 #include <QInputDialog>
 #include <QLabel>
 #include <QMenu>
+#include <QMessageBox>
 #include <QMimeData>
 #include <QSplitter>
 #include <QStatusBar>
@@ -89,6 +90,11 @@ MainWindow::MainWindow(QWidget* parent)
                                              tr("Bytes to save against all-BF16 (percent):"), target_pct, 0.0,
                                              100.0, 1, &ok);
         return ok;
+    });
+    control_->setConfirmPrompt([this](const QString& text) {
+        return QMessageBox::warning(this, tr("Pin against the policy"), text,
+                                    QMessageBox::Yes | QMessageBox::Cancel,
+                                    QMessageBox::Cancel) == QMessageBox::Yes;
     });
     setAcceptDrops(true);
 

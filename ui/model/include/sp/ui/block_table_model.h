@@ -70,9 +70,10 @@ class BlockTableModel : public QAbstractTableModel {
         std::int64_t last_change = -1;
         int switches = 0;
         std::string name;
-        std::optional<Precision> pin;               // forced == pin: the pinned precision
-        std::string why;                            // reason_text (latest update only)
-        std::string history;                        // why a hold holds (decision_history.h), any update
+        std::optional<Precision> pin;  // forced == pin: the pinned precision
+        QString pending;               // our commands on the block not yet applied (RunSession::pendingFor)
+        std::string why;               // reason_text (latest update only)
+        std::string history;           // why a hold holds (decision_history.h), any update
         std::optional<std::int64_t> may_switch_at;  // the cooldown's end, while it runs
         PerFormat snr = kNoSnr;
 
@@ -81,8 +82,6 @@ class BlockTableModel : public QAbstractTableModel {
     };
     RowState readRow(int block, std::size_t update) const;
     static QString headerToolTip(int section);
-    // min_steps_between_switches of the run's config (its header), for the cooldown.
-    std::int64_t minStepsBetweenSwitches() const;
     void rebuild();
     void onUpdatesAppended();
 
@@ -90,8 +89,6 @@ class BlockTableModel : public QAbstractTableModel {
     std::size_t update_ = kFollowLatest;
     std::vector<RowState> rows_;
     int min_refresh_ms_ = 100;
-    mutable std::optional<std::string> config_json_seen_;  // the header config the value below is for
-    mutable std::int64_t min_steps_between_switches_ = 0;
     QElapsedTimer last_refresh_;
     QTimer refresh_timer_;  // single shot: the coalesced refresh
 };

@@ -3,6 +3,7 @@
 // commands in flight. The session is the only writer of its store; views read the store and
 // repaint on a timer when revision() moved (batched repaints, not one per record).
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -12,6 +13,7 @@
 #include <QString>
 
 #include "sp/command.h"
+#include "sp/config.h"
 #include "sp/run_end.h"
 #include "sp/ui/event_log.h"
 #include "sp/ui/telemetry_source.h"
@@ -33,6 +35,9 @@ class RunSession : public QObject {
     const TelemetryStore& store() const { return store_; }
     const EventLog& events() const { return events_; }
     const sp::RunHeader& header() const { return header_; }
+    // The run's effective config, read from the header (the defaults when it has none or it does
+    // not parse): thresholds for what the views explain.
+    const sp::Config& runConfig() const;
     SourceState state() const { return state_; }
     bool isLive() const { return source_->isLive(); }
     // Commands can be sent: a live source that currently hears the agent.
@@ -63,6 +68,9 @@ class RunSession : public QObject {
 
     // The pin on `block` as of the latest update (or snapshot), if any.
     std::optional<sp::Precision> pinOf(int block) const;
+    // Our commands still pending (sent, not yet applied or rejected) that touch `block`, in words
+    // ("pin int8", "release", "release all"); "" when none. Shown where the user looks: the table.
+    QString pendingFor(int block) const;
 
   signals:
     // The layout changed (new header, agent restart): views rebuild from scratch.
@@ -105,9 +113,12 @@ class RunSession : public QObject {
     std::uint64_t revision_ = 0;
     quint64 messages_lost_ = 0;
     std::uint64_t next_request_ = 1;
+    std::map<QString, sp::Command> sent_commands_;  // by request id: what our pending entries ask
     std::vector<std::optional<sp::Precision>> snapshot_pins_;
     std::uint64_t step_stats_ = 0;
     sp::RunEndTracker run_end_;
+    mutable std::optional<std::string> config_json_seen_;  // the header config run_config_ is for
+    mutable sp::Config run_config_;
     bool run_ended_now_ = false;        // a run_end arrived in this batch: the state's wording changes
     bool read_whole_file_ = false;      // replay: the load finished, not cancelled, without an error
     std::size_t reserved_updates_ = 0;  // replay: updates the store was sized for

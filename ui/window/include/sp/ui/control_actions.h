@@ -30,10 +30,14 @@ class ControlActions : public QObject {
     // Asks the operator for a budget target in percent (a dialog in the window, a fixed value in
     // tests); returns false when cancelled.
     using TargetPrompt = std::function<bool(double& target_pct)>;
+    // Asks the operator to confirm a risky pin (pin_risk.h), showing `text`; returns true to send.
+    // Without one, a risky pin is not sent.
+    using ConfirmPrompt = std::function<bool(const QString& text)>;
     ControlActions(SelectionProvider selection, QObject* parent);
 
     void setSession(RunSession* session);
     void setTargetPrompt(TargetPrompt prompt) { prompt_ = std::move(prompt); }
+    void setConfirmPrompt(ConfirmPrompt confirm) { confirm_ = std::move(confirm); }
     // Re-evaluates which actions are enabled (session state, selection).
     void updateEnabled();
 
@@ -59,6 +63,7 @@ class ControlActions : public QObject {
 
     SelectionProvider selection_;
     TargetPrompt prompt_;
+    ConfirmPrompt confirm_;
     RunSession* session_ = nullptr;
     std::array<QAction*, kPrecisionCount> pins_{};
     QAction* release_;
