@@ -32,6 +32,7 @@
 #include "sp/ui/replay_source.h"
 #include "sp/ui/run_session.h"
 #include "sp/ui/timeline.h"
+#include "sp/ui/what_if_panel.h"
 
 namespace sp::ui {
 
@@ -74,6 +75,7 @@ MainWindow::MainWindow(QWidget* parent)
       charts_(new ChartsPanel(this)),
       table_(new BlockTablePanel(this)),
       events_(new EventLogPanel(this)),
+      what_if_(new WhatIfPanel(this)),
       control_(new ControlActions([this] { return selection_; }, this)),
       splitter_(new QSplitter(Qt::Vertical, this)),
       runs_(new QComboBox(this)),
@@ -128,12 +130,20 @@ MainWindow::MainWindow(QWidget* parent)
     splitDockWidget(table_dock, event_dock, Qt::Vertical);
     resizeDocks({table_dock}, {480}, Qt::Horizontal);
     resizeDocks({table_dock, event_dock}, {3, 2}, Qt::Vertical);
+    // What-if shares the log's place (a tab): tried occasionally, not watched all the time.
+    auto* what_if_dock = new QDockWidget(tr("What-if"), this);
+    what_if_dock->setObjectName(QStringLiteral("WhatIfDock"));
+    what_if_dock->setWidget(what_if_);
+    addDockWidget(Qt::RightDockWidgetArea, what_if_dock);
+    tabifyDockWidget(event_dock, what_if_dock);
+    event_dock->raise();
 
     buildActions();
     buildMenus();
     view_menu_->addSeparator();
     view_menu_->addAction(table_dock->toggleViewAction());
     view_menu_->addAction(event_dock->toggleViewAction());
+    view_menu_->addAction(what_if_dock->toggleViewAction());
 
     state_label_->setTextFormat(Qt::RichText);
     statusBar()->addWidget(state_label_);
@@ -228,6 +238,7 @@ void MainWindow::setCurrentSession(RunSession* session) {
     events_->setModel(event_model_);
     replay_bar_->setStore(session ? &session->store() : nullptr);
     control_->setSession(session);
+    what_if_->setSession(session);
     const bool live = session != nullptr && session->isLive();
     replay_bar_->setVisible(!live);
     timeline_->setCount(session ? session->store().updateCount() : 0);
@@ -259,6 +270,7 @@ void MainWindow::refreshViews() {
     table_model_->refresh();
     event_model_->sync();
     replay_bar_->refresh();
+    what_if_->refresh();
     control_->updateEnabled();
     updateStatus();
 }

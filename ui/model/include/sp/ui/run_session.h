@@ -32,6 +32,7 @@ class RunSession : public QObject {
     void stop();
 
     TelemetrySource& source() { return *source_; }
+    const TelemetrySource& source() const { return *source_; }
     const TelemetryStore& store() const { return store_; }
     const EventLog& events() const { return events_; }
     const sp::RunHeader& header() const { return header_; }

@@ -23,6 +23,7 @@ class ChartsPanel;
 class ControlActions;
 class EventLogModel;
 class EventLogPanel;
+class WhatIfPanel;
 class HeatmapLegend;
 class HeatmapView;
 class RecentList;
@@ -95,6 +96,7 @@ class MainWindow : public QMainWindow {
     ChartsPanel* charts_;
     BlockTablePanel* table_;
     EventLogPanel* events_;
+    WhatIfPanel* what_if_;
     // Per session (same index as sessions_), owned by the session.
     std::vector<BlockTableModel*> table_models_;
     std::vector<EventLogModel*> event_models_;
