@@ -14,6 +14,7 @@
 #include "fake_agent.h"
 #include "sp/ui/block_table_model.h"
 #include "sp/ui/block_table_panel.h"
+#include "sp/ui/charts_panel.h"
 #include "sp/ui/connection_dialog.h"
 #include "sp/ui/control_actions.h"
 #include "sp/ui/event_log_model.h"
@@ -134,6 +135,37 @@ class TestMainWindow : public QObject {
         timeline->setFollowing(true);
         w.refreshViews();
         QCOMPARE(rows->rowCount(), all);
+    }
+
+    // Two files open: View ▸ Overlay other runs draws the other run's saving and loss over the
+    // current one's charts, and the x range covers the longer run.
+    void otherRunsAreOverlaid() {
+        const QString longer = dir_.filePath(QStringLiteral("longer.jsonl"));
+        sp::test::writeDashboardFixture(longer.toStdString(), 6, 60);
+        MainWindow w;
+        w.resize(1600, 1000);
+        w.show();
+        w.openFile(fixture_);
+        w.openFile(longer);  // the newest is current
+        for (RunSession* s : w.sessions()) QTRY_VERIFY_WITH_TIMEOUT(s->state() == SourceState::loaded, 10000);
+        QCOMPARE(w.currentSession()->source().label(), longer);
+        w.refreshViews();
+        auto* charts = w.findChild<ChartsPanel*>();
+        QVERIFY(!charts->linePoints(ChartsPanel::Chart::saving, QStringLiteral("run.jsonl: estimated")));
+
+        actionNamed(w, QStringLiteral("&Overlay other runs"))->trigger();
+        w.refreshViews();
+        const auto saving =
+            charts->linePoints(ChartsPanel::Chart::saving, QStringLiteral("run.jsonl: estimated"));
+        const auto loss =
+            charts->linePoints(ChartsPanel::Chart::loss, QStringLiteral("run.jsonl: train loss"));
+        QVERIFY(saving && !saving->isEmpty());
+        QVERIFY(loss && !loss->isEmpty());
+        QCOMPARE(saving->last().x(), 400.0);  // the other run's last update, inside the longer one's range
+
+        actionNamed(w, QStringLiteral("&Overlay other runs"))->trigger();
+        w.refreshViews();
+        QVERIFY(!charts->linePoints(ChartsPanel::Chart::saving, QStringLiteral("run.jsonl: estimated")));
     }
 
     void selectionIsSharedBetweenTableAndHeatmap() {

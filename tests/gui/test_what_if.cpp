@@ -2,6 +2,7 @@
 // `sp-ctl simulate --config` does with the same settings, and differs from the recording.
 #include <QLabel>
 #include <QSignalSpy>
+#include <QStandardPaths>
 #include <QTableWidget>
 #include <QTemporaryDir>
 #include <QtTest>
@@ -15,6 +16,8 @@
 #include "../integration/run_process.h"
 #include "sp/jsonl.h"
 #include "sp/simulator.h"
+#include "sp/ui/charts_panel.h"
+#include "sp/ui/main_window.h"
 #include "sp/ui/replay_source.h"
 #include "sp/ui/run_session.h"
 #include "sp/ui/what_if_panel.h"
@@ -75,7 +78,10 @@ void writeRecordedRun(const std::string& path) {
 class TestWhatIf : public QObject {
     Q_OBJECT
   private slots:
-    void initTestCase() { registerUiMetaTypes(); }
+    void initTestCase() {
+        QStandardPaths::setTestModeEnabled(true);  // the window's QSettings go to a throwaway location
+        registerUiMetaTypes();
+    }
 
     void routingEqualsSpCtlSimulateUnderTheSameSettings() {
         QTemporaryDir dir;
@@ -128,6 +134,34 @@ class TestWhatIf : public QObject {
         QVERIFY(panel.summaryLabel()->text().contains("what-if"));
         QCOMPARE(panel.table()->rowCount(), kBlocks);
         QCOMPARE(panel.table()->item(0, 0)->text(), QString("blocks.0"));
+    }
+
+    // In the window, the what-if's saving is drawn over the recorded one on the saving chart.
+    void theWindowOverlaysTheWhatIfSaving() {
+        QTemporaryDir dir;
+        const QString file = dir.filePath("recorded.jsonl");
+        writeRecordedRun(file.toStdString());
+        MainWindow w;
+        w.resize(1600, 1000);
+        w.show();
+        w.openFile(file);
+        QTRY_VERIFY_WITH_TIMEOUT(w.currentSession()->state() == SourceState::loaded, 10000);
+        w.refreshViews();
+        auto* panel = w.findChild<WhatIfPanel*>();
+        auto* charts = w.findChild<ChartsPanel*>();
+        const QString name = QStringLiteral("what-if: estimated");
+        QVERIFY(!charts->linePoints(ChartsPanel::Chart::saving, name));
+        WhatIfSettings s = panel->settings();
+        s.bf16_threshold = 0.9;
+        s.int8_threshold = 0.8;
+        panel->setSettings(s);
+        QSignalSpy finished(panel, &WhatIfPanel::finished);
+        panel->run();
+        QVERIFY(finished.wait(20000));
+        w.refreshViews();
+        const auto points = charts->linePoints(ChartsPanel::Chart::saving, name);
+        QVERIFY(points && !points->isEmpty());
+        QCOMPARE(points->last().x(), double(panel->result()->records.back().step_id));
     }
 
     void aLiveRunOrAFileWithoutStatisticsCannotBeTried() {

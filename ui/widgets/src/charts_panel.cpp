@@ -91,6 +91,7 @@ struct ChartsPanel::ChartBox {
     QValueAxis* y = nullptr;
     QString title;
     std::vector<std::unique_ptr<ChartLine>> lines;
+    std::size_t own_lines = 0;  // the run's own; overlay lines follow them
 
     ChartLine* addLine(const QString& name, QColor color) {
         lines.push_back(std::make_unique<ChartLine>(chart, x, y, name, color));
@@ -166,6 +167,7 @@ void ChartsPanel::buildCharts() {
     auto& loss = *charts_[std::size_t(Chart::loss)];
     loss.addLine(tr("train loss"), QColor::fromRgb(kTrainLossColor));
     loss.addLine(tr("eval loss"), QColor::fromRgb(kEvalLossColor));
+    for (auto& box : charts_) box->own_lines = box->lines.size();
     no_loss_label_ = new QLabel(tr("No loss in this run."), this);
     no_loss_label_->setAlignment(Qt::AlignCenter);
     no_loss_label_->setEnabled(false);              // greyed: a note, not data
@@ -233,7 +235,7 @@ std::size_t ChartsPanel::shownCount() const {
 
 void ChartsPanel::refresh() {
     if (store_) appendRunColumns();
-    DrawnKey key{store_, shownCount(), selected_, plotWidth(), dark_, resets_};
+    DrawnKey key{store_, shownCount(), selected_, plotWidth(), dark_, resets_, overlays_revision_};
     if (drawn_valid_ && key == drawn_) return;
     redraw();
     drawn_ = std::move(key);
@@ -245,6 +247,18 @@ void ChartsPanel::setSelectedBlocks(std::vector<int> blocks) {
     blocks.erase(std::unique(blocks.begin(), blocks.end()), blocks.end());
     if (blocks == selected_) return;
     selected_ = std::move(blocks);
+    refresh();
+}
+
+void ChartsPanel::setOverlays(std::vector<Overlay> overlays) {
+    for (Chart which : {Chart::saving, Chart::loss}) {
+        ChartBox& box = *charts_[std::size_t(which)];
+        box.lines.resize(box.own_lines);
+        for (const Overlay& o : overlays)
+            if (o.chart == which) box.addLine(o.name, QColor::fromRgb(o.color));
+    }
+    overlays_ = std::move(overlays);
+    ++overlays_revision_;
     refresh();
 }
 
@@ -303,6 +317,13 @@ void ChartsPanel::redraw() {
     if (n > 0) {
         x_lo = steps_.front();
         x_hi = std::max(steps_[n - 1], x_lo + 1.0);
+    }
+    bool have_range = n > 0;
+    for (const Overlay& o : overlays_) {  // another run may be longer
+        if (o.steps.empty()) continue;
+        x_lo = have_range ? std::min(x_lo, o.steps.front()) : o.steps.front();
+        x_hi = std::max(have_range ? x_hi : x_lo + 1.0, o.steps.back());
+        have_range = true;
     }
     auto decimate = [&](const std::vector<float>& y, GapPolicy gaps) {
         return decimateMinMax(steps_.data(), y.data(), std::min({n, y.size(), steps_.size()}), x_lo, x_hi,
@@ -366,6 +387,15 @@ void ChartsPanel::redraw() {
             has_loss = has_loss || any;
             add(plan, std::move(d), any);
         }
+    }
+    for (const Overlay& o : overlays_) {  // in the order setOverlays() added their lines
+        if (o.chart != Chart::saving && o.chart != Chart::loss) continue;
+        DecimatedSeries d =
+            decimateMinMax(o.steps.data(), o.values.data(), std::min(o.steps.size(), o.values.size()), x_lo,
+                           x_hi, columns, GapPolicy::skip);
+        const bool any = !d.points.isEmpty();
+        has_loss = has_loss || (o.chart == Chart::loss && any);
+        add(plans[std::size_t(o.chart)], std::move(d), any);
     }
 
     for (int c = 0; c < kChartCount; ++c) {

@@ -159,6 +159,7 @@ MainWindow::MainWindow(QWidget* parent)
         heatmap_->setSelection(blocks);
     });
     connect(heatmap_, &HeatmapView::contextMenuRequested, this, &MainWindow::showContextMenu);
+    connect(what_if_, &WhatIfPanel::finished, this, &MainWindow::takeWhatIf);
     connect(events_, &EventLogPanel::stepActivated, this, [this](qint64 step) { goToStep(step); });
     connect(table_, &BlockTablePanel::contextMenuRequested, this, &MainWindow::showContextMenu);
     connect(control_, &ControlActions::commandFailed, this,
@@ -239,6 +240,7 @@ void MainWindow::setCurrentSession(RunSession* session) {
     replay_bar_->setStore(session ? &session->store() : nullptr);
     control_->setSession(session);
     what_if_->setSession(session);
+    what_if_overlays_.clear();  // the what-if was the previous run's
     const bool live = session != nullptr && session->isLive();
     replay_bar_->setVisible(!live);
     timeline_->setCount(session ? session->store().updateCount() : 0);
@@ -254,6 +256,7 @@ void MainWindow::refreshViews() {
     const std::uint64_t revision = current_->revision();
     timeline_->setCount(current_->store().updateCount());
     const std::size_t position = timeline_->position();
+    updateOverlays();  // other runs may have moved while this one did not
     if (revision == shown_revision_ && position == shown_position_) return;
     shown_revision_ = revision;
     shown_position_ = position;

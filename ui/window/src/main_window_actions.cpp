@@ -103,6 +103,11 @@ void MainWindow::buildMenus() {
     view_menu_->addAction(step_back_action_);
     view_menu_->addAction(step_forward_action_);
     view_menu_->addSeparator();
+    compare_action_ = view_menu_->addAction(tr("&Overlay other runs"));
+    compare_action_->setCheckable(true);
+    compare_action_->setToolTip(
+        tr("Draw the saving and loss of every other open run over the current one's"));
+    connect(compare_action_, &QAction::toggled, this, [this] { updateOverlays(); });
     dark_action_ = view_menu_->addAction(tr("&Dark theme"));
     dark_action_->setCheckable(true);
     dark_action_->setChecked(true);

@@ -14,6 +14,7 @@
 #include <QImage>
 #include <QList>
 #include <QPointF>
+#include <QRgb>
 #include <QWidget>
 
 QT_BEGIN_NAMESPACE
@@ -53,6 +54,17 @@ class ChartsPanel : public QWidget {
     const std::vector<int>& selectedBlocks() const { return selected_; }
     // Replay timeline: only updates [0, count) are drawn. kNoCursor: all.
     void setTimelineCursor(std::size_t count);
+
+    // A series drawn over the saving or the loss chart besides the run's own: another run's
+    // (compare) or the what-if's. x in steps; the x range grows to show all of it.
+    struct Overlay {
+        Chart chart = Chart::saving;  // saving or loss
+        QString name;                 // its legend entry
+        std::vector<double> steps;
+        std::vector<float> values;
+        QRgb color = 0;
+    };
+    void setOverlays(std::vector<Overlay> overlays);
 
     // Follows the palette (dark window → dark charts) until set explicitly.
     void setDarkTheme(bool dark);
@@ -109,14 +121,17 @@ class ChartsPanel : public QWidget {
         int width = 0;
         bool dark = false;
         std::uint64_t resets = 0;
+        std::uint64_t overlays = 0;
         bool operator==(const DrawnKey& o) const {
             return store == o.store && shown == o.shown && selected == o.selected && width == o.width &&
-                   dark == o.dark && resets == o.resets;
+                   dark == o.dark && resets == o.resets && overlays == o.overlays;
         }
     };
     DrawnKey drawn_;
     bool drawn_valid_ = false;
     std::uint64_t resets_ = 0;
+    std::vector<Overlay> overlays_;
+    std::uint64_t overlays_revision_ = 0;
 };
 
 }  // namespace sp::ui

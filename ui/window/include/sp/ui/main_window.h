@@ -11,6 +11,8 @@
 #include <QSize>
 #include <QTimer>
 
+#include "sp/ui/charts_panel.h"
+
 class QComboBox;
 class QLabel;
 class QSplitter;
@@ -19,7 +21,6 @@ namespace sp::ui {
 
 class BlockTableModel;
 class BlockTablePanel;
-class ChartsPanel;
 class ControlActions;
 class EventLogModel;
 class EventLogPanel;
@@ -82,6 +83,10 @@ class MainWindow : public QMainWindow {
     void connectDialog();
     void saveSettings();
     void restoreSettings();
+    // The charts' overlays: the other runs' saving and loss (View ▸ Overlay other runs) and the
+    // what-if's saving. Rebuilt only when one of them changed.
+    void updateOverlays();
+    void takeWhatIf();
 
     std::vector<RunSession*> sessions_;
     RunSession* current_ = nullptr;
@@ -122,6 +127,10 @@ class MainWindow : public QMainWindow {
     QAction* step_back_action_ = nullptr;
     QAction* step_forward_action_ = nullptr;
     QAction* dark_action_ = nullptr;
+    QAction* compare_action_ = nullptr;
+    std::vector<ChartsPanel::Overlay> what_if_overlays_;
+    std::vector<std::uint64_t> overlaid_;  // what the overlays were built from (see updateOverlays)
+    const RunSession* overlaid_session_ = nullptr;
 };
 
 }  // namespace sp::ui
