@@ -9,6 +9,7 @@
 #include <QMouseEvent>
 #include <QScrollBar>
 
+#include "heatmap_axis.h"
 #include "sp/ui/colormap.h"
 #include "sp/ui/heatmap_legend.h"
 #include "sp/ui/heatmap_view.h"
@@ -90,6 +91,32 @@ class TestHeatmap : public QObject {
     }
 
   private slots:
+    // Ticks land on round steps even when the updates do not (every 10 steps from step 10 here), at
+    // the fractional position between the updates that bracket them, and stay far enough apart.
+    void axisTicksLandOnRoundSteps() {
+        std::vector<sp::ui::UpdateRow> rows(240);
+        for (std::size_t u = 0; u < rows.size(); ++u) rows[u].step = std::int64_t(10 * u + 10);  // 10..2400
+        const auto ticks = sp::ui::stepAxisTicks(rows, 0, rows.size(), 2.0);  // 2 px per update
+        QVERIFY(ticks.size() >= 3);
+        for (const auto& t : ticks) {
+            QVERIFY2(t.step % 500 == 0, qPrintable(QString::number(t.step)));  // 90 px = 450 steps: every 500
+            QCOMPARE(t.update, double(t.step - 10) / 10.0);                    // step 500 sits at update 49
+        }
+        QCOMPARE(ticks.front().step, std::int64_t(500));
+        // Zoomed in: 48 px per update, ticks every 20 steps (90 px = 18.75 steps).
+        const auto close = sp::ui::stepAxisTicks(rows, 100, 120, 48.0);
+        QCOMPARE(close.front().step, std::int64_t(1020));
+        QCOMPARE(close[1].step - close[0].step, std::int64_t(20));
+        // Between updates: steps 7, 13, 29 with ticks every 5 put step 10 halfway from 7 to 13.
+        std::vector<sp::ui::UpdateRow> odd(3);
+        odd[0].step = 7;
+        odd[1].step = 13;
+        odd[2].step = 29;
+        const auto between = sp::ui::stepAxisTicks(odd, 0, 3, 200.0);
+        QCOMPARE(between.front().step, std::int64_t(10));
+        QCOMPARE(between.front().update, 0.5);
+    }
+
     void cellColourMatchesSensitivity() {
         makeView(6);
         const QImage shot = view_->viewport()->grab().toImage();
@@ -325,6 +352,13 @@ class TestHeatmap : public QObject {
                          Qt::NoButton, Qt::ControlModifier, Qt::NoScrollPhase, false);
         QCoreApplication::sendEvent(view_->viewport(), &zoom);
         QVERIFY(view_->pixelsPerUpdate() > fit * 1.4);
+        // The update under the mouse stays under it (not the newest one): the view left the live edge.
+        QVERIFY(!view_->followsLiveEdge());
+        QVERIFY2(
+            view_->cellRect(1, 200).contains(at) ||
+                std::abs(view_->cellRect(1, 200).center().x() - at.x()) <= 2 * view_->pixelsPerUpdate(),
+            qPrintable(
+                QString("cell at %1, mouse at %2").arg(view_->cellRect(1, 200).center().x()).arg(at.x())));
         QWheelEvent pan(QPointF(at), view_->viewport()->mapToGlobal(QPointF(at)), QPoint(), QPoint(0, 120),
                         Qt::NoButton, Qt::NoModifier, Qt::NoScrollPhase, false);
         const std::size_t before = view_->firstVisibleUpdate();

@@ -5,8 +5,9 @@
 namespace sp::ui {
 
 inline constexpr double kMaxPxPerUpdate = 48.0;  // zoom-in limit (and the fit limit for short runs)
-inline constexpr double kMaxPxPerBlock = 48.0;
-inline constexpr double kFitPxPerBlock = 40.0;  // fitting a few blocks does not blow rows up further
+// Rows fill the height for a few blocks (six fill a 1280x800 window's heatmap), up to this.
+inline constexpr double kMaxPxPerBlock = 160.0;
+inline constexpr double kFitPxPerBlock = 160.0;
 
 struct HeatmapLayout {
     QRect labels;  // block names, right-aligned

@@ -4,10 +4,12 @@
 #include <algorithm>
 #include <cmath>
 
+#include <QFontMetrics>
 #include <QPainter>
 #include <QPainterPath>
 #include <QStringList>
 
+#include "heatmap_axis.h"
 #include "heatmap_glyphs.h"
 #include "heatmap_image.h"
 #include "heatmap_layout.h"
@@ -243,27 +245,18 @@ void HeatmapView::paintAxis(QPainter& p, const HeatmapLayout& layout, const View
     const QPalette& pal = palette();
     p.setPen(pal.color(QPalette::WindowText));
     p.drawLine(layout.axis.topLeft(), layout.axis.topRight());
-    // Tick every 1/2/5 x 10^k updates, at least ~90 px apart; labels are the updates' steps.
-    const double min_updates = 90.0 / view.x_scale;
-    double spacing = 1.0;
-    while (spacing < min_updates) {
-        if (spacing * 2 >= min_updates) {
-            spacing *= 2;
-        } else if (spacing * 5 >= min_updates) {
-            spacing *= 5;
-        } else {
-            spacing *= 10;
-        }
-    }
-    const auto step_every = std::size_t(spacing);
-    const std::size_t first = (view.x_first + step_every - 1) / step_every * step_every;
+    const std::size_t last =
+        std::min(shown, view.x_first + std::size_t(std::ceil(layout.grid.width() / view.x_scale)));
     const int fh = layout.font_height;
-    for (std::size_t u = first; u < shown; u += step_every) {
-        const double x = layout.grid.left() + (double(u - view.x_first) + 0.5) * view.x_scale;
+    const QFontMetrics fm(p.font());
+    for (const AxisTick& tick : stepAxisTicks(store_->rows(), view.x_first, last, view.x_scale)) {
+        const double x = layout.grid.left() + (tick.update - double(view.x_first) + 0.5) * view.x_scale;
         if (x > layout.grid.right()) break;
         const int xi = int(std::lround(x));
         p.drawLine(xi, layout.axis.top(), xi, layout.axis.top() + 4);
-        const QString label = QString::number(store_->row(u).step);
+        const QString label = QString::number(static_cast<long long>(tick.step));
+        // A label that would run into the "step" caption (left of the grid) is left out.
+        if (xi - fm.horizontalAdvance(label) / 2 < layout.grid.left()) continue;
         p.drawText(QRect(xi - 60, layout.axis.top() + 5, 120, fh), Qt::AlignHCenter | Qt::AlignTop, label);
     }
     p.drawText(

@@ -278,9 +278,9 @@ void HeatmapView::fitAll() {
 void HeatmapView::zoomUpdates(double factor, std::optional<int> anchor_x) {
     const HeatmapLayout layout = currentLayout();
     const double grid_w = std::max(1, layout.grid.width());
-    // The update under the anchor stays under it; following, the live edge stays at the right.
-    const double ax =
-        follow_ || !anchor_x ? grid_w : std::clamp(double(*anchor_x - layout.grid.left()), 0.0, grid_w);
+    // The update under the mouse stays under it (the keyboard zooms at the right edge). Zooming in
+    // on history leaves the live edge: following stops unless the edge is still in view.
+    const double ax = anchor_x ? std::clamp(double(*anchor_x - layout.grid.left()), 0.0, grid_w) : grid_w;
     const double anchor_update = double(view_.x_first) + ax / view_.x_scale;
     fit_x_ = false;
     view_.x_scale *= factor;
@@ -289,6 +289,8 @@ void HeatmapView::zoomUpdates(double factor, std::optional<int> anchor_x) {
     view_.x_scale = std::clamp(view_.x_scale, fit_x, kMaxPxPerUpdate);
     if (view_.x_scale <= fit_x) fit_x_ = true;
     const double first = std::max(0.0, std::round(anchor_update - ax / view_.x_scale));
+    const double capacity = std::floor(grid_w / view_.x_scale + 1e-9);
+    if (follow_ && anchor_x && first + capacity < double(shown)) setFollowInternal(false);
     if (!follow_) view_.x_first = std::size_t(first);
     grid_cache_valid_ = false;
     updateGeometryState();
