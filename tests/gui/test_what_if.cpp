@@ -1,6 +1,7 @@
 // The what-if panel: a recorded run re-simulated under other thresholds routes exactly as
 // `sp-ctl simulate --config` does with the same settings, and differs from the recording.
 #include <QLabel>
+#include <QProcess>
 #include <QSignalSpy>
 #include <QStandardPaths>
 #include <QTableWidget>
@@ -13,7 +14,6 @@
 
 #include <nlohmann/json.hpp>
 
-#include "../integration/run_process.h"
 #include "sp/jsonl.h"
 #include "sp/simulator.h"
 #include "sp/ui/charts_panel.h"
@@ -111,9 +111,12 @@ class TestWhatIf : public QObject {
         // sp-ctl simulate with the same config gives the same routing, update by update.
         const QString config = dir.filePath("what_if_config.json");
         std::ofstream(config.toStdString()) << sp::to_json(applyWhatIf(session.runConfig(), lower)).dump();
-        const sp::test::Run sim = sp::test::sp_ctl({"simulate", "--config", config, "--stats", file});
-        QVERIFY2(sim.exit_code == 0, sim.err.constData());
-        const QList<QByteArray> lines = sim.out.trimmed().split('\n');
+        QProcess sim;
+        sim.start(QStringLiteral(SP_CTL_PATH), {"simulate", "--config", config, "--stats", file});
+        QVERIFY(sim.waitForFinished(120000));
+        QVERIFY2(sim.exitStatus() == QProcess::NormalExit && sim.exitCode() == 0,
+                 sim.readAllStandardError().constData());
+        const QList<QByteArray> lines = sim.readAllStandardOutput().trimmed().split('\n');
         QCOMPARE(std::size_t(lines.size()), what_if.size());
         bool differs = false;
         for (std::size_t u = 0; u < what_if.size(); ++u) {
