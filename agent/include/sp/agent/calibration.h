@@ -1,5 +1,6 @@
 #pragma once
-// Quantization-error calibration (seed: "Quantization Error Calibration"): for each block, run
+// Quantization-error calibration (the seed's "Quantization Error Calibration"; docs/ARCHITECTURE.md
+// says what the seed is): for each block, run
 // `samples` forward passes on real inputs with BF16 weights and with INT8 weights and average
 // ||out_bf16 - out_int8|| / ||out_bf16||. Results are cached on disk by a fingerprint of the model
 // identity, the quantization config and the block layout, so they run once per configuration.
