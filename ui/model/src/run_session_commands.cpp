@@ -1,0 +1,206 @@
+// RunSession's operator commands: sending, their pending -> applied/rejected life from the agent's
+// reply and command event, and what is pending on a block.
+#include <algorithm>
+#include <functional>
+
+#include <QStringList>
+#include <nlohmann/json.hpp>
+
+#include "session_text.h"
+#include "sp/json_input.h"
+#include "sp/ui/run_session.h"
+
+namespace sp::ui {
+
+using namespace session_text;
+
+namespace {
+
+QString describe(const sp::Command& c, const std::function<QString(int)>& name) {
+    QStringList blocks;
+    for (int b : c.blocks) blocks << name(b);
+    switch (c.kind) {
+        case sp::Command::Kind::pin:
+            return QStringLiteral("pin %1 → %2")
+                .arg(blocks.join(QStringLiteral(", ")), qs(std::string(to_string(c.precision))));
+        case sp::Command::Kind::release:
+            return QStringLiteral("release %1").arg(blocks.join(QStringLiteral(", ")));
+        case sp::Command::Kind::release_all:
+            return QStringLiteral("release all pins");
+        case sp::Command::Kind::set_mode:
+            return QStringLiteral("set mode %1").arg(qs(std::string(to_string(c.mode))));
+        case sp::Command::Kind::set_budget:
+            return QStringLiteral("set budget target %1%").arg(c.target_pct);
+    }
+    return QStringLiteral("command");
+}
+
+}  // namespace
+
+QString RunSession::pendingFor(int block) const {
+    QStringList what;
+    for (const auto& [id, c] : sent_commands_) {
+        const auto index = events_.findCommand(id);
+        if (!index || events_.at(*index).state != CommandState::pending) continue;
+        const bool touches = c.kind == sp::Command::Kind::release_all ||
+                             std::find(c.blocks.begin(), c.blocks.end(), block) != c.blocks.end();
+        if (!touches) continue;
+        switch (c.kind) {
+            case sp::Command::Kind::pin:
+                what << QStringLiteral("pin %1").arg(qs(std::string(to_string(c.precision))));
+                break;
+            case sp::Command::Kind::release:
+                what << QStringLiteral("release");
+                break;
+            case sp::Command::Kind::release_all:
+                what << QStringLiteral("release all");
+                break;
+            default:
+                break;
+        }
+    }
+    return what.join(QStringLiteral(", "));
+}
+
+QString RunSession::newRequestId() {
+    return QStringLiteral("dash-%1").arg(next_request_++);
+}
+
+QString RunSession::pin(const std::vector<int>& blocks, sp::Precision precision) {
+    sp::Command c;
+    c.kind = sp::Command::Kind::pin;
+    c.blocks = blocks;
+    c.precision = precision;
+    return send(c);
+}
+
+QString RunSession::release(const std::vector<int>& blocks) {
+    sp::Command c;
+    c.kind = sp::Command::Kind::release;
+    c.blocks = blocks;
+    return send(c);
+}
+
+QString RunSession::releaseAll() {
+    sp::Command c;
+    c.kind = sp::Command::Kind::release_all;
+    return send(c);
+}
+
+QString RunSession::send(const sp::Command& command) {
+    QString id = newRequestId();
+    EventEntry e;
+    e.timestamp = nowSeconds();
+    e.step = store_.empty() ? -1 : store_.rows().back().step;
+    e.category = EventCategory::command;
+    e.text = describe(command, [this](int b) { return blockName(b); });
+    e.request_id = id;
+    e.state = CommandState::pending;
+    e.detail = QStringLiteral("sent as %1").arg(id);
+    const std::size_t index = events_.append(std::move(e));
+    events_added_ = true;
+    const bool sent = source_->sendCommand(id, command);
+    if (!sent) {
+        EventEntry& entry = events_.at(index);
+        entry.state = CommandState::rejected;
+        entry.detail =
+            source_->isLive() ? QStringLiteral("not connected") : QStringLiteral("replay is read-only");
+    }
+    flushEvents();
+    touch();
+    if (!sent) return QString();
+    sent_commands_[id] = command;
+    emit commandStateChanged(id);  // now pending
+    return id;
+}
+
+void RunSession::onCommandReplied(const QString& request_id, bool ok, const QString& error,
+                                  qint64 effective_step) {
+    const auto index = events_.findCommand(request_id);
+    // A reply we are not waiting for (or one that lost the race with the command event).
+    if (!index || events_.at(*index).state != CommandState::pending) return;
+    EventEntry& e = events_.at(*index);
+    if (!ok) {
+        e.state = CommandState::rejected;
+        e.detail = error.isEmpty() ? QStringLiteral("rejected") : error;
+    } else {
+        e.detail = QStringLiteral("acknowledged; effective at step %1").arg(effective_step);
+    }
+    emit commandStateChanged(request_id);
+    touch();
+}
+
+void RunSession::onCommandEvent(const sp::EventRecord& rec, const QString& payload_error) {
+    nlohmann::json j;
+    sp::JsonError bad;
+    if (!sp::parse_json(rec.payload_json, j, bad) || !j.is_object()) j = nlohmann::json::object();
+    const QString id = jsonString(j, "id");
+    const bool ok = !j.contains("ok") || (j["ok"].is_boolean() && j["ok"].get<bool>());
+    const QString error = jsonString(j, "error");
+    QString what = QStringLiteral("command");
+    const auto cmd = j.find("command");
+    if (cmd != j.end()) {
+        sp::Command c;
+        std::string parse_error;
+        what = sp::parse_command(*cmd, c, parse_error) ? describe(c, [this](int b) { return blockName(b); })
+                                                       : compact(cmd->dump());
+    }
+    QString outcome;
+    if (ok) {
+        const auto changes = j.find("changes");
+        outcome = changes != j.end() && changes->is_number_integer()
+                      ? QStringLiteral("applied at step %1 (%2 changes)")
+                            .arg(rec.step)
+                            .arg(changes->get<long long>())
+                      : QStringLiteral("applied at step %1").arg(rec.step);
+    } else {
+        outcome = error.isEmpty() ? QStringLiteral("refused by the agent") : error;
+    }
+
+    if (const auto index = events_.findCommand(id)) {
+        EventEntry& e = events_.at(*index);
+        e.state = ok ? CommandState::applied : CommandState::rejected;
+        e.step = rec.step;
+        e.detail = outcome;
+        emit commandStateChanged(id);
+        return;
+    }
+    // Another client's command (or one from before we joined): shown, not tracked.
+    EventEntry e;
+    e.timestamp = rec.timestamp;
+    e.step = rec.step;
+    e.category = EventCategory::command;
+    e.text = what + (id.isEmpty() ? QString() : QStringLiteral(" (%1)").arg(id));
+    e.state = ok ? CommandState::applied : CommandState::rejected;
+    e.detail = payload_error.isEmpty() ? outcome : payload_error;
+    logEvent(std::move(e));
+}
+
+void RunSession::rejectPending(const QString& reason) {
+    for (std::size_t i = 0; i < events_.size(); ++i) {
+        EventEntry& e = events_.at(i);
+        if (e.category != EventCategory::command || e.state != CommandState::pending) continue;
+        e.state = CommandState::rejected;
+        e.detail = reason;
+        emit commandStateChanged(e.request_id);
+    }
+}
+
+std::optional<sp::Precision> RunSession::pinOf(int block) const {
+    // The latest update is the truth once it is newer than the snapshot.
+    if (store_.updateCount() > snapshot_updates_ || snapshot_pins_.empty()) {
+        if (!store_.empty()) {
+            const BlockCell c = store_.cell(block, store_.updateCount() - 1);
+            if (c.present)
+                return c.forced == sp::ForcedBy::pin ? std::optional<sp::Precision>(c.precision)
+                                                     : std::nullopt;
+        }
+    }
+    if (block >= 0 && static_cast<std::size_t>(block) < snapshot_pins_.size())
+        return snapshot_pins_[static_cast<std::size_t>(block)];
+    return std::nullopt;
+}
+
+// ---- Source state, losses, replay progress ----
+
+}  // namespace sp::ui
