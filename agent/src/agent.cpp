@@ -18,6 +18,20 @@
 namespace sp::agent {
 namespace {
 
+// What the detector judged, as the rollback, loss_spike and pin_release events carry it.
+nlohmann::json alarm_evidence(const LossFeedback& fb, const Config& config) {
+    auto number = [](double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); };
+    const bool nonfinite = fb.verdict.kind == LossVerdict::Kind::nonfinite;
+    return {{"trigger", nonfinite ? "nonfinite" : "spike"},
+            {"loss", number(fb.verdict.loss)},
+            {"ema", number(fb.verdict.ema)},
+            {"stddev", number(fb.verdict.stddev)},
+            {"z", number(fb.verdict.z)},
+            {"history", fb.verdict.history},
+            {"threshold", config.loss_spike_zscore},
+            {"window_steps", config.rollback_window_steps}};
+}
+
 using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t0) {
@@ -239,6 +253,7 @@ void Agent::begin_step(std::int64_t step) {
     step_ = step;
     if (server_) server_->set_step(step);
     publish_telemetry_health();
+    const bool pins_expired = expire_pins(step);
     const std::vector<detail::CommandQueue::Item> applying = commands_->take_at_boundary(step);
     for (const auto& [command, done, request_id] : applying) {
         const CommandOutcome outcome = policy_->apply(command, step);
@@ -255,7 +270,7 @@ void Agent::begin_step(std::int64_t step) {
             options_.log("step " + std::to_string(step) + ": command rejected: " + outcome.error);
         if (done) done(outcome, step);
     }
-    const bool commands_applied = !applying.empty();
+    const bool commands_applied = !applying.empty() || pins_expired;
     hints_.precision = policy_->precisions();
     if (commands_applied || !last_record_) publish_snapshot();  // late joiners see the run from its start
     overhead_.step_bookkeeping_s += seconds_since(t0);
@@ -302,6 +317,12 @@ void Agent::record_transfer(std::uint64_t bytes_copied, std::uint64_t bytes_bf16
 
 void Agent::record_eval_loss(double loss) {
     eval_loss_ = loss;
+    eval_step_.reset();  // telemetry then reads it as the record's own step
+}
+
+void Agent::record_eval_loss(double loss, std::int64_t step) {
+    eval_loss_ = loss;
+    eval_step_ = step;
 }
 
 void Agent::end_step(double loss) {
@@ -314,7 +335,9 @@ void Agent::end_step(double loss) {
         UpdateRecord& r = *pending_record_;
         r.train_loss = loss;
         r.eval_loss = eval_loss_;  // the held-out loss measured since the previous record, if any
+        r.eval_step = eval_loss_ ? eval_step_ : std::nullopt;
         eval_loss_.reset();
+        eval_step_.reset();
         if (transfer_ && transfer_->second > 0) {
             r.measured_bandwidth_saving_pct =
                 100.0 * (1.0 - double(transfer_->first) / double(transfer_->second));
@@ -337,25 +360,53 @@ void Agent::end_run(std::string reason) {
     emit_record(make_run_end_event({step_, std::move(reason)}, now()));
 }
 
+// A pin's for_steps ran out (POLICY.md rule 20): a pin_release event, before the step's commands.
+bool Agent::expire_pins(std::int64_t step) {
+    const PinExpiry& expiry = policy_->expire_pins(step);
+    if (expiry.blocks.empty()) return false;
+    emit_pin_release(step, expiry.blocks, nullptr);
+    for (const PrecisionChange& c : expiry.changes) log_change(step, c);
+    return true;
+}
+
+void Agent::emit_pin_release(std::int64_t step, const std::vector<int>& released, const LossFeedback* alarm) {
+    nlohmann::json payload = {{"trigger", "expired"}};
+    if (alarm) {
+        payload = alarm_evidence(*alarm, config_);
+        payload["cooldown_until"] = alarm->cooldown_until;
+    }
+    nlohmann::json blocks = nlohmann::json::array(), names = nlohmann::json::array();
+    for (int b : released) {
+        blocks.push_back(b);
+        names.push_back(blocks_[std::size_t(b)].name);
+    }
+    payload["blocks"] = blocks;
+    payload["names"] = names;
+    emit_event(step, "pin_release", payload.dump());
+    if (options_.log) {
+        options_.log("step " + std::to_string(step) + ": " + std::to_string(released.size()) +
+                     " pin(s) released (" + payload["trigger"].get<std::string>() + ")");
+    }
+}
+
 // After the step's record: a rollback changes the map the *next* step runs with, and its
 // precision_change events, like those of a command, fall between two update records.
 void Agent::apply_loss_feedback(double loss) {
-    if (!config_.rollback_enabled || step_ < 0) return;
+    if (step_ < 0) return;
+    // Judged even with rollback off: a pin given release_on_spike listens to the same detector.
     const LossFeedback& fb = policy_->observe_loss(step_, loss);
     if (!fb.alarm()) return;
     const bool nonfinite = fb.verdict.kind == LossVerdict::Kind::nonfinite;
-    auto number = [](double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); };
-    nlohmann::json payload = {{"trigger", nonfinite ? "nonfinite" : "spike"},
-                              {"loss", number(fb.verdict.loss)},
-                              {"ema", number(fb.verdict.ema)},
-                              {"stddev", number(fb.verdict.stddev)},
-                              {"z", number(fb.verdict.z)},
-                              {"history", fb.verdict.history},
-                              {"threshold", config_.loss_spike_zscore},
-                              {"window_steps", config_.rollback_window_steps}};
+    nlohmann::json payload = alarm_evidence(fb, config_);
     std::string what = nonfinite ? "non-finite loss" : "loss spike";
     what += " (loss " + std::to_string(fb.verdict.loss) + ", EMA " + std::to_string(fb.verdict.ema) + ", z " +
             std::to_string(fb.verdict.z) + ")";
+    if (!fb.released_pins.empty()) emit_pin_release(step_, fb.released_pins, &fb);
+    if (!config_.rollback_enabled || (!fb.rolled_back() && !fb.released_pins.empty())) {
+        // The released pins' event says what the alarm did; with rollback off nothing else happens.
+        if (!fb.released_pins.empty()) publish_loss_feedback(fb);
+        return;
+    }
     if (!fb.rolled_back()) {
         // No recent switch to blame: the spike is the data's or the optimizer's, not the routing's.
         emit_event(step_, "loss_spike", payload.dump());
@@ -378,6 +429,11 @@ void Agent::apply_loss_feedback(double loss) {
         options_.log("step " + std::to_string(step_) + ": " + what + ": rolling back " +
                      std::to_string(fb.suspects.size()) + " block(s) to bf16 until step " +
                      std::to_string(fb.cooldown_until));
+    publish_loss_feedback(fb);
+}
+
+// The map a rollback or a spike release changed, to the runtime before the next step.
+void Agent::publish_loss_feedback(const LossFeedback& fb) {
     for (const PrecisionChange& c : fb.changes) log_change(step_, c);
     hints_.precision = policy_->precisions();
     hints_.updated = false;

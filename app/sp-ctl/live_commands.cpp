@@ -96,7 +96,9 @@ std::string describe(const sp::Command& cmd) {
     switch (cmd.kind) {
         case sp::Command::Kind::pin:
             return "pin blocks " + join_blocks(cmd.blocks) + " -> " +
-                   std::string(sp::to_string(cmd.precision));
+                   std::string(sp::to_string(cmd.precision)) +
+                   (cmd.for_steps > 0 ? " for " + std::to_string(cmd.for_steps) + " steps" : "") +
+                   (cmd.release_on_spike ? ", released by a loss spike" : "");
         case sp::Command::Kind::release:
             return "release blocks " + join_blocks(cmd.blocks);
         case sp::Command::Kind::release_all:
@@ -159,7 +161,8 @@ int report_outcome(const char* command, const Connection& c, const sp::Command& 
         case Kind::applied:
             if (c.json) return 0;
             return write_stdout(command, "applied: " + describe(cmd) + " at step " + std::to_string(o.step) +
-                                             " (" + std::to_string(o.changes) + " changes)\n")
+                                             " (" + std::to_string(o.changes) +
+                                             (o.changes == 1 ? " change)\n" : " changes)\n"))
                        ? 0
                        : kExitFailed;
         case Kind::rejected:
@@ -242,18 +245,34 @@ std::string json_scalar(const nlohmann::json& j, const char* key) {
 
 int run_pin(const Args& args) {
     const std::string usage =
-        routing_usage("pin --blocks IDS --precision P [options]",
+        routing_usage("pin --blocks IDS --precision P [--for-steps N] [--release-on-spike] [options]",
                       "Pins blocks (e.g. --blocks 3,4) to a precision: bf16, int8, fp8_e4m3, "
                       "fp8_e5m2, int4.\nThe agent applies it at the next step boundary; a format its "
-                      "runtime cannot materialize is rejected.");
-    return run_routing("pin", args, {{"--blocks", true}, {"--precision", true}}, 0, usage,
-                       [](const ParsedArgs& p, nlohmann::json& r) {
-                           if (!require("pin", p, "--blocks") || !require("pin", p, "--precision"))
-                               return false;
-                           r["cmd"] = "pin";
-                           r["precision"] = p.value("--precision");
-                           return parse_blocks("pin", p.value("--blocks"), r["blocks"]);
-                       });
+                      "runtime cannot materialize is rejected.\n"
+                      "  --for-steps N          the pin ends by itself N steps after it applied\n"
+                      "  --release-on-spike     a loss spike ends the pin (a block pinned below BF16 goes\n"
+                      "                         back to BF16, as a rollback would move it)");
+    return run_routing(
+        "pin", args,
+        {{"--blocks", true}, {"--precision", true}, {"--for-steps", true}, {"--release-on-spike", false}}, 0,
+        usage, [](const ParsedArgs& p, nlohmann::json& r) {
+            if (!require("pin", p, "--blocks") || !require("pin", p, "--precision")) return false;
+            r["cmd"] = "pin";
+            r["precision"] = p.value("--precision");
+            if (p.has("--for-steps")) {
+                long long steps = 0;
+                const std::string text = p.value("--for-steps");
+                const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), steps);
+                if (text.empty() || ec != std::errc() || end != text.data() + text.size()) {
+                    std::fprintf(stderr, "sp-ctl pin: --for-steps: '%s' is not a number of steps\n",
+                                 text.c_str());
+                    return false;
+                }
+                r["for_steps"] = steps;  // its range is the protocol layer's to judge
+            }
+            if (p.has("--release-on-spike")) r["release_on_spike"] = true;
+            return parse_blocks("pin", p.value("--blocks"), r["blocks"]);
+        });
 }
 
 int run_release(const Args& args) {

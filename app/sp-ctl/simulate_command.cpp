@@ -127,14 +127,15 @@ int run_simulate(const Args& args) {
                          static_cast<long long>(config.warmup_steps));
         } else {
             const sp::UpdateRecord& last = result.records.back();
-            std::fprintf(
-                stderr,
-                "sp-ctl simulate: %zu blocks, %llu steps, %zu updates, %llu commands, %zu rollbacks; at "
-                "step %lld: %d bf16, %d int8, %d fp8, %d int4, estimated bandwidth saving %.2f%%\n",
-                result.layout.size(), static_cast<unsigned long long>(result.steps), result.records.size(),
-                static_cast<unsigned long long>(result.commands), result.rollbacks.size(),
-                static_cast<long long>(last.step_id), last.blocks_bf16, last.blocks_int8, last.blocks_fp8,
-                last.blocks_int4, last.estimated_bandwidth_saving_pct);
+            std::fprintf(stderr,
+                         "sp-ctl simulate: %zu blocks, %llu steps, %zu updates, %llu commands, %zu "
+                         "rollbacks, %zu pin releases; at "
+                         "step %lld: %d bf16, %d int8, %d fp8, %d int4, estimated bandwidth saving %.2f%%\n",
+                         result.layout.size(), static_cast<unsigned long long>(result.steps),
+                         result.records.size(), static_cast<unsigned long long>(result.commands),
+                         result.rollbacks.size(), result.pin_releases.size(),
+                         static_cast<long long>(last.step_id), last.blocks_bf16, last.blocks_int8,
+                         last.blocks_fp8, last.blocks_int4, last.estimated_bandwidth_saving_pct);
         }
         return 0;
     } catch (const sp::ConfigError& e) {

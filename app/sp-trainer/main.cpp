@@ -468,7 +468,9 @@ class TrainingLoop {
             seconds = seconds_since(t0);
             totals_.eval_curve.emplace_back(step + 1, totals_.final_eval);  // after step+1 updates
         }
-        agent_.record_eval_loss(totals_.final_eval);
+        // Step 0's loss was measured before training: the chart draws it at step 0, not at the
+        // first update record that carries it.
+        agent_.record_eval_loss(totals_.final_eval, step);
         return seconds;
     }
 

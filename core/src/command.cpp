@@ -102,6 +102,29 @@ const std::string* read_string(const json& j, const char* field, std::string_vie
     return it->get_ptr<const std::string*>();
 }
 
+// A pin's optional lifetime and spike release. Absent means a pin until released, as before.
+bool read_pin_options(const json& j, Command& c, std::string& error) {
+    if (const auto it = j.find("for_steps"); it != j.end()) {
+        // Up to about 30 years of steps at one per millisecond: far beyond any run, and step + for_steps
+        // cannot overflow.
+        constexpr std::int64_t kMaxSteps = std::int64_t(1) << 40;
+        if (!it->is_number_integer() || it->get<std::int64_t>() < 1 || it->get<std::int64_t>() > kMaxSteps) {
+            error = "field 'for_steps': must be a positive integer number of steps (at most " +
+                    std::to_string(kMaxSteps) + "), got " + show(*it);
+            return false;
+        }
+        c.for_steps = it->get<std::int64_t>();
+    }
+    if (const auto it = j.find("release_on_spike"); it != j.end()) {
+        if (!it->is_boolean()) {
+            error = "field 'release_on_spike': must be true or false, got " + show(*it);
+            return false;
+        }
+        c.release_on_spike = it->get<bool>();
+    }
+    return true;
+}
+
 }  // namespace
 
 std::string_view to_string(Command::Kind k) {
@@ -168,6 +191,7 @@ bool parse_command(const json& j, Command& out, std::string& error) {
                 return false;
             }
             c.precision = *p;
+            if (!read_pin_options(j, c, error)) return false;
             break;
         }
         case Command::Kind::release:
@@ -211,6 +235,8 @@ json to_json(const Command& c) {
         case Command::Kind::pin:
             j["blocks"] = c.blocks;
             j["precision"] = std::string(to_string(c.precision));
+            if (c.for_steps > 0) j["for_steps"] = c.for_steps;
+            if (c.release_on_spike) j["release_on_spike"] = true;
             break;
         case Command::Kind::release:
             j["blocks"] = c.blocks;

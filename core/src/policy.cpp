@@ -88,6 +88,8 @@ Policy::Policy(Config config, BlockLayout layout, std::vector<double> calibratio
     effective_.assign(n, Precision::bf16);
     recorded_.assign(n, Precision::bf16);
     pins_.assign(n, std::nullopt);
+    pin_until_.assign(n, kForever);
+    pin_on_spike_.assign(n, 0);
     config_force_.assign(n, std::nullopt);
     cooldown_from_.assign(n, kNever);
     rollback_until_.assign(n, kNever);
@@ -180,11 +182,15 @@ const LossFeedback& Policy::observe_loss(std::int64_t step, double loss) {
     LossFeedback& fb = loss_feedback_;
     fb.suspects.clear();
     fb.changes.clear();
+    fb.released_pins.clear();
     fb.cooldown_until = 0;
-    fb.verdict = LossVerdict{};
-    if (!config_.rollback_enabled) return fb;
+    // Judged at every step, so that a pin given release_on_spike has the history it needs however
+    // rollback is configured.
     fb.verdict = loss_monitor_.observe(loss);
     if (!fb.alarm()) return fb;
+    fb.cooldown_until = step + config_.rollback_cooldown_steps;
+    release_pins_on_spike(fb, step);
+    if (!config_.rollback_enabled) return fb;
 
     // The loss of `step` was computed with the map set up to step - 1: a block moved at `step`
     // itself cannot have caused it.
@@ -196,7 +202,6 @@ const LossFeedback& Policy::observe_loss(std::int64_t step, double loss) {
         if (lowered_at_[i] < step && step - lowered_at_[i] <= config_.rollback_window_steps)
             fb.suspects.push_back(b);
     }
-    fb.cooldown_until = step + config_.rollback_cooldown_steps;
     for (int b : fb.suspects) {
         set_effective(b, Precision::bf16, step, Reason::rollback, &fb.changes);
         cooldown_from_[std::size_t(b)] = step;
@@ -211,28 +216,21 @@ CommandOutcome Policy::apply(const Command& command, std::int64_t step) {
     if (!out.error.empty()) return out;
     out.ok = true;
 
-    auto release = [&](int b) {
-        const std::size_t i = std::size_t(b);
-        if (!pins_[i]) return;
-        pins_[i].reset();
-        cooldown_from_[i] = kNever;  // no cooldown penalty: the policy may move it at the next update
-        rollback_until_[i] = kNever;
-        if (config_force_[i]) set_effective(b, *config_force_[i], step, Reason::config, &out.changes);
-        // Otherwise it keeps its precision until the next update decides from it (with hysteresis).
-    };
-
     switch (command.kind) {
         case Command::Kind::pin:
             for (int b : command.blocks) {
-                pins_[std::size_t(b)] = command.precision;
+                const std::size_t i = std::size_t(b);
+                pins_[i] = command.precision;
+                pin_until_[i] = command.for_steps > 0 ? step + command.for_steps : kForever;
+                pin_on_spike_[i] = command.release_on_spike ? 1 : 0;
                 set_effective(b, command.precision, step, Reason::pin, &out.changes);
             }
             break;
         case Command::Kind::release:
-            for (int b : command.blocks) release(b);
+            for (int b : command.blocks) release_pin(b, step, &out.changes);
             break;
         case Command::Kind::release_all:
-            for (int b = 0; b < block_count(); ++b) release(b);
+            for (int b = 0; b < block_count(); ++b) release_pin(b, step, &out.changes);
             break;
         case Command::Kind::set_budget:
             budget_target_pct_ = command.target_pct;  // the next update plans for it

@@ -371,6 +371,10 @@ SimulationResult simulate(std::istream& stats, const std::string& source, const 
         policy.set_admitted_formats(input.admitted_formats);
     }
     for (const StepInput& step : input.steps) {
+        // Lifetimes end at the boundary of a step the input has: a step the file lacks changes
+        // nothing, since a released block keeps its precision until the next update (rule 9).
+        if (const PinExpiry& expiry = policy.expire_pins(step.step); !expiry.blocks.empty())
+            result.pin_releases.push_back({step.step, "expired", expiry.blocks});
         for (const auto& [command, line] : step.commands) {
             const CommandOutcome outcome = policy.apply(command, step.step);
             if (!outcome.ok) throw SimulationError(source, line, "command rejected: " + outcome.error);
@@ -385,6 +389,11 @@ SimulationResult simulate(std::istream& stats, const std::string& source, const 
         if (step.loss) {
             const LossFeedback& fb = policy.observe_loss(step.step, *step.loss);
             if (fb.rolled_back()) result.rollbacks.push_back({step.step, fb.verdict, fb.suspects});
+            if (!fb.released_pins.empty()) {
+                const bool nonfinite = fb.verdict.kind == LossVerdict::Kind::nonfinite;
+                result.pin_releases.push_back(
+                    {step.step, nonfinite ? "nonfinite" : "spike", fb.released_pins});
+            }
         }
         ++result.steps;
     }

@@ -367,6 +367,10 @@ void append_json(std::string& s, const UpdateRecord& r) {
         s += key;
         put_double(s, **value);
     }
+    if (r.eval_step) {
+        s += ",\"eval_step\":";
+        put_int(s, *r.eval_step);
+    }
     s += '}';
 }
 

@@ -207,6 +207,12 @@ void update_from(const ojson& j, UpdateRecord& r) {
             r.train_loss = to_optional(x, name);
         } else if (name == "eval_loss") {
             r.eval_loss = to_optional(x, name);
+        } else if (name == "eval_step") {
+            if (x.is_null()) {
+                r.eval_step.reset();
+            } else {
+                r.eval_step = to_int64(x, name);
+            }
         } else if (name == "budget_target_pct") {
             r.budget_target_pct = to_optional(x, name);
         }  // "type" was checked above; anything else: a newer producer's field

@@ -29,9 +29,10 @@ enum TopIndex : std::size_t {
     kTrainLoss,
     kEvalLoss,
     kType,
-    kBudgetTarget = 17
+    kBudgetTarget = 17,
+    kEvalStep
 };
-constexpr std::array<TopField, 18> kTop = {{
+constexpr std::array<TopField, 19> kTop = {{
     {"step_id", nullptr, nullptr},
     {"timestamp", &UpdateRecord::timestamp, nullptr},
     {"blocks_bf16", nullptr, &UpdateRecord::blocks_bf16},
@@ -50,6 +51,7 @@ constexpr std::array<TopField, 18> kTop = {{
     {"type", nullptr, nullptr},
     {"blocks_int4", nullptr, &UpdateRecord::blocks_int4},
     {"budget_target_pct", nullptr, nullptr, &UpdateRecord::budget_target_pct},
+    {"eval_step", nullptr, nullptr},
 }};
 constexpr std::uint32_t kTopRequired = (1u << 10) - 1;  // the seed's ten fields
 
@@ -561,6 +563,14 @@ bool UpdateParser::top_member(UpdateRecord& r, std::size_t k) {
             if (!read_double(pct, f.key)) return false;
             r.*f.opt = pct;
             return true;
+        case kEvalStep: {
+            r.eval_step.reset();  // null reads as absent, like the optional numbers
+            if (*p_ == 'n') return literal("null");
+            std::int64_t step = 0;
+            if (!read_int64(step, f.key)) return false;
+            r.eval_step = step;
+            return true;
+        }
         case kType:
             if (!read_string(text, f.key)) return false;
             if (text == "update") return true;

@@ -41,6 +41,7 @@ inline std::string update_record_difference(const UpdateRecord& a, const UpdateR
             "measured_bandwidth_saving_pct");
     SP_DIFF(same_double(a.train_loss, b.train_loss), "train_loss");
     SP_DIFF(same_double(a.eval_loss, b.eval_loss), "eval_loss");
+    SP_DIFF(a.eval_step == b.eval_step, "eval_step");
     SP_DIFF(a.block_details.size() == b.block_details.size(), "block_details (count)");
     for (std::size_t i = 0; i < a.block_details.size(); ++i) {
         const BlockDetail& x = a.block_details[i];

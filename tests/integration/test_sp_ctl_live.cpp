@@ -159,6 +159,22 @@ class TestSpCtlLive : public QObject {
         QVERIFY(requests[0].id.rfind("sp-ctl-", 0) == 0);
     }
 
+    // POLICY.md rule 20: the terms travel with the pin and are said back.
+    void a_pin_with_a_lifetime_and_spike_release() {
+        QTemporaryDir dir;
+        const auto agent = cycling_agent(dir);
+        const Run r = sp_ctl(routed(*agent, {"pin", "--blocks", "2", "--precision", "int8", "--for-steps",
+                                             "300", "--release-on-spike"}));
+        QVERIFY2(r.exit_code == 0, r.err.constData());
+        QCOMPARE(r.out,
+                 QByteArray("applied: pin blocks 2 -> int8 for 300 steps, released by a loss spike at step "
+                            "121 (1 change)\n"));
+        const auto requests = agent->parsed_requests();
+        QCOMPARE(requests.size(), std::size_t(1));
+        QCOMPARE(requests[0].command.for_steps, std::int64_t(300));
+        QVERIFY(requests[0].command.release_on_spike);
+    }
+
     void other_routing_commands() {
         QTemporaryDir dir;
         const auto agent = cycling_agent(dir);
@@ -218,14 +234,17 @@ class TestSpCtlLive : public QObject {
     void bad_local_flags_contact_nobody() {
         QTemporaryDir dir;
         const auto agent = cycling_agent(dir);
-        const QList<QStringList> bad = {{"pin", "--blocks", "3", "--precision", "fp4"},
-                                        {"pin", "--blocks", "x", "--precision", "int8"},
-                                        {"pin", "--blocks", "1,-2", "--precision", "int8"},
-                                        {"pin", "--precision", "int8"},
-                                        {"release", "--blocks", ""},
-                                        {"mode", "fast"},
-                                        {"ping", "--timeout", "-1"},
-                                        {"ping", "--bogus"}};
+        const QList<QStringList> bad = {
+            {"pin", "--blocks", "3", "--precision", "fp4"},
+            {"pin", "--blocks", "x", "--precision", "int8"},
+            {"pin", "--blocks", "1,-2", "--precision", "int8"},
+            {"pin", "--precision", "int8"},
+            {"pin", "--blocks", "3", "--precision", "int8", "--for-steps", "0"},
+            {"pin", "--blocks", "3", "--precision", "int8", "--for-steps", "soon"},
+            {"release", "--blocks", ""},
+            {"mode", "fast"},
+            {"ping", "--timeout", "-1"},
+            {"ping", "--bogus"}};
         for (const QStringList& args : bad) {
             const Run r = sp_ctl(QStringList(args)
                                  << "--endpoint" << QString::fromStdString(agent->control_endpoint()));
@@ -234,6 +253,8 @@ class TestSpCtlLive : public QObject {
         }
         QVERIFY(
             sp_ctl({"pin", "--blocks", "3", "--precision", "fp4"}).err.contains("unknown precision \"fp4\""));
+        const Run zero = sp_ctl({"pin", "--blocks", "3", "--precision", "int8", "--for-steps", "0"});
+        QVERIFY2(zero.err.contains("field 'for_steps': must be a positive integer"), zero.err.constData());
         QCOMPARE(agent->requests().size(), std::size_t(0));
     }
 

@@ -109,7 +109,15 @@ class TestSpTrainer : public QObject {
                                     .arg(measured)
                                     .arg(estimated)));
             if (u.contains("eval_loss")) {
-                if (std::isnan(first_eval)) first_eval = u["eval_loss"].get<double>();
+                // Each eval loss says the step it was measured at: the first at step 0, before
+                // training, though the first update record comes at step 5.
+                QVERIFY2(
+                    u.contains("eval_step") && u["eval_step"].get<qint64>() <= u["step_id"].get<qint64>(),
+                    qPrintable(QString::fromStdString(u.dump())));
+                if (std::isnan(first_eval)) {
+                    first_eval = u["eval_loss"].get<double>();
+                    QCOMPARE(u["eval_step"].get<qint64>(), qint64(0));
+                }
                 last_eval = u["eval_loss"].get<double>();
             }
         }

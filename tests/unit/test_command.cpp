@@ -117,6 +117,17 @@ class TestCommand : public QObject {
                                           << QStringList{"field 'precision'", "must be a string", "got 8"};
         QTest::newRow("precision unknown") << R"({"cmd":"pin","blocks":[1],"precision":"fp16"})"
                                            << QStringList{"field 'precision'", "\"fp16\"", precisions};
+        QTest::newRow("for_steps zero") << R"({"cmd":"pin","blocks":[1],"precision":"int8","for_steps":0})"
+                                        << QStringList{"field 'for_steps'", "positive integer", "got 0"};
+        QTest::newRow("for_steps fraction")
+            << R"({"cmd":"pin","blocks":[1],"precision":"int8","for_steps":2.5})"
+            << QStringList{"field 'for_steps'", "got 2.5"};
+        QTest::newRow("for_steps huge")
+            << R"({"cmd":"pin","blocks":[1],"precision":"int8","for_steps":18446744073709551615})"
+            << QStringList{"field 'for_steps'", "at most"};
+        QTest::newRow("release_on_spike string")
+            << R"({"cmd":"pin","blocks":[1],"precision":"int8","release_on_spike":"yes"})"
+            << QStringList{"field 'release_on_spike'", "true or false", "got \"yes\""};
         QTest::newRow("release no blocks")
             << R"({"cmd":"release"})" << QStringList{"field 'blocks'", "missing", "'release'"};
         QTest::newRow("set_mode no mode")
@@ -202,10 +213,15 @@ class TestCommand : public QObject {
     }
 
     void to_json_round_trips() {
-        const char* texts[] = {R"({"cmd":"pin","blocks":[0,5],"precision":"int8"})",
-                               R"({"cmd":"pin","blocks":[2],"precision":"fp8_e5m2"})",
-                               R"({"cmd":"release","blocks":[1,2,3]})", R"({"cmd":"release_all"})",
-                               R"({"cmd":"set_mode","mode":"static"})"};
+        const char* texts[] = {
+            R"({"cmd":"pin","blocks":[0,5],"precision":"int8"})",
+            R"({"cmd":"pin","blocks":[2],"precision":"fp8_e5m2"})",
+            R"({"cmd":"pin","blocks":[2],"precision":"int8","for_steps":200})",
+            R"({"cmd":"pin","blocks":[2],"precision":"int8","release_on_spike":true})",
+            R"({"cmd":"pin","blocks":[1],"precision":"bf16","for_steps":5,"release_on_spike":true})",
+            R"({"cmd":"release","blocks":[1,2,3]})",
+            R"({"cmd":"release_all"})",
+            R"({"cmd":"set_mode","mode":"static"})"};
         for (const char* text : texts) {
             sp::Command c;
             std::string error;

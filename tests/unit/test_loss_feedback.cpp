@@ -264,7 +264,9 @@ class TestLossFeedback : public QObject {
         Policy p(c, uniform_layout(4));
         for (std::int64_t s = 0; s <= 33; ++s) step(p, s, 3.0);
         const LossFeedback& fb = step(p, 34, kNaN);
-        QVERIFY(!fb.alarm());
+        QVERIFY(fb.alarm());  // judged (a pin given release_on_spike listens), but nothing rolled back
+        QVERIFY(!fb.rolled_back());
+        QVERIFY(fb.changes.empty());
         QCOMPARE(p.precisions()[0], int8);
     }
 

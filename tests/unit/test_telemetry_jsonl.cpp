@@ -45,6 +45,7 @@ UpdateRecord sample_update() {
     r.measured_bandwidth_saving_pct = 29.5;
     r.train_loss = 2.718281828459045;
     r.eval_loss = 3.0;
+    r.eval_step = 0;  // measured before training, earlier than the record's step
     BlockDetail a;
     a.id = 0;
     a.precision = Precision::int8;
@@ -140,6 +141,7 @@ class TestTelemetryJsonl : public QObject {
         QVERIFY(out.train_loss.has_value() && out.eval_loss.has_value());
         CHECK_SAME(*out.train_loss, 2.718281828459045);
         CHECK_SAME(*out.eval_loss, 3.0);
+        QCOMPARE(out.eval_step, std::optional<std::int64_t>(0));
         QCOMPARE(out.block_details.size(), std::size_t(3));
         for (std::size_t i = 0; i < 3; ++i) {
             const BlockDetail& e = in.block_details[i];
@@ -191,7 +193,7 @@ class TestTelemetryJsonl : public QObject {
         auto j = nlohmann::ordered_json::parse(to_json_line(r));
         std::vector<std::string> expected = seed;
         for (const char* k : {"blocks_fp8", "blocks_int4", "mode", "measured_bandwidth_saving_pct",
-                              "train_loss", "eval_loss"})
+                              "train_loss", "eval_loss", "eval_step"})
             expected.push_back(k);
         QCOMPARE(keys_of(j), expected);
         QVERIFY(!j.contains("type"));
@@ -226,6 +228,7 @@ class TestTelemetryJsonl : public QObject {
         r.measured_bandwidth_saving_pct.reset();
         r.train_loss.reset();
         r.eval_loss.reset();
+        r.eval_step.reset();
         j = nlohmann::ordered_json::parse(to_json_line(r));
         expected.resize(seed.size() + 2);  // blocks_fp8 and blocks_int4 are always written
         QCOMPARE(keys_of(j), expected);
@@ -490,6 +493,37 @@ class TestTelemetryJsonl : public QObject {
             QVERIFY2(diff.empty(), qPrintable(QString::fromStdString(diff + " differs in " + line)));
         }
         QVERIFY(updates >= 20);
+    }
+
+    // eval_step (additive): written when set, read by both parsers, null or absent reads as absent
+    // (older files: the eval loss belongs to the record's own step); a non-integer is an error.
+    void eval_step_round_trips_through_both_parsers() {
+        UpdateRecord r = sample_update();
+        r.eval_step = 1234567890000;
+        const std::string line = to_json_line(r);
+        QVERIFY(line.find(",\"eval_step\":1234567890000}") != std::string::npos);
+        const auto check_both = [](const std::string& text, std::optional<std::int64_t> expected) {
+            UpdateRecord fast, dom;
+            std::string error;
+            QVERIFY2(detail::parse_update_record(text, fast, error).ok, error.c_str());
+            QVERIFY2(detail::update_record_from_json(nlohmann::ordered_json::parse(text), dom, error),
+                     error.c_str());
+            QCOMPARE(fast.eval_step, expected);
+            QCOMPARE(dom.eval_step, expected);
+        };
+        check_both(line, 1234567890000);
+        check_both(minimal_line(), std::nullopt);
+        const std::string with_null =
+            minimal_line().substr(0, minimal_line().size() - 1) + R"(, "eval_step": null})";
+        check_both(with_null, std::nullopt);
+        const std::string with_float =
+            minimal_line().substr(0, minimal_line().size() - 1) + R"(, "eval_step": 0.5})";
+        UpdateRecord out;
+        std::string why;
+        QVERIFY(!detail::parse_update_record(with_float, out, why).ok);
+        QVERIFY2(QString::fromStdString(why).contains("field 'eval_step': expected an integer"), why.c_str());
+        QVERIFY(!detail::update_record_from_json(nlohmann::ordered_json::parse(with_float), out, why));
+        QVERIFY2(QString::fromStdString(why).contains("field 'eval_step': expected an integer"), why.c_str());
     }
 
     void unknown_type_is_separate() {

@@ -4,6 +4,7 @@
 //   {"cmd":"pin","blocks":[3,4],"precision":"int8"}   {"cmd":"release","blocks":[3]}
 //   {"cmd":"release_all"}                               {"cmd":"set_mode","mode":"static"}
 //   {"cmd":"set_budget","target_pct":55}
+//   {"cmd":"pin","blocks":[2],"precision":"int8","for_steps":200,"release_on_spike":true}
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -20,8 +21,12 @@ struct Command {
     Kind kind = Kind::release_all;
     std::vector<int> blocks;                // pin, release
     Precision precision = Precision::bf16;  // pin
-    Mode mode = Mode::dynamic;              // set_mode
-    double target_pct = 0.0;                // set_budget: budget_target_pct, in [0, 100]
+    // pin: the pin ends by itself at the boundary of step (applied + for_steps); 0: until released.
+    std::int64_t for_steps = 0;
+    // pin: a loss spike releases it, and a block pinned below BF16 is rolled back (POLICY.md rule 20).
+    bool release_on_spike = false;
+    Mode mode = Mode::dynamic;  // set_mode
+    double target_pct = 0.0;    // set_budget: budget_target_pct, in [0, 100]
 };
 
 std::string_view to_string(Command::Kind k);

@@ -3,9 +3,10 @@
 // hysteresis, cooldown, config force lists, operator pins and modes. The normative semantics
 // are written down in core/POLICY.md; this class implements exactly those.
 //
-// Per step the caller does: apply(commands) at the step boundary, observe(step, stats) for each
-// block that had gradients, then update(step, now). update() returns a record only on update
-// steps; precisions() is the map the trainer's runtime should use after it.
+// Per step the caller does: expire_pins(step) and apply(commands) at the step boundary,
+// observe(step, stats) for each block that had gradients, update(step, now), then observe_loss(step,
+// loss) when it has the loss. update() returns a record only on update steps; precisions() is the
+// map the trainer's runtime should use after it.
 #include <cstdint>
 #include <limits>
 #include <optional>
@@ -41,16 +42,25 @@ struct CommandOutcome {
 
 // What the loss feedback did with one step's loss (POLICY.md, "Loss feedback").
 struct LossFeedback {
-    LossVerdict verdict;
+    LossVerdict verdict;  // judged at every step, whether or not rollback is enabled
     // The blocks the policy had moved to a lower precision within rollback_window_steps before the
     // step: rolled back to BF16 on a spike or a non-finite loss (ascending ids; `changes` lists them).
     std::vector<int> suspects;
     std::vector<PrecisionChange> changes;
+    // Pins given release_on_spike that the alarm released (rule 20; ascending ids). Those below BF16
+    // went back to BF16 with the suspects (in `changes`) and are held there alike.
+    std::vector<int> released_pins;
     std::int64_t cooldown_until = 0;  // rolled-back blocks stay BF16 before this step
     bool alarm() const {
         return verdict.kind == LossVerdict::Kind::spike || verdict.kind == LossVerdict::Kind::nonfinite;
     }
-    bool rolled_back() const { return !changes.empty(); }
+    bool rolled_back() const { return !suspects.empty(); }
+};
+
+// Pins whose lifetime ended (rule 20): released at a step boundary like a `release` command.
+struct PinExpiry {
+    std::vector<int> blocks;               // ascending ids
+    std::vector<PrecisionChange> changes;  // only a block with a config force changes at once
 };
 
 class Policy {
@@ -97,16 +107,24 @@ class Policy {
     // (unknown block, precision this build does not route) changes nothing.
     CommandOutcome apply(const Command& command, std::int64_t step);
 
+    // Releases the pins whose `for_steps` ended at the boundary of `step` (rule 20). Call once per
+    // step before apply(); the result is valid until the next call.
+    const PinExpiry& expire_pins(std::int64_t step);
+
     // Loss feedback: judges the training loss of `step` (the loss of the forward pass that ran with
-    // the map of the previous steps) and, on a spike or a non-finite loss, rolls back to BF16 every
-    // block the policy moved to a lower precision within rollback_window_steps before `step`, held
-    // there for rollback_cooldown_steps. Does nothing (an empty result) unless rollback_enabled.
-    // Call once per step, after update(); the result is valid until the next call.
+    // the map of the previous steps). On a spike or a non-finite loss it releases the pins given
+    // release_on_spike (rule 20) and, when rollback_enabled, rolls back to BF16 every block the policy
+    // moved to a lower precision within rollback_window_steps before `step`; both are held at BF16
+    // for rollback_cooldown_steps. Call once per step, after update(); the result is valid until the
+    // next call.
     const LossFeedback& observe_loss(std::int64_t step, double loss);
 
     // The effective block -> precision map now.
     const std::vector<Precision>& precisions() const { return effective_; }
     const std::vector<std::optional<Precision>>& pins() const { return pins_; }
+    // The step at whose boundary a block's pin ends by itself; nullopt: no pin, or until released.
+    std::optional<std::int64_t> pin_expires_at(int block) const;
+    bool pin_releases_on_spike(int block) const { return pin_on_spike_.at(std::size_t(block)) != 0; }
     std::optional<std::int64_t> last_update_step() const { return last_update_; }
     double budget_target_pct() const { return budget_target_pct_; }
     // Changes made by the most recent update() (empty when it was not an update step).
@@ -114,6 +132,7 @@ class Policy {
 
   private:
     static constexpr std::int64_t kNever = std::numeric_limits<std::int64_t>::min();
+    static constexpr std::int64_t kForever = std::numeric_limits<std::int64_t>::max();
     struct Decision {
         Precision next = Precision::bf16;
         Reason reason = Reason::hold;
@@ -137,6 +156,10 @@ class Policy {
     FormatMask allowed(std::size_t block) const { return admitted_[block] & materializable_; }
 
     std::optional<Precision> forced_precision(int block, ForcedBy* by) const;
+    // Ends a block's pin (a release command, an expiry, a spike): back to its config force if it has
+    // one, otherwise it keeps its precision until the next update, with no cooldown (rule 9).
+    void release_pin(int block, std::int64_t step, std::vector<PrecisionChange>* changes);
+    void release_pins_on_spike(LossFeedback& fb, std::int64_t step);
     void set_effective(int block, Precision p, std::int64_t step, Reason why,
                        std::vector<PrecisionChange>* changes);
 
@@ -157,6 +180,9 @@ class Policy {
     std::vector<Precision> effective_;
     std::vector<Precision> recorded_;  // as in the previous record
     std::vector<std::optional<Precision>> pins_;
+    std::vector<std::int64_t> pin_until_;  // the step a pin ends at, kForever: until released
+    std::vector<char> pin_on_spike_;       // the pin's release_on_spike
+    PinExpiry expiry_;
     std::vector<std::optional<Precision>> config_force_;
     std::vector<std::int64_t> cooldown_from_;   // step of the last policy change, or none
     std::vector<std::int64_t> rollback_until_;  // a rolled-back block is held in BF16 before this step

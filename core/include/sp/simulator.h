@@ -41,6 +41,13 @@ struct SimulatedRollback {
     std::vector<int> blocks;
 };
 
+// A pin that ended by itself (POLICY.md rule 20): its for_steps ran out, or a loss alarm released it.
+struct SimulatedPinRelease {
+    std::int64_t step = 0;
+    std::string trigger;  // "expired", "spike" or "nonfinite", as in the agent's pin_release event
+    std::vector<int> blocks;
+};
+
 struct SimulationResult {
     Config config;                    // the configuration the policy ran with
     bool config_from_header = false;  // taken from a telemetry file's header
@@ -52,6 +59,7 @@ struct SimulationResult {
     BlockLayout layout;
     std::vector<UpdateRecord> records;
     std::vector<SimulatedRollback> rollbacks;
+    std::vector<SimulatedPinRelease> pin_releases;
     std::uint64_t steps = 0;     // distinct steps simulated
     std::uint64_t commands = 0;  // operator commands applied
 };

@@ -83,6 +83,9 @@ struct UpdateRecord {
     std::optional<double> measured_bandwidth_saving_pct;  // set by a runtime that counts real bytes
     std::optional<double> train_loss;                     // the loss of the update's step, when known
     std::optional<double> eval_loss;                      // the latest held-out loss, when known
+    // The step at which eval_loss was measured (an eval before training is step 0, earlier than the
+    // record's step); absent in older files, meaning the record's own step.
+    std::optional<std::int64_t> eval_step;
 };
 
 // Per-step block statistics (written when telemetry_every_step is on), in `sp-ctl simulate`'s input

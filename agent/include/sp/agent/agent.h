@@ -105,10 +105,13 @@ class Agent {
     const PrecisionHints& compute_hints(std::int64_t step);
     // Optional inputs to this step's record: the runtime's real bytes, the latest held-out loss.
     void record_transfer(std::uint64_t bytes_copied, std::uint64_t bytes_bf16);
+    // `step`: when it was measured (0 for an evaluation before training), which may be earlier than
+    // the update record that carries it; without it, the record's own step.
     void record_eval_loss(double loss);
-    // Writes the step's records and, when rollback_enabled, feeds the loss to the policy's loss
-    // feedback: a rollback is announced (events) and delivered to the hint sinks at once, so the
-    // next step runs with it.
+    void record_eval_loss(double loss, std::int64_t step);
+    // Writes the step's records and feeds the loss to the policy's loss feedback: a rollback (when
+    // rollback_enabled) or a pin released by a spike (POLICY.md rule 20) is announced (events) and
+    // delivered to the hint sinks at once, so the next step runs with it.
     void end_step(double loss);
     // Announces the end of the run: a `run_end` event with the last step and `reason` (one line, e.g.
     // "completed", "interrupted", "error: ..."), in the file and on the wire, so readers can tell a
@@ -148,6 +151,10 @@ class Agent {
     void log_change(std::int64_t step, const PrecisionChange& change);
     void write_header_once();
     void apply_loss_feedback(double loss);
+    void publish_loss_feedback(const LossFeedback& fb);
+    bool expire_pins(std::int64_t step);  // true when a pin ended
+    // A pin_release event: `alarm` is the loss alarm that released them, null for an expiry.
+    void emit_pin_release(std::int64_t step, const std::vector<int>& released, const LossFeedback* alarm);
     void publish_snapshot();
     void publish_telemetry_health();
     void configure_policy();  // the gate's admitted formats and the runtime's formats, after (re)creation
@@ -187,6 +194,7 @@ class Agent {
     PrecisionHints hints_;
     std::optional<UpdateRecord> pending_record_, last_record_;
     std::optional<double> eval_loss_;
+    std::optional<std::int64_t> eval_step_;  // when eval_loss_ was measured, if the caller said
     std::optional<std::pair<std::uint64_t, std::uint64_t>> transfer_;
     Overhead overhead_;
 };
