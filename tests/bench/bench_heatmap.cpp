@@ -4,10 +4,14 @@
 //
 // A store of 1,000 blocks x 10,000 updates (filled directly, no source), a HeatmapView of 1600x1000
 // at full zoom-out. Reports median and p95 of: a repaint with nothing changed (cached grid), a repaint
-// after the grid cache was dropped (one update appended: column write + resample + paint), the
-// append+refresh cost per update, the export renderToImage; and the charts' refresh for the same
-// run. Baseline: QPainter::drawImage of an already-scaled image of the same size (the least a
-// repaint can cost). Ratios are what to compare across machines; milliseconds only within one.
+// after the grid cache was dropped (one update appended: column write + resample + paint; fitted to
+// the width, the zoom moves about once per pixel column's worth of updates, so the median is an
+// append that changes one pixel column and the p95 one that rescales them all), the same following
+// at 1.5x the fitted zoom (a whole number of updates per pixel: the view moves one pixel column every
+// few appends), the append+refresh cost per update, the export renderToImage; and the charts'
+// refresh for the same run. Baseline: QPainter::drawImage of an already-scaled image of the same
+// size (the least a repaint can cost). Ratios are what to compare across machines; milliseconds only
+// within one.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -191,6 +195,17 @@ int main(int argc, char** argv) {
         },
         [&] { store.append(maker.make(next++)); });
     print("append 1 update: refresh() + repaint (resample)", append_paint, base);
+
+    view.zoomUpdates(1.5);  // still zoomed out, still following the live edge
+    const Stats follow_paint = time_it(
+        repaints,
+        [&] {
+            view.refresh();
+            view.viewport()->repaint();
+        },
+        [&] { store.append(maker.make(next++)); });
+    print("same at 1.5x the fitted zoom, following", follow_paint, base);
+    view.fitAll();
 
     const Stats export_image =
         time_it(std::max(5, repaints / 5), [&] { (void)view.renderToImage(QSize(1600, 1000)); });

@@ -1,5 +1,6 @@
 // HeatmapView over a store filled directly: cell colours, incremental image, selection, follow mode,
-// tooltip, cursor, empty state.
+// tooltip, cursor, empty state. The incremental zoomed-out grid, the block filter and the marks are
+// in test_heatmap_marks.cpp.
 #include <QtTest>
 
 #include <algorithm>
@@ -10,86 +11,21 @@
 #include <QScrollBar>
 
 #include "heatmap_axis.h"
+#include "heatmap_layout.h"
+#include "heatmap_pooled.h"
+#include "heatmap_pooling.h"
+#include "heatmap_test_data.h"
 #include "sp/ui/colormap.h"
 #include "sp/ui/heatmap_legend.h"
 #include "sp/ui/heatmap_view.h"
+#include "sp/ui/run_session.h"
 #include "sp/ui/telemetry_store.h"
 
 using namespace sp::ui;
+using namespace sp::ui::heatmap_test;
 
-namespace {
-
-constexpr int kBlocks = 4;
-
-// Known sensitivity per (block, update); block 2 has no detail at update 3 (a missing cell).
-float sensitivityOf(int block, std::size_t update) {
-    return float((block * 7 + int(update) * 3) % 20) / 19.0f;
-}
-bool presentAt(int block, std::size_t update) {
-    return !(block == 2 && update == 3);
-}
-
-sp::UpdateRecord makeRecord(std::size_t update, int blocks = kBlocks, bool details = true) {
-    sp::UpdateRecord r;
-    r.step_id = std::int64_t(update) * 10 + 100;
-    r.timestamp = 1000.0 + double(update);
-    r.estimated_bandwidth_saving_pct = 12.5;
-    if (!details) return r;
-    for (int b = 0; b < blocks; ++b) {
-        if (!presentAt(b, update)) continue;
-        sp::BlockDetail d;
-        d.id = b;
-        d.sensitivity = sensitivityOf(b, update);
-        d.precision = b == 1 ? sp::Precision::int8 : (b == 3 ? sp::Precision::fp8_e4m3 : sp::Precision::bf16);
-        d.forced = b == 1 ? sp::ForcedBy::pin : (b == 0 ? sp::ForcedBy::config : sp::ForcedBy::none);
-        d.reason = b == 1 ? sp::Reason::pin : sp::Reason::policy;
-        d.grad_score = 0.25;
-        d.error_score = 0.125;
-        d.relative_magnitude = 0.5;
-        d.l2_norm = 3.5;
-        d.max_abs = 0.75;
-        r.block_details.push_back(d);
-    }
-    return r;
-}
-
-void fill(TelemetryStore& store, std::size_t from, std::size_t to, int blocks = kBlocks) {
-    for (std::size_t u = from; u < to; ++u) store.append(makeRecord(u, blocks));
-}
-
-QRgb expectedColor(int block, std::size_t update) {
-    return presentAt(block, update) ? sensitivityColor(sensitivityOf(block, update)) : kMissingColor;
-}
-
-void sendMouse(QWidget* w, QEvent::Type type, QPoint pos, Qt::MouseButton button, Qt::MouseButtons buttons,
-               Qt::KeyboardModifiers mods = Qt::NoModifier) {
-    QMouseEvent event(type, QPointF(pos), w->mapToGlobal(QPointF(pos)), button, buttons, mods);
-    QCoreApplication::sendEvent(w, &event);
-}
-
-std::vector<int> lastSelection(const QSignalSpy& spy) {
-    return spy.last().at(0).value<std::vector<int>>();
-}
-
-}  // namespace
-
-class TestHeatmap : public QObject {
+class TestHeatmap : public HeatmapFixture {
     Q_OBJECT
-  private:
-    TelemetryStore store_;
-    std::unique_ptr<HeatmapView> view_;
-
-    void makeView(std::size_t updates, QSize size = QSize(640, 360)) {
-        store_.reset(sp::uniform_layout(kBlocks));
-        fill(store_, 0, updates);
-        view_ = std::make_unique<HeatmapView>();
-        view_->resize(size);
-        view_->setStore(&store_);
-        view_->show();
-        QVERIFY(QTest::qWaitForWindowExposed(view_.get()));
-        view_->refresh();
-    }
-
   private slots:
     // Ticks land on round steps even when the updates do not (every 10 steps from step 10 here), at
     // the fractional position between the updates that bracket them, and stay far enough apart.

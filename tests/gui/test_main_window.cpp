@@ -4,6 +4,7 @@
 #include <QAction>
 #include <QFile>
 #include <QLabel>
+#include <QLineEdit>
 #include <QScreen>
 #include <QSettings>
 #include <QTableView>
@@ -15,6 +16,7 @@
 #include "sp/ui/block_table_model.h"
 #include "sp/ui/block_table_panel.h"
 #include "sp/ui/charts_panel.h"
+#include "sp/ui/colormap.h"
 #include "sp/ui/connection_dialog.h"
 #include "sp/ui/control_actions.h"
 #include "sp/ui/event_log_model.h"
@@ -182,6 +184,46 @@ class TestMainWindow : public QObject {
         QCOMPARE(panel->selectedBlocks(), (std::vector<int>{2, 3}));
         panel->view()->selectRow(4);  // a user selection in the table reaches the heatmap
         QCOMPARE(heatmap->selection(), (std::vector<int>{4}));
+    }
+
+    // View > Heatmap by precision: the cells take their format's colour, and back.
+    void precisionViewColoursTheHeatmapByFormat() {
+        MainWindow w;
+        w.show();
+        w.openFile(fixture_);
+        QTRY_VERIFY_WITH_TIMEOUT(w.currentSession()->state() == SourceState::loaded, 10000);
+        w.refreshViews();
+        auto* heatmap = w.findChild<HeatmapView*>();
+        QAction* precision = actionNamed(w, QStringLiteral("Heatmap by &precision"));
+        QVERIFY(precision != nullptr);
+        precision->trigger();
+        QCOMPARE(heatmap->colorMode(), HeatmapView::ColorMode::precision);
+        w.refreshViews();
+        const TelemetryStore& store = w.currentSession()->store();
+        for (int b = 0; b < store.blockCount(); ++b) {
+            const BlockCell c = store.cell(b, 10);
+            QCOMPARE(heatmap->cellColor(b, 10) & 0xFFFFFFu, precisionColor(c.precision) & 0xFFFFFFu);
+        }
+        precision->trigger();
+        QCOMPARE(heatmap->colorMode(), HeatmapView::ColorMode::sensitivity);
+    }
+
+    // Typing in the block table's filter limits the heatmap to the same blocks.
+    void tableFilterAlsoFiltersTheHeatmap() {
+        MainWindow w;
+        w.resize(1280, 800);
+        w.show();
+        w.openFile(fixture_);
+        QTRY_VERIFY_WITH_TIMEOUT(w.currentSession()->state() == SourceState::loaded, 10000);
+        w.refreshViews();
+        auto* panel = w.findChild<BlockTablePanel*>();
+        auto* heatmap = w.findChild<HeatmapView*>();
+        QCOMPARE(heatmap->shownRowCount(), 6);
+        QTest::keyClicks(panel->filterEdit(), QStringLiteral("blocks.3"));
+        QCOMPARE(heatmap->shownRowCount(), 1);
+        QCOMPARE(heatmap->blockOfRow(0), 3);
+        panel->filterEdit()->clear();
+        QCOMPARE(heatmap->shownRowCount(), 6);
     }
 
     void exportsWriteWhatIsShown() {

@@ -88,6 +88,7 @@ BlockTableModel::RowState BlockTableModel::readRow(int block, std::size_t update
     r.switches = store.switchesUpTo(block, update);
     if (r.cell.present && r.cell.forced == ForcedBy::pin) r.pin = r.cell.precision;
     r.pending = session_->pendingFor(block);
+    if (r.pin) r.pin_terms = session_->pinTermsFor(block);
     r.why = store.reasonText(block, update);
     r.history = holdHistory(store, block, update);
     r.may_switch_at = maySwitchAt(store, block, update, session_->runConfig().min_steps_between_switches);
@@ -137,7 +138,7 @@ void BlockTableModel::refresh() {
             changed[SensitivityColumn + i] = !sameFloat(next.values[i], prev.values[i]);
         changed[ForcedColumn] = next.cell.present != prev.cell.present ||
                                 next.cell.forced != prev.cell.forced || next.pin != prev.pin ||
-                                next.pending != prev.pending;
+                                next.pending != prev.pending || next.pin_terms != prev.pin_terms;
         changed[LastChangeColumn] = next.last_change != prev.last_change;
         changed[SwitchesColumn] = next.switches != prev.switches;
         changed[WhyColumn] =
@@ -187,9 +188,12 @@ QVariant BlockTableModel::data(const QModelIndex& index, int role) const {
                     return std::isfinite(v) ? QString::number(double(v), 'f', 3) : QString();
                 }
                 case ForcedColumn: {
-                    QString forced = r.pin ? QStringLiteral("pin: ") + precisionText(*r.pin)
-                                     : present && r.cell.forced == ForcedBy::config ? QStringLiteral("config")
-                                                                                    : QString();
+                    QString forced =
+                        r.pin ? QStringLiteral("pin: ") + precisionText(*r.pin) +
+                                    (r.pin_terms.isEmpty() ? QString()
+                                                           : QStringLiteral(" (%1)").arg(r.pin_terms))
+                        : present && r.cell.forced == ForcedBy::config ? QStringLiteral("config")
+                                                                       : QString();
                     if (r.pending.isEmpty()) return forced;
                     return (forced.isEmpty() ? forced : forced + QStringLiteral(" · ")) +
                            QStringLiteral("pending: ") + r.pending;
@@ -241,6 +245,7 @@ QVariant BlockTableModel::data(const QModelIndex& index, int role) const {
                             QString::fromLatin1(to_string(r.cell.reason).data(),
                                                 int(to_string(r.cell.reason).size())));
             if (r.pin) tip += QStringLiteral("\npinned to %1 by an operator").arg(precisionText(*r.pin));
+            if (!r.pin_terms.isEmpty()) tip += QStringLiteral(", ") + r.pin_terms;
             if (!r.pending.isEmpty())
                 tip += QStringLiteral("\npending (sent, not yet applied): ") + r.pending;
             if (r.cell.forced == ForcedBy::config) tip += QStringLiteral("\nforced by the config");

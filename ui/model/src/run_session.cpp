@@ -86,8 +86,10 @@ QString RunSession::stateText() const {
         const QString at = QStringLiteral("finished at step %1").arg(end->step);
         return end->reason == sp::kRunEndCompleted ? at : at + QStringLiteral(" (%1)").arg(qs(end->reason));
     }
-    const QString cut = cutMessage();
-    return cut.isEmpty() ? toString(state_) : toString(state_) + QStringLiteral(": ") + cut;
+    // Short, for the status bar: cutMessage() (in the log and the state's tooltip) says it in full.
+    if (cutMessage().isEmpty()) return toString(state_);
+    return toString(state_) +
+           QStringLiteral(": cut at step %1 (no run_end record)").arg(run_end_.last_step().value_or(-1));
 }
 
 // ---- Events ----
@@ -267,6 +269,8 @@ void RunSession::onEvent(const sp::EventRecord& rec) {
             QStringLiteral("%1: %2 → %3").arg(blockName(block), jsonString(j, "from"), jsonString(j, "to"));
         const QString reason = jsonString(j, "reason");
         if (!reason.isEmpty()) e.text += QStringLiteral(" (%1)").arg(reason);
+    } else if (rec.kind == "pin_release") {
+        onPinRelease(rec, j, e);
     } else if (rec.kind == "rollback") {
         e.category = EventCategory::rollback;
         e.text = message.isEmpty() ? QStringLiteral("rollback") : QStringLiteral("rollback: ") + message;

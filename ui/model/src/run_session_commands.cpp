@@ -16,13 +16,22 @@ using namespace session_text;
 
 namespace {
 
+// A pin's terms in words: " for 200 steps, released by a loss spike"; "" for a plain pin.
+QString pinTermsText(const sp::Command& c) {
+    QStringList terms;
+    if (c.for_steps > 0) terms << QStringLiteral("for %1 steps").arg(c.for_steps);
+    if (c.release_on_spike) terms << QStringLiteral("released by a loss spike");
+    return terms.isEmpty() ? QString() : QStringLiteral(" ") + terms.join(QStringLiteral(", "));
+}
+
 QString describe(const sp::Command& c, const std::function<QString(int)>& name) {
     QStringList blocks;
     for (int b : c.blocks) blocks << name(b);
     switch (c.kind) {
         case sp::Command::Kind::pin:
-            return QStringLiteral("pin %1 → %2")
-                .arg(blocks.join(QStringLiteral(", ")), qs(std::string(to_string(c.precision))));
+            return QStringLiteral("pin %1 → %2%3")
+                .arg(blocks.join(QStringLiteral(", ")), qs(std::string(to_string(c.precision))),
+                     pinTermsText(c));
         case sp::Command::Kind::release:
             return QStringLiteral("release %1").arg(blocks.join(QStringLiteral(", ")));
         case sp::Command::Kind::release_all:
@@ -60,6 +69,59 @@ QString RunSession::pendingFor(int block) const {
         }
     }
     return what.join(QStringLiteral(", "));
+}
+
+QString RunSession::pinTermsFor(int block) const {
+    const auto it = pin_terms_.find(block);
+    if (it == pin_terms_.end() || !pinOf(block)) return {};
+    const PinTerms& t = it->second;
+    if (t.until && t.on_spike) return QStringLiteral("until step %1 or a loss spike").arg(*t.until);
+    if (t.until) return QStringLiteral("until step %1").arg(*t.until);
+    return t.on_spike ? QStringLiteral("until a loss spike") : QString();
+}
+
+void RunSession::notePinTerms(const sp::Command& c, std::int64_t step) {
+    switch (c.kind) {
+        case sp::Command::Kind::pin:
+            for (int b : c.blocks) {
+                PinTerms t;
+                if (c.for_steps > 0) t.until = step + c.for_steps;
+                t.on_spike = c.release_on_spike;
+                pin_terms_[b] = t;
+            }
+            break;
+        case sp::Command::Kind::release:
+            for (int b : c.blocks) pin_terms_.erase(b);
+            break;
+        case sp::Command::Kind::release_all:
+            pin_terms_.clear();
+            break;
+        default:
+            break;
+    }
+}
+
+// The agent ended pins by itself (their for_steps ran out, or a loss alarm): the log says which and
+// why, and their terms are gone.
+void RunSession::onPinRelease(const sp::EventRecord& rec, const nlohmann::json& j, EventEntry& e) {
+    QStringList names;
+    if (const auto blocks = j.find("blocks"); blocks != j.end() && blocks->is_array()) {
+        for (const auto& b : *blocks) {
+            if (!b.is_number_integer()) continue;
+            pin_terms_.erase(b.get<int>());
+            names << blockName(b.get<int>());
+        }
+    }
+    const QString trigger = jsonString(j, "trigger");
+    const bool expired = trigger == QStringLiteral("expired");
+    e.category = expired ? EventCategory::command : EventCategory::rollback;
+    e.text = expired
+                 ? QStringLiteral("pin ended (its steps ran out): %1").arg(names.join(QStringLiteral(", ")))
+                 : QStringLiteral("pin released by a %1 loss at step %2: %3")
+                       .arg(trigger == QStringLiteral("nonfinite") ? QStringLiteral("non-finite")
+                                                                   : QStringLiteral("spiking"))
+                       .arg(rec.step)
+                       .arg(names.join(QStringLiteral(", ")));
 }
 
 QString RunSession::newRequestId() {
@@ -146,6 +208,11 @@ void RunSession::onCommandEvent(const sp::EventRecord& rec, const QString& paylo
                                                        : compact(cmd->dump());
     }
     QString outcome;
+    if (ok && cmd != j.end()) {
+        sp::Command c;
+        std::string parse_error;
+        if (sp::parse_command(*cmd, c, parse_error)) notePinTerms(c, rec.step);
+    }
     if (ok) {
         const auto changes = j.find("changes");
         outcome = changes != j.end() && changes->is_number_integer()

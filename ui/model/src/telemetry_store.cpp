@@ -101,6 +101,7 @@ void TelemetryStore::append(const UpdateRecord& r) {
         row.measured_saving_pct = static_cast<float>(*r.measured_bandwidth_saving_pct);
     if (r.train_loss) row.train_loss = static_cast<float>(*r.train_loss);
     if (r.eval_loss) row.eval_loss = static_cast<float>(*r.eval_loss);
+    row.eval_step = r.eval_step.value_or(r.step_id);
     row.has_details = !r.block_details.empty();
 
     // Details are sorted by id (the writer's order and the reader's); a producer that breaks

@@ -12,7 +12,9 @@
 #include <QLineSeries>
 #include <QValueAxis>
 
+#include "chart_box.h"
 #include "chart_line.h"
+#include "chart_math.h"
 #include "sp/ui/colormap.h"
 #include "sp/ui/run_session.h"
 #include "sp/ui/telemetry_store.h"
@@ -29,6 +31,7 @@ constexpr QRgb kMeasuredColor = 0xFFD55E00u;
 constexpr QRgb kTargetColor = 0xFF009E73u;
 constexpr QRgb kTrainLossColor = 0xFF0072B2u;
 constexpr QRgb kEvalLossColor = 0xFFE69F00u;
+constexpr int kRawAlpha = 70;  // the unsmoothed losses, behind the smoothed ones
 
 // Finite y extent of the drawn points (NaN pair when there are none).
 void extendRange(const QList<QPointF>& points, double& lo, double& hi) {
@@ -84,21 +87,6 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 
 }  // namespace
 
-struct ChartsPanel::ChartBox {
-    QChart* chart = nullptr;
-    QChartView* view = nullptr;
-    QValueAxis* x = nullptr;
-    QValueAxis* y = nullptr;
-    QString title;
-    std::vector<std::unique_ptr<ChartLine>> lines;
-    std::size_t own_lines = 0;  // the run's own; overlay lines follow them
-
-    ChartLine* addLine(const QString& name, QColor color) {
-        lines.push_back(std::make_unique<ChartLine>(chart, x, y, name, color));
-        return lines.back().get();
-    }
-};
-
 ChartsPanel::ChartsPanel(QWidget* parent) : QWidget(parent) {
     dark_ = palette().color(QPalette::Window).lightness() < 128;
     buildCharts();
@@ -106,21 +94,28 @@ ChartsPanel::ChartsPanel(QWidget* parent) : QWidget(parent) {
 }
 
 ChartsPanel::~ChartsPanel() {
-    // Lines remove their series from charts the views still own.
-    for (auto& box : charts_) box->lines.clear();
+    // Lines remove their series from charts the views still own; the views outlive this body.
+    for (auto& box : charts_) {
+        box->view->viewport()->removeEventFilter(this);
+        box->lines.clear();
+    }
 }
 
 void ChartsPanel::buildCharts() {
-    // Two rows (savings | precision counts | loss, then sensitivity | L2) on a six-column grid:
-    // five stacked charts would force a window taller than a 1280x800 screen.
+    // A row of controls, then two rows of charts (savings | precision counts | loss, then
+    // sensitivity | L2) on a six-column grid: five stacked charts would force a window taller than a
+    // 1280x800 screen.
     auto* layout = new QGridLayout(this);
     layout->setContentsMargins(0, 0, 0, 0);
     layout->setSpacing(2);
+    // The y titles name the value and its unit, short enough for a 150 px plot (longer ones are cut
+    // to "..."); the tooltips say more: the saving is a share of the BF16 bytes moved
+    // (core/TELEMETRY.md), sensitivity a score in [0, 1].
     const std::array<std::pair<QString, QString>, kChartCount> titles = {{
-        {tr("Bandwidth saving, % by step"), tr("saving %")},
+        {tr("Bandwidth saving (%) by step"), tr("saving (%)")},
         {tr("Blocks per precision by step"), tr("blocks")},
         {tr("Sensitivity of selected blocks by step"), tr("sensitivity")},
-        {tr("Gradient L2 of selected blocks by step"), tr("l2")},
+        {tr("Gradient L2 of selected blocks by step"), tr("gradient L2")},
         {tr("Loss by step"), tr("loss")},
     }};
     for (int i = 0; i < kChartCount; ++i) {
@@ -141,18 +136,17 @@ void ChartsPanel::buildCharts() {
             axis->setTruncateLabels(false);  // small charts otherwise show "..." for every tick
         }
         box->y->setTitleText(titles[std::size_t(i)].second);
-        // The chart titles name quantity and unit: axis titles would squeeze small plots to "...".
-        box->x->setTitleVisible(false);
-        box->y->setTitleVisible(false);
         box->chart->addAxis(box->x, Qt::AlignBottom);
         box->chart->addAxis(box->y, Qt::AlignLeft);
         box->view = new QChartView(box->chart, this);
         box->view->setRenderHint(QPainter::Antialiasing, true);
         box->view->setMinimumHeight(155);
+        box->view->viewport()->setMouseTracking(true);  // the hover readout follows the mouse
+        box->view->viewport()->installEventFilter(this);
         if (i < 2 || i == static_cast<int>(Chart::loss))
-            layout->addWidget(box->view, 0, i == static_cast<int>(Chart::loss) ? 4 : 2 * i, 1, 2);
+            layout->addWidget(box->view, 1, i == static_cast<int>(Chart::loss) ? 4 : 2 * i, 1, 2);
         else
-            layout->addWidget(box->view, 1, 3 * (i - 2), 1, 3);
+            layout->addWidget(box->view, 2, 3 * (i - 2), 1, 3);
         charts_[std::size_t(i)] = std::move(box);
     }
     auto& saving = *charts_[std::size_t(Chart::saving)];
@@ -165,14 +159,24 @@ void ChartsPanel::buildCharts() {
     precision.addLine(QStringLiteral("FP8"), QColor::fromRgb(precisionColor(Precision::fp8_e4m3)));
     precision.addLine(QStringLiteral("INT4"), QColor::fromRgb(precisionColor(Precision::int4)));
     auto& loss = *charts_[std::size_t(Chart::loss)];
+    // The raw losses first, so that they lie faint behind the smoothed lines.
+    QColor faint_train = QColor::fromRgb(kTrainLossColor);
+    QColor faint_eval = QColor::fromRgb(kEvalLossColor);
+    faint_train.setAlpha(kRawAlpha);
+    faint_eval.setAlpha(kRawAlpha);
+    loss.addLine(tr("train loss (raw)"), faint_train);
+    loss.addLine(tr("eval loss (raw)"), faint_eval);
     loss.addLine(tr("train loss"), QColor::fromRgb(kTrainLossColor));
     loss.addLine(tr("eval loss"), QColor::fromRgb(kEvalLossColor));
     for (auto& box : charts_) box->own_lines = box->lines.size();
     no_loss_label_ = new QLabel(tr("No loss in this run."), this);
     no_loss_label_->setAlignment(Qt::AlignCenter);
     no_loss_label_->setEnabled(false);              // greyed: a note, not data
-    layout->addWidget(no_loss_label_, 0, 4, 1, 2);  // in the loss chart's place
+    layout->addWidget(no_loss_label_, 1, 4, 1, 2);  // in the loss chart's place
     loss.view->hide();
+    setExplanations();
+    buildControls(layout);
+    buildGuides();
 }
 
 // --- Data ---------------------------------------------------------------------------------------
@@ -198,6 +202,7 @@ void ChartsPanel::setStore(const TelemetryStore* store) {
 void ChartsPanel::resetData() {
     for (auto* column : runColumns()) column->clear();
     steps_.clear();
+    eval_steps_.clear();
     selected_.clear();
     ++resets_;
     drawn_valid_ = false;
@@ -210,6 +215,7 @@ void ChartsPanel::appendRunColumns() {
         // The store was reset and refilled behind our back: start over.
         for (auto* column : runColumns()) column->clear();
         steps_.clear();
+        eval_steps_.clear();
         ++resets_;
     }
     if (steps_.size() == n) return;
@@ -226,6 +232,7 @@ void ChartsPanel::appendRunColumns() {
         int4_.push_back(float(r.blocks_int4));
         train_loss_.push_back(r.train_loss);
         eval_loss_.push_back(r.eval_loss);
+        eval_steps_.push_back(double(r.eval_step));
     }
 }
 
@@ -236,6 +243,10 @@ std::size_t ChartsPanel::shownCount() const {
 void ChartsPanel::refresh() {
     if (store_) appendRunColumns();
     DrawnKey key{store_, shownCount(), selected_, plotWidth(), dark_, resets_, overlays_revision_};
+    key.session = session_ ? session_->revision() : 0;  // events: the markers
+    key.smoothing = smoothing_;
+    key.log_loss = logScale(Chart::loss);
+    key.log_gradient = logScale(Chart::gradient);
     if (drawn_valid_ && key == drawn_) return;
     redraw();
     drawn_ = std::move(key);
@@ -316,6 +327,9 @@ void ChartsPanel::redraw() {
     double x_hi = 1.0;
     if (n > 0) {
         x_lo = steps_.front();
+        // An eval loss may have been measured before its record's step (step 0, before training).
+        for (std::size_t u = 0; u < n; ++u)
+            if (std::isfinite(eval_loss_[u])) x_lo = std::min(x_lo, eval_steps_[u]);
         x_hi = std::max(steps_[n - 1], x_lo + 1.0);
     }
     bool have_range = n > 0;
@@ -379,20 +393,37 @@ void ChartsPanel::redraw() {
         if (which == Chart::sensitivity) plan.y_hi = std::max(1.0, plan.y_hi);
     }
     bool has_loss = false;
-    {  // Loss: eval loss is sparse (only when evaluated), so its line joins the known points.
+    {  // Loss: raw lines (faint, when smoothing) then the shown ones. Eval loss is sparse (only when
+        // evaluated) and drawn where it was measured (eval_step), so its line joins the known points.
         Plan& plan = plans[std::size_t(Chart::loss)];
-        for (const std::vector<float>* column : {&train_loss_, &eval_loss_}) {
-            DecimatedSeries d = decimate(*column, GapPolicy::skip);
-            const bool any = !d.points.isEmpty();
-            has_loss = has_loss || any;
-            add(plan, std::move(d), any);
+        auto decimate_eval = [&](const std::vector<float>& y) {
+            return decimateMinMax(eval_steps_.data(), y.data(), std::min({n, y.size(), eval_steps_.size()}),
+                                  x_lo, x_hi, columns, GapPolicy::skip);
+        };
+        const bool smooth = smoothing_ > 0.0;
+        DecimatedSeries train = decimate(train_loss_, GapPolicy::skip);
+        DecimatedSeries eval = decimate_eval(eval_loss_);
+        const bool any_train = !train.points.isEmpty();
+        const bool any_eval = !eval.points.isEmpty();
+        has_loss = any_train || any_eval;
+        add(plan, smooth ? train : DecimatedSeries{}, smooth && any_train);
+        add(plan, smooth ? eval : DecimatedSeries{}, smooth && any_eval);
+        if (smooth) {
+            train = decimate(emaSmooth(train_loss_, n, smoothing_), GapPolicy::skip);
+            eval = decimate_eval(emaSmooth(eval_loss_, n, smoothing_));
         }
+        add(plan, std::move(train), any_train);
+        add(plan, std::move(eval), any_eval);
     }
     for (const Overlay& o : overlays_) {  // in the order setOverlays() added their lines
         if (o.chart != Chart::saving && o.chart != Chart::loss) continue;
-        DecimatedSeries d =
-            decimateMinMax(o.steps.data(), o.values.data(), std::min(o.steps.size(), o.values.size()), x_lo,
-                           x_hi, columns, GapPolicy::skip);
+        const std::size_t count = std::min(o.steps.size(), o.values.size());
+        // Another run's loss is smoothed as this run's is, so that the two compare.
+        const bool smooth = o.chart == Chart::loss && smoothing_ > 0.0;
+        const std::vector<float> smoothed =
+            smooth ? emaSmooth(o.values, count, smoothing_) : std::vector<float>{};
+        DecimatedSeries d = decimateMinMax(o.steps.data(), smooth ? smoothed.data() : o.values.data(), count,
+                                           x_lo, x_hi, columns, GapPolicy::skip);
         const bool any = !d.points.isEmpty();
         has_loss = has_loss || (o.chart == Chart::loss && any);
         add(plans[std::size_t(o.chart)], std::move(d), any);
@@ -402,89 +433,29 @@ void ChartsPanel::redraw() {
         ChartBox& box = *charts_[std::size_t(c)];
         Plan& plan = plans[std::size_t(c)];
         for (auto& line : box.lines) line->clearPoints();
+        syncYAxes(box);  // before the new points: a log axis must never see a value <= 0
         setNiceRange(box.x, x_lo, x_hi, 0.0, 1.0, false);
         setNiceRange(box.y, plan.y_lo, plan.y_hi, plan.fallback_lo, plan.fallback_hi, true);
+        if (box.log) {  // only positive values have a place on a log axis
+            double lo = kInf, hi = -kInf;
+            for (std::size_t i = 0; i < plan.data.size(); ++i) {
+                plan.data[i] = positiveOnly(plan.data[i]);
+                if (plan.visible[i]) extendRange(plan.data[i].points, lo, hi);
+            }
+            setLogRange(box, lo, hi);
+        }
         for (std::size_t i = 0; i < box.lines.size() && i < plan.data.size(); ++i) {
             box.lines[i]->setVisible(plan.visible[i]);
             box.lines[i]->setData(plan.data[i]);
         }
+        syncYAxes(box);  // segments the lines added hang on the linear axis
     }
+    hideRawLossLegend();
+    drawThresholds(x_lo, x_hi);
+    drawMarkers(x_lo, x_hi);
     charts_[std::size_t(Chart::loss)]->view->setVisible(has_loss);
     no_loss_label_->setVisible(!has_loss);
     no_loss_label_->setText(n == 0 ? tr("No loss yet.") : tr("No loss in this run."));
-}
-
-// --- Theme and export ---------------------------------------------------------------------------
-
-void ChartsPanel::setDarkTheme(bool dark) {
-    theme_explicit_ = true;
-    if (dark == dark_) return;
-    dark_ = dark;
-    applyTheme();
-    refresh();
-}
-
-void ChartsPanel::applyTheme() {
-    for (auto& box : charts_) {
-        box->chart->setTheme(dark_ ? QChart::ChartThemeDark : QChart::ChartThemeLight);
-        box->chart->setBackgroundRoundness(0);
-        // setTheme() recolours every series: give the lines their own colours back.
-        for (auto& line : box->lines) line->setColor(line->color());
-    }
-    // BF16's light grey is for the dark heatmap strip; on a light chart it needs more contrast.
-    auto& precision = *charts_[std::size_t(Chart::precision)];
-    precision.lines[0]->setColor(dark_ ? QColor::fromRgb(precisionColor(Precision::bf16))
-                                       : QColor(0x70, 0x70, 0x70));
-}
-
-void ChartsPanel::changeEvent(QEvent* event) {
-    QWidget::changeEvent(event);
-    if (event->type() == QEvent::PaletteChange && !theme_explicit_) {
-        const bool dark = palette().color(QPalette::Window).lightness() < 128;
-        if (dark != dark_) {
-            dark_ = dark;
-            applyTheme();
-            refresh();
-        }
-    }
-}
-
-void ChartsPanel::resizeEvent(QResizeEvent* event) {
-    QWidget::resizeEvent(event);
-    refresh();  // a new width decimates differently
-}
-
-QChartView* ChartsPanel::chartView(Chart chart) const {
-    return charts_[std::size_t(chart)]->view;
-}
-
-std::vector<QChartView*> ChartsPanel::chartViews() const {
-    std::vector<QChartView*> views;
-    for (const auto& box : charts_) {
-        if (!box->view->isHidden()) views.push_back(box->view);
-    }
-    return views;
-}
-
-QImage ChartsPanel::renderToImage() {
-    return grab().toImage();
-}
-
-std::optional<QList<QPointF>> ChartsPanel::linePoints(Chart chart, const QString& name) const {
-    for (const auto& l : charts_[std::size_t(chart)]->lines) {
-        if (l->name() == name && l->visible()) return l->points();
-    }
-    return std::nullopt;
-}
-
-qsizetype ChartsPanel::drawnPointCount() const {
-    qsizetype total = 0;
-    for (const auto& box : charts_) {
-        for (const auto& l : box->lines) {
-            for (const QLineSeries* s : l->segments()) total += s->count();
-        }
-    }
-    return total;
 }
 
 }  // namespace sp::ui

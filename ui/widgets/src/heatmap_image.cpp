@@ -89,7 +89,8 @@ void HeatmapImage::writeColumns(const TelemetryStore& store, std::size_t from, s
 }
 
 void HeatmapImage::sampleInto(QImage& dst, double first_col, double px_per_col, std::size_t col_limit,
-                              double first_row, double px_per_row, QRgb background) const {
+                              const std::vector<int>& row_blocks, double first_row, double px_per_row,
+                              QRgb background) const {
     const int w = dst.width();
     const int h = dst.height();
     if (w <= 0 || h <= 0) return;
@@ -111,7 +112,9 @@ void HeatmapImage::sampleInto(QImage& dst, double first_col, double px_per_col, 
     std::vector<long> row_of(static_cast<std::size_t>(h), -1);
     for (int y = 0; y < h; ++y) {
         const double r = std::floor(first_row + (y + 0.5) / px_per_row);
-        if (r >= 0.0 && r < double(rows_)) row_of[std::size_t(y)] = long(r);
+        if (r < 0.0 || r >= double(row_blocks.size())) continue;
+        const int block = row_blocks[std::size_t(r)];
+        if (block < rows_) row_of[std::size_t(y)] = block;
     }
     // Tiles: each update line is its own 4 KB page at 1,000 blocks, so a whole destination row would
     // touch ~1,600 pages (TLB misses dominate); a tile touches kTileW source and kTileH target pages.

@@ -7,6 +7,7 @@
 // the previous one; a reset, a layout change or a colour-mode change rebuilds it. Private to sp_ui.
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include <QImage>
 
@@ -37,9 +38,11 @@ class HeatmapImage {
 
     // Nearest-neighbour resampling of the cells [first_col, first_col + cols) x [first_row, ...)
     // into `dst`, cell c of the range covering dst pixels whose centres fall in
-    // [c * px_per_col, (c + 1) * px_per_col). Pixels past the range get `background`.
-    void sampleInto(QImage& dst, double first_col, double px_per_col, std::size_t col_limit, double first_row,
-                    double px_per_row, QRgb background) const;
+    // [c * px_per_col, (c + 1) * px_per_col); row r shows block row_blocks[r] (the block filter).
+    // Pixels past the range get `background`.
+    void sampleInto(QImage& dst, double first_col, double px_per_col, std::size_t col_limit,
+                    const std::vector<int>& row_blocks, double first_row, double px_per_row,
+                    QRgb background) const;
 
   private:
     void writeColumns(const TelemetryStore& store, std::size_t from, std::size_t to);

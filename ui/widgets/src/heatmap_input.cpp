@@ -35,8 +35,10 @@ bool HeatmapView::viewportEvent(QEvent* event) {
         QString text;
         if (const auto cell = cellAt(help->pos())) {
             text = cellToolTip(cell->block, cell->update);
+            const QString pending = pendingText(cell->block);
+            if (!pending.isEmpty()) text = pending + QLatin1Char('\n') + text;
         } else if (const int row = rowAt(help->pos()); row >= 0) {
-            if (const auto shown = displayedUpdate()) text = cellToolTip(row, *shown);
+            text = rowToolTip(row);
         }
         if (text.isEmpty()) {
             QToolTip::hideText();
@@ -60,7 +62,7 @@ void HeatmapView::mousePressEvent(QMouseEvent* event) {
     }
     if (event->button() != Qt::LeftButton) return;
     press_pos_ = pos;
-    press_row_ = rowAt(pos);
+    press_row_ = rowIndexAt(pos);
     band_active_ = false;
 }
 
@@ -72,7 +74,7 @@ void HeatmapView::mouseMoveEvent(QMouseEvent* event) {
         const double rows = double(d.y()) / view_.y_scale;
         const double first = std::max(0.0, double(pan_view_.x_first) - std::round(cols));
         scrollToUpdate(std::size_t(first));
-        scrollToBlock(std::max(0, pan_view_.y_first - int(std::round(rows))));
+        scrollToRow(std::max(0, pan_view_.y_first - int(std::round(rows))));
         return;
     }
     if (!(event->buttons() & Qt::LeftButton) || press_row_ < 0) return;
@@ -83,7 +85,7 @@ void HeatmapView::mouseMoveEvent(QMouseEvent* event) {
     // Clamp to the rows shown so a drag past the grid's edge selects up to the last visible row.
     const QPoint clamped(std::clamp(pos.x(), layout.grid.left(), layout.grid.right()),
                          std::clamp(pos.y(), layout.grid.top(), layout.grid.bottom()));
-    const int row = rowAt(clamped);
+    const int row = rowIndexAt(clamped);
     if (row >= 0) band_to_ = row;
     viewport()->update();
 }
@@ -98,19 +100,20 @@ void HeatmapView::mouseReleaseEvent(QMouseEvent* event) {
     const bool ctrl = event->modifiers() & Qt::ControlModifier;
     const bool shift = event->modifiers() & Qt::ShiftModifier;
     std::vector<int> next = ctrl ? selection_ : std::vector<int>{};
-    auto add_range = [&next](int a, int b) {
-        for (int r = std::min(a, b); r <= std::max(a, b); ++r) next.push_back(r);
+    // Ranges are of rows shown (the filter hides the rest), selected as their blocks.
+    auto add_range = [this, &next](int a, int b) {
+        for (int r = std::min(a, b); r <= std::max(a, b); ++r) next.push_back(blockOfRow(r));
     };
     if (band_active_) {
         band_active_ = false;
         if (band_from_ >= 0 && band_to_ >= 0) add_range(band_from_, band_to_);
-        anchor_row_ = band_from_;
+        anchor_row_ = blockOfRow(band_from_);
     } else {
         const int row = rowAt(event->position().toPoint());
         if (row < 0) {
             if (!ctrl) next.clear();
-        } else if (shift && anchor_row_ >= 0) {
-            add_range(anchor_row_, row);
+        } else if (shift && rowOfBlock(anchor_row_) >= 0) {
+            add_range(rowOfBlock(anchor_row_), rowOfBlock(row));
         } else if (ctrl) {
             const auto it = std::find(next.begin(), next.end(), row);
             if (it != next.end()) {
@@ -149,7 +152,7 @@ void HeatmapView::wheelEvent(QWheelEvent* event) {
         return;
     }
     const HeatmapLayout layout = currentLayout();
-    const bool rows_fit = !store_ || visibleBlockCapacity(layout) >= store_->blockCount();
+    const bool rows_fit = !store_ || visibleBlockCapacity(layout) >= shownRowCount();
     if (delta.x() != 0 || (mods & Qt::ShiftModifier) || rows_fit) {
         // Horizontal pan by a tenth of the view per notch (wheel up/left = back in time).
         const double cols = std::max(1.0, double(visibleUpdateCapacity(layout)) / 10.0) * notches;
@@ -157,7 +160,7 @@ void HeatmapView::wheelEvent(QWheelEvent* event) {
         scrollToUpdate(std::size_t(first));
     } else {
         const double rows = std::max(1.0, double(visibleBlockCapacity(layout)) / 10.0) * notches;
-        scrollToBlock(std::max(0, view_.y_first - int(std::round(rows))));
+        scrollToRow(std::max(0, view_.y_first - int(std::round(rows))));
     }
     event->accept();
 }

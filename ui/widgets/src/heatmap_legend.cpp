@@ -1,5 +1,6 @@
 #include "sp/ui/heatmap_legend.h"
 
+#include <algorithm>
 #include <array>
 #include <functional>
 #include <utility>
@@ -35,6 +36,7 @@ HeatmapLegend::HeatmapLegend(Qt::Orientation orientation, QWidget* parent)
     : QWidget(parent), orientation_(orientation) {
     setSizePolicy(orientation == Qt::Vertical ? QSizePolicy(QSizePolicy::Fixed, QSizePolicy::Preferred)
                                               : QSizePolicy(QSizePolicy::Preferred, QSizePolicy::Fixed));
+    setToolTip(note());  // the horizontal legend has no room for the note
 }
 
 void HeatmapLegend::setOrientation(Qt::Orientation orientation) {
@@ -46,14 +48,21 @@ void HeatmapLegend::setOrientation(Qt::Orientation orientation) {
 QSize HeatmapLegend::sizeHint() const {
     const int fh = fontMetrics().height();
     if (orientation_ == Qt::Vertical) {
-        const int w = fontMetrics().horizontalAdvance(QStringLiteral("FP8 E5M2 (8-bit)")) + fh + 2 * kMargin;
-        return {w, kBarLength + 10 * (fh + 4) + 2 * kMargin};
+        int text_w = fontMetrics().horizontalAdvance(QStringLiteral("FP8 E5M2 (8-bit)"));
+        for (const QString& text : entryTexts())
+            text_w = std::max(text_w, fontMetrics().horizontalAdvance(text));
+        // Room for the note's three lines under the entries.
+        return {text_w + fh + 5 + 2 * kMargin, kBarLength + 13 * (fh + 4) + 2 * kMargin};
     }
-    return {kBarLength + 8 * 90, 2 * fh + kBarThickness + 3 * kMargin};
+    return {kBarLength + 9 * 100, 2 * fh + kBarThickness + 3 * kMargin};
 }
 
 QSize HeatmapLegend::minimumSizeHint() const {
-    return sizeHint();
+    // The entries must fit; the note may be cut short (the tooltip holds it too), so the legend
+    // does not raise the window's minimum height.
+    const QSize hint = sizeHint();
+    if (orientation_ != Qt::Vertical) return hint;
+    return {hint.width(), kBarLength + 10 * (fontMetrics().height() + 4) + 2 * kMargin};
 }
 
 void HeatmapLegend::paintEvent(QPaintEvent*) {
@@ -86,19 +95,44 @@ void HeatmapLegend::paintEvent(QPaintEvent*) {
         }
     }
 
-    // The marks: missing, precisions, pin, config.
-    std::vector<std::pair<QString, std::function<void(const QRect&)>>> entries;
+    // The marks: missing, precisions, pin, config (badge and period band), a command in flight.
+    const QStringList texts = entryTexts();
+    std::vector<std::function<void(const QRect&)>> marks;
     auto swatch = [&p](QRgb color) {
         return [&p, color](const QRect& r) { p.fillRect(r, QColor::fromRgb(color)); };
     };
-    entries.emplace_back(tr("no value"), swatch(kMissingColor));
-    for (Precision prec : kShownPrecisions)
-        entries.emplace_back(precisionLabel(prec), swatch(precisionColor(prec)));
-    entries.emplace_back(tr("pinned"),
-                         [&p](const QRect& r) { glyphs::drawPin(p, r, QColor::fromRgb(glyphs::kPinColor)); });
-    entries.emplace_back(tr("config"), [&p](const QRect& r) {
-        glyphs::drawLock(p, r, QColor::fromRgb(glyphs::kConfigColor));
+    // A period: a band along the top of a cell-coloured swatch, as on the grid.
+    auto band = [&p](QRgb color) {
+        return [&p, color](const QRect& r) {
+            p.fillRect(r, QColor::fromRgb(sensitivityColor(0.5f)));
+            p.fillRect(QRect(r.left(), r.top(), r.width(), 3), QColor::fromRgb(color));
+        };
+    };
+    marks.emplace_back(swatch(kMissingColor));
+    for (Precision prec : kShownPrecisions) marks.emplace_back(swatch(precisionColor(prec)));
+    // The badge (at the displayed update) over the band (the period on the row).
+    auto badged = [&p, band](QRgb color, bool pin) {
+        return [&p, band, color, pin](const QRect& r) {
+            band(color)(r);
+            const QRectF glyph(r.left() + r.width() * 0.2, r.top() + r.height() * 0.25, r.width() * 0.6,
+                               r.height() * 0.75);
+            pin ? glyphs::drawPin(p, glyph, Qt::white) : glyphs::drawLock(p, glyph, Qt::white);
+        };
+    };
+    marks.emplace_back(badged(glyphs::kPinColor, true));
+    marks.emplace_back(badged(glyphs::kConfigColor, false));
+    marks.emplace_back([&p](const QRect& r) {
+        p.save();
+        p.setBrush(Qt::NoBrush);
+        p.setPen(QPen(Qt::white, 2));
+        p.drawRect(r.adjusted(1, 1, -1, -1));
+        p.setPen(QPen(QColor::fromRgb(glyphs::kPinColor), 2, Qt::DashLine));
+        p.drawRect(r.adjusted(1, 1, -1, -1));
+        p.restore();
     });
+    std::vector<std::pair<QString, std::function<void(const QRect&)>>> entries;
+    for (std::size_t i = 0; i < marks.size() && i < std::size_t(texts.size()); ++i)
+        entries.emplace_back(texts[qsizetype(i)], marks[i]);
 
     QPoint at = vertical ? QPoint(kMargin, bar.bottom() + 12) : QPoint(bar.right() + 40, bar_top - fh / 2);
     const int row_h = fh + 4;
@@ -114,9 +148,23 @@ void HeatmapLegend::paintEvent(QPaintEvent*) {
     }
     if (vertical) {
         p.setPen(pal.color(QPalette::PlaceholderText));
-        p.drawText(QRect(kMargin, at.y() + 4, width() - 2 * kMargin, 3 * fh),
-                   Qt::AlignLeft | Qt::TextWordWrap, tr("strip and corner marks: precision"));
+        p.drawText(QRect(kMargin, at.y() + 4, width() - 2 * kMargin, height() - at.y() - 4 - kMargin),
+                   Qt::AlignLeft | Qt::TextWordWrap, note());
     }
+}
+
+QStringList HeatmapLegend::entryTexts() const {
+    QStringList texts{tr("no value")};
+    for (Precision prec : kShownPrecisions) texts << precisionLabel(prec);
+    texts << tr("pinned: badge, band") << tr("config: badge, band") << tr("command pending");
+    return texts;
+}
+
+QString HeatmapLegend::note() const {
+    // Says when the cells carry precision, so the key never promises a mark the zoom leaves out.
+    return tr(
+        "Precision: the strip left of the grid; on cells, a corner square (cells \u2265 10 px) or "
+        "a line under the row (rows \u2265 6 px).");
 }
 
 }  // namespace sp::ui

@@ -1,6 +1,7 @@
-// HeatmapView: painting, export and tooltip text. The grid is a cached nearest-neighbour resampling
-// of the one-pixel-per-cell image (heatmap_image.h); everything drawn per row or per cell is limited
-// to what is visible, and per-cell marks only appear once cells are large enough to carry them.
+// HeatmapView: painting, export and tooltip text. The grid is a cached resampling: nearest-neighbour
+// of the one-pixel-per-cell image (heatmap_image.h), or zoomed out the highest sensitivity of each
+// pixel's cells (heatmap_pooled.h); everything drawn per row is limited to the visible rows. The
+// marks over the cells are in heatmap_marks.cpp.
 #include <algorithm>
 #include <cmath>
 
@@ -13,7 +14,7 @@
 #include "heatmap_glyphs.h"
 #include "heatmap_image.h"
 #include "heatmap_layout.h"
-#include "heatmap_pooling.h"
+#include "heatmap_pooled.h"
 #include "sp/ui/colormap.h"
 #include "sp/ui/heatmap_view.h"
 #include "sp/ui/telemetry_store.h"
@@ -21,9 +22,6 @@
 namespace sp::ui {
 
 namespace {
-
-constexpr double kCellMarkMinPx = 10.0;
-// cells at least this big get a precision mark
 
 QString formatValue(float v) {
     return std::isnan(v) ? QStringLiteral("n/a") : QString::number(double(v), 'g', 4);
@@ -46,8 +44,7 @@ QImage HeatmapView::renderToImage(QSize size) const {
     const std::size_t shown = shownUpdateCount();
     const std::size_t cols = std::max<std::size_t>(
         1, std::min(visibleUpdateCapacity(now), shown > view_.x_first ? shown - view_.x_first : 0));
-    const int blocks = store_ ? store_->blockCount() : 0;
-    const int rows = std::max(1, std::min(visibleBlockCapacity(now), blocks - view_.y_first));
+    const int rows = std::max(1, std::min(visibleBlockCapacity(now), shownRowCount() - view_.y_first));
     // Stretched to fill the image, but no further than the larger of the current zoom and the fit
     // limit, so an export at the widget's size looks like the widget.
     view.x_scale = std::max(
@@ -68,6 +65,7 @@ QString HeatmapView::emptyStateText() const {
             "(the original tool's format), so there is nothing to draw per block.\n"
             "The charts still show the run-level values.");
     }
+    if (shownRowCount() == 0) return tr("No block matches the filter.");
     return {};
 }
 
@@ -85,8 +83,13 @@ void HeatmapView::paintAll(QPainter& p, const HeatmapLayout& layout, const ViewS
         return;
     }
     paintGrid(p, layout, view, use_cache);
-    if (color_mode_ == ColorMode::sensitivity) paintCellMarks(p, layout, view);
-    paintRows(p, layout, view);
+    if (color_mode_ == ColorMode::sensitivity) {
+        paintCellMarks(p, layout, view);
+        paintPrecisionStrip(p, layout, view);
+    }
+    paintForcedRuns(p, layout, view);
+    paintRows(p, layout, view, use_cache);
+    paintPending(p, layout, view);
     paintAxis(p, layout, view);
 }
 
@@ -115,78 +118,41 @@ bool HeatmapView::poolsCells(const ViewState& view) const {
 void HeatmapView::sampleGrid(QImage& dst, const ViewState& view) const {
     const QRgb background = palette().color(QPalette::Base).rgb();
     if (poolsCells(view)) {
-        sampleMaxSensitivityInto(dst, *store_, double(view.x_first), view.x_scale, shownUpdateCount(),
-                                 double(view.y_first), view.y_scale, background);
+        pooled_->sampleInto(dst, double(view.x_first), view.x_scale, shownUpdateCount(), rowBlocks(),
+                            double(view.y_first), view.y_scale, background);
     } else {
-        image_->sampleInto(dst, double(view.x_first), view.x_scale, shownUpdateCount(), double(view.y_first),
-                           view.y_scale, background);
+        image_->sampleInto(dst, double(view.x_first), view.x_scale, shownUpdateCount(), rowBlocks(),
+                           double(view.y_first), view.y_scale, background);
     }
 }
 
-void HeatmapView::paintCellMarks(QPainter& p, const HeatmapLayout& layout, const ViewState& view) const {
-    if (view.x_scale < kCellMarkMinPx || view.y_scale < kCellMarkMinPx) return;
-    // Large cells: a corner square in the precision's colour on every non-BF16 cell, so precision
-    // and sensitivity read together. At most (grid / 10 px)^2 cells are visible here.
-    const std::size_t shown = shownUpdateCount();
-    const int blocks = store_->blockCount();
-    const double mark = std::min(8.0, std::min(view.x_scale, view.y_scale) / 3.0);
-    p.save();
-    p.setClipRect(layout.grid);
-    for (int b = view.y_first; b < blocks; ++b) {
-        const double y = layout.grid.top() + (b - view.y_first) * view.y_scale;
-        if (y > layout.grid.bottom()) break;
-        for (std::size_t u = view.x_first; u < shown; ++u) {
-            const double x = layout.grid.left() + double(u - view.x_first) * view.x_scale;
-            if (x > layout.grid.right()) break;
-            const BlockCell c = store_->cell(b, u);
-            if (!c.present || c.precision == Precision::bf16) continue;
-            p.fillRect(QRectF(x + view.x_scale - mark - 1, y + 1, mark, mark),
-                       QColor::fromRgb(precisionColor(c.precision)));
-        }
-    }
-    p.restore();
-}
-
-void HeatmapView::paintRows(QPainter& p, const HeatmapLayout& layout, const ViewState& view) const {
-    const int blocks = store_->blockCount();
+void HeatmapView::paintRowHeaders(QPainter& p, const HeatmapLayout& layout, const ViewState& view) const {
+    const std::vector<int>& rows = rowBlocks();
+    const int row_count = int(rows.size());
     const auto displayed = displayedUpdate();
     const int fh = layout.font_height;
     const QPalette& pal = palette();
     const int label_every = std::max(1, int(std::ceil(double(fh) / view.y_scale)));
     const bool draw_glyphs = view.y_scale >= 7.0;
-    auto row_top = [&](int b) {
-        return layout.grid.top() + int(std::floor((b - view.y_first) * view.y_scale));
+    auto row_top = [&](int r) {
+        return layout.grid.top() + int(std::floor((r - view.y_first) * view.y_scale));
     };
 
     p.save();
     p.setClipRect(QRect(layout.labels.topLeft(), layout.strip.bottomRight()));
     p.setRenderHint(QPainter::Antialiasing, draw_glyphs);
-    for (int b = view.y_first; b < blocks; ++b) {
-        const int y0 = row_top(b);
+    for (int r = view.y_first; r < row_count; ++r) {
+        const int b = rows[std::size_t(r)];
+        const int y0 = row_top(r);
         if (y0 > layout.grid.bottom()) break;
-        const int h = std::max(1, row_top(b + 1) - y0);
+        const int h = std::max(1, row_top(r + 1) - y0);
         const bool selected = std::binary_search(selection_.begin(), selection_.end(), b);
         if (selected) {
             p.fillRect(QRect(layout.labels.left(), y0, layout.strip.left() - layout.labels.left(), h),
                        pal.color(QPalette::Highlight));
         }
-        if (displayed) {
-            const BlockCell c = store_->cell(b, *displayed);
-            p.fillRect(QRect(layout.strip.left(), y0, layout.strip.width(), h),
-                       QColor::fromRgb(c.present ? precisionColor(c.precision) : kMissingColor));
-            if (c.present && c.forced != ForcedBy::none) {
-                const bool pin = c.forced == ForcedBy::pin;
-                const QColor color = QColor::fromRgb(pin ? glyphs::kPinColor : glyphs::kConfigColor);
-                const int x = layout.badges.left() + (pin ? 0 : fh);
-                if (draw_glyphs) {
-                    const QRectF box(x, y0, std::min(double(fh), double(h)), std::min(double(fh), double(h)));
-                    pin ? glyphs::drawPin(p, box, color) : glyphs::drawLock(p, box, color);
-                } else {
-                    p.fillRect(QRect(x, y0, fh - 2, h), color);  // too small for a glyph: a bar
-                }
-            }
-        }
-        if ((b - view.y_first) % label_every == 0 || selected) {
+        if (displayed) paintRowState(p, layout, store_->cell(b, *displayed), y0, h, draw_glyphs);
+        if ((r - view.y_first) % label_every == 0 || selected) {
             if (h * label_every >= fh / 2 || selected) {
                 p.setPen(pal.color(selected ? QPalette::HighlightedText : QPalette::WindowText));
                 const QString name = QString::fromStdString(store_->layout()[std::size_t(b)].name);
@@ -198,6 +164,36 @@ void HeatmapView::paintRows(QPainter& p, const HeatmapLayout& layout, const View
         }
     }
     p.restore();
+}
+
+void HeatmapView::paintRowState(QPainter& p, const HeatmapLayout& layout, const BlockCell& c, int y0, int h,
+                                bool draw_glyphs) const {
+    const int fh = layout.font_height;
+    p.fillRect(QRect(layout.strip.left(), y0, layout.strip.width(), h),
+               QColor::fromRgb(c.present ? precisionColor(c.precision) : kMissingColor));
+    if (!c.present || c.forced == ForcedBy::none) return;
+    const bool pin = c.forced == ForcedBy::pin;
+    const QColor color = QColor::fromRgb(pin ? glyphs::kPinColor : glyphs::kConfigColor);
+    const int x = layout.badges.left() + (pin ? 0 : fh);
+    if (draw_glyphs) {
+        const QRectF box(x, y0, std::min(double(fh), double(h)), std::min(double(fh), double(h)));
+        pin ? glyphs::drawPin(p, box, color) : glyphs::drawLock(p, box, color);
+    } else {
+        p.fillRect(QRect(x, y0, fh - 2, h), color);  // too small for a glyph: a bar
+    }
+}
+
+void HeatmapView::paintRows(QPainter& p, const HeatmapLayout& layout, const ViewState& view,
+                            bool use_cache) const {
+    if (use_cache) {
+        paintCachedRowHeaders(p, layout, view);
+    } else {
+        paintRowHeaders(p, layout, view);
+    }
+    const QPalette& pal = palette();
+    auto row_top = [&](int r) {
+        return layout.grid.top() + int(std::floor((r - view.y_first) * view.y_scale));
+    };
 
     // Selected rows framed on the grid (rows big enough to frame without hiding the colour).
     p.save();
@@ -206,19 +202,21 @@ void HeatmapView::paintRows(QPainter& p, const HeatmapLayout& layout, const View
         p.setPen(QPen(pal.color(QPalette::Highlight), 1));
         p.setBrush(Qt::NoBrush);
         for (int b : selection_) {
-            if (b < view.y_first) continue;
-            const int y0 = row_top(b);
-            if (y0 > layout.grid.bottom()) break;
+            const int r = rowOfBlock(b);  // rows need not be in block order (the filter's order)
+            if (r < view.y_first) continue;
+            const int y0 = row_top(r);
+            if (y0 > layout.grid.bottom()) continue;
             p.drawRect(
-                QRect(layout.grid.left(), y0, layout.grid.width() - 1, std::max(1, row_top(b + 1) - y0) - 1));
+                QRect(layout.grid.left(), y0, layout.grid.width() - 1, std::max(1, row_top(r + 1) - y0) - 1));
         }
     } else {
         // Thin rows: a tick at the grid's left edge marks each selected row.
         for (int b : selection_) {
-            if (b < view.y_first) continue;
-            const int y0 = row_top(b);
-            if (y0 > layout.grid.bottom()) break;
-            p.fillRect(QRect(layout.grid.left(), y0, 3, std::max(1, row_top(b + 1) - y0)),
+            const int r = rowOfBlock(b);
+            if (r < view.y_first) continue;
+            const int y0 = row_top(r);
+            if (y0 > layout.grid.bottom()) continue;
+            p.fillRect(QRect(layout.grid.left(), y0, 3, std::max(1, row_top(r + 1) - y0)),
                        pal.color(QPalette::Highlight));
         }
     }

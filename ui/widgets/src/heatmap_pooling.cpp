@@ -42,13 +42,32 @@ CellSpan cellsOfPixel(double first_cell, double px_per_cell, int pixel, long cel
     return s;
 }
 
+PixelRange pixelsOfCells(double first_cell, double px_per_cell, long first, long last) {
+    if (last <= first) return {};
+    if (px_per_cell >= 1.0) {  // the pixels whose centres lie in the cells
+        return {int(std::ceil((double(first) - first_cell) * px_per_cell - 0.5)),
+                int(std::ceil((double(last) - first_cell) * px_per_cell - 0.5))};
+    }
+    constexpr long kNoLimit = std::numeric_limits<long>::max();
+    // The pixel whose span holds cell c: about ceil((c - first_cell + 1) * px) - 1, settled exactly
+    // against cellsOfPixel (rounding).
+    auto pixel_of = [&](long c) {
+        int p = int(std::ceil((double(c) - first_cell + 1.0) * px_per_cell)) - 1;
+        while (cellsOfPixel(first_cell, px_per_cell, p, kNoLimit).first > c) --p;
+        while (cellsOfPixel(first_cell, px_per_cell, p + 1, kNoLimit).first <= c) ++p;
+        return p;
+    };
+    return {pixel_of(first), pixel_of(last - 1) + 1};
+}
+
 void sampleMaxSensitivityInto(QImage& dst, const TelemetryStore& store, double first_col, double px_per_col,
-                              std::size_t col_limit, double first_row, double px_per_row, QRgb background) {
+                              std::size_t col_limit, const std::vector<int>& row_blocks, double first_row,
+                              double px_per_row, QRgb background) {
     const int w = dst.width();
     const int h = dst.height();
     if (w <= 0 || h <= 0) return;
     const long cols = long(std::min(col_limit, store.updateCount()));
-    const long rows = store.blockCount();
+    const long rows = long(row_blocks.size());
     // The distinct update spans of the pixel columns, in order (zoomed in, several columns share
     // one cell: it is reduced once), and which one each column shows (-1: past the data).
     std::vector<CellSpan> spans;
@@ -73,8 +92,9 @@ void sampleMaxSensitivityInto(QImage& dst, const TelemetryStore& store, double f
         }
         if (blocks.first != done.first || blocks.last != done.last) {
             std::fill(best.begin(), best.end(), kNone);
-            for (long b = blocks.first; b < blocks.last; ++b) {
-                const std::vector<float>& series = store.series(int(b), BlockField::sensitivity);
+            for (long r = blocks.first; r < blocks.last; ++r) {
+                const std::vector<float>& series =
+                    store.series(row_blocks[std::size_t(r)], BlockField::sensitivity);
                 const float* v = series.data();
                 const long n = long(series.size());  // shorter than cols for a block that came late
                 for (std::size_t i = 0; i < spans.size(); ++i)
@@ -93,15 +113,17 @@ void sampleMaxSensitivityInto(QImage& dst, const TelemetryStore& store, double f
 }
 
 std::optional<HottestCell> hottestCellOfPixel(const TelemetryStore& store, QPoint pixel, double first_col,
-                                              double px_per_col, std::size_t col_limit, double first_row,
+                                              double px_per_col, std::size_t col_limit,
+                                              const std::vector<int>& row_blocks, double first_row,
                                               double px_per_row) {
     const long cols = long(std::min(col_limit, store.updateCount()));
     const CellSpan c = cellsOfPixel(first_col, px_per_col, pixel.x(), cols);
-    const CellSpan r = cellsOfPixel(first_row, px_per_row, pixel.y(), store.blockCount());
+    const CellSpan r = cellsOfPixel(first_row, px_per_row, pixel.y(), long(row_blocks.size()));
     if (c.empty() || r.empty()) return std::nullopt;
-    HottestCell hot{int(r.first), std::size_t(c.first)};
+    HottestCell hot{row_blocks[std::size_t(r.first)], std::size_t(c.first)};
     float best = kNone;
-    for (long b = r.first; b < r.last; ++b) {
+    for (long row = r.first; row < r.last; ++row) {
+        const int b = row_blocks[std::size_t(row)];
         const std::vector<float>& series = store.series(int(b), BlockField::sensitivity);
         const long end = std::min(c.last, long(series.size()));
         for (long u = c.first; u < end; ++u) {

@@ -10,14 +10,19 @@
 
 #include "heatmap_image.h"
 #include "heatmap_layout.h"
+#include "heatmap_pooled.h"
 #include "heatmap_pooling.h"
+#include "heatmap_runs.h"
 #include "sp/ui/run_session.h"
 #include "sp/ui/telemetry_store.h"
 
 namespace sp::ui {
 
 HeatmapView::HeatmapView(QWidget* parent)
-    : QAbstractScrollArea(parent), image_(std::make_unique<HeatmapImage>()) {
+    : QAbstractScrollArea(parent),
+      image_(std::make_unique<HeatmapImage>()),
+      pooled_(std::make_unique<PooledSensitivity>()),
+      runs_(std::make_unique<HeatmapRuns>()) {
     setHorizontalScrollBarPolicy(Qt::ScrollBarAsNeeded);
     setVerticalScrollBarPolicy(Qt::ScrollBarAsNeeded);
     setFocusPolicy(Qt::StrongFocus);
@@ -37,6 +42,8 @@ void HeatmapView::setSession(const RunSession* session) {
     session_ = session;
     if (session_) {
         connect(session_, &RunSession::reset, this, &HeatmapView::resetData);
+        // A command's pending mark comes and goes without a new update.
+        connect(session_, &RunSession::commandStateChanged, this, [this] { viewport()->update(); });
         connect(session_, &QObject::destroyed, this, [this] { setStore(nullptr); });
     }
     store_ = session_ ? &session_->store() : nullptr;
@@ -52,6 +59,9 @@ void HeatmapView::setStore(const TelemetryStore* store) {
 
 void HeatmapView::resetData() {
     image_->clear();
+    pooled_->clear();
+    runs_->clear();
+    rows_built_for_ = -1;
     selection_.clear();
     anchor_row_ = -1;
     label_width_ = -1;
@@ -71,7 +81,12 @@ void HeatmapView::refresh() {
         image_->sync(*store_, color_mode_ == ColorMode::sensitivity ? HeatmapColorMode::sensitivity
                                                                     : HeatmapColorMode::precision);
     if (!wrote && generation == image_->generation()) return;  // nothing changed: no repaint
-    if (generation != image_->generation()) label_width_ = -1;
+    pooled_->sync(*store_, image_->generation());
+    runs_->sync(*store_, image_->generation());
+    if (generation != image_->generation()) {
+        label_width_ = -1;
+        rows_built_for_ = -1;  // the block count may have changed
+    }
     // New columns only matter to the cache when they are (or, following, become) visible.
     const HeatmapLayout layout = currentLayout();
     const std::size_t visible_end = view_.x_first + visibleUpdateCapacity(layout) + 1;
@@ -178,15 +193,19 @@ void HeatmapView::updateGeometryState() {
     const HeatmapLayout layout = currentLayout();
     const ViewState before = view_;
     const std::size_t shown = shownUpdateCount();
-    const int blocks = store_ ? store_->blockCount() : 0;
+    const int blocks = shownRowCount();
     const double grid_w = std::max(1, layout.grid.width());
     const double grid_h = std::max(1, layout.grid.height());
 
-    const double fit_x = shown > 0 ? std::min(kMaxPxPerUpdate, grid_w / double(shown)) : kMaxPxPerUpdate;
+    const double fit_x = fitPxPerUpdate(grid_w, shown);
     if (fit_x_) view_.x_scale = fit_x;
     view_.x_scale = std::clamp(view_.x_scale, fit_x, kMaxPxPerUpdate);
     const std::size_t capacity_x = visibleUpdateCapacity(layout);
-    const std::size_t max_first_x = shown > capacity_x ? shown - capacity_x : 0;
+    std::size_t max_first_x = shown > capacity_x ? shown - capacity_x : 0;
+    // Zoomed out (not fitted) at k updates per pixel, the live edge's first update is a multiple of
+    // k (the last pixel column then holds under k updates): see updatesPerPixel.
+    if (const std::size_t k = fit_x_ ? 0 : updatesPerPixel(view_.x_scale); k > 1)
+        max_first_x = (max_first_x + k - 1) / k * k;
     if (follow_) view_.x_first = max_first_x;
     view_.x_first = std::min(view_.x_first, max_first_x);
 
@@ -208,7 +227,7 @@ void HeatmapView::syncScrollBars() {
     const HeatmapLayout layout = currentLayout();
     const std::size_t shown = shownUpdateCount();
     const std::size_t capacity_x = visibleUpdateCapacity(layout);
-    const int blocks = store_ ? store_->blockCount() : 0;
+    const int blocks = shownRowCount();
     const int capacity_y = visibleBlockCapacity(layout);
     syncing_scrollbars_ = true;
     QScrollBar* h = horizontalScrollBar();
@@ -231,7 +250,7 @@ void HeatmapView::onUserScrolledX(int value) {
 
 void HeatmapView::onUserScrolledY(int value) {
     if (syncing_scrollbars_) return;
-    scrollToBlock(value);
+    scrollToRow(value);
 }
 
 void HeatmapView::scrollToUpdate(std::size_t update) {
@@ -242,13 +261,6 @@ void HeatmapView::scrollToUpdate(std::size_t update) {
     view_.x_first = std::min(update, max_first);
     // At the right edge the view follows new updates again; anywhere else it stays put.
     setFollowInternal(view_.x_first >= max_first);
-    grid_cache_valid_ = false;
-    updateGeometryState();
-    viewport()->update();
-}
-
-void HeatmapView::scrollToBlock(int block) {
-    view_.y_first = std::max(0, block);
     grid_cache_valid_ = false;
     updateGeometryState();
     viewport()->update();
@@ -283,10 +295,19 @@ void HeatmapView::zoomUpdates(double factor, std::optional<int> anchor_x) {
     const double ax = anchor_x ? std::clamp(double(*anchor_x - layout.grid.left()), 0.0, grid_w) : grid_w;
     const double anchor_update = double(view_.x_first) + ax / view_.x_scale;
     fit_x_ = false;
+    const double before = view_.x_scale;
     view_.x_scale *= factor;
     const std::size_t shown = shownUpdateCount();
-    const double fit_x = shown > 0 ? std::min(kMaxPxPerUpdate, grid_w / double(shown)) : kMaxPxPerUpdate;
+    const double fit_x = fitPxPerUpdate(grid_w, shown);
     view_.x_scale = std::clamp(view_.x_scale, fit_x, kMaxPxPerUpdate);
+    if (view_.x_scale < 1.0) {
+        // A whole number of updates per pixel (updatesPerPixel), at least one step from before.
+        const double k_before = 1.0 / before, k = 1.0 / view_.x_scale;
+        double whole = factor > 1.0 ? std::floor(k + 1e-9) : std::ceil(k - 1e-9);
+        if (factor > 1.0 && whole >= k_before - 1e-9) whole = std::ceil(k_before - 1e-9) - 1.0;
+        if (factor < 1.0 && whole <= k_before + 1e-9) whole = std::floor(k_before + 1e-9) + 1.0;
+        view_.x_scale = std::clamp(1.0 / std::max(1.0, whole), fit_x, kMaxPxPerUpdate);
+    }
     if (view_.x_scale <= fit_x) fit_x_ = true;
     const double first = std::max(0.0, std::round(anchor_update - ax / view_.x_scale));
     const double capacity = std::floor(grid_w / view_.x_scale + 1e-9);
@@ -304,7 +325,7 @@ void HeatmapView::zoomBlocks(double factor, std::optional<int> anchor_y) {
     const double anchor_block = double(view_.y_first) + ay / view_.y_scale;
     fit_y_ = false;
     view_.y_scale *= factor;
-    const int blocks = store_ ? store_->blockCount() : 0;
+    const int blocks = shownRowCount();
     const double grid_h = std::max(1, layout.grid.height());
     const double fit_y = blocks > 0 ? std::min(kFitPxPerBlock, grid_h / double(blocks)) : kFitPxPerBlock;
     view_.y_scale = std::clamp(view_.y_scale, fit_y, kMaxPxPerBlock);
@@ -325,11 +346,12 @@ int firstPixel(double a) {
 }  // namespace
 
 QRect HeatmapView::cellRect(int block, std::size_t update) const {
-    if (!store_ || block < 0 || block >= store_->blockCount() || update >= shownUpdateCount()) return {};
-    if (update < view_.x_first || block < view_.y_first) return {};
+    const int row = rowOfBlock(block);
+    if (row < 0 || update >= shownUpdateCount()) return {};
+    if (update < view_.x_first || row < view_.y_first) return {};
     const HeatmapLayout layout = currentLayout();
     const double x0 = layout.grid.left() + double(update - view_.x_first) * view_.x_scale;
-    const double y0 = layout.grid.top() + double(block - view_.y_first) * view_.y_scale;
+    const double y0 = layout.grid.top() + double(row - view_.y_first) * view_.y_scale;
     const int left = firstPixel(x0);
     const int right = std::min(firstPixel(x0 + view_.x_scale), layout.grid.left() + layout.grid.width());
     const int top = firstPixel(y0);
@@ -339,12 +361,16 @@ QRect HeatmapView::cellRect(int block, std::size_t update) const {
 }
 
 int HeatmapView::rowAt(QPoint pos) const {
+    return blockOfRow(rowIndexAt(pos));
+}
+
+int HeatmapView::rowIndexAt(QPoint pos) const {
     if (!store_) return -1;
     const HeatmapLayout layout = currentLayout();
     if (pos.y() < layout.grid.top() || pos.y() >= layout.grid.bottom() + 1) return -1;
     if (pos.x() < layout.labels.left() || pos.x() > layout.grid.right()) return -1;
     const int row = view_.y_first + int(std::floor((pos.y() + 0.5 - layout.grid.top()) / view_.y_scale));
-    return row >= 0 && row < store_->blockCount() ? row : -1;
+    return row >= 0 && row < shownRowCount() ? row : -1;
 }
 
 std::optional<HeatmapView::CellRef> HeatmapView::cellAt(QPoint pos) const {
@@ -355,7 +381,7 @@ std::optional<HeatmapView::CellRef> HeatmapView::cellAt(QPoint pos) const {
     if (poolsCells(view_)) {
         const auto hot =
             hottestCellOfPixel(*store_, pos - layout.grid.topLeft(), double(view_.x_first), view_.x_scale,
-                               shownUpdateCount(), double(view_.y_first), view_.y_scale);
+                               shownUpdateCount(), rowBlocks(), double(view_.y_first), view_.y_scale);
         if (!hot) return std::nullopt;
         return CellRef{hot->block, hot->update};
     }

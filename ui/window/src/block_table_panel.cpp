@@ -8,6 +8,7 @@
 #include <QVBoxLayout>
 #include <algorithm>
 
+#include "fit_columns.h"
 #include "sp/ui/block_table_model.h"
 
 namespace sp::ui {
@@ -31,8 +32,7 @@ BlockTablePanel::BlockTablePanel(QWidget* parent)
     view_->setContextMenuPolicy(Qt::CustomContextMenu);
     view_->verticalHeader()->hide();
     view_->verticalHeader()->setDefaultSectionSize(view_->fontMetrics().height() + 6);
-    view_->horizontalHeader()->setStretchLastSection(true);
-    view_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+    keepColumnsFitted(view_);
 
     auto* layout = new QVBoxLayout(this);
     layout->setContentsMargins(0, 0, 0, 0);
@@ -40,6 +40,12 @@ BlockTablePanel::BlockTablePanel(QWidget* parent)
     layout->addWidget(view_);
 
     connect(filter_, &QLineEdit::textChanged, proxy_, &QSortFilterProxyModel::setFilterFixedString);
+    // The filter's rows change with its text and, filtering on live values, as data arrives.
+    connect(filter_, &QLineEdit::textChanged, this, &BlockTablePanel::announceShownBlocks);
+    connect(proxy_, &QAbstractItemModel::rowsInserted, this, &BlockTablePanel::announceShownBlocks);
+    connect(proxy_, &QAbstractItemModel::rowsRemoved, this, &BlockTablePanel::announceShownBlocks);
+    connect(proxy_, &QAbstractItemModel::modelReset, this, &BlockTablePanel::announceShownBlocks);
+    connect(proxy_, &QAbstractItemModel::layoutChanged, this, &BlockTablePanel::announceShownBlocks);
     connect(view_->selectionModel(), &QItemSelectionModel::selectionChanged, this, [this] {
         if (!syncing_) emit selectionChanged(selectedBlocks());
     });
@@ -52,6 +58,23 @@ BlockTablePanel::BlockTablePanel(QWidget* parent)
 void BlockTablePanel::setModel(QAbstractItemModel* model) {
     model_ = model;
     proxy_->setSourceModel(model);
+}
+
+std::optional<std::vector<int>> BlockTablePanel::shownBlocks() const {
+    if (filter_->text().isEmpty()) return std::nullopt;
+    std::vector<int> blocks;
+    blocks.reserve(std::size_t(proxy_->rowCount()));
+    for (int r = 0; r < proxy_->rowCount(); ++r)
+        blocks.push_back(proxy_->mapToSource(proxy_->index(r, 0)).row());
+    std::sort(blocks.begin(), blocks.end());  // block order (the table's sort is its own)
+    return blocks;
+}
+
+void BlockTablePanel::announceShownBlocks() {
+    std::optional<std::vector<int>> blocks = shownBlocks();
+    if (blocks == announced_) return;
+    announced_ = std::move(blocks);
+    emit shownBlocksChanged(announced_);
 }
 
 std::vector<int> BlockTablePanel::selectedBlocks() const {

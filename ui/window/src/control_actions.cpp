@@ -1,5 +1,7 @@
 #include "sp/ui/control_actions.h"
 
+#include <algorithm>
+
 #include <QAction>
 #include <QKeySequence>
 #include <QMenu>
@@ -35,16 +37,13 @@ ControlActions::ControlActions(SelectionProvider selection, QObject* parent)
       selection_(std::move(selection)),
       release_(new QAction(tr("Release"), this)),
       release_all_(new QAction(tr("Release all"), this)),
-      budget_(new QAction(tr("Budget target…"), this)) {
+      budget_(new QAction(tr("Budget target…"), this)),
+      lifetime_(new QAction(this)),
+      on_spike_(new QAction(tr("Pins release on a loss spike"), this)) {
     for (sp::Precision p : kAllPrecisions) {
         const QString label = precisionLabel(p);
         QAction* a = new QAction(tr("Pin %1").arg(label), this);
         a->setShortcut(pinShortcut(p));
-        a->setToolTip(p == sp::Precision::bf16
-                          ? tr("Keep the selected blocks in BF16 until released (%1)")
-                                .arg(a->shortcut().toString(QKeySequence::NativeText))
-                          : tr("Route the selected blocks to %1 until released (%2)")
-                                .arg(label, a->shortcut().toString(QKeySequence::NativeText)));
         connect(a, &QAction::triggered, this, [this, p] { sendPin(p); });
         pins_[std::size_t(p)] = a;
     }
@@ -76,6 +75,18 @@ ControlActions::ControlActions(SelectionProvider selection, QObject* parent)
         if (session_->send(c).isEmpty())
             emit commandFailed(tr("The budget target was not sent: the agent is not connected."));
     });
+    lifetime_->setToolTip(
+        tr("How long the pins sent from now on last: a number of steps, or until released"));
+    connect(lifetime_, &QAction::triggered, this, [this] {
+        std::int64_t steps = pin_for_steps_;
+        if (lifetime_prompt_ && lifetime_prompt_(steps)) setPinTerms(steps, pinReleasesOnSpike());
+    });
+    on_spike_->setCheckable(true);
+    on_spike_->setToolTip(
+        tr("Pins sent from now on end by themselves on a loss spike; a block pinned below BF16 goes back "
+           "to BF16, as a rollback would move it"));
+    connect(on_spike_, &QAction::toggled, this, [this] { describePinTerms(); });
+    describePinTerms();
     for (QAction* a : all()) a->setShortcutContext(Qt::WindowShortcut);
 
     connect(release_, &QAction::triggered, this, [this] {
@@ -97,11 +108,38 @@ std::vector<QAction*> ControlActions::blockActions() const {
     return out;
 }
 
+bool ControlActions::pinReleasesOnSpike() const {
+    return on_spike_->isChecked();
+}
+
+void ControlActions::setPinTerms(std::int64_t for_steps, bool release_on_spike) {
+    pin_for_steps_ = std::max<std::int64_t>(0, for_steps);
+    on_spike_->setChecked(release_on_spike);  // toggled() describes them when it changed
+    describePinTerms();
+}
+
+void ControlActions::describePinTerms() {
+    const QString lifetime =
+        pin_for_steps_ > 0 ? tr("for %1 steps").arg(pin_for_steps_) : tr("until released");
+    lifetime_->setText(tr("Pin lifetime: %1…").arg(lifetime));
+    const QString terms = lifetime + (on_spike_->isChecked() ? tr(" or a loss spike") : QString());
+    for (sp::Precision p : kAllPrecisions) {
+        QAction* a = pins_[std::size_t(p)];
+        const QString keys = a->shortcut().toString(QKeySequence::NativeText);
+        a->setToolTip(
+            p == sp::Precision::bf16
+                ? tr("Keep the selected blocks in BF16 %1 (%2)").arg(terms, keys)
+                : tr("Route the selected blocks to %1 %2 (%3)").arg(precisionLabel(p), terms, keys));
+    }
+}
+
 std::vector<QAction*> ControlActions::all() const {
     std::vector<QAction*> out = blockActions();
     for (sp::Mode m : {sp::Mode::dynamic, sp::Mode::budget, sp::Mode::static_, sp::Mode::off})
         out.push_back(modes_[std::size_t(m)]);
     out.push_back(budget_);
+    out.push_back(lifetime_);
+    out.push_back(on_spike_);
     return out;
 }
 
@@ -122,7 +160,8 @@ void ControlActions::updateEnabled() {
                         : !session_->isLive() ? tr("Replay is read-only")
                         : !control            ? tr("The agent is not connected")
                                               : QString();
-    for (QAction* a : all()) a->setStatusTip(why);
+    for (QAction* a : all())
+        if (a != lifetime_ && a != on_spike_) a->setStatusTip(why);  // those two are settings, always open
 }
 
 void ControlActions::showContextMenu(const std::vector<int>& blocks, const QPoint& global_pos,
@@ -133,6 +172,9 @@ void ControlActions::showContextMenu(const std::vector<int>& blocks, const QPoin
         blocks.size() == 1 ? tr("Block %1").arg(blocks.front()) : tr("%1 blocks").arg(blocks.size());
     menu.addSection(title);
     for (QAction* a : blockActions()) menu.addAction(a);
+    menu.addSeparator();
+    menu.addAction(lifetime_);
+    menu.addAction(on_spike_);
     if (session_ == nullptr || !session_->canControl()) {
         menu.addSeparator();
         menu.addAction(session_ != nullptr && !session_->isLive() ? tr("Replay is read-only")
@@ -155,8 +197,13 @@ void ControlActions::sendPin(sp::Precision precision) {
             return;
         }
     }
-    if (session_->pin(blocks, precision).isEmpty())
-        emit commandFailed(tr("Pin was not sent: the agent is not connected."));
+    sp::Command c;
+    c.kind = sp::Command::Kind::pin;
+    c.blocks = blocks;
+    c.precision = precision;
+    c.for_steps = pin_for_steps_;
+    c.release_on_spike = pinReleasesOnSpike();
+    if (session_->send(c).isEmpty()) emit commandFailed(tr("Pin was not sent: the agent is not connected."));
 }
 
 }  // namespace sp::ui

@@ -10,6 +10,7 @@
 #include <QTableView>
 #include <QVBoxLayout>
 
+#include "fit_columns.h"
 #include "sp/ui/event_log.h"
 #include "sp/ui/event_log_model.h"
 
@@ -82,8 +83,11 @@ EventLogPanel::EventLogPanel(QWidget* parent)
     view_->setWordWrap(false);
     view_->verticalHeader()->hide();
     view_->verticalHeader()->setDefaultSectionSize(view_->fontMetrics().height() + 4);
-    view_->horizontalHeader()->setStretchLastSection(true);
-    view_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+    // The message last: it is the long one, and a command's state stays next to its kind.
+    keepColumnsFitted(view_);
+    QHeaderView* header = view_->horizontalHeader();
+    header->moveSection(header->visualIndex(EventLogModel::StateColumn),
+                        header->visualIndex(EventLogModel::MessageColumn));
 
     auto* top = new QHBoxLayout;
     top->addWidget(new QLabel(tr("Show:"), this));

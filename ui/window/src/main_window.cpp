@@ -7,6 +7,7 @@
 #include <QCloseEvent>
 #include <QComboBox>
 #include <QDockWidget>
+#include <QFileInfo>
 #include <QInputDialog>
 #include <QLabel>
 #include <QMenu>
@@ -93,6 +94,14 @@ MainWindow::MainWindow(QWidget* parent)
                                              100.0, 1, &ok);
         return ok;
     });
+    control_->setLifetimePrompt([this](std::int64_t& steps) {
+        bool ok = false;
+        steps =
+            QInputDialog::getInt(this, tr("Pin lifetime"),
+                                 tr("Pins sent from now on end after this many steps (0: until released):"),
+                                 int(steps), 0, 100'000'000, 100, &ok);
+        return ok;
+    });
     control_->setConfirmPrompt([this](const QString& text) {
         return QMessageBox::warning(this, tr("Pin against the policy"), text,
                                     QMessageBox::Yes | QMessageBox::Cancel,
@@ -159,6 +168,8 @@ MainWindow::MainWindow(QWidget* parent)
         heatmap_->setSelection(blocks);
     });
     connect(heatmap_, &HeatmapView::contextMenuRequested, this, &MainWindow::showContextMenu);
+    // The table's block filter also filters the heatmap's rows.
+    connect(table_, &BlockTablePanel::shownBlocksChanged, heatmap_, &HeatmapView::setShownBlocks);
     connect(what_if_, &WhatIfPanel::finished, this, &MainWindow::takeWhatIf);
     connect(events_, &EventLogPanel::stepActivated, this, [this](qint64 step) { goToStep(step); });
     connect(table_, &BlockTablePanel::contextMenuRequested, this, &MainWindow::showContextMenu);
@@ -313,11 +324,14 @@ void MainWindow::updateStatus() {
     }
     state_label_->setText(QStringLiteral("<span style='color:%1'>●</span> %2")
                               .arg(stateColor(*current_), current_->stateText().toHtmlEscaped()));
+    state_label_->setToolTip(current_->cutMessage());
     const sp::RunHeader& header = current_->header();
+    // A file by its name (the whole path in the tooltip), so the status line keeps its length.
+    const QString source = current_->source().label();
+    const QString shown = current_->isLive() ? source : QFileInfo(source).fileName();
     run_label_->setText(
-        header.run_id.empty()
-            ? current_->source().label()
-            : tr("run %1 · %2").arg(QString::fromStdString(header.run_id), current_->source().label()));
+        header.run_id.empty() ? shown : tr("run %1 · %2").arg(QString::fromStdString(header.run_id), shown));
+    run_label_->setToolTip(source);
     const TelemetryStore& store = current_->store();
     QString counts = tr("%1 blocks · %2 updates").arg(store.blockCount()).arg(store.updateCount());
     if (!store.empty()) {

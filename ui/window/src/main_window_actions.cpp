@@ -5,6 +5,7 @@
 #include <QApplication>
 #include <QComboBox>
 #include <QFileDialog>
+#include <QMenu>
 #include <QMenuBar>
 #include <QMessageBox>
 #include <QScreen>
@@ -14,6 +15,7 @@
 #include <QStyle>
 #include <QTableView>
 #include <QToolBar>
+#include <QToolButton>
 
 #include "sp/ui/block_table_panel.h"
 #include "sp/ui/charts_panel.h"
@@ -62,7 +64,17 @@ void MainWindow::buildActions() {
     step_forward_action_ = new QAction(tr("Step &forward"), this);
     step_forward_action_->setShortcut(QKeySequence(Qt::Key_Period));
     connect(step_forward_action_, &QAction::triggered, timeline_, &Timeline::stepForward);
-    for (QAction* a : {play_action_, step_back_action_, step_forward_action_, follow_action_, fit_action_})
+    // The routing history at any zoom: cells coloured by format instead of sensitivity.
+    precision_view_action_ = new QAction(tr("Heatmap by &precision"), this);
+    precision_view_action_->setCheckable(true);
+    precision_view_action_->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_P));
+    precision_view_action_->setToolTip(
+        tr("Colour the heatmap's cells by the format each block ran in (Ctrl+P); off: by sensitivity"));
+    connect(precision_view_action_, &QAction::toggled, this, [this](bool on) {
+        heatmap_->setColorMode(on ? HeatmapView::ColorMode::precision : HeatmapView::ColorMode::sensitivity);
+    });
+    for (QAction* a : {play_action_, step_back_action_, step_forward_action_, follow_action_, fit_action_,
+                       precision_view_action_})
         addAction(a);
 
     QToolBar* bar = addToolBar(tr("Main"));
@@ -76,7 +88,22 @@ void MainWindow::buildActions() {
     runs_->setToolTip(tr("The run shown (one per file or agent)"));
     bar->addWidget(runs_);
     bar->addSeparator();
-    for (QAction* a : control_->blockActions()) bar->addAction(a);
+    // One "Pin" button for the five formats and the pins' terms: five pin buttons would push the
+    // toolbar past a 1280-pixel window.
+    auto* pin_menu = new QMenu(this);
+    for (sp::Precision p : sp::kAllPrecisions) pin_menu->addAction(control_->pin(p));
+    pin_menu->addSeparator();
+    pin_menu->addAction(control_->pinLifetime());
+    pin_menu->addAction(control_->releaseOnSpike());
+    auto* pin_button = new QToolButton(bar);
+    pin_button->setText(tr("Pin"));
+    pin_button->setToolTip(tr("Pin the selected blocks to a format (Ctrl+I INT8, Ctrl+B BF16, …)"));
+    pin_button->setMenu(pin_menu);
+    pin_button->setPopupMode(QToolButton::InstantPopup);
+    pin_button->setToolButtonStyle(Qt::ToolButtonTextOnly);
+    bar->addWidget(pin_button);
+    bar->addAction(control_->release());
+    bar->addAction(control_->releaseAll());
     bar->addSeparator();
     bar->addAction(follow_action_);
 }
@@ -98,6 +125,7 @@ void MainWindow::buildMenus() {
     view_menu_ = menuBar()->addMenu(tr("&View"));
     view_menu_->addAction(follow_action_);
     view_menu_->addAction(fit_action_);
+    view_menu_->addAction(precision_view_action_);
     view_menu_->addSeparator();
     view_menu_->addAction(play_action_);
     view_menu_->addAction(step_back_action_);
@@ -120,6 +148,9 @@ void MainWindow::buildMenus() {
     for (sp::Mode m : {sp::Mode::dynamic, sp::Mode::budget, sp::Mode::static_, sp::Mode::off})
         control->addAction(control_->mode(m));
     control->addAction(control_->budgetTarget());
+    control->addSeparator();
+    control->addAction(control_->pinLifetime());
+    control->addAction(control_->releaseOnSpike());
 
     QMenu* help = menuBar()->addMenu(tr("&Help"));
     help->addAction(tr("&Keyboard shortcuts"), this, &MainWindow::showShortcuts)

@@ -72,6 +72,7 @@ class BlockTableModel : public QAbstractTableModel {
         std::string name;
         std::optional<Precision> pin;  // forced == pin: the pinned precision
         QString pending;               // our commands on the block not yet applied (RunSession::pendingFor)
+        QString pin_terms;             // how the pin ends besides a release (RunSession::pinTermsFor)
         std::string why;               // reason_text (latest update only)
         std::string history;           // why a hold holds (decision_history.h), any update
         std::optional<std::int64_t> may_switch_at;  // the cooldown's end, while it runs

@@ -11,6 +11,7 @@
 #include <QElapsedTimer>
 #include <QObject>
 #include <QString>
+#include <nlohmann/json_fwd.hpp>
 
 #include "sp/command.h"
 #include "sp/config.h"
@@ -53,7 +54,7 @@ class RunSession : public QObject {
     // where ("" when not).
     QString cutMessage() const;
     // The state as the status bar words it: "finished at step N" once the run ended, otherwise the
-    // source's state (with the cut named for a replayed file that was cut).
+    // source's state ("loaded: cut at step N (no run_end record)" for a replayed file that was cut).
     QString stateText() const;
     // Per-step stats records seen (the dashboard does not show them yet).
     std::uint64_t stepStatsSeen() const { return step_stats_; }
@@ -72,6 +73,10 @@ class RunSession : public QObject {
     // Our commands still pending (sent, not yet applied or rejected) that touch `block`, in words
     // ("pin int8", "release", "release all"); "" when none. Shown where the user looks: the table.
     QString pendingFor(int block) const;
+    // How the pin on `block` ends besides a release, as the applied pin command said (POLICY.md rule
+    // 20): "until step 1200", "until a loss spike", "until step 1200 or a loss spike"; "" for a pin
+    // until released, or none.
+    QString pinTermsFor(int block) const;
 
   signals:
     // The layout changed (new header, agent restart): views rebuild from scratch.
@@ -115,6 +120,13 @@ class RunSession : public QObject {
     quint64 messages_lost_ = 0;
     std::uint64_t next_request_ = 1;
     std::map<QString, sp::Command> sent_commands_;  // by request id: what our pending entries ask
+    struct PinTerms {
+        std::optional<std::int64_t> until;  // the step its for_steps ends at
+        bool on_spike = false;
+    };
+    std::map<int, PinTerms> pin_terms_;  // by block, from applied pin commands (any client's)
+    void notePinTerms(const sp::Command& command, std::int64_t step);
+    void onPinRelease(const sp::EventRecord& rec, const nlohmann::json& payload, EventEntry& entry);
     std::vector<std::optional<sp::Precision>> snapshot_pins_;
     std::uint64_t step_stats_ = 0;
     sp::RunEndTracker run_end_;

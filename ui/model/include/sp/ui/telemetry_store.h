@@ -38,7 +38,8 @@ struct UpdateRow {
     float budget_target_pct = kMissing;    // only in mode "budget"
     float train_loss = kMissing;
     float eval_loss = kMissing;
-    bool has_details = false;  // false: the record's block_details was empty (original tool)
+    std::int64_t eval_step = 0;  // when eval_loss was measured (the record's eval_step, else its step)
+    bool has_details = false;    // false: the record's block_details was empty (original tool)
 };
 
 // A block's state at one update, unpacked.

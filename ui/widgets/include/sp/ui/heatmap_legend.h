@@ -1,6 +1,7 @@
 #pragma once
 // The heatmap's key: the sensitivity colour bar (0..1 with ticks, and the grey of "no value") and the
-// precision, pin and config marks. Vertical (beside the heatmap) or horizontal (under it).
+// precision, pin, config and pending marks. Vertical (beside the heatmap) or horizontal (under it).
+#include <QStringList>
 #include <QWidget>
 
 namespace sp::ui {
@@ -15,6 +16,10 @@ class HeatmapLegend : public QWidget {
 
     QSize sizeHint() const override;
     QSize minimumSizeHint() const override;
+
+    // The entries' texts, in order, and the note under them (what says where precision shows).
+    QStringList entryTexts() const;
+    QString note() const;
 
   protected:
     void paintEvent(QPaintEvent* event) override;

@@ -2,7 +2,10 @@
 // The sensitivity heatmap: rows = blocks, columns = updates, colour = sensitivity (viridis) or
 // precision. Custom-painted over an image with one pixel per cell that is extended column by column
 // as updates arrive; painting resamples only the visible part into a viewport-sized cache, so a
-// repaint costs about one blit whatever the run's length.
+// repaint costs about one blit whatever the run's length. Zoomed out, an append rewrites only the
+// pixel columns whose updates changed (heatmap_pooled.h). Rows can be limited to a set of blocks
+// (the block table's filter); pinned periods, pending commands and precision are marked on the rows
+// (heatmap_marks.cpp).
 //
 // Reads a TelemetryStore it does not own (a RunSession's, or one a test fills) and never blocks:
 // the main window calls refresh() from its repaint timer.
@@ -14,6 +17,7 @@
 #include <vector>
 
 #include <QAbstractScrollArea>
+#include <QByteArray>
 #include <QImage>
 #include <QPoint>
 #include <QString>
@@ -23,6 +27,9 @@ namespace sp::ui {
 class RunSession;
 class TelemetryStore;
 class HeatmapImage;
+class HeatmapRuns;
+class PooledSensitivity;
+struct BlockCell;
 struct HeatmapLayout;
 
 class HeatmapView : public QAbstractScrollArea {
@@ -58,6 +65,23 @@ class HeatmapView : public QAbstractScrollArea {
     void setColorMode(ColorMode mode);
     ColorMode colorMode() const { return color_mode_; }
 
+    // --- Rows: the block filter ------------------------------------------------------------
+    // Shows only these blocks, one row each in the given order (ids the store lacks are skipped);
+    // nullopt shows every block. Everything row-based follows: painting, pooling, hit tests,
+    // selection, scrolling, zoom, fit, tooltips, export.
+    void setShownBlocks(std::optional<std::vector<int>> blocks);
+    const std::optional<std::vector<int>>& shownBlocks() const { return shown_blocks_; }
+    int shownRowCount() const { return int(rowBlocks().size()); }
+    // The block a row shows (-1 past the rows) and the row showing a block (-1: filtered out).
+    int blockOfRow(int row) const;
+    int rowOfBlock(int block) const;
+    // What hovering the row's label says: the block at the displayed update, and a command in
+    // flight for it ("pending: pin int8") first.
+    QString rowToolTip(int block) const;
+    // The session's command in flight touching the block (empty: none, or no session).
+    QString pendingText(int block) const;
+    bool rowShowsPending(int block) const { return !pendingText(block).isEmpty(); }
+
     // --- Selection (block ids, ascending) ------------------------------------------------------
     const std::vector<int>& selection() const { return selection_; }
     // Sets the selection from outside (the block table); emits nothing.
@@ -77,11 +101,17 @@ class HeatmapView : public QAbstractScrollArea {
     void zoomOut() { zoomUpdates(1.0 / 1.5); }
     // Pans so that `update` is the first column shown (clamped).
     void scrollToUpdate(std::size_t update);
+    // Pans so that the block's row is the first shown (nothing when it is filtered out).
     void scrollToBlock(int block);
     double pixelsPerUpdate() const { return view_.x_scale; }
     double pixelsPerBlock() const { return view_.y_scale; }
     std::size_t firstVisibleUpdate() const { return view_.x_first; }
-    int firstVisibleBlock() const { return view_.y_first; }
+    int firstVisibleBlock() const { return blockOfRow(view_.y_first); }
+    // Whether precision is drawn on the cells at this zoom (sensitivity mode): corner squares on
+    // cells of at least 10 px, else a line along the bottom of rows of at least 6 px.
+    // Thinner rows show precision only in the strip left of the grid (the legend says so).
+    bool cornerMarksShown() const;
+    bool precisionStripShown() const;
 
     // --- Export and geometry --------------------------------------------------------------------
     // The current view (same updates and blocks) rendered into an image of `size`.
@@ -141,7 +171,18 @@ class HeatmapView : public QAbstractScrollArea {
     bool poolsCells(const ViewState& view) const;
     void sampleGrid(QImage& dst, const ViewState& view) const;
     void paintCellMarks(QPainter& p, const HeatmapLayout& layout, const ViewState& view) const;
-    void paintRows(QPainter& p, const HeatmapLayout& layout, const ViewState& view) const;
+    // Pinned (and config-forced) periods and, on small cells, the precision strip (heatmap_marks.cpp).
+    void paintForcedRuns(QPainter& p, const HeatmapLayout& layout, const ViewState& view) const;
+    void paintPrecisionStrip(QPainter& p, const HeatmapLayout& layout, const ViewState& view) const;
+    void paintPending(QPainter& p, const HeatmapLayout& layout, const ViewState& view) const;
+    void paintRows(QPainter& p, const HeatmapLayout& layout, const ViewState& view, bool use_cache) const;
+    // Labels, badges and the precision strip; on screen from a cache redrawn only when what they
+    // show changed (following a live run, most appends change no row's format or pin).
+    void paintRowHeaders(QPainter& p, const HeatmapLayout& layout, const ViewState& view) const;
+    void paintCachedRowHeaders(QPainter& p, const HeatmapLayout& layout, const ViewState& view) const;
+    // One row's strip swatch and pin/config badge, at the displayed update's cell.
+    void paintRowState(QPainter& p, const HeatmapLayout& layout, const BlockCell& cell, int y0, int h,
+                       bool draw_glyphs) const;
     void paintAxis(QPainter& p, const HeatmapLayout& layout, const ViewState& view) const;
     void paintEmptyState(QPainter& p, const QRect& area, const QString& text) const;
 
@@ -151,6 +192,11 @@ class HeatmapView : public QAbstractScrollArea {
     void syncScrollBars();
     void onUserScrolledX(int value);
     void onUserScrolledY(int value);
+    void scrollToRow(int row);
+    // The row index (not the block) under a viewport point, -1 outside the rows.
+    int rowIndexAt(QPoint viewport_pos) const;
+    // Row -> block, rebuilt when the filter or the store's block count changes.
+    const std::vector<int>& rowBlocks() const;
     void setFollowInternal(bool follow);
     std::size_t visibleUpdateCapacity(const HeatmapLayout& layout) const;
     int visibleBlockCapacity(const HeatmapLayout& layout) const;
@@ -159,6 +205,8 @@ class HeatmapView : public QAbstractScrollArea {
     const RunSession* session_ = nullptr;
     const TelemetryStore* store_ = nullptr;
     std::unique_ptr<HeatmapImage> image_;
+    std::unique_ptr<PooledSensitivity> pooled_;
+    std::unique_ptr<HeatmapRuns> runs_;
     ColorMode color_mode_ = ColorMode::sensitivity;
     std::size_t cursor_ = kNoCursor;
 
@@ -172,14 +220,22 @@ class HeatmapView : public QAbstractScrollArea {
     mutable QImage grid_cache_;
     mutable int label_width_ = -1;  // widest block name; -1: measure again
     mutable bool grid_cache_valid_ = false;
+    mutable QImage headers_cache_;          // paintRowHeaders' pixels
+    mutable QByteArray headers_cache_key_;  // and everything they depend on but the rows' cells
+    mutable std::vector<std::uint8_t> headers_cache_cells_;  // each visible row's format and pin
+
+    std::optional<std::vector<int>> shown_blocks_;
+    mutable std::vector<int> row_blocks_;  // row -> block
+    mutable std::vector<int> block_rows_;  // block -> row, -1 filtered out
+    mutable int rows_built_for_ = -1;      // the store's block count they were built for; -1 stale
 
     std::vector<int> selection_;
-    int anchor_row_ = -1;
+    int anchor_row_ = -1;  // a block
     // Mouse interaction.
     QPoint press_pos_;
-    int press_row_ = -1;
+    int press_row_ = -1;  // a row
     bool band_active_ = false;
-    int band_from_ = -1;
+    int band_from_ = -1;  // rows (not blocks) while the rubber band is dragged
     int band_to_ = -1;
     bool panning_ = false;
     QPoint pan_origin_;

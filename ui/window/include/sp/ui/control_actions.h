@@ -5,6 +5,7 @@
 // commands (live and heard from), and the result shows in the event log (pending → applied /
 // rejected).
 #include <array>
+#include <cstdint>
 #include <functional>
 #include <vector>
 
@@ -33,11 +34,20 @@ class ControlActions : public QObject {
     // Asks the operator to confirm a risky pin (pin_risk.h), showing `text`; returns true to send.
     // Without one, a risky pin is not sent.
     using ConfirmPrompt = std::function<bool(const QString& text)>;
+    // Asks for the lifetime of the pins sent from now on, in steps (0: until released); returns
+    // false when cancelled.
+    using LifetimePrompt = std::function<bool(std::int64_t& steps)>;
     ControlActions(SelectionProvider selection, QObject* parent);
 
     void setSession(RunSession* session);
     void setTargetPrompt(TargetPrompt prompt) { prompt_ = std::move(prompt); }
     void setConfirmPrompt(ConfirmPrompt confirm) { confirm_ = std::move(confirm); }
+    void setLifetimePrompt(LifetimePrompt prompt) { lifetime_prompt_ = std::move(prompt); }
+    // The terms every pin sent from here carries (POLICY.md rule 20): ends by itself after
+    // `for_steps` steps (0: until released), and is released by a loss spike.
+    void setPinTerms(std::int64_t for_steps, bool release_on_spike);
+    std::int64_t pinForSteps() const { return pin_for_steps_; }
+    bool pinReleasesOnSpike() const;
     // Re-evaluates which actions are enabled (session state, selection).
     void updateEnabled();
 
@@ -46,6 +56,8 @@ class ControlActions : public QObject {
     QAction* releaseAll() const { return release_all_; }
     QAction* mode(sp::Mode m) const { return modes_[std::size_t(m)]; }
     QAction* budgetTarget() const { return budget_; }
+    QAction* pinLifetime() const { return lifetime_; }     // asks for the pins' lifetime
+    QAction* releaseOnSpike() const { return on_spike_; }  // checkable
     // The actions that act on selected blocks or on every pin (toolbar and context menu).
     std::vector<QAction*> blockActions() const;
     // Everything, for the Control menu and the shortcut list.
@@ -60,16 +72,21 @@ class ControlActions : public QObject {
 
   private:
     void sendPin(sp::Precision precision);
+    void describePinTerms();  // the terms in the lifetime action's text and the pins' tooltips
 
     SelectionProvider selection_;
     TargetPrompt prompt_;
     ConfirmPrompt confirm_;
+    LifetimePrompt lifetime_prompt_;
+    std::int64_t pin_for_steps_ = 0;
     RunSession* session_ = nullptr;
     std::array<QAction*, kPrecisionCount> pins_{};
     QAction* release_;
     QAction* release_all_;
     std::array<QAction*, 4> modes_{};  // by Mode value: off, static, dynamic, budget
     QAction* budget_;
+    QAction* lifetime_;
+    QAction* on_spike_;
 };
 
 }  // namespace sp::ui

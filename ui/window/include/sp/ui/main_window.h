@@ -123,6 +123,7 @@ class MainWindow : public QMainWindow {
     QAction* connect_action_ = nullptr;
     QAction* follow_action_ = nullptr;
     QAction* fit_action_ = nullptr;
+    QAction* precision_view_action_ = nullptr;
     QAction* play_action_ = nullptr;
     QAction* step_back_action_ = nullptr;
     QAction* step_forward_action_ = nullptr;

@@ -1,0 +1,127 @@
+// Nothing clipped at the default sizes (issue: "Nothing clipped, nothing lost at any zoom"): at
+// 1600x1000 and 1280x800, with 6 and with 48 blocks, every header and cell of the block table and
+// the event log is as wide as its text needs (a horizontal scroll bar may appear, an ellipsis may
+// not), the status bar's labels hold their text, and the toolbar shows every action without its
+// overflow arrow. Widths are measured against what the header and the delegate ask for, computed
+// from the text and the style, not against what the view happened to give.
+#include <QHeaderView>
+#include <QLabel>
+#include <QStatusBar>
+#include <QTableView>
+#include <QTemporaryDir>
+#include <QToolBar>
+#include <QToolButton>
+#include <QtTest>
+
+#include "dashboard_fixture.h"
+#include "sp/ui/block_table_panel.h"
+#include "sp/ui/event_log_panel.h"
+#include "sp/ui/main_window.h"
+#include "sp/ui/run_session.h"
+
+using namespace sp::ui;
+
+namespace {
+
+// "header 'Sensitivity' needs 96 px, has 80" for each header or cell narrower than its text needs.
+QStringList clippedIn(const QTableView& view, const QString& name) {
+    QStringList out;
+    const QAbstractItemModel* model = view.model();
+    const QHeaderView* header = view.horizontalHeader();
+    for (int c = 0; c < model->columnCount(); ++c) {
+        if (view.isColumnHidden(c)) continue;
+        const int has = header->sectionSize(c);
+        const int needs = header->sectionSizeHint(c);
+        if (needs > has)
+            out << QStringLiteral("%1 header '%2' needs %3 px, has %4")
+                       .arg(name, model->headerData(c, Qt::Horizontal).toString())
+                       .arg(needs)
+                       .arg(has);
+        // The style draws a cell's text inside the cell less a text margin on either side (and the
+        // grid line) and elides it when it is wider: the condition below is exactly that.
+        const int margin = view.style()->pixelMetric(QStyle::PM_FocusFrameHMargin, nullptr, &view) + 1;
+        const int frame = 2 * margin + (view.showGrid() ? 1 : 0);
+        for (int r = 0; r < model->rowCount(); ++r) {
+            const QModelIndex index = model->index(r, c);
+            const QString text = index.data().toString();
+            if (text.isEmpty()) continue;
+            const QVariant font = index.data(Qt::FontRole);
+            const QFontMetrics fm(font.isValid() ? font.value<QFont>() : view.font());
+            const int cell_needs = fm.horizontalAdvance(text) + frame;
+            if (cell_needs > view.columnWidth(c))
+                out << QStringLiteral("%1 row %2 column '%3': '%4' needs %5 px, has %6")
+                           .arg(name)
+                           .arg(r)
+                           .arg(model->headerData(c, Qt::Horizontal).toString(), text)
+                           .arg(cell_needs)
+                           .arg(view.columnWidth(c));
+        }
+    }
+    return out;
+}
+
+QStringList clippedLabels(QWidget& bar) {
+    QStringList out;
+    for (const QLabel* label : bar.findChildren<QLabel*>()) {
+        if (!label->isVisible() || label->text().isEmpty()) continue;
+        // The label's own measure of its text (rich text included), against the width it got.
+        const int needs = label->sizeHint().width();
+        if (needs > label->width())
+            out << QStringLiteral("status label '%1' needs %2 px, has %3")
+                       .arg(label->text())
+                       .arg(needs)
+                       .arg(label->width());
+    }
+    return out;
+}
+
+}  // namespace
+
+class TestLayoutFits : public QObject {
+    Q_OBJECT
+    QTemporaryDir dir_;
+
+  private slots:
+    void initTestCase() {
+        QVERIFY(dir_.isValid());
+        QStandardPaths::setTestModeEnabled(true);  // QSettings go to a throwaway location
+        QSettings().clear();
+        registerUiMetaTypes();
+    }
+
+    void nothingIsClipped_data() {
+        QTest::addColumn<QSize>("size");
+        QTest::addColumn<int>("blocks");
+        for (const QSize size : {QSize(1600, 1000), QSize(1280, 800)})
+            for (const int blocks : {6, 48})
+                QTest::addRow("%dx%d, %d blocks", size.width(), size.height(), blocks) << size << blocks;
+    }
+
+    void nothingIsClipped() {
+        QFETCH(QSize, size);
+        QFETCH(int, blocks);
+        const QString file = dir_.filePath(QStringLiteral("run-%1.jsonl").arg(blocks));
+        sp::test::writeDashboardFixture(file.toStdString(), blocks, 240);
+        MainWindow w;
+        w.resize(size);
+        w.show();
+        w.openFile(file);
+        QTRY_VERIFY_WITH_TIMEOUT(w.currentSession()->state() == SourceState::loaded, 10000);
+        w.refreshViews();
+        QTest::qWait(200);
+        QCOMPARE(w.size(), size);
+
+        QStringList clipped = clippedIn(*w.findChild<BlockTablePanel*>()->view(), QStringLiteral("table"));
+        clipped << clippedIn(*w.findChild<EventLogPanel*>()->view(), QStringLiteral("events"));
+        clipped << clippedLabels(*w.statusBar());
+        for (const QToolBar* bar : w.findChildren<QToolBar*>()) {
+            const auto* more = bar->findChild<QToolButton*>(QStringLiteral("qt_toolbar_ext_button"));
+            if (more != nullptr && more->isVisible())
+                clipped << QStringLiteral("toolbar '%1' overflows").arg(bar->windowTitle());
+        }
+        QVERIFY2(clipped.isEmpty(), qPrintable(clipped.join(QLatin1Char('\n'))));
+    }
+};
+
+QTEST_MAIN(TestLayoutFits)
+#include "test_layout_fits.moc"
