@@ -391,6 +391,11 @@ class TestHeatmap : public HeatmapFixture {
             }
         }
         QVERIFY(low && high);
+        QVERIFY(legend.noteShown());
+        // Squeezed to its minimum, the note is left out rather than cut mid-sentence.
+        legend.resize(legend.minimumSizeHint());
+        legend.grab();
+        QVERIFY(!legend.noteShown());
     }
 
     void cleanup() { view_.reset(); }

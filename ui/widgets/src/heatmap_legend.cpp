@@ -16,7 +16,7 @@ namespace {
 
 constexpr auto kShownPrecisions = kAllPrecisions;
 constexpr int kBarThickness = 14;
-constexpr int kBarLength = 160;
+constexpr int kBarLength = 140;
 constexpr int kMargin = 6;
 
 // One legend entry: a swatch or glyph and its text. Returns the entry's width.
@@ -51,18 +51,27 @@ QSize HeatmapLegend::sizeHint() const {
         int text_w = fontMetrics().horizontalAdvance(QStringLiteral("FP8 E5M2 (8-bit)"));
         for (const QString& text : entryTexts())
             text_w = std::max(text_w, fontMetrics().horizontalAdvance(text));
-        // Room for the note's three lines under the entries.
-        return {text_w + fh + 5 + 2 * kMargin, kBarLength + 13 * (fh + 4) + 2 * kMargin};
+        // Room for the note, wrapped to the legend's width, under the entries.
+        const int w = text_w + fh + 5 + 2 * kMargin;
+        const int note_h =
+            fontMetrics().boundingRect(QRect(0, 0, w - 2 * kMargin, 1000), Qt::TextWordWrap, note()).height();
+        return {w, verticalEntriesBottom() + 4 + note_h + kMargin};
     }
     return {kBarLength + 9 * 100, 2 * fh + kBarThickness + 3 * kMargin};
 }
 
 QSize HeatmapLegend::minimumSizeHint() const {
-    // The entries must fit; the note may be cut short (the tooltip holds it too), so the legend
-    // does not raise the window's minimum height.
+    // The entries must fit; the note shows only where it fits whole (the tooltip holds it too), so
+    // the legend does not raise the window's minimum height.
     const QSize hint = sizeHint();
     if (orientation_ != Qt::Vertical) return hint;
-    return {hint.width(), kBarLength + 10 * (fontMetrics().height() + 4) + 2 * kMargin};
+    return {hint.width(), verticalEntriesBottom() + kMargin};
+}
+
+// Where the vertical legend's entries end: title, colour bar, then one row per entry (as painted).
+int HeatmapLegend::verticalEntriesBottom() const {
+    const int row_h = fontMetrics().height() + 4;
+    return kMargin + row_h + kBarLength + 12 + int(entryTexts().size()) * row_h;
 }
 
 void HeatmapLegend::paintEvent(QPaintEvent*) {
@@ -147,9 +156,14 @@ void HeatmapLegend::paintEvent(QPaintEvent*) {
         }
     }
     if (vertical) {
-        p.setPen(pal.color(QPalette::PlaceholderText));
-        p.drawText(QRect(kMargin, at.y() + 4, width() - 2 * kMargin, height() - at.y() - 4 - kMargin),
-                   Qt::AlignLeft | Qt::TextWordWrap, note());
+        // Whole or not at all: a note cut mid-sentence would mislead (the tooltip holds it anyway).
+        const QRect room(kMargin, at.y() + 4, width() - 2 * kMargin, height() - at.y() - 4 - kMargin);
+        const QRect needs = p.fontMetrics().boundingRect(room, Qt::AlignLeft | Qt::TextWordWrap, note());
+        note_shown_ = needs.height() <= room.height();
+        if (note_shown_) {
+            p.setPen(pal.color(QPalette::PlaceholderText));
+            p.drawText(room, Qt::AlignLeft | Qt::TextWordWrap, note());
+        }
     }
 }
 

@@ -20,12 +20,17 @@ class HeatmapLegend : public QWidget {
     // The entries' texts, in order, and the note under them (what says where precision shows).
     QStringList entryTexts() const;
     QString note() const;
+    // Whether the last paint drew the note (it is left out where it does not fit whole).
+    bool noteShown() const { return note_shown_; }
 
   protected:
     void paintEvent(QPaintEvent* event) override;
 
   private:
+    int verticalEntriesBottom() const;
+
     Qt::Orientation orientation_;
+    bool note_shown_ = false;
 };
 
 }  // namespace sp::ui
