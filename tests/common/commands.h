@@ -1,5 +1,6 @@
 #pragma once
 // Operator commands as the policy tests build them.
+#include <cstdint>
 #include <utility>
 #include <vector>
 
@@ -7,11 +8,15 @@
 
 namespace sp::test {
 
-inline Command pin(std::vector<int> blocks, Precision p) {
+// With terms (POLICY.md rule 20): ends after `for_steps` steps (0: until released), or on a spike.
+inline Command pin(std::vector<int> blocks, Precision p, std::int64_t for_steps = 0,
+                   bool release_on_spike = false) {
     Command c;
     c.kind = Command::Kind::pin;
     c.blocks = std::move(blocks);
     c.precision = p;
+    c.for_steps = for_steps;
+    c.release_on_spike = release_on_spike;
     return c;
 }
 

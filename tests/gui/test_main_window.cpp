@@ -13,6 +13,7 @@
 
 #include "dashboard_fixture.h"
 #include "fake_agent.h"
+#include "find_action.h"
 #include "sp/ui/block_table_model.h"
 #include "sp/ui/block_table_panel.h"
 #include "sp/ui/charts_panel.h"
@@ -29,14 +30,7 @@
 #include "sp/ui/timeline.h"
 
 using namespace sp::ui;
-
-namespace {
-QAction* actionNamed(QWidget& w, const QString& text) {
-    for (QAction* a : w.findChildren<QAction*>())
-        if (a->text() == text) return a;
-    return nullptr;
-}
-}  // namespace
+using sp::test::actionNamed;
 
 class TestMainWindow : public QObject {
     Q_OBJECT

@@ -7,6 +7,7 @@
 #include <QtTest>
 
 #include "fake_agent.h"
+#include "find_action.h"
 #include "sp/ui/block_table_model.h"
 #include "sp/ui/block_table_panel.h"
 #include "sp/ui/connection_dialog.h"
@@ -15,14 +16,9 @@
 #include "sp/ui/run_session.h"
 
 using namespace sp::ui;
+using sp::test::actionNamed;
 
 namespace {
-
-QAction* actionNamed(QWidget& w, const QString& text) {
-    for (QAction* a : w.findChildren<QAction*>())
-        if (a->text() == text) return a;
-    return nullptr;
-}
 
 QString forcedText(MainWindow& w, int block) {
     auto* model = w.findChild<BlockTableModel*>();

@@ -9,10 +9,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include "../common/commands.h"
 #include "sp/agent/agent.h"
 #include "sp/simulator.h"
 
 using namespace sp;
+using sp::test::pin;
 using namespace sp::agent;
 
 namespace {
@@ -43,16 +45,6 @@ class LastHints : public HintSink {
     void on_hints(const PrecisionHints& h) override { last = h; }
     PrecisionHints last;
 };
-
-Command pin(std::vector<int> blocks, Precision p, std::int64_t for_steps, bool on_spike) {
-    Command c;
-    c.kind = Command::Kind::pin;
-    c.blocks = std::move(blocks);
-    c.precision = p;
-    c.for_steps = for_steps;
-    c.release_on_spike = on_spike;
-    return c;
-}
 
 std::vector<nlohmann::json> events_of(const QString& path, const std::string& kind) {
     std::ifstream in(path.toStdString());

@@ -6,11 +6,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include "../common/commands.h"
 #include "sp/jsonl.h"
 #include "sp/policy.h"
 #include "sp/simulator.h"
 
 using namespace sp;
+using sp::test::pin;
 
 namespace {
 
@@ -47,16 +49,6 @@ BlockGradStats stat(int id, double l2) {
     s.variance = l2 * l2;
     s.numel = 100;
     return s;
-}
-
-Command pin(std::vector<int> blocks, Precision p, std::int64_t for_steps = 0, bool on_spike = false) {
-    Command c;
-    c.kind = Command::Kind::pin;
-    c.blocks = std::move(blocks);
-    c.precision = p;
-    c.for_steps = for_steps;
-    c.release_on_spike = on_spike;
-    return c;
 }
 
 // One step as the agent drives it: expiry and commands at the boundary, statistics, update, loss.
