@@ -197,6 +197,10 @@ void Agent::publish_snapshot() {
     s.layout = policy_->layout();
     s.precision = policy_->precisions();
     s.pins = policy_->pins();
+    for (int b = 0; b < policy_->block_count(); ++b) {
+        s.pin_until.push_back(policy_->pin_expires_at(b));
+        s.pin_release_on_spike.push_back(policy_->pin_releases_on_spike(b));
+    }
     s.config_json = config_json_;
     s.last_update = last_record_;
     server_->update_snapshot(std::move(s));

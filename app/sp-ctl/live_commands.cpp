@@ -358,8 +358,14 @@ int run_snapshot(const Args& args) {
         std::snprintf(line, sizeof line, "%5s  %-24s %-10s %s\n", "block", "name", "precision", "pin");
         out += line;
         for (std::size_t i = 0; i < s.layout.size(); ++i) {
-            const std::string pin =
-                i < s.pins.size() && s.pins[i] ? std::string(sp::to_string(*s.pins[i])) : "-";
+            std::string pin = i < s.pins.size() && s.pins[i] ? std::string(sp::to_string(*s.pins[i])) : "-";
+            // How the pin ends besides a release (POLICY.md rule 20), when the agent says.
+            std::string terms;
+            if (pin != "-" && i < s.pin_until.size() && s.pin_until[i])
+                terms = "until step " + std::to_string(*s.pin_until[i]);
+            if (pin != "-" && i < s.pin_release_on_spike.size() && s.pin_release_on_spike[i])
+                terms += (terms.empty() ? "" : " or ") + std::string("a loss spike");
+            if (!terms.empty()) pin += " (" + terms + ")";
             const std::string prec =
                 i < s.precision.size() ? std::string(sp::to_string(s.precision[i])) : "?";
             std::snprintf(line, sizeof line, "%5d  %-24s %-10s %s\n", s.layout[i].id,

@@ -282,9 +282,12 @@ std::string reject(const std::optional<std::string>& id, const std::string& erro
 
 std::string snapshot_reply(const Request& r, const Snapshot& s) {
     const std::size_t n = s.layout.size();
-    if (s.precision.size() != n || s.pins.size() != n) {
-        throw std::invalid_argument("snapshot_reply: precision and pins need one entry per block (" +
-                                    std::to_string(n) + ")");
+    const bool terms = !s.pin_until.empty() || !s.pin_release_on_spike.empty();
+    if (s.precision.size() != n || s.pins.size() != n ||
+        (terms && (s.pin_until.size() != n || s.pin_release_on_spike.size() != n))) {
+        throw std::invalid_argument(
+            "snapshot_reply: precision, pins and pin terms need one entry per block (" + std::to_string(n) +
+            ")");
     }
     ojson snap;
     snap["protocol"] = kVersion;
@@ -297,6 +300,9 @@ std::string snapshot_reply(const Request& r, const Snapshot& s) {
     for (std::size_t i = 0; i < n; ++i) {
         blocks[i]["precision"] = to_string(s.precision[i]);
         blocks[i]["pin"] = s.pins[i] ? ojson(to_string(*s.pins[i])) : ojson(nullptr);
+        // A pin's terms, only when it has them (additive: older clients ignore them).
+        if (terms && s.pins[i] && s.pin_until[i]) blocks[i]["pin_until"] = *s.pin_until[i];
+        if (terms && s.pins[i] && s.pin_release_on_spike[i]) blocks[i]["pin_release_on_spike"] = true;
     }
     snap["blocks"] = std::move(blocks);
     snap["config"] = config_object(s.config_json, "snapshot_reply");
@@ -481,6 +487,15 @@ bool parse_snapshot(std::string_view reply_text, Snapshot& out, std::string& err
             const json& pin = b.at("pin");
             s.pins.push_back(pin.is_null() ? std::nullopt
                                            : std::optional<Precision>(precision_of(pin, where + ".pin")));
+            const auto until = b.find("pin_until");
+            s.pin_until.push_back(
+                until == b.end() || until->is_null()
+                    ? std::nullopt
+                    : std::optional<std::int64_t>(integer_of<std::int64_t>(b, "pin_until", where)));
+            const auto on_spike = b.find("pin_release_on_spike");
+            if (on_spike != b.end() && !on_spike->is_boolean())
+                throw FieldError("field '" + where + ".pin_release_on_spike': expected true or false");
+            s.pin_release_on_spike.push_back(on_spike != b.end() && on_spike->get<bool>());
         }
         s.config_json = field(snap, "config", &json::is_object, "an object").dump();
         const auto last_it = snap.find("last_update");  // absent or null: no update yet

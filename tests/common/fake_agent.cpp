@@ -77,6 +77,8 @@ void FakeAgent::start(const std::string& run_id) {
         step_ = 0;
         precision_.assign(layout_.size(), sp::Precision::bf16);
         pins_.assign(layout_.size(), std::nullopt);
+        pin_until_.assign(layout_.size(), std::nullopt);
+        pin_on_spike_.assign(layout_.size(), false);
         last_update_.reset();
         requests_.clear();
         parsed_requests_.clear();
@@ -267,6 +269,8 @@ void FakeAgent::handle(std::vector<zmq::message_t>& frames) {
             s.layout = layout_;
             s.precision = precision_;
             s.pins = pins_;
+            s.pin_until = pin_until_;
+            s.pin_release_on_spike = pin_on_spike_;
             s.config_json = "{\"mode\":\"dynamic\"}";
             s.last_update = last_update_;
         }
@@ -311,6 +315,10 @@ void FakeAgent::handle(std::vector<zmq::message_t>& frames) {
         for (int b : c.blocks) {
             if (c.kind == sp::Command::Kind::pin) {
                 pins_[std::size_t(b)] = c.precision;
+                // The terms as the real agent keeps them: a lifetime from the step it applied at.
+                pin_until_[std::size_t(b)] =
+                    c.for_steps > 0 ? std::optional<std::int64_t>(step_now + 1 + c.for_steps) : std::nullopt;
+                pin_on_spike_[std::size_t(b)] = c.release_on_spike;
                 ++changes;
             } else if (c.kind == sp::Command::Kind::release && pins_[std::size_t(b)]) {
                 pins_[std::size_t(b)].reset();

@@ -117,6 +117,8 @@ class FakeAgent {
     sp::BlockLayout layout_;
     std::vector<sp::Precision> precision_;
     std::vector<std::optional<sp::Precision>> pins_;
+    std::vector<std::optional<std::int64_t>> pin_until_;  // the pins' terms, reported in snapshots
+    std::vector<bool> pin_on_spike_;
     std::optional<sp::UpdateRecord> last_update_;
     CommandBehaviour behaviour_ = CommandBehaviour::ack;
     std::string reject_reason_;

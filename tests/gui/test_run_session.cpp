@@ -294,6 +294,8 @@ class TestRunSession : public QObject {
         s.layout = sp::uniform_layout(3);
         s.precision = {Precision::bf16, Precision::int8, Precision::int8};
         s.pins = {std::nullopt, Precision::int8, std::nullopt};
+        s.pin_until = {std::nullopt, std::int64_t(300), std::nullopt};  // the pin's terms (rule 20)
+        s.pin_release_on_spike = {false, true, false};
         s.last_update = uniformUpdate(120, 3);
         QSignalSpy resets(rig.session.get(), &RunSession::reset);
         rig.source->snapshot(s);
@@ -302,6 +304,7 @@ class TestRunSession : public QObject {
         QCOMPARE(rig.session->header().run_id, std::string("run-S"));
         QCOMPARE(rig.session->pinOf(1), std::optional<Precision>(Precision::int8));
         QVERIFY(!rig.session->pinOf(0));
+        QCOMPARE(rig.session->pinTermsFor(1), QString("until step 300 or a loss spike"));
         // A later update is the truth: block 2 pinned, block 1 released.
         rig.source->records(
             {updateRecord(130, {blockDetail(0, Precision::bf16, 0.5), blockDetail(1, Precision::int8, 0.2),

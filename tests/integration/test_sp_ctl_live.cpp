@@ -173,6 +173,9 @@ class TestSpCtlLive : public QObject {
         QCOMPARE(requests.size(), std::size_t(1));
         QCOMPARE(requests[0].command.for_steps, std::int64_t(300));
         QVERIFY(requests[0].command.release_on_spike);
+        // The snapshot says how the pin will end.
+        const Run table = sp_ctl(at(agent->control_endpoint(), {"snapshot"}));
+        QVERIFY2(table.out.contains("int8 (until step 421 or a loss spike)"), table.out.constData());
     }
 
     void other_routing_commands() {

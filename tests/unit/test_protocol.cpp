@@ -319,6 +319,30 @@ class TestProtocol : public QObject {
         QCOMPARE(j["ok"].get<bool>(), false);
     }
 
+    // A pin's terms (POLICY.md rule 20) travel per block, only where the block is pinned with them.
+    void snapshot_carries_pin_terms() {
+        const proto::Request r = request_of(q("{'id':'s2','cmd':'snapshot'}"));
+        proto::Snapshot s = sample_snapshot();
+        s.pin_until = {std::int64_t(320), std::int64_t(999)};  // block 1 is not pinned: not written
+        s.pin_release_on_spike = {true, false};
+        const std::string text = proto::snapshot_reply(r, s);
+        const json blocks = json::parse(text)["snapshot"]["blocks"];
+        QCOMPARE(blocks[0]["pin_until"].get<std::int64_t>(), std::int64_t(320));
+        QCOMPARE(blocks[0]["pin_release_on_spike"].get<bool>(), true);
+        QVERIFY(!blocks[1].contains("pin_until") && !blocks[1].contains("pin_release_on_spike"));
+        proto::Snapshot back;
+        std::string error;
+        QVERIFY2(proto::parse_snapshot(text, back, error), error.c_str());
+        QVERIFY(back.pin_until ==
+                (std::vector<std::optional<std::int64_t>>{std::int64_t(320), std::nullopt}));
+        QVERIFY(back.pin_release_on_spike == (std::vector<bool>{true, false}));
+        // A wrong type is named.
+        std::string bad = text;
+        bad.replace(bad.find("\"pin_release_on_spike\":true"), 27, "\"pin_release_on_spike\":\"y\"");
+        QVERIFY(!proto::parse_snapshot(bad, back, error));
+        QVERIFY2(contains(error, "pin_release_on_spike"), error.c_str());
+    }
+
     void snapshot_shape_and_round_trip() {
         const proto::Request r = request_of(q("{'id':'s1','cmd':'snapshot'}"));
         const proto::Snapshot s = sample_snapshot();
@@ -354,6 +378,10 @@ class TestProtocol : public QObject {
         QCOMPARE(back.layout[1].name, std::string("blocks.1"));
         QVERIFY(back.precision == s.precision);
         QVERIFY(back.pins == s.pins);
+        // Without terms: the blocks carry none, and the parse reports none.
+        QVERIFY(!snap["blocks"][0].contains("pin_until"));
+        QVERIFY(back.pin_until == (std::vector<std::optional<std::int64_t>>{std::nullopt, std::nullopt}));
+        QVERIFY(back.pin_release_on_spike == (std::vector<bool>{false, false}));
         QCOMPARE(json::parse(back.config_json), json::parse(s.config_json));
         QVERIFY(back.last_update.has_value());
         QCOMPARE(sp::to_json_line(*back.last_update), sp::to_json_line(*s.last_update));
@@ -365,6 +393,10 @@ class TestProtocol : public QObject {
         QVERIFY(json::parse(proto::snapshot_reply(r, fresh))["snapshot"]["last_update"].is_null());
         QVERIFY(proto::parse_snapshot(proto::snapshot_reply(r, fresh), back, error) && !back.last_update);
         fresh.pins.pop_back();
+        QVERIFY_THROWS_EXCEPTION(std::invalid_argument, proto::snapshot_reply(r, fresh));
+        fresh = s;
+        fresh.pin_until = {std::nullopt};  // terms, when given, cover every block
+        fresh.pin_release_on_spike = {false};
         QVERIFY_THROWS_EXCEPTION(std::invalid_argument, proto::snapshot_reply(r, fresh));
         fresh = s;
         fresh.config_json = "[1]";

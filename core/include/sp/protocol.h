@@ -83,11 +83,15 @@ struct Snapshot {
     BlockLayout layout;
     std::vector<Precision> precision;            // per block id
     std::vector<std::optional<Precision>> pins;  // per block id; nullopt: not pinned
-    std::string config_json;                     // the effective config object ("" means {})
+    // The pins' terms (core/POLICY.md rule 20), per block id, or empty (not reported: an older
+    // agent). pin_until: the step at whose boundary the pin ends by itself; nullopt: until released.
+    std::vector<std::optional<std::int64_t>> pin_until;
+    std::vector<bool> pin_release_on_spike;
+    std::string config_json;  // the effective config object ("" means {})
     std::optional<UpdateRecord> last_update;
 };
 // {"id":..,"ok":true,"snapshot":{...}}; throws std::invalid_argument when config_json is not an
-// object or precision/pins do not have one entry per block of the layout.
+// object or precision/pins (and the terms, when given) do not have one entry per block.
 std::string snapshot_reply(const Request& r, const Snapshot& s);
 
 // ---- Telemetry message bodies (the second frame); "seq" is always the first key ----

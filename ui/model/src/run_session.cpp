@@ -178,6 +178,15 @@ void RunSession::onSnapshot(const sp::protocol::Snapshot& snapshot) {
     header_.blocks = snapshot.layout;
     header_.config_json = snapshot.config_json;
     snapshot_pins_ = snapshot.pins;
+    // The pins' terms as the agent holds them now (a late joiner missed the pins' command events).
+    if (snapshot.pin_until.size() == snapshot.pins.size() &&
+        snapshot.pin_release_on_spike.size() == snapshot.pins.size()) {
+        pin_terms_.clear();
+        for (std::size_t b = 0; b < snapshot.pins.size(); ++b) {
+            if (!snapshot.pins[b] || (!snapshot.pin_until[b] && !snapshot.pin_release_on_spike[b])) continue;
+            pin_terms_[int(b)] = PinTerms{snapshot.pin_until[b], bool(snapshot.pin_release_on_spike[b])};
+        }
+    }
     if (same_run) {
         // A reconnect to the same run (e.g. the agent was silent through a long checkpoint): the
         // history stays; only what happened while we were away and the pins are taken over.
