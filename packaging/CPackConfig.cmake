@@ -28,7 +28,7 @@ set(CPACK_DEBIAN_DASHBOARD_PACKAGE_RECOMMENDS "libqt6svg6")
 set(CPACK_COMPONENT_TRAINER_DESCRIPTION "sp-trainer: demo GPT trainer with the agent (LibTorch)")
 set(CPACK_COMPONENT_DEV_DESCRIPTION "Selective Precision libraries for embedding the agent (find_package(SelectivePrecision))")
 # Static libraries: the -dev package needs LibTorch's, ZeroMQ's and nlohmann_json's headers to build against.
-set(CPACK_DEBIAN_DEV_PACKAGE_DEPENDS "libtorch-dev, libzmq3-dev, cppzmq-dev, nlohmann-json3-dev")
+set(CPACK_DEBIAN_DEV_PACKAGE_DEPENDS "libtorch-dev, libgloo-dev, libzmq3-dev, cppzmq-dev, nlohmann-json3-dev")
 # Listed explicitly: CPack folds a lone component into one unnamed package otherwise.
 get_cmake_property(SP_INSTALL_COMPONENTS COMPONENTS)
 set(CPACK_COMPONENTS_ALL ${SP_INSTALL_COMPONENTS})

@@ -34,7 +34,7 @@ packages=(
   nlohmann-json3-dev
   libzmq3-dev cppzmq-dev
   qt6-base-dev qt6-charts-dev libqt6opengl6-dev libgl-dev
-  libtorch-dev
+  libtorch-dev libgloo-dev
   libopenblas0-pthread
   xvfb xauth
 )

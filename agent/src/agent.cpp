@@ -75,6 +75,7 @@ Agent::Agent(Config config, AgentOptions options)
         options_.log = [](const std::string& line) { std::fprintf(stderr, "[sp] %s\n", line.c_str()); };
     }
     run_id_ = options_.run_id.empty() ? make_run_id(now()) : options_.run_id;
+    configure_data_parallel();
     // Sockets first: a refused bind must fail before the telemetry file is created.
     if (options_.server) {
         options_.server->client_requests_per_second = config_.control_requests_per_second;
@@ -258,7 +259,9 @@ void Agent::begin_step(std::int64_t step) {
     if (server_) server_->set_step(step);
     publish_telemetry_health();
     const bool pins_expired = expire_pins(step);
-    const std::vector<detail::CommandQueue::Item> applying = commands_->take_at_boundary(step);
+    const double collectives_before = overhead_.collectives_s;
+    // Data-parallel: rank 0's commands, on every rank at this boundary (a follower's own are refused).
+    const std::vector<CommandItem> applying = exchange_commands(step, commands_->take_at_boundary(step));
     for (const auto& [command, done, request_id] : applying) {
         const CommandOutcome outcome = policy_->apply(command, step);
         nlohmann::json payload = {{"command", to_json(command)}, {"ok", outcome.ok}};
@@ -277,7 +280,7 @@ void Agent::begin_step(std::int64_t step) {
     const bool commands_applied = !applying.empty() || pins_expired;
     hints_.precision = policy_->precisions();
     if (commands_applied || !last_record_) publish_snapshot();  // late joiners see the run from its start
-    overhead_.step_bookkeeping_s += seconds_since(t0);
+    overhead_.step_bookkeeping_s += seconds_since(t0) - (overhead_.collectives_s - collectives_before);
 }
 
 void Agent::collect_block_grad_stats() {
@@ -288,7 +291,9 @@ void Agent::collect_block_grad_stats() {
 
 const PrecisionHints& Agent::compute_hints(std::int64_t step) {
     const auto t0 = Clock::now();
+    const double collectives_before = overhead_.collectives_s;
     stats_ = options_.collector->results();  // a GPU collector waits for its event here, not earlier
+    share_statistics(step);                  // sharded: every rank's slices, merged
     for (const BlockGradStats& s : stats_) policy_->observe(step, s);
     step_snr_.clear();
     double profiling_s = 0;
@@ -305,12 +310,13 @@ const PrecisionHints& Agent::compute_hints(std::int64_t step) {
     hints_.step = step;
     hints_.updated = rec != nullptr;
     if (rec) {
-        pending_record_ = *rec;
         for (const BlockDetail& d : rec->block_details) hints_.reason[std::size_t(d.id)] = d.reason;
         for (const PrecisionChange& c : policy_->last_changes()) log_change(step, c);
     }
+    exchange_map(step);  // data-parallel: rank 0's map on every rank (a follower's record amended)
+    if (rec) pending_record_ = *rec;
     hints_.precision = policy_->precisions();
-    overhead_.hints_s += seconds_since(t0) - profiling_s;
+    overhead_.hints_s += seconds_since(t0) - profiling_s - (overhead_.collectives_s - collectives_before);
     for (HintSink* sink : hint_sinks_) sink->on_hints(hints_);  // the runtime's time is not the agent's
     return hints_;
 }
@@ -331,6 +337,8 @@ void Agent::record_eval_loss(double loss, std::int64_t step) {
 
 void Agent::end_step(double loss) {
     const auto t0 = Clock::now();
+    const double collectives_before = overhead_.collectives_s;
+    loss = reduce_loss(loss);  // data-parallel: the job's loss, the same on every rank
     // The step's statistics line carries its loss, so a re-simulation replays the loss feedback too.
     // Written before the update record, as the policy saw them: statistics first.
     if (stats_pending_) emit_record(StepStatsRecord{step_, step_timestamp_, stats_, loss, step_snr_});
@@ -354,7 +362,7 @@ void Agent::end_step(double loss) {
     transfer_.reset();
     apply_loss_feedback(loss);
     ++overhead_.steps;
-    overhead_.step_bookkeeping_s += seconds_since(t0);
+    overhead_.step_bookkeeping_s += seconds_since(t0) - (overhead_.collectives_s - collectives_before);
 }
 
 void Agent::end_run(std::string reason) {

@@ -10,17 +10,19 @@
 #include <vector>
 
 #include "sp/command.h"
+#include "sp/policy.h"  // CommandOutcome
 
 namespace sp::agent::detail {
 
+struct CommandQueueItem {
+    Command command;
+    std::function<void(const CommandOutcome& outcome, std::int64_t step)> done;
+    std::string request_id;
+};
+
 class CommandQueue {
   public:
-    using Done = std::function<void(const CommandOutcome& outcome, std::int64_t step)>;
-    struct Item {
-        Command command;
-        Done done;
-        std::string request_id;
-    };
+    using Item = CommandQueueItem;
 
     void set_block_count(int blocks) {
         std::lock_guard<std::mutex> lock(mutex_);
@@ -30,9 +32,15 @@ class CommandQueue {
         std::lock_guard<std::mutex> lock(mutex_);
         materializable_ = formats;
     }
+    // A data-parallel follower takes no commands: every check answers `why` (agent/PROTOCOL.md §11).
+    void refuse_all(std::string why) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        refusal_ = std::move(why);
+    }
     // Why the command would be rejected when applied ("" when it would be applied).
     std::string check(const Command& command) const {
         std::lock_guard<std::mutex> lock(mutex_);
+        if (!refusal_.empty()) return refusal_;
         return sp::check_command(command, block_count_, materializable_);
     }
     // Queues the command; returns the step whose boundary will apply it.
@@ -56,6 +64,7 @@ class CommandQueue {
     std::int64_t boundary_step_ = -1;  // the last step whose boundary took the queue
     int block_count_ = 0;
     FormatMask materializable_ = kAllFormats;
+    std::string refusal_;
 };
 
 }  // namespace sp::agent::detail

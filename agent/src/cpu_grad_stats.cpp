@@ -359,6 +359,12 @@ bool supported_dtype(at::ScalarType t) {
 
 class CpuGradStatsCollector final : public GradStatsCollector {
   public:
+    explicit CpuGradStatsCollector(GradShard shard) : shard_(shard) {
+        if (shard.count < 1 || shard.index < 0 || shard.index >= shard.count)
+            throw std::invalid_argument("cpu grad stats: shard " + std::to_string(shard.index) + " of " +
+                                        std::to_string(shard.count));
+    }
+
     void prepare(const std::vector<AgentBlock>& blocks) override {
         std::vector<const AgentBlock*> order;
         order.reserve(blocks.size());
@@ -500,10 +506,13 @@ class CpuGradStatsCollector final : public GradStatsCollector {
                 s.dense = g.is_non_overlapping_and_dense();
                 s.staging = s.dense ? at::Tensor() : at::empty_like(g, at::MemoryFormat::Contiguous);
                 bp.present = true;
-                bp.numel += std::uint64_t(s.numel);
-                total_elems_ += s.numel;
-                for (std::int64_t off = 0; off < s.numel; off += kChunkElems)
-                    chunks_.push_back(Chunk{i, off, std::min(off + kChunkElems, s.numel)});
+                // This rank's part of the gradient (all of it unless sharded).
+                const std::int64_t first = s.numel * shard_.index / shard_.count;
+                const std::int64_t last = s.numel * (shard_.index + 1) / shard_.count;
+                bp.numel += std::uint64_t(last - first);
+                total_elems_ += last - first;
+                for (std::int64_t off = first; off < last; off += kChunkElems)
+                    chunks_.push_back(Chunk{i, off, std::min(off + kChunkElems, last)});
             }
             bp.end_chunk = chunks_.size();
         }
@@ -533,14 +542,15 @@ class CpuGradStatsCollector final : public GradStatsCollector {
     std::vector<BlockGradStats> results_;
     std::int64_t total_elems_ = 0;
     bool planned_ = false;
+    GradShard shard_;
     // SP_GRAD_STATS_PORTABLE (any value) forces the portable pass: how tests cover it on AVX2 machines.
     const bool avx2_ = cpu_has_avx2() && std::getenv("SP_GRAD_STATS_PORTABLE") == nullptr;
 };
 
 }  // namespace
 
-std::unique_ptr<GradStatsCollector> make_cpu_grad_stats_collector() {
-    return std::make_unique<CpuGradStatsCollector>();
+std::unique_ptr<GradStatsCollector> make_cpu_grad_stats_collector(GradShard shard) {
+    return std::make_unique<CpuGradStatsCollector>(shard);
 }
 
 }  // namespace sp::agent

@@ -26,11 +26,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include "data_parallel.h"
 #include "gpt_model.h"
 #include "snr_validation.h"
 #include "sp/agent/agent.h"
 #include "sp/agent/cuda_grad_stats_collector.h"
 #include "sp/agent/precision_runtime.h"
+#include "sp/agent/process_group_link.h"
 #include "sp/run_end.h"
 #include "stop_signal.h"
 #include "text_data.h"
@@ -63,6 +65,7 @@ std::string format(const char* fmt, ...) {
 // not share a generator, or adding an eval batch would change the training data.
 constexpr std::uint64_t kEvalStream = 0x9e3779b97f4a7c15ULL;
 constexpr std::uint64_t kCalibrationStream = 0xc2b2ae3d27d4eb4fULL;
+constexpr std::uint64_t kRankStream = 0x165667b19e3779f9ULL;
 
 // The calibration fingerprint's model identity: the model's shape, its initial weights (seed) and
 // the calibration inputs (seed, batch, text) — any of them changing invalidates the cached errors.
@@ -157,6 +160,10 @@ void print_summary(const TrainerOptions& o, const agent::Agent& agent,
                "bookkeeping %.3f s, distribution statistics %.3f s)\n",
                overhead.total_s(), t.train_step_s > 0 ? 100.0 * overhead.total_s() / t.train_step_s : 0.0,
                overhead.collect_s, overhead.hints_s, overhead.step_bookkeeping_s, overhead.distribution_s);
+    if (o.world_size > 1)
+        std::cout << format(
+            "  collectives      %.3f s of the agent's overhead (commands, statistics, map, loss)\n",
+            overhead.collectives_s);
     std::cout << "  calibration      " << t.calibration << '\n';
     if (o.config.telemetry_enabled) {
         const agent::Agent::TelemetryLoss loss = agent.telemetry_loss();
@@ -299,6 +306,10 @@ void announce(const TrainerOptions& o, const GptModel& model, const TextData& te
     say("precision: " + std::string(to_string(o.precision)) + " (config mode " +
         std::string(to_string(o.config.effective_mode())) + ")");
     say("telemetry: " + telemetry_description(o));
+    if (o.world_size > 1)
+        say(format("data-parallel: rank %d of %d, process group (Gloo) at %s:%d, statistics %s", o.rank,
+                   o.world_size, o.master_addr.c_str(), o.master_port,
+                   o.config.distributed_stats_mode.c_str()));
     if (o.outlier_block)
         say(format("planted outliers: blocks.%d, %d value channels / %g and attn_out columns x %g",
                    *o.outlier_block, GptModel::kOutlierChannels, o.outlier_scale, o.outlier_scale));
@@ -311,8 +322,14 @@ void announce(const TrainerOptions& o, const GptModel& model, const TextData& te
 // The agent, live on its endpoints unless --no-network, with the model's blocks registered. A refused
 // or busy endpoint is the operator's to fix, like a bad flag: a UsageError (exit 2, nothing written).
 std::unique_ptr<agent::Agent> start_agent(const TrainerOptions& o, std::size_t text_bytes,
-                                          const GptModel& model, const Say& say) {
+                                          const GptModel& model,
+                                          const std::shared_ptr<agent::ProcessGroupLink>& link,
+                                          const Say& say) {
     agent::AgentOptions agent_options;
+    agent_options.data_parallel = link;
+    // Sharded statistics: this rank reads its slice of every gradient, as an FSDP or ZeRO rank holds it.
+    if (link && o.config.distributed_stats_mode == "sharded")
+        agent_options.collector = agent::make_cpu_grad_stats_collector({link->rank(), link->world_size()});
     agent_options.producer = "sp-trainer " SP_VERSION;
     agent_options.model_identity = model_identity(o, text_bytes);
 #if SP_AGENT_HAVE_CUDA
@@ -351,7 +368,8 @@ std::unique_ptr<agent::Agent> start_agent(const TrainerOptions& o, std::size_t t
 class TrainingLoop {
   public:
     TrainingLoop(const TrainerOptions& o, const TextData& text, GptModel& model, agent::Agent& agent,
-                 agent::ReferencePrecisionRuntime& runtime, SnrValidation* validation, RunTotals& totals)
+                 agent::ReferencePrecisionRuntime& runtime, SnrValidation* validation, RunTotals& totals,
+                 agent::ProcessGroupLink* link)
         : o_(o),
           text_(text),
           model_(model),
@@ -359,8 +377,10 @@ class TrainingLoop {
           runtime_(runtime),
           validation_(validation),
           totals_(totals),
+          link_(link),
           optimizer_(model, o.lr),
-          train_rng_(o.seed) {
+          // Each rank draws its own batches; rank 0 draws what a single process would.
+          train_rng_(o.seed ^ (std::uint64_t(o.rank) * kRankStream)) {
         std::mt19937_64 eval_rng(o.seed ^ kEvalStream);
         for (int i = 0; i < o.eval_batches; ++i)
             eval_set_.push_back(text.sample(Split::heldout, eval_rng, o.batch, o.seq_len, o.device));
@@ -384,7 +404,9 @@ class TrainingLoop {
             agent_.end_run(std::string("error: ") + e.what());  // the file says why it stops there
             throw;
         }
-        totals_.end_reason = std::string(stop_signal() ? kRunEndInterrupted : kRunEndCompleted);
+        // Stopped early: by a signal here or, in a data-parallel job, on another rank.
+        const bool stopped = stop_signal() != 0 || totals_.steps_done < o_.steps;
+        totals_.end_reason = std::string(stopped ? kRunEndInterrupted : kRunEndCompleted);
         agent_.end_run(totals_.end_reason);
         return seconds;
     }
@@ -394,7 +416,7 @@ class TrainingLoop {
         previous_ = runtime_.precisions();
         last_print_ = Clock::now();
         const auto loop_start = Clock::now();
-        for (std::int64_t step = 0; step < o_.steps && stop_signal() == 0; ++step) {
+        for (std::int64_t step = 0; step < o_.steps && !stop_requested(step); ++step) {
             const auto step_start = Clock::now();
             const at::Tensor loss = train_step(step);
             const agent::TransferBytes bytes = runtime_.step_bytes();
@@ -420,6 +442,14 @@ class TrainingLoop {
         return seconds_since(loop_start);
     }
 
+    // A signal stops the run between two steps; in a data-parallel job every rank stops at the same
+    // step when any rank got one (Ctrl-C reaches them at slightly different times).
+    bool stop_requested(std::int64_t step) {
+        if (!link_) return stop_signal() != 0;
+        return link_->all_reduce_mean(stop_signal() != 0 ? 1.0 : 0.0, "all-reduce of the stop flag", step) >
+               0;
+    }
+
     double evaluate() {
         at::NoGradGuard no_grad;
         double sum = 0;
@@ -443,6 +473,8 @@ class TrainingLoop {
         model_.set_layer_input_observer({});
         optimizer_.zero_grad();
         loss.backward();
+        // Data-parallel: every rank steps with the mean of the ranks' gradients (what DDP does).
+        if (link_) link_->average_gradients(model_.parameters(), step);
         agent_.collect_block_grad_stats();
         // Masters back into the parameters first: the map compute_hints delivers (on_hints) is then
         // only recorded, and materialized once, after the optimizer step, with the updated weights.
@@ -512,6 +544,7 @@ class TrainingLoop {
     agent::ReferencePrecisionRuntime& runtime_;
     SnrValidation* validation_;
     RunTotals& totals_;
+    agent::ProcessGroupLink* link_;  // null: a single process
     AdamW optimizer_;
     std::mt19937_64 train_rng_;
     std::vector<Batch> eval_set_;
@@ -534,7 +567,8 @@ int run(const TrainerOptions& o) {
     if (o.outlier_block) model.plant_outliers(*o.outlier_block, o.outlier_scale);
     announce(o, model, text, totals.threads, say);
 
-    const std::unique_ptr<agent::Agent> agent_holder = start_agent(o, text.size(), model, say);
+    const std::shared_ptr<agent::ProcessGroupLink> link = join_process_group(o);  // null for one process
+    const std::unique_ptr<agent::Agent> agent_holder = start_agent(o, text.size(), model, link, say);
     agent::Agent& agent = *agent_holder;
     if (o.config.run_calibration) {
         say(run_calibration(o, text, model, agent, totals.calibration));
@@ -549,7 +583,7 @@ int run(const TrainerOptions& o) {
     if (!o.snr_validation.empty()) validation = std::make_unique<SnrValidation>(o.snr_validation, o.config);
     agent.add_hint_sink(&runtime);
 
-    TrainingLoop loop(o, text, model, agent, runtime, validation.get(), totals);
+    TrainingLoop loop(o, text, model, agent, runtime, validation.get(), totals, link.get());
     loop.evaluate_before_training();
     say(format("setup %.2f s; initial eval loss %.4f", seconds_since(run_start), totals.initial_eval));
     const double loop_s = loop.run();
@@ -583,6 +617,7 @@ int main(int argc, char** argv) {
         return 0;
     }
     try {
+        if (options.spawn > 0) return spawn_ranks(args, options);
         return run(options);
     } catch (const UsageError& e) {
         std::cerr << "sp-trainer: " << e.what() << "\nTry 'sp-trainer --help' for usage.\n";

@@ -12,6 +12,8 @@
 #include <system_error>
 #include <type_traits>
 
+#include "sp/protocol.h"
+
 namespace sp::trainer {
 namespace {
 
@@ -117,6 +119,41 @@ void validate_telemetry_path(const TrainerOptions& o) {
         throw UsageError(source + ": the folder " + quoted(folder.string()) + " does not exist");
 }
 
+// "run.jsonl" -> "run.rank1.jsonl"; a name without the extension gets ".rank1" at its end.
+std::string rank_file_name(const std::string& file, int rank) {
+    const std::string tag = ".rank" + std::to_string(rank);
+    const std::string ext = ".jsonl";
+    if (file.size() > ext.size() && file.compare(file.size() - ext.size(), ext.size(), ext) == 0)
+        return file.substr(0, file.size() - ext.size()) + tag + ext;
+    return file + tag;
+}
+
+// A data-parallel rank: its own endpoints (base + 2·rank) and telemetry file; a launcher (--spawn)
+// only checks what its ranks will check again.
+void apply_data_parallel(TrainerOptions& o) {
+    o.leader_control_endpoint = o.control_endpoint;
+    if (o.spawn > 0) {
+        if (o.world_size != 1 || o.rank != 0)
+            throw UsageError("--spawn N starts ranks 0..N-1 itself: drop --world-size and --rank");
+        return;
+    }
+    if (o.rank >= o.world_size)
+        throw UsageError("--rank " + std::to_string(o.rank) + " is not below --world-size " +
+                         std::to_string(o.world_size));
+    if (o.world_size == 1) return;
+    if (o.device != "cpu")
+        throw UsageError(
+            "--world-size: data-parallel sp-trainer runs on the CPU with Gloo (--device cpu); "
+            "the NCCL path is unverified (agent/PROTOCOL.md §11)");
+    try {
+        o.telemetry_endpoint = protocol::rank_endpoint(o.telemetry_endpoint, o.rank);
+        o.control_endpoint = protocol::rank_endpoint(o.control_endpoint, o.rank);
+    } catch (const std::invalid_argument& e) {
+        throw UsageError(std::string("--rank: ") + e.what());
+    }
+    if (o.config.telemetry_enabled) o.config.telemetry_file = rank_file_name(o.config.telemetry_file, o.rank);
+}
+
 }  // namespace
 
 std::string_view to_string(PrecisionChoice p) {
@@ -163,6 +200,18 @@ std::string usage_text(const std::string& program) {
          "                          --server-key)\n"
          "  --insecure              allow a non-loopback bind without CURVE (a warning is logged)\n"
          "  --no-network            bind no sockets\n"
+         "Data-parallel training (c10d with Gloo; agent/PROTOCOL.md section 11):\n"
+         "  --world-size N          ranks in the job (default 1: no process group)\n"
+         "  --rank R                this process's rank, 0..N-1; rank 0 decides and takes commands,\n"
+         "                          rank R's endpoints are the ones above with the port + 2*R, and its\n"
+         "                          telemetry file is NAME.rankR.jsonl\n"
+         "  --master-addr A         where rank 0 hosts the rendezvous (default 127.0.0.1)\n"
+         "  --master-port P         its port (default 29500; with --spawn a free one)\n"
+         "  --spawn N               start ranks 0..N-1 of this command line on this machine, each\n"
+         "                          rank's output prefixed with [rank R]; exits with the first\n"
+         "                          failing rank's status\n"
+         "  (config key distributed_stats_mode \"sharded\": each rank reads a 1/N slice of every\n"
+         "  gradient and the statistics are all-gathered; process_group_timeout_s bounds every wait)\n"
          "Experiments (tools/experiment):\n"
          "  --harsh-block B      a planted fault: block B's \"INT8\" is stochastic ternary rounding onto a\n"
          "                       grid of K times each row's absmax (K = --harsh-step); BF16 is unaffected\n"
@@ -244,6 +293,15 @@ TrainerOptions parse_trainer_options(const std::vector<std::string>& args, const
         {"--server-key", [&](auto& f, auto& v) { o.server_key = non_empty(f, v); }},
         {"--allowed-clients", [&](auto& f, auto& v) { o.allowed_clients = non_empty(f, v); }},
         {"--threads", [&](auto& f, auto& v) { o.threads = parse_int<int>(f, v, 1, 1024); }},
+        {"--world-size", [&](auto& f, auto& v) { o.world_size = parse_int<int>(f, v, 1, 1024); }},
+        {"--rank", [&](auto& f, auto& v) { o.rank = parse_int<int>(f, v, 0, 1023); }},
+        {"--master-addr", [&](auto& f, auto& v) { o.master_addr = non_empty(f, v); }},
+        {"--master-port",
+         [&](auto& f, auto& v) {
+             o.master_port = parse_int<int>(f, v, 1, 65535);
+             o.master_port_given = true;
+         }},
+        {"--spawn", [&](auto& f, auto& v) { o.spawn = parse_int<int>(f, v, 1, 64); }},
         {"--harsh-block", [&](auto& f, auto& v) { o.harsh_block = parse_int<int>(f, v, 0, 1023); }},
         {"--harsh-step", [&](auto& f, auto& v) { o.harsh_step = parse_positive_double(f, v, 1e6); }},
         {"--outlier-block", [&](auto& f, auto& v) { o.outlier_block = parse_int<int>(f, v, 0, 1023); }},
@@ -321,6 +379,7 @@ TrainerOptions parse_trainer_options(const std::vector<std::string>& args, const
         }
     }
     apply_flags_to_config(o);
+    apply_data_parallel(o);
     validate_telemetry_path(o);
     return o;
 }

@@ -59,6 +59,17 @@ struct TrainerOptions {
     std::string server_key;       // --server-key FILE.key: CURVE secret key (sp-ctl keygen)
     std::string allowed_clients;  // --allowed-clients FILE: client public keys, one per line
     bool insecure = false;        // --insecure: allow a non-loopback bind without CURVE
+    // Data-parallel training on c10d/Gloo (README, "Two ranks"): this process is rank `rank` of
+    // `world_size`; rank 0 hosts the rendezvous (a TCPStore) at master_addr:master_port. With
+    // world_size > 1 the endpoints above are rank 0's, this rank's are offset by 2·rank, and the
+    // telemetry file name carries the rank.
+    int world_size = 1;                     // --world-size N
+    int rank = 0;                           // --rank R
+    std::string master_addr = "127.0.0.1";  // --master-addr A
+    int master_port = 29500;                // --master-port P
+    bool master_port_given = false;
+    int spawn = 0;                        // --spawn N: start N local ranks of this command line
+    std::string leader_control_endpoint;  // rank 0's control endpoint (what the others name)
 
     // The config the agent runs with: the file's (or the defaults), then the flags applied.
     Config config;

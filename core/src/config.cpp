@@ -254,6 +254,8 @@ const std::vector<Key>& keys() {
         real("budget_target_pct", &Config::budget_target_pct),
         text("format_gate_file", &Config::format_gate_file),
         real("control_requests_per_second", &Config::control_requests_per_second),
+        text("distributed_stats_mode", &Config::distributed_stats_mode),
+        real("process_group_timeout_s", &Config::process_group_timeout_s),
     };
     return kKeys;
 }
@@ -352,6 +354,14 @@ void check_formats(const Config& c, const std::string& prefix, Add&& add) {
         add({"control_requests_per_second"}, about(prefix, "control_requests_per_second") +
                                                  "must be a number in (0, 1000000], got " +
                                                  show(c.control_requests_per_second));
+    if (c.distributed_stats_mode != "replicated" && c.distributed_stats_mode != "sharded")
+        add({"distributed_stats_mode"}, about(prefix, "distributed_stats_mode") +
+                                            "must be one of \"replicated\", \"sharded\", got " +
+                                            json(c.distributed_stats_mode).dump());
+    if (!(c.process_group_timeout_s >= 1.0 && c.process_group_timeout_s <= 86400.0))
+        add({"process_group_timeout_s"}, about(prefix, "process_group_timeout_s") +
+                                             "must be a number of seconds in [1, 86400], got " +
+                                             show(c.process_group_timeout_s));
     if (!(c.budget_target_pct >= 0.0 && c.budget_target_pct <= 100.0))
         add({"budget_target_pct"}, about(prefix, "budget_target_pct") + "must be a number in [0, 100], got " +
                                        show(c.budget_target_pct));

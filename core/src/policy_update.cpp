@@ -243,6 +243,7 @@ Policy::Decision Policy::decide(BlockDetail& d, std::int64_t step, bool first_dy
 
 void Policy::end_update(std::int64_t step, bool first_dynamic) {
     if (first_dynamic) dynamic_assigned_ = true;
+    recorded_before_update_ = recorded_;
     recorded_ = effective_;
     std::fill(nonfinite_since_update_.begin(), nonfinite_since_update_.end(), 0);
     last_update_ = step;

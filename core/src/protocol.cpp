@@ -521,4 +521,18 @@ bool parse_snapshot(std::string_view reply_text, Snapshot& out, std::string& err
     return false;
 }
 
+std::string rank_endpoint(const std::string& base, int rank) {
+    const std::size_t colon = base.rfind(':');
+    const std::string digits = colon == std::string::npos ? std::string() : base.substr(colon + 1);
+    const bool numeric =
+        !digits.empty() && digits.size() <= 5 && digits.find_first_not_of("0123456789") == std::string::npos;
+    if (!numeric)
+        throw std::invalid_argument("endpoint '" + base + "' has no port to add the rank's offset to");
+    const long port = std::stol(digits) + 2L * rank;
+    if (rank < 0 || port > 65535)
+        throw std::invalid_argument("endpoint '" + base + "': rank " + std::to_string(rank) +
+                                    " would need port " + std::to_string(port));
+    return base.substr(0, colon + 1) + std::to_string(port);
+}
+
 }  // namespace sp::protocol

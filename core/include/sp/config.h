@@ -74,6 +74,12 @@ struct Config {
     double budget_target_pct = 50.0;            // mode "budget": bytes to save against all-BF16, in percent
     std::string format_gate_file;               // a "never slower than BF16" policy file (GATE.md); "" none
     double control_requests_per_second = 10.0;  // per control client; beyond it: "rate_limited"
+    // Data-parallel training (agent/PROTOCOL.md, "Data-parallel jobs"): how the ranks' gradient
+    // statistics meet ("replicated": every rank holds the all-reduced gradients, no statistics traffic;
+    // "sharded": each rank holds a slice, one all-gather per step), and how long a collective may
+    // wait for a rank before the job stops with an error naming it.
+    std::string distributed_stats_mode = "replicated";
+    double process_group_timeout_s = 60.0;
 
     // The mode the policy actually runs in (`enabled: false` means off).
     Mode effective_mode() const { return enabled ? mode : Mode::off; }

@@ -119,6 +119,13 @@ class Policy {
     // next call.
     const LossFeedback& observe_loss(std::int64_t step, double loss);
 
+    // Data-parallel followers (agent/PROTOCOL.md §11): takes rank 0's map where it differs from this
+    // policy's own, with rank 0's reasons, and keeps the state the rules read (cooldowns, what loss
+    // feedback may roll back) as if the decisions had been made here. When `step` was an update step,
+    // its record (the one update() returned) is amended to the adopted map. Returns the changes.
+    // Throws std::invalid_argument when a map or reason list has another length than the layout.
+    std::vector<PrecisionChange> adopt(std::int64_t step, const std::vector<Precision>& map,
+                                       const std::vector<Reason>& reasons);
     // The effective block -> precision map now.
     const std::vector<Precision>& precisions() const { return effective_; }
     const std::vector<std::optional<Precision>>& pins() const { return pins_; }
@@ -178,7 +185,8 @@ class Policy {
     double budget_target_pct_ = 0;
 
     std::vector<Precision> effective_;
-    std::vector<Precision> recorded_;  // as in the previous record
+    std::vector<Precision> recorded_;                // as in the previous record
+    std::vector<Precision> recorded_before_update_;  // recorded_ before the latest update (for adopt)
     std::vector<std::optional<Precision>> pins_;
     std::vector<std::int64_t> pin_until_;  // the step a pin ends at, kForever: until released
     std::vector<char> pin_on_spike_;       // the pin's release_on_spike

@@ -36,6 +36,10 @@ inline constexpr std::size_t kMaxIdBytes = 256;
 inline constexpr int kUnknownBlockCount = -1;
 inline constexpr const char* kDefaultTelemetryEndpoint = "tcp://127.0.0.1:5556";
 inline constexpr const char* kDefaultControlEndpoint = "tcp://127.0.0.1:5557";
+// A data-parallel job (§11): rank r's sockets are the base endpoints with the port plus 2·r, so
+// rank 0 keeps 5556/5557, rank 1 takes 5558/5559, and so on. Throws std::invalid_argument naming
+// the endpoint when it has no numeric port or the port would pass 65535.
+std::string rank_endpoint(const std::string& base, int rank);
 
 // ---- Telemetry topics (the first frame of every PUB message) ----
 enum class Topic : std::uint8_t { hello, update, stats, event, heartbeat };

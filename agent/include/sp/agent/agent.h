@@ -40,9 +40,11 @@ class AgentServer;
 
 namespace sp::agent {
 
+class ProcessGroupLink;  // sp/agent/process_group_link.h
 class TelemetrySink;
 namespace detail {
 class CommandQueue;
+struct CommandQueueItem;
 class DistributionProfiler;
 }  // namespace detail
 
@@ -56,6 +58,10 @@ struct AgentOptions {
     std::size_t telemetry_queue_capacity = 1024;
     // Live telemetry and control over ZeroMQ (agent/PROTOCOL.md); none: no sockets.
     std::optional<transport::ServerOptions> server;
+    // A data-parallel job (agent/PROTOCOL.md §11): rank 0 decides and every rank applies the same map
+    // at the same step; the other ranks refuse commands. Null: a single process, nothing changes.
+    // The server's rank is taken from it.
+    std::shared_ptr<ProcessGroupLink> data_parallel;
 };
 
 // Called on the training thread when a queued command was applied (or rejected) at `step`.
@@ -141,8 +147,11 @@ class Agent {
     struct Overhead {
         double collect_s = 0, hints_s = 0, step_bookkeeping_s = 0;
         double distribution_s = 0;  // distribution statistics: inputs and weights (not in hints_s)
+        double collectives_s = 0;   // data-parallel: commands, statistics, map and loss collectives
         std::uint64_t steps = 0;
-        double total_s() const { return collect_s + hints_s + step_bookkeeping_s + distribution_s; }
+        double total_s() const {
+            return collect_s + hints_s + step_bookkeeping_s + distribution_s + collectives_s;
+        }
     };
     const Overhead& overhead() const { return overhead_; }
 
@@ -162,6 +171,14 @@ class Agent {
     template <typename Record>
     void emit_record(Record record);
     double now() const;
+    // Data-parallel steps (agent_data_parallel.cpp): no-ops without a process group.
+    using CommandItem = detail::CommandQueueItem;
+    void configure_data_parallel();  // in the constructor: rank, stats mode, timeout, refusals
+    bool follower() const;
+    std::vector<CommandItem> exchange_commands(std::int64_t step, std::vector<CommandItem> local);
+    void share_statistics(std::int64_t step);
+    void exchange_map(std::int64_t step);
+    double reduce_loss(double loss);
 
     Config config_;
     AgentOptions options_;
@@ -184,6 +201,7 @@ class Agent {
     double sink_failing_published_at_ = 0;  // and when it was sent
 
     std::unique_ptr<detail::CommandQueue> commands_;  // shared with the transport's I/O thread
+    bool sharded_stats_ = false;                      // data-parallel, distributed_stats_mode "sharded"
 
     std::int64_t step_ = -1;
     double step_timestamp_ = 0;
