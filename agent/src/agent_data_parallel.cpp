@@ -95,10 +95,11 @@ std::vector<Agent::CommandItem> Agent::exchange_commands(std::int64_t step, std:
                                std::to_string(step) + " but rank 0 at step " +
                                std::to_string(header[kHeaderStep]) + ": the ranks do not step together");
     if (header[kHeaderChecksum] != checksum_word(mine))
-        throw DistributedError("rank " + std::to_string(link->rank()) + ": at the boundary of step " +
-                               std::to_string(step) + " its map (checksum " + std::to_string(mine) +
-                               ") differs from rank 0's; the loss feedback of the last step decided "
-                               "differently here. Stopping: the replicas would diverge");
+        throw DistributedError(
+            "rank " + std::to_string(link->rank()) + ": at the boundary of step " + std::to_string(step) +
+            " its map (checksum " + std::to_string(mine) +
+            ") differs from rank 0's: the ranks' configs (force lists, mode) or the last step's "
+            "loss feedback disagree. Stopping: the replicas would diverge");
     std::vector<CommandItem> received;
     if (header[kHeaderBytes] == 0) return received;
     bytes.assign(std::size_t(header[kHeaderBytes]), '\0');
