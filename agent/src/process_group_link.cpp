@@ -18,10 +18,12 @@ std::string peers(int rank, int world_size) {
 }  // namespace
 
 ProcessGroupLink::ProcessGroupLink(c10::intrusive_ptr<c10d::ProcessGroup> group,
-                                   std::string leader_control_endpoint, std::chrono::milliseconds timeout)
+                                   std::string leader_control_endpoint, std::chrono::milliseconds timeout,
+                                   at::Device device)
     : group_(std::move(group)),
       leader_control_endpoint_(std::move(leader_control_endpoint)),
-      timeout_(timeout) {
+      timeout_(timeout),
+      device_(device) {
     if (!group_) throw std::invalid_argument("ProcessGroupLink: no process group");
     rank_ = group_->getRank();
     world_size_ = group_->getSize();
@@ -52,41 +54,48 @@ void ProcessGroupLink::wait(const c10::intrusive_ptr<c10d::Work>& work, std::str
     }
 }
 
+// The small tensors go to the link's device and back: a no-op copy for Gloo's CPU tensors.
 std::vector<double> ProcessGroupLink::all_gather(const std::vector<double>& local, std::string_view what,
                                                  std::int64_t step) {
-    std::vector<at::Tensor> input{
-        at::from_blob(const_cast<double*>(local.data()), {std::int64_t(local.size())}, at::kDouble).clone()};
+    const auto n = std::int64_t(local.size());
+    std::vector<at::Tensor> input{at::from_blob(const_cast<double*>(local.data()), {n}, at::kDouble)
+                                      .to(device_, /*non_blocking=*/false, /*copy=*/true)};
     std::vector<std::vector<at::Tensor>> output(1);
-    for (int r = 0; r < world_size_; ++r)
-        output[0].push_back(at::empty({std::int64_t(local.size())}, at::kDouble));
+    for (int r = 0; r < world_size_; ++r) output[0].push_back(at::empty({n}, input[0].options()));
     c10d::AllgatherOptions options;
     options.timeout = timeout_;
     wait(group_->allgather(output, input, options), what, step);
     std::vector<double> all;
     all.reserve(local.size() * std::size_t(world_size_));
     for (const at::Tensor& t : output[0]) {
-        const double* p = t.data_ptr<double>();
-        all.insert(all.end(), p, p + t.numel());
+        const at::Tensor host = t.cpu();
+        const double* p = host.data_ptr<double>();
+        all.insert(all.end(), p, p + host.numel());
     }
     return all;
 }
 
-void ProcessGroupLink::broadcast(std::vector<std::int64_t>& words, std::string_view what, std::int64_t step) {
-    std::vector<at::Tensor> tensors{at::from_blob(words.data(), {std::int64_t(words.size())}, at::kLong)};
+void ProcessGroupLink::broadcast_host(void* data, std::int64_t n, at::ScalarType type, std::string_view what,
+                                      std::int64_t step) {
+    const at::Tensor host = at::from_blob(data, {n}, type);
+    std::vector<at::Tensor> tensors{host.to(device_)};
     c10d::BroadcastOptions options;
     options.timeout = timeout_;
     wait(group_->broadcast(tensors, options), what, step);
+    if (tensors[0].data_ptr() != host.data_ptr()) host.copy_(tensors[0]);
+}
+
+void ProcessGroupLink::broadcast(std::vector<std::int64_t>& words, std::string_view what, std::int64_t step) {
+    broadcast_host(words.data(), std::int64_t(words.size()), at::kLong, what, step);
 }
 
 void ProcessGroupLink::broadcast(std::string& bytes, std::string_view what, std::int64_t step) {
-    std::vector<at::Tensor> tensors{at::from_blob(bytes.data(), {std::int64_t(bytes.size())}, at::kByte)};
-    c10d::BroadcastOptions options;
-    options.timeout = timeout_;
-    wait(group_->broadcast(tensors, options), what, step);
+    broadcast_host(bytes.data(), std::int64_t(bytes.size()), at::kByte, what, step);
 }
 
 double ProcessGroupLink::all_reduce_mean(double value, std::string_view what, std::int64_t step) {
-    std::vector<at::Tensor> tensors{at::full({1}, value, at::kDouble)};
+    std::vector<at::Tensor> tensors{
+        at::full({1}, value, at::TensorOptions().dtype(at::kDouble).device(device_))};
     c10d::AllreduceOptions options;
     options.timeout = timeout_;
     wait(group_->allreduce(tensors, options), what, step);

@@ -12,6 +12,7 @@
 #include <QTemporaryDir>
 
 #include <fstream>
+#include <mutex>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -31,6 +32,8 @@ constexpr int kSteps = 6;
 struct Model {
     std::vector<torch::nn::Linear> blocks;
     Model() {
+        static std::mutex seeding;  // the default generator is shared by the ranks' threads
+        const std::lock_guard<std::mutex> lock(seeding);
         torch::manual_seed(11);
         for (int i = 0; i < kBlocks; ++i) blocks.emplace_back(torch::nn::LinearOptions(16, 16));
     }
@@ -40,11 +43,16 @@ struct Model {
             out.emplace_back("blocks." + std::to_string(i), blocks[std::size_t(i)].get());
         return out;
     }
+    // Deterministic without a random generator: LibTorch's default one is shared by the two ranks'
+    // threads, so drawing from it would race.
     void set_grads(int step) {
-        torch::manual_seed(100 + step);
         for (int i = 0; i < kBlocks; ++i)
-            for (auto& p : blocks[std::size_t(i)]->parameters())
-                p.mutable_grad() = torch::randn_like(p) * 0.01 * double(i * i + 1) + 0.001 * double(i);
+            for (auto& p : blocks[std::size_t(i)]->parameters()) {
+                const at::Tensor phase =
+                    torch::arange(p.numel(), torch::kFloat).view_as(p) * (0.37f * float(step + 1));
+                p.mutable_grad() =
+                    torch::sin(phase + float(i)) * (0.01 * double(i * i + 1)) + 0.001 * double(i);
+            }
     }
 };
 

@@ -10,12 +10,14 @@
 // pulls in c10d's headers.
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <torch/csrc/distributed/c10d/Store.hpp>
 
 namespace sp::agent {
 
@@ -28,10 +30,12 @@ class DistributedError : public std::runtime_error {
 class ProcessGroupLink {
   public:
     // `leader_control_endpoint`: rank 0's control socket, which the other ranks name when they refuse
-    // a command ("" when rank 0 has none).
+    // a command ("" when rank 0 has none). `device`: where the collectives' small tensors live — the
+    // CPU for Gloo, the rank's GPU for NCCL, which only moves device memory.
     explicit ProcessGroupLink(c10::intrusive_ptr<c10d::ProcessGroup> group,
                               std::string leader_control_endpoint = {},
-                              std::chrono::milliseconds timeout = std::chrono::seconds(60));
+                              std::chrono::milliseconds timeout = std::chrono::seconds(60),
+                              at::Device device = at::kCPU);
 
     int rank() const { return rank_; }
     int world_size() const { return world_size_; }
@@ -55,6 +59,9 @@ class ProcessGroupLink {
 
   private:
     void wait(const c10::intrusive_ptr<c10d::Work>& work, std::string_view what, std::int64_t step);
+    // Broadcasts `n` elements at `data` (host memory) from rank 0 through the link's device.
+    void broadcast_host(void* data, std::int64_t n, at::ScalarType type, std::string_view what,
+                        std::int64_t step);
     [[noreturn]] void fail(std::string_view what, std::int64_t step, double seconds,
                            const std::string& cause) const;
 
@@ -62,6 +69,17 @@ class ProcessGroupLink {
     int rank_ = 0, world_size_ = 1;
     std::string leader_control_endpoint_;
     std::chrono::milliseconds timeout_;
+    at::Device device_;
 };
+
+#if SP_AGENT_HAVE_NCCL
+// The NCCL path (agent/cuda/torch/nccl_process_group.cpp): a ProcessGroupNCCL on `store` with the
+// link's small tensors on cuda:`device_index`. Compiled in CI against the headers; unverified until
+// it runs on GPUs (agent/PROTOCOL.md §11).
+std::shared_ptr<ProcessGroupLink> make_nccl_process_group_link(const c10::intrusive_ptr<c10d::Store>& store,
+                                                               int rank, int world_size, int device_index,
+                                                               std::chrono::milliseconds timeout,
+                                                               std::string leader_control_endpoint);
+#endif
 
 }  // namespace sp::agent
