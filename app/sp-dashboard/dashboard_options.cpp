@@ -5,6 +5,8 @@
 #include <QRegularExpression>
 #include <cstdio>
 
+#include "sp/ui/job_spec.h"
+
 namespace sp::dashboard {
 namespace {
 
@@ -35,9 +37,16 @@ std::optional<DashboardOptions> parseDashboardOptions(const QCoreApplication& ap
                                     QStringLiteral("FILE"));
     const QCommandLineOption connect(
         QStringLiteral("connect"),
-        QStringLiteral(
-            "Follow an agent: TELEMETRY endpoint (control = port + 1) or TELEMETRY,CONTROL (repeatable)."),
+        QStringLiteral("Follow an agent: TELEMETRY endpoint (control = port + 1) or TELEMETRY,CONTROL "
+                       "(repeatable, one run each). A data-parallel job as one run: each rank's SPEC "
+                       "separated by ';', rank 0 first, or one SPEC with --ranks."),
         QStringLiteral("SPEC"));
+    const QCommandLineOption ranks(
+        QStringLiteral("ranks"),
+        QStringLiteral("Each --connect is a data-parallel job of N ranks: rank r at the SPEC's ports + 2*r "
+                       "(a ';' list must name N). Rank 0 is shown and steered; the Ranks panel compares "
+                       "the others with it."),
+        QStringLiteral("N"));
     const QCommandLineOption server_key(QStringLiteral("server-key"),
                                         QStringLiteral("CURVE: the agents' public key file."),
                                         QStringLiteral("FILE"));
@@ -64,7 +73,7 @@ std::optional<DashboardOptions> parseDashboardOptions(const QCoreApplication& ap
     const QCommandLineOption theme(QStringLiteral("theme"), QStringLiteral("dark or light."),
                                    QStringLiteral("NAME"));
     parser.addOptions(
-        {replay, connect, server_key, client_key, screenshot, exit_after, timeout, size, theme});
+        {replay, connect, ranks, server_key, client_key, screenshot, exit_after, timeout, size, theme});
     if (!parser.parse(app.arguments())) return usageError(parser.errorText());
     if (parser.isSet(QStringLiteral("help"))) parser.showHelp(0);
     if (parser.isSet(QStringLiteral("version"))) parser.showVersion();
@@ -81,6 +90,18 @@ std::optional<DashboardOptions> parseDashboardOptions(const QCoreApplication& ap
     if (parser.isSet(exit_after) && !positiveInt(parser.value(exit_after), o.exit_after_updates))
         return usageError(QStringLiteral("--exit-after-updates: expected a positive integer, got '%1'")
                               .arg(parser.value(exit_after)));
+    if (parser.isSet(ranks) && !positiveInt(parser.value(ranks), o.ranks))
+        return usageError(
+            QStringLiteral("--ranks: expected a positive integer, got '%1'").arg(parser.value(ranks)));
+    if (o.ranks > 0 && o.connect.isEmpty()) return usageError(QStringLiteral("--ranks needs --connect SPEC"));
+    for (const QString& spec : o.connect) {
+        QString error;
+        if (!sp::ui::parseJobSpec(spec, o.ranks, &error))
+            return usageError(
+                o.ranks > 0
+                    ? QStringLiteral("--connect '%1' with --ranks %2: %3").arg(spec).arg(o.ranks).arg(error)
+                    : QStringLiteral("--connect '%1': %2").arg(spec, error));
+    }
     if (parser.isSet(timeout) && !positiveInt(parser.value(timeout), o.timeout_seconds))
         return usageError(QStringLiteral("--timeout: expected a positive number of seconds, got '%1'")
                               .arg(parser.value(timeout)));

@@ -12,7 +12,8 @@ namespace sp::dashboard {
 
 struct DashboardOptions {
     QStringList replay;          // --replay FILE (repeatable)
-    QStringList connect;         // --connect SPEC (repeatable)
+    QStringList connect;         // --connect SPEC (repeatable); SPEC;SPEC;...: the ranks of one job
+    int ranks = 0;               // --ranks N: each --connect is a data-parallel job of N ranks (0: not given)
     QString server_key_file;     // --server-key FILE (CURVE, applies to every --connect)
     QString client_key_file;     // --client-key FILE
     QString screenshot;          // --screenshot FILE.png: render once ready, save, exit

@@ -84,7 +84,8 @@ int main(int argc, char** argv) {
         window.resize(options->size.value_or(sp::ui::MainWindow::kDefaultSize));
     for (const QString& spec : options->connect) {
         QString error;
-        if (!window.connectTo({spec, options->server_key_file, options->client_key_file}, &error)) {
+        if (!window.connectTo({spec, options->server_key_file, options->client_key_file, options->ranks},
+                              &error)) {
             std::fprintf(stderr, "sp-dashboard: --connect %s: %s\n", qPrintable(spec), qPrintable(error));
             return 2;
         }

@@ -198,6 +198,25 @@ class TestDashboardApp : public QObject {
         QTest::newRow("bad endpoint")
             << QStringList{QStringLiteral("--connect"), QStringLiteral("http://example")} << 2
             << "http://example";
+        // A data-parallel job: --ranks N and a ';' list of the ranks' endpoints.
+        QTest::newRow("bad ranks") << QStringList{QStringLiteral("--connect"),
+                                                  QStringLiteral("tcp://127.0.0.1:5556"),
+                                                  QStringLiteral("--ranks"), QStringLiteral("zero")}
+                                   << 2 << "--ranks: expected a positive integer, got 'zero'";
+        QTest::newRow("ranks alone") << QStringList{QStringLiteral("--ranks"), QStringLiteral("2")} << 2
+                                     << "--ranks needs --connect";
+        QTest::newRow("ranks over ipc")
+            << QStringList{QStringLiteral("--connect"), QStringLiteral("ipc:///tmp/t,ipc:///tmp/c"),
+                           QStringLiteral("--ranks"), QStringLiteral("2")}
+            << 2
+            << "--connect 'ipc:///tmp/t,ipc:///tmp/c' with --ranks 2: endpoint 'ipc:///tmp/t' has no port";
+        QTest::newRow("ranks against a list")
+            << QStringList{QStringLiteral("--connect"), QStringLiteral("tcp://a:5556;tcp://b:5556"),
+                           QStringLiteral("--ranks"), QStringLiteral("3")}
+            << 2 << "lists 2 ranks separated by ';', not 3";
+        QTest::newRow("bad rank in a list")
+            << QStringList{QStringLiteral("--connect"), QStringLiteral("tcp://a:5556;tcp://b")} << 2
+            << "--connect 'tcp://a:5556;tcp://b': rank 1: 'tcp://b': missing :PORT";
         QTest::newRow("missing file")
             << QStringList{QStringLiteral("--replay"), QStringLiteral("/nonexistent/run.jsonl"),
                            QStringLiteral("--screenshot"), dir_.filePath(QStringLiteral("missing.png"))}

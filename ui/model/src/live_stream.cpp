@@ -149,7 +149,9 @@ void LiveWorker::onTelemetry(const zmq::message_t& topic_frame, const zmq::messa
     }
     switch (*topic) {
         case protocol::Topic::hello:
+            return;
         case protocol::Topic::heartbeat:
+            onHeartbeat(body);
             return;
         case protocol::Topic::update:
         case protocol::Topic::stats:
@@ -180,6 +182,15 @@ void LiveWorker::onRecord(std::uint64_t seq, std::string_view body, const char* 
     if (in_snapshot_through_ && seq <= *in_snapshot_through_) return;  // already in the snapshot
     if (!batch_) batch_ = std::make_shared<std::vector<sp::TelemetryRecord>>();
     batch_->push_back(std::move(rec));
+}
+
+void LiveWorker::onHeartbeat(std::string_view body) {
+    json j;
+    sp::JsonError bad_json;
+    if (!sp::parse_json(body, j, bad_json) || !j.is_object()) return;  // liveness was noted already
+    const auto step = j.find("step");
+    if (step == j.end() || !step->is_number_integer()) return;
+    post([s = step->get<qint64>()](TelemetrySource& source) { emit source.heartbeatReceived(s); });
 }
 
 void LiveWorker::reportGap() {

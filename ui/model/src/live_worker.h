@@ -75,6 +75,7 @@ class LiveWorker {
     void drainTelemetry(Clock::time_point now);
     void onTelemetry(const zmq::message_t& topic, const zmq::message_t& body, Clock::time_point now);
     void onRecord(std::uint64_t seq, std::string_view body, const char* topic);
+    void onHeartbeat(std::string_view body);
     void onRestart();
     void reportGap();
     void drainReplies();

@@ -109,6 +109,12 @@ void RunSession::logLocal(EventCategory category, QString text, QString detail, 
     logEvent(std::move(e));
 }
 
+void RunSession::note(EventCategory category, const QString& text, const QString& detail, std::int64_t step) {
+    logLocal(category, text, detail, step);
+    flushEvents();
+    touch();
+}
+
 void RunSession::flushEvents() {
     if (!events_added_) return;
     events_added_ = false;

@@ -28,6 +28,8 @@
 #include "sp/ui/heatmap_legend.h"
 #include "sp/ui/heatmap_view.h"
 #include "sp/ui/live_source.h"
+#include "sp/ui/rank_job.h"
+#include "sp/ui/rank_panel.h"
 #include "sp/ui/recent_list.h"
 #include "sp/ui/replay_bar.h"
 #include "sp/ui/replay_source.h"
@@ -78,6 +80,9 @@ MainWindow::MainWindow(QWidget* parent)
       events_(new EventLogPanel(this)),
       what_if_(new WhatIfPanel(this)),
       control_(new ControlActions([this] { return selection_; }, this)),
+      rank_panel_(new RankPanel(this)),
+      rank_dock_(new QDockWidget(tr("Ranks"), this)),
+      job_warning_(new QLabel(this)),
       splitter_(new QSplitter(Qt::Vertical, this)),
       runs_(new QComboBox(this)),
       state_label_(new QLabel(this)),
@@ -117,6 +122,13 @@ MainWindow::MainWindow(QWidget* parent)
     auto* top_layout = new QVBoxLayout(top);
     top_layout->setContentsMargins(0, 0, 0, 0);
     top_layout->setSpacing(2);
+    // A data-parallel job's warnings (a rank's map differs from rank 0's, a rank behind or silent).
+    job_warning_->setObjectName(QStringLiteral("JobWarning"));
+    job_warning_->setWordWrap(true);
+    job_warning_->setStyleSheet(
+        QStringLiteral("background: #d29922; color: #1c1c1c; padding: 4px 8px; font-weight: bold"));
+    job_warning_->hide();
+    top_layout->addWidget(job_warning_);
     top_layout->addLayout(heat_row, 1);
     top_layout->addWidget(replay_bar_);
     splitter_->setObjectName(QStringLiteral("MainSplitter"));
@@ -146,6 +158,13 @@ MainWindow::MainWindow(QWidget* parent)
     addDockWidget(Qt::RightDockWidgetArea, what_if_dock);
     tabifyDockWidget(event_dock, what_if_dock);
     event_dock->raise();
+    // The ranks of a data-parallel job, under the heatmap and charts (the right-hand column keeps its
+    // height); shown only while the current run is a job of several ranks (showJob).
+    rank_dock_->setObjectName(QStringLiteral("RanksDock"));
+    rank_dock_->setWidget(rank_panel_);
+    setCorner(Qt::BottomRightCorner, Qt::RightDockWidgetArea);
+    addDockWidget(Qt::BottomDockWidgetArea, rank_dock_);
+    rank_dock_->hide();
 
     buildActions();
     buildMenus();
@@ -186,10 +205,13 @@ MainWindow::MainWindow(QWidget* parent)
     connect(&repaint_, &QTimer::timeout, this, &MainWindow::refreshViews);
     repaint_.start();
     restoreSettings();
+    showJob();  // a restored layout does not show the rank panel without a job
     updateStatus();
 }
 
 MainWindow::~MainWindow() {
+    for (RankJob* j : jobs_)
+        if (j != nullptr) j->stop();
     for (RunSession* s : sessions_) s->stop();
 }
 
@@ -199,24 +221,13 @@ void MainWindow::openFile(const QString& path) {
     addSession(std::make_unique<ReplaySource>(path));
 }
 
-bool MainWindow::connectTo(const ConnectionRequest& request, QString* error) {
-    std::optional<LiveEndpoints> endpoints = parseEndpointSpec(request.spec, error);
-    if (!endpoints) return false;
-    if (!request.server_key_file.isEmpty() &&
-        !loadCurveKeys(request.server_key_file, request.client_key_file, *endpoints, error))
-        return false;
-    recent_endpoints_->add(request.spec);
-    updateRecentMenus();
-    addSession(std::make_unique<LiveSource>(*endpoints));
-    return true;
-}
-
 void MainWindow::addSession(std::unique_ptr<TelemetrySource> source) {
     auto* session = new RunSession(std::move(source), this);
     sessions_.push_back(session);
     // Each run keeps its own table and log models, so switching runs loses no sort or scroll state.
     table_models_.push_back(new BlockTableModel(session, session));
     event_models_.push_back(new EventLogModel(session, session));
+    jobs_.push_back(nullptr);  // connectTo sets a job's
     connect(session, &RunSession::stateChanged, this, [this, session] {
         const auto index = std::find(sessions_.begin(), sessions_.end(), session) - sessions_.begin();
         runs_->setItemText(static_cast<int>(index),
@@ -251,6 +262,7 @@ void MainWindow::setCurrentSession(RunSession* session) {
     replay_bar_->setStore(session ? &session->store() : nullptr);
     control_->setSession(session);
     what_if_->setSession(session);
+    showJob();
     what_if_overlays_.clear();  // the what-if was the previous run's
     const bool live = session != nullptr && session->isLive();
     replay_bar_->setVisible(!live);
@@ -356,6 +368,8 @@ QImage MainWindow::renderWindow() {
 
 void MainWindow::closeEvent(QCloseEvent* event) {
     saveSettings();
+    for (RankJob* j : jobs_)
+        if (j != nullptr) j->stop();
     for (RunSession* s : sessions_) s->stop();
     event->accept();
 }

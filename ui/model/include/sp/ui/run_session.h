@@ -68,6 +68,11 @@ class RunSession : public QObject {
     QString releaseAll();
     QString send(const sp::Command& command);
 
+    // Adds an entry the dashboard observed about this run from elsewhere (e.g. the other ranks of
+    // its data-parallel job: RankJob), stamped with the local clock; -1: not tied to a step.
+    void note(EventCategory category, const QString& text, const QString& detail = {},
+              std::int64_t step = -1);
+
     // The pin on `block` as of the latest update (or snapshot), if any.
     std::optional<sp::Precision> pinOf(int block) const;
     // Our commands still pending (sent, not yet applied or rejected) that touch `block`, in words

@@ -85,6 +85,9 @@ class TelemetrySource : public QObject {
     void stateChanged(sp::ui::SourceState state, const QString& detail);
     // Live: messages lost between seq numbers (count of missing seqs).
     void messagesLost(quint64 count);
+    // Live: a heartbeat (about one a second) with the agent's current step. The other ranks of a
+    // data-parallel job use it to tell a rank that falls behind or goes silent (RankStatusModel).
+    void heartbeatReceived(qint64 step);
     void commandReplied(const QString& request_id, bool ok, const QString& error, qint64 effective_step);
     // Replay: bytes read so far of the total.
     void progress(qint64 done, qint64 total);

@@ -7,6 +7,7 @@
 
 class QComboBox;
 class QLineEdit;
+class QSpinBox;
 class QLabel;
 
 namespace sp::ui {
@@ -15,6 +16,9 @@ struct ConnectionRequest {
     QString spec;             // "tcp://host:5556" or "TELEMETRY,CONTROL" (see parseEndpointSpec)
     QString server_key_file;  // empty: no CURVE
     QString client_key_file;  // this client's secret key (sp-ctl keygen)
+    // A data-parallel job's ranks (parseJobSpec): 0 as `spec` lists them (one agent, or one per ';'),
+    // N: the N ranks from `spec`'s ports (--ranks N).
+    int ranks = 0;
 };
 
 class ConnectionDialog : public QDialog {
@@ -27,6 +31,7 @@ class ConnectionDialog : public QDialog {
     void validate();
 
     QComboBox* endpoint_;
+    QSpinBox* ranks_;
     QLineEdit* server_key_;
     QLineEdit* client_key_;
     QLabel* problem_;

@@ -14,6 +14,7 @@
 #include "sp/ui/charts_panel.h"
 
 class QComboBox;
+class QDockWidget;
 class QLabel;
 class QSplitter;
 
@@ -27,6 +28,8 @@ class EventLogPanel;
 class WhatIfPanel;
 class HeatmapLegend;
 class HeatmapView;
+class RankJob;
+class RankPanel;
 class RecentList;
 class ReplayBar;
 class RunSession;
@@ -46,11 +49,15 @@ class MainWindow : public QMainWindow {
 
     // Opens a JSONL file for replay (loaded in the background); the new run becomes current.
     void openFile(const QString& path);
-    // Connects to an agent. False (with `error` set) when the spec or key files are invalid.
+    // Connects to an agent, or to the ranks of a data-parallel job (`request.ranks`, a ';' list:
+    // parseJobSpec), followed as one run: rank 0's. False (with `error` set) when the spec or key
+    // files are invalid.
     bool connectTo(const ConnectionRequest& request, QString* error);
 
     const std::vector<RunSession*>& sessions() const { return sessions_; }
     RunSession* currentSession() const { return current_; }
+    // The data-parallel job `session` is rank 0 of; null for a single agent or a file.
+    RankJob* jobOf(const RunSession* session) const;
     void setCurrentSession(RunSession* session);
     void setTheme(Theme theme);
 
@@ -87,6 +94,8 @@ class MainWindow : public QMainWindow {
     // what-if's saving. Rebuilt only when one of them changed.
     void updateOverlays();
     void takeWhatIf();
+    // The rank panel and the warning bar follow the current run's job (hidden without one).
+    void showJob();
 
     std::vector<RunSession*> sessions_;
     RunSession* current_ = nullptr;
@@ -105,9 +114,13 @@ class MainWindow : public QMainWindow {
     // Per session (same index as sessions_), owned by the session.
     std::vector<BlockTableModel*> table_models_;
     std::vector<EventLogModel*> event_models_;
+    std::vector<RankJob*> jobs_;              // null where the run is not a job of several ranks
     BlockTableModel* table_model_ = nullptr;  // the current session's
     EventLogModel* event_model_ = nullptr;
     ControlActions* control_;
+    RankPanel* rank_panel_;
+    QDockWidget* rank_dock_;
+    QLabel* job_warning_;  // the current job's warnings, above the heatmap
     QSplitter* splitter_;
     QComboBox* runs_;
     QLabel* state_label_;
