@@ -608,8 +608,10 @@ class TestConfig : public QObject {
     void to_json_has_every_key() {
         const json j = sp::to_json(sp::Config{});
         QVERIFY(j.is_object());
-        QCOMPARE(j.size(), std::size_t(44));
+        QCOMPARE(j.size(), std::size_t(46));
         QCOMPARE(j.at("control_requests_per_second"), json(10.0));
+        QCOMPARE(j.at("distributed_stats_mode"), json("replicated"));
+        QCOMPARE(j.at("process_group_timeout_s"), json(60.0));
         QCOMPARE(j.at("int4_group_size"), json(64));
         QCOMPARE(j.at("snr_tiers"), json(false));
         QCOMPARE(j.at("snr_threshold_db").size(), std::size_t(4));
