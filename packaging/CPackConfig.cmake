@@ -3,6 +3,7 @@
 #   selective-precision-dashboard  sp-dashboard (Qt 6 + ZeroMQ; never LibTorch)
 #   selective-precision-trainer    sp-trainer and the agent (LibTorch)
 #   selective-precision-dev        the agent's libraries, headers and find_package files
+#   python3-selective-precision    the Python package (python/), for Debian's python3
 # Dependencies come from dpkg-shlibdeps on the installed binaries, so they are exactly what each
 # binary links. Build with: cmake --build --preset ci --target package  (or cpack in the build dir).
 set(CPACK_PACKAGE_NAME selective-precision)
@@ -21,6 +22,11 @@ set(CPACK_DEBIAN_DASHBOARD_PACKAGE_NAME selective-precision-dashboard)
 set(CPACK_DEBIAN_TRAINER_PACKAGE_NAME selective-precision-trainer)
 set(CPACK_DEBIAN_DEV_PACKAGE_NAME selective-precision-dev)
 set(CPACK_DEBIAN_DEV_PACKAGE_SECTION libdevel)
+set(CPACK_DEBIAN_PYTHON_PACKAGE_NAME python3-selective-precision)
+set(CPACK_DEBIAN_PYTHON_PACKAGE_SECTION python)
+# The module links LibTorch's libraries (found by shlibdeps); `import torch` needs Debian's package too.
+set(CPACK_DEBIAN_PYTHON_PACKAGE_DEPENDS "python3-torch")
+set(CPACK_COMPONENT_PYTHON_DESCRIPTION "selective_precision: the agent in PyTorch training loops (import selective_precision)")
 set(CPACK_COMPONENT_CLI_DESCRIPTION "sp-ctl: policy simulator, control and telemetry tools")
 set(CPACK_COMPONENT_DASHBOARD_DESCRIPTION "sp-dashboard: live monitoring and control (Qt 6)")
 # The window icon is SVG: Qt draws it only with the SVG image plugin.

@@ -35,6 +35,7 @@ packages=(
   libzmq3-dev cppzmq-dev
   qt6-base-dev qt6-charts-dev libqt6opengl6-dev libgl-dev
   libtorch-dev libgloo-dev
+  python3-torch pybind11-dev python3-dev python3-pytest
   libopenblas0-pthread
   xvfb xauth
 )

@@ -12,6 +12,8 @@
 
 #include "cli_util.h"
 #include "commands.h"
+#include "sp/event_payload.h"
+#include "sp/json_input.h"
 #include "sp/jsonl.h"
 #include "sp/run_end.h"
 
@@ -28,7 +30,9 @@ constexpr const char* kUsage =
     "not the first record or is repeated, update steps that do not increase, precision counts or\n"
     "precision_changes that disagree with block_details, an estimated saving that disagrees with the\n"
     "details and the header's block sizes, a detail block the header's layout lacks, a run (with a\n"
-    "header) that stops without its run_end record: the run was cut.\n"
+    "header) that stops without its run_end record: the run was cut, and an event with a field that readers "
+    "act on\n"
+    "of the wrong type (a precision_change whose block is not a block id).\n"
     "Records of an unknown type (a newer producer) are counted, not problems.\n"
     "--json prints one JSON object instead.\n"
     "Exit codes: 0 clean, 1 problems found, 2 bad usage or unreadable file.\n";
@@ -105,6 +109,16 @@ struct Checker {
         check_saving(r, line);
     }
 
+    // The fields readers act on (sp/event_payload.h): the dashboard's rule set, so a file this calls
+    // clean is one the dashboard shows.
+    void event(const sp::EventRecord& e, std::uint64_t line) {
+        nlohmann::json payload;
+        sp::JsonError bad;
+        if (!sp::parse_json(e.payload_json, payload, bad)) return;  // the reader parsed it already
+        if (std::string problem = sp::event_payload_problem(e.kind, payload); !problem.empty())
+            add(line, e.kind + " event: " + problem);
+    }
+
     // POLICY.md rule 10: every layout block counts, at its detail's precision (bf16 if it has none).
     void check_saving(const sp::UpdateRecord& r, std::uint64_t line) {
         if (layout.empty()) return;
@@ -171,6 +185,7 @@ int run_validate(const Args& args) {
         } else if (const auto* e = std::get_if<sp::EventRecord>(&rec)) {
             ++events;
             ++event_kinds[e->kind];
+            check.event(*e, line);
         } else {
             ++stats;
         }

@@ -3,6 +3,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/torch.h>
 
+#include "sp/agent/rounding.h"
 #include "sp/quantize.h"
 
 #include <cmath>
@@ -13,16 +14,7 @@
 namespace sp::trainer {
 namespace {
 
-// Rows of `x` (its last dimension) rounded to `format` with the core reference.
-torch::Tensor rounded_rows(const torch::Tensor& x, Precision format, std::size_t int4_group) {
-    const auto host = x.detach().to(torch::kCPU, torch::kFloat).contiguous();
-    auto out = torch::empty_like(host);
-    const auto cols = static_cast<std::size_t>(host.size(-1));
-    if (cols > 0)
-        sp::roundtrip(format, host.data_ptr<float>(), static_cast<std::size_t>(host.numel()) / cols, cols,
-                      out.data_ptr<float>(), int4_group);
-    return out.to(x.device());
-}
+using sp::agent::rounded_rows;  // the one rounding of activations and gradients (sp/agent/rounding.h)
 
 // The identity forward; backward rounds the gradient arriving at a linear layer's output to the
 // block's format, per token, as a low-precision backward pass feeds it to its matrix products.

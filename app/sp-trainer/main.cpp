@@ -3,7 +3,6 @@
 // the reference precision runtime makes that routing real (the weights the forward pass uses are
 // materialized in the routed precision after every optimizer step). Exit codes: 0 done, 1 a
 // failure while running, 2 a bad command line or config (nothing written).
-#include <ATen/Parallel.h>
 #include <ATen/core/grad_mode.h>
 
 #include <algorithm>
@@ -19,10 +18,7 @@
 #include <optional>
 #include <random>
 #include <string>
-#include <thread>
 #include <vector>
-
-#include <dlfcn.h>
 
 #include <nlohmann/json.hpp>
 
@@ -33,6 +29,7 @@
 #include "sp/agent/cuda_grad_stats_collector.h"
 #include "sp/agent/precision_runtime.h"
 #include "sp/agent/process_group_link.h"
+#include "sp/agent/threads.h"
 #include "sp/run_end.h"
 #include "stop_signal.h"
 #include "text_data.h"
@@ -255,25 +252,6 @@ std::string run_calibration(const TrainerOptions& o, const TextData& text, GptMo
                   : "measured" + (result.cache_path.empty() ? std::string(" (not cached)")
                                                             : ", cached in " + result.cache_path);
     return line;
-}
-
-// Who runs the matrix products on how many threads. Debian's LibTorch calls whatever libblas.so.3
-// is installed; OpenBLAS (the set-up script's) keeps its own thread pool beside LibTorch's OpenMP
-// pool, and with both at full size on the same cores they spin against each other: measured on two
-// cores, 9 steps/s against 36 for the demo model. So with OpenBLAS the matrix products get the
-// threads and LibTorch's pool one; with another BLAS, LibTorch's pool gets them.
-std::string configure_threads(std::optional<int> requested) {
-    const int n = requested ? *requested : int(std::max(1u, std::thread::hardware_concurrency()));
-    using SetThreads = void (*)(int);
-    auto* openblas_set_num_threads =
-        reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"));
-    if (openblas_set_num_threads) {
-        openblas_set_num_threads(n);
-        at::set_num_threads(1);
-        return format("%d threads (OpenBLAS %d, LibTorch's pool 1)", n, n);
-    }
-    at::set_num_threads(n);
-    return format("%d threads (LibTorch's pool)", n);
 }
 
 // Prints a line of the run's story unless --quiet.
@@ -559,7 +537,7 @@ int run(const TrainerOptions& o) {
     const auto run_start = Clock::now();
     install_stop_signals();
     RunTotals totals;
-    totals.threads = configure_threads(o.threads);
+    totals.threads = agent::configure_threads(o.threads);  // sp/agent/threads.h
     const Say say{o.quiet};
 
     TextData text(o.text_path, std::size_t(o.seq_len) * 20);

@@ -3,7 +3,8 @@
 //   - sp::parse_json and the DOM parser (update_record_from_json) accept it too, with an equal
 //     record (differential);
 //   - the writer can write that record (to_json_line throws nothing);
-//   - what it writes parses back to an equal record (round trip).
+//   - what it writes parses back to an equal record (round trip);
+// and every event's payload through the typed views readers act on (sp/event_payload.h).
 // parse_record reports bad lines as values, so no exception may escape.
 #include <algorithm>
 
@@ -11,6 +12,7 @@
 
 #include "../common/same_update_record.h"
 #include "fuzz_target.h"
+#include "sp/event_payload.h"
 #include "sp/json_input.h"
 #include "sp/jsonl.h"
 #include "update_record_parser.h"
@@ -59,6 +61,18 @@ void check_update(std::string_view line, const sp::UpdateRecord& fast) {
     }
 }
 
+// An event's payload through the typed views readers act on (sp/event_payload.h): whatever its
+// fields hold, a problem is a value, never an exception (a precision_change whose block was null
+// killed every dashboard following a run).
+void check_event(const sp::EventRecord& event) {
+    nlohmann::json payload;
+    sp::JsonError bad;
+    if (!sp::parse_json(event.payload_json, payload, bad)) return;
+    (void)sp::event_payload_problem(event.kind, payload);
+    std::string problem;
+    (void)sp::parse_precision_change(payload, problem);
+}
+
 }  // namespace
 
 extern "C" int SP_FUZZ_ENTRY(const std::uint8_t* data, std::size_t size) {
@@ -71,6 +85,9 @@ extern "C" int SP_FUZZ_ENTRY(const std::uint8_t* data, std::size_t size) {
         const sp::ParseStatus status = sp::parse_record(line, record, error);
         if (status == sp::ParseStatus::ok && std::holds_alternative<sp::UpdateRecord>(record)) {
             check_update(line, std::get<sp::UpdateRecord>(record));
+        }
+        if (status == sp::ParseStatus::ok && std::holds_alternative<sp::EventRecord>(record)) {
+            check_event(std::get<sp::EventRecord>(record));
         }
     }
     return 0;

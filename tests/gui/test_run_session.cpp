@@ -275,6 +275,28 @@ class TestRunSession : public QObject {
                     .hasMatch());
     }
 
+    // Anything that can publish on the telemetry port could kill every dashboard following it with
+    // a precision_change whose block is not a block id (issue 30, defect 1): it is logged instead.
+    void malformedPrecisionChangeIsLoggedNotFatal() {
+        Rig rig;
+        rig.liveRun();
+        std::vector<sp::TelemetryRecord> batch;
+        for (const char* block : {"null", "\"3\"", "[3]", "{}", "-1", "1.5"})
+            batch.push_back(
+                eventRecord("precision_change", 110,
+                            std::string(R"({"block":)") + block + R"(,"from":"bf16","to":"int8"})"));
+        batch.push_back(eventRecord("precision_change", 110, R"({"block":1,"from":"bf16","to":"fp9"})"));
+        batch.push_back(uniformUpdate(120, 4));
+        rig.source->records(batch);
+        QCOMPARE(rig.session->store().updateCount(), std::size_t(2));
+        QCOMPARE(rig.count(EventCategory::precision_change), 0);
+        const auto& log = rig.session->events();
+        int malformed = 0;
+        for (std::size_t i = 0; i < log.size(); ++i)
+            malformed += log.at(i).text.startsWith(QStringLiteral("malformed precision_change event: "));
+        QCOMPARE(malformed, 7);
+    }
+
     void seqGapsAreLogged() {
         Rig rig;
         rig.liveRun();

@@ -231,6 +231,31 @@ class TestSpCtlLogs : public QObject {
                  r.err.constData());
     }
 
+    // The line that killed every dashboard following a run (issue 30, defect 1): a precision_change
+    // whose block is not a block id. validate names it; the dashboard logs it (test_run_session).
+    void validate_flags_a_precision_change_without_a_block_id() {
+        QTemporaryDir dir;
+        std::string text = clean_file();
+        const std::string bad =
+            R"({"type":"event","kind":"precision_change","step":40,"timestamp":1717171720.5,"block":null,"from":"bf16","to":"int8"})";
+        text.insert(text.size() - kRunEnd.size(), bad + "\n");
+        const QString path = write_file(dir, "bad_block.jsonl", text);
+        Run r = sp_ctl({"validate", path});
+        QCOMPARE(r.exit_code, 1);
+        QVERIFY2(
+            r.out.contains(path.toUtf8() +
+                           ":12: precision_change event: 'block' must be a non-negative integer, got null"),
+            r.out.constData());
+        for (const char* block : {"\"3\"", "[3]", "{}", "-1", "4294967296", "1.5"}) {
+            std::string other = clean_file();
+            std::string line = bad;
+            line.replace(line.find("null"), 4, block);
+            other.insert(other.size() - kRunEnd.size(), line + "\n");
+            r = sp_ctl({"validate", write_file(dir, "other.jsonl", other)});
+            QVERIFY2(r.exit_code == 1 && r.out.contains("'block' must be a non-negative integer"), block);
+        }
+    }
+
     // A step-statistics line with a number beyond double range is one bad line, not an abort.
     void out_of_range_statistic_is_a_bad_line() {
         QTemporaryDir dir;

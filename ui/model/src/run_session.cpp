@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "session_text.h"
+#include "sp/event_payload.h"
 #include "sp/json_input.h"
 
 namespace sp::ui {
@@ -279,11 +280,17 @@ void RunSession::onEvent(const sp::EventRecord& rec) {
     const QString message = jsonString(j, "message");
     if (rec.kind == "precision_change") {
         e.category = EventCategory::precision_change;
-        const int block = j.value("block", -1);
-        e.text =
-            QStringLiteral("%1: %2 → %3").arg(blockName(block), jsonString(j, "from"), jsonString(j, "to"));
-        const QString reason = jsonString(j, "reason");
-        if (!reason.isEmpty()) e.text += QStringLiteral(" (%1)").arg(reason);
+        std::string problem;
+        if (const auto change = sp::parse_precision_change(j, problem)) {
+            e.text = QStringLiteral("%1: %2 → %3")
+                         .arg(blockName(change->block), qs(std::string(sp::to_string(change->from))),
+                              qs(std::string(sp::to_string(change->to))));
+            if (!change->reason.empty()) e.text += QStringLiteral(" (%1)").arg(qs(change->reason));
+        } else {
+            // Anything that can publish on the telemetry port can send this: log it, never trust it.
+            e.category = EventCategory::warning;
+            e.text = QStringLiteral("malformed precision_change event: %1").arg(qs(problem));
+        }
     } else if (rec.kind == "pin_release") {
         onPinRelease(rec, j, e);
     } else if (rec.kind == "rollback") {

@@ -1,0 +1,289 @@
+"""Selective Precision for PyTorch training loops.
+
+A few lines added to an existing loop::
+
+    import selective_precision as sp
+
+    with sp.Agent(config={"snr_tiers": True}, telemetry="run.jsonl") as agent:
+        agent.register_blocks(model.blocks)
+        sp.torch.apply(model, agent)          # optional: compute each block in its format
+        for batch in data:
+            loss = model(batch)
+            loss.backward()
+            agent.step(loss)                  # after backward, before zero_grad
+            optimizer.step()
+            optimizer.zero_grad()
+
+The agent is the C++ one (``selective_precision._core``): the same policy, telemetry, wire protocol
+and commands as ``sp-trainer``. python/README.md documents every call.
+"""
+
+import json
+import logging
+import os
+
+import torch as _torch  # noqa: F401  (first: _core's tensors are torch's own)
+
+from . import _core
+from . import torch  # noqa: F401  (sp.torch.apply)
+
+__all__ = ["Agent", "PRECISIONS", "configure_threads", "__version__"]
+__version__ = _core.__version__
+
+#: The formats a block can be routed to, as ``Agent.precisions`` names them.
+PRECISIONS = tuple(_core.PRECISIONS)
+
+_log = logging.getLogger("selective_precision")
+
+
+def configure_threads(threads=None):
+    """Gives the matrix products ``threads`` threads (None: every core) the way sp-trainer does.
+
+    Debian's torch calls OpenBLAS, whose thread pool and torch's own spin against each other on
+    the same cores: a small linear layer runs up to 100x slower. With OpenBLAS this gives it the
+    threads and torch's pool one; otherwise torch's pool gets them. Returns what it set.
+    """
+    return _core.configure_threads(threads)
+
+
+def _loss_value(loss):
+    """A float from a float or a one-element tensor (detached: the agent never holds the graph)."""
+    if hasattr(loss, "detach"):
+        if loss.numel() != 1:
+            raise ValueError("loss must be a float or a one-element tensor, got a tensor of shape %s"
+                             % (tuple(loss.shape),))
+        return float(loss.detach().item())
+    return float(loss)
+
+
+def _one_line(text):
+    return " ".join(str(text).split())
+
+
+class Agent:
+    """The Selective Precision agent inside a Python training loop.
+
+    ``config``: None (the defaults of core/CONFIG.md), a dict of config keys, or the path of a JSON
+    config file; a bad one raises ``ValueError`` with the message ``sp-trainer`` prints.
+    ``telemetry``: the JSONL file to write, or None for no file (the config's ``telemetry_file`` is
+    not used). ``network``: serve live telemetry and take commands on ``telemetry_endpoint`` and
+    ``control_endpoint`` (agent/PROTOCOL.md); a refused endpoint or key file raises ``OSError``.
+    ``every_step_stats``: write the per-step statistics lines ``sp-ctl simulate --stats`` replays.
+    """
+
+    def __init__(self, config=None, telemetry=None, *, telemetry_endpoint="tcp://127.0.0.1:5556",
+                 control_endpoint="tcp://127.0.0.1:5557", server_key=None, allowed_clients=None,
+                 network=True, every_step_stats=True, run_id=None, model_identity=""):
+        config_json = config_path = None
+        if isinstance(config, dict):
+            try:
+                config_json = json.dumps(config, allow_nan=False)
+            except (TypeError, ValueError) as e:
+                raise ValueError("config: %s" % e) from None
+        elif isinstance(config, (str, bytes, os.PathLike)):
+            config_path = os.fsdecode(config)
+        elif config is not None:
+            raise TypeError("config must be None, a dict or a path, not %s" % type(config).__name__)
+        self._core = _core._Agent(
+            config_json=config_json, config_path=config_path,
+            telemetry=None if telemetry is None else os.fsdecode(telemetry),
+            every_step_stats=bool(every_step_stats), network=bool(network),
+            telemetry_endpoint=telemetry_endpoint or "", control_endpoint=control_endpoint or "",
+            server_key=os.fsdecode(server_key) if server_key else "",
+            allowed_clients=os.fsdecode(allowed_clients) if allowed_clients else "",
+            run_id=run_id or "", model_identity=model_identity or "")
+        self._modules = []
+        self._names = []
+        self._map = []
+        self._callbacks = []
+        self._last_loss = None
+        self._profiling = False  # sp.torch.apply: this step hands linear inputs to the profiler
+
+    # -- set-up -------------------------------------------------------------------------------
+
+    def register_blocks(self, blocks, *, model=None):
+        """Registers the blocks the agent routes, once, before the first step.
+
+        ``blocks``: an iterable of ``nn.Module`` (e.g. ``model.transformer.h``) or a dict of name ->
+        module. Block ids follow the order (0, 1, ...), as ``sp-ctl pin --blocks`` addresses them.
+        Names are the dict's keys, else the modules' qualified names in ``model`` when it is given,
+        else ``blocks.<id>``. The gradients are read in C++ from each block's parameters.
+        """
+        if self._modules:
+            raise RuntimeError("register_blocks: blocks are already registered")
+        if isinstance(blocks, dict):
+            named = list(blocks.items())
+        else:
+            modules = list(blocks)
+            qualified = {}
+            if model is not None:
+                qualified = {id(m): n for n, m in model.named_modules()}
+            named = []
+            for i, m in enumerate(modules):
+                if model is not None and id(m) not in qualified:
+                    raise ValueError("register_blocks: block %d is not a submodule of the model" % i)
+                named.append((qualified.get(id(m), "blocks.%d" % i), m))
+        if not named:
+            raise ValueError("register_blocks: no blocks")
+        specs = []
+        for name, module in named:
+            params = list(module.named_parameters())
+            if not params:
+                raise ValueError("register_blocks: block '%s' has no parameters" % name)
+            specs.append((str(name), [n for n, _ in params], [p for _, p in params]))
+        self._core.register_blocks(specs)
+        self._modules = [m for _, m in named]
+        self._names = self._core.block_names()
+        self._map = self._core.precisions()
+        self._drain_log()
+
+    def on_change(self, callback):
+        """Calls ``callback(precisions)`` (block name -> format) on the training thread, at the step
+        boundary where the map changed. Returns the callback, so it can decorate a function."""
+        self._callbacks.append(callback)
+        return callback
+
+    # -- the loop -----------------------------------------------------------------------------
+
+    def begin_step(self):
+        """Opens the next step (applies queued operator commands). Optional: ``step()`` and, with
+        ``sp.torch.apply``, the first training forward open it when it is not open yet."""
+        self._require_blocks()
+        self._core.begin_step()
+        self._sync_map()
+
+    def end_step(self, loss):
+        """Closes the step after backward: statistics, the policy update, the step's telemetry and
+        the loss feedback. Call before ``optimizer.zero_grad()``."""
+        self._require_blocks()
+        value = _loss_value(loss)
+        self._core.end_step(value)
+        self._last_loss = value
+        self._sync_map()
+
+    def step(self, loss):
+        """``begin_step()`` when needed, then ``end_step(loss)``: the one call a loop needs."""
+        self.end_step(loss)
+
+    def record_eval_loss(self, loss, step=None):
+        """The latest held-out loss; the next update record carries it (``step``: when measured)."""
+        self._core.record_eval_loss(_loss_value(loss), step)
+
+    # -- operator commands (the same objects as sp-ctl's; applied at the next step boundary) ----
+
+    def command(self, command):
+        """Queues a command dict (``{"cmd": "pin", "blocks": [0], "precision": "int8"}``, core's
+        command.h). Returns the step it will be applied at; ``ValueError`` when it would be rejected."""
+        return self._core.enqueue(json.dumps(command))
+
+    def pin(self, blocks, precision, *, for_steps=0, release_on_spike=False):
+        cmd = {"cmd": "pin", "blocks": self._ids(blocks), "precision": precision}
+        if for_steps:
+            cmd["for_steps"] = int(for_steps)
+        if release_on_spike:
+            cmd["release_on_spike"] = True
+        return self.command(cmd)
+
+    def release(self, blocks):
+        return self.command({"cmd": "release", "blocks": self._ids(blocks)})
+
+    def release_all(self):
+        return self.command({"cmd": "release_all"})
+
+    # -- what it decided ----------------------------------------------------------------------
+
+    @property
+    def precisions(self):
+        """Block name -> ``"bf16" | "int8" | "int4" | "fp8_e4m3" | "fp8_e5m2"``, as of now."""
+        return dict(zip(self._names, self._map))
+
+    @property
+    def block_names(self):
+        return list(self._names)
+
+    @property
+    def current_step(self):
+        """The open step, or the next one to open (steps count from 0)."""
+        return self._core.current_step
+
+    @property
+    def run_id(self):
+        return self._core.run_id
+
+    @property
+    def config(self):
+        """The effective config, every key (core/CONFIG.md)."""
+        return json.loads(self._core.config_json())
+
+    def summary(self):
+        """What a run's end prints: steps, block-steps per format, switches, bytes and losses."""
+        copied, bf16 = self._core.total_bytes()
+        return {
+            "steps": self._core.current_step,
+            "block_steps": self._core.block_steps(),
+            "switches": self._core.switches,
+            "bytes_copied": copied,
+            "bytes_bf16": bf16,
+            "saving_pct": 100.0 * (1.0 - copied / bf16) if bf16 else 0.0,
+            "last_train_loss": self._last_loss,
+            "overhead": self._core.overhead(),
+            "telemetry": self._core.telemetry_loss(),
+        }
+
+    # -- the run's end ------------------------------------------------------------------------
+
+    def close(self, reason="completed"):
+        """Ends the run: a ``run_end`` record with ``reason`` in the file and on the wire. Once."""
+        if not self._core.ended:
+            self._core.end_run(_one_line(reason))
+            self._drain_log()
+
+    @property
+    def closed(self):
+        return self._core.ended
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is None:
+            self.close("completed")
+        elif issubclass(exc_type, KeyboardInterrupt):
+            self.close("interrupted")
+        else:
+            self.close("error: %s: %s" % (exc_type.__name__, exc))
+        return False
+
+    # -- internals ----------------------------------------------------------------------------
+
+    def _require_blocks(self):
+        if not self._modules:
+            raise RuntimeError("register_blocks first")
+
+    def _ids(self, blocks):
+        if isinstance(blocks, (int, str)):
+            blocks = [blocks]
+        ids = []
+        for b in blocks:
+            if isinstance(b, str):
+                if b not in self._names:
+                    raise ValueError("no block named '%s'" % b)
+                ids.append(self._names.index(b))
+            else:
+                ids.append(int(b))
+        return ids
+
+    def _sync_map(self):
+        new = self._core.precisions()
+        changed = new != self._map
+        if changed:
+            self._map = new
+        self._drain_log()
+        if changed and self._callbacks:
+            current = self.precisions
+            for callback in list(self._callbacks):
+                callback(dict(current))
+
+    def _drain_log(self):
+        for line in self._core.take_log():
+            _log.info("%s", line)

@@ -1,0 +1,118 @@
+#pragma once
+// The agent as the Python package drives it: one sp::agent::Agent, optionally the reference
+// precision runtime, and the step bookkeeping a Python loop needs (a step opens at the first
+// training forward or at step(), and closes at step()). Nothing here knows of Python: module.cpp
+// binds it, and releases the GIL around every call that may take long.
+#include <ATen/core/Tensor.h>
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "sp/agent/agent.h"
+#include "sp/agent/precision_runtime.h"
+
+namespace sp::python {
+
+struct PyAgentOptions {
+    // Exactly one of: nothing (the defaults), a JSON text (a Python dict, dumped), a file path.
+    std::optional<std::string> config_json;
+    std::optional<std::string> config_path;
+    std::optional<std::string> telemetry;  // the JSONL file; none: no file, whatever the config says
+    bool every_step_stats = true;          // the statistics lines `sp-ctl simulate --stats` replays
+    bool network = true;
+    std::string telemetry_endpoint, control_endpoint;  // "" -> the defaults (agent/PROTOCOL.md)
+    std::string server_key, allowed_clients;
+    std::string run_id;
+    std::string model_identity;
+};
+
+// One registered block as Python hands it over: the tensors are the parameters themselves.
+struct BlockSpec {
+    std::string name;
+    std::vector<std::string> param_names;
+    std::vector<at::Tensor> params;
+};
+
+class PyAgent {
+  public:
+    // Throws sp::ConfigError for a bad config (ValueError in Python), std::runtime_error when the
+    // telemetry file, an endpoint or a key file is refused (OSError).
+    explicit PyAgent(const PyAgentOptions& options);
+    ~PyAgent();
+    PyAgent(const PyAgent&) = delete;
+    PyAgent& operator=(const PyAgent&) = delete;
+
+    void register_blocks(std::vector<BlockSpec> blocks);
+    // The reference runtime becomes the agent's hint sink: every block's weights are materialized in
+    // its routed format (python's sp.torch.apply). Before the first step, once.
+    void attach_runtime();
+    bool has_runtime() const { return runtime_ != nullptr; }
+
+    // A step opens at most once (idempotent while open); the next step() closes it.
+    void begin_step();
+    bool step_open() const { return open_; }
+    std::int64_t current_step() const { return step_; }  // the open step, or the next one to open
+    bool wants_layer_inputs() const;
+    void observe_layer_input(int block, int layer, const at::Tensor& input);
+    // After backward: statistics, the policy update, the step's records and loss feedback. With the
+    // runtime, the parameters hold the fp32 masters afterwards (for the optimizer) until the next
+    // forward materializes the blocks again (materialize_pending).
+    void end_step(double loss);
+    // With the runtime, after the optimizer step: the blocks in their routed formats again.
+    void materialize_pending();
+    // Before a registered block's forward: the blocks materialized, and a training forward
+    // (`training`: autograd records) opens the step. True when it opened one (the map may differ).
+    bool before_forward(bool training);
+    void record_eval_loss(double loss, std::optional<std::int64_t> step);
+
+    // Parses and checks a command object (the control socket's JSON, core/command.h); throws
+    // std::invalid_argument with the reason, or returns the step it will be applied at.
+    std::int64_t enqueue(const std::string& command_json);
+    // The run_end record, then the agent itself goes: its file is complete and its sockets have
+    // flushed the last records (run_end among them) to the subscribers when this returns, whatever
+    // Python does with the object afterwards. The accessors keep answering.
+    void end_run(const std::string& reason);
+    bool ended() const { return ended_; }
+
+    const std::vector<Precision>& precisions() const { return precisions_; }
+    const std::vector<std::string>& block_names() const { return names_; }
+    const sp::Config& config() const { return config_; }
+    const std::string& run_id() const { return run_id_; }
+    // The agent's time on the training thread, and what its telemetry file lost (waits for the
+    // writer): live while the run goes on, as they were at its end afterwards.
+    sp::agent::Agent::Overhead overhead() const;
+    sp::agent::Agent::TelemetryLoss telemetry_loss() const;
+    // Block-steps per format (by Precision value), counted at each step's map as it began, and the
+    // block precision changes between consecutive steps: the summary's figures.
+    const std::array<std::int64_t, kPrecisionCount>& block_steps() const { return block_steps_; }
+    std::int64_t switches() const { return switches_; }
+    sp::agent::TransferBytes total_bytes() const;
+    // Decision log lines since the last call (the agent writes them on the training thread).
+    std::vector<std::string> take_log();
+
+  private:
+    std::unique_ptr<sp::agent::Agent> agent_;  // null once the run has ended
+    sp::Config config_;
+    std::string run_id_;
+    std::vector<std::string> names_;
+    sp::agent::Agent::Overhead final_overhead_;
+    sp::agent::Agent::TelemetryLoss final_telemetry_loss_;
+    std::unique_ptr<sp::agent::ReferencePrecisionRuntime> runtime_;
+    std::vector<Precision> precisions_;
+    std::vector<Precision> previous_step_map_;
+    std::array<std::int64_t, kPrecisionCount> block_steps_{};
+    std::int64_t switches_ = 0;
+    std::int64_t step_ = 0;
+    bool open_ = false;
+    bool ended_ = false;
+    bool masters_in_params_ = false;  // the runtime handed the optimizer the masters
+    std::mutex log_mutex_;
+    std::vector<std::string> log_;
+};
+
+}  // namespace sp::python

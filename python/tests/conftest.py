@@ -1,0 +1,83 @@
+"""Shared pieces of the Python package's tests (run by CTest: python/CMakeLists.txt)."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+import torch.nn as nn
+
+import selective_precision as sp
+
+SP_CTL = os.environ.get("SP_CTL", "sp-ctl")
+SOURCE_DIR = os.environ.get("SP_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", ".."))
+EXAMPLE = os.path.join(SOURCE_DIR, "examples", "python", "train_gpt.py")
+
+
+class TinyBlock(nn.Module):
+    def __init__(self, d=16):
+        super().__init__()
+        self.ln = nn.LayerNorm(d)
+        self.up = nn.Linear(d, 2 * d)
+        self.down = nn.Linear(2 * d, d)
+
+    def forward(self, x):
+        return x + self.down(torch.relu(self.up(self.ln(x))))
+
+
+class TinyModel(nn.Module):
+    def __init__(self, blocks=3, d=16):
+        super().__init__()
+        self.layers = nn.ModuleList(TinyBlock(d) for _ in range(blocks))
+        self.head = nn.Linear(d, 1)
+
+    def forward(self, x):
+        for block in self.layers:
+            x = block(x)
+        return self.head(x).pow(2).mean()
+
+
+@pytest.fixture
+def tiny():
+    torch.manual_seed(0)
+    return TinyModel()
+
+
+# A config that routes within a few steps, as the C++ tests' small runs do.
+FAST_CONFIG = {"warmup_steps": 2, "update_interval_steps": 2, "min_steps_between_switches": 4,
+               "run_calibration": False, "log_decisions": False}
+
+
+def train(model, agent, steps, *, seed=1, lr=1e-2):
+    """A plain loop with the agent in it; returns the last loss."""
+    gen = torch.Generator().manual_seed(seed)
+    opt = torch.optim.SGD(model.parameters(), lr=lr)
+    loss = None
+    for _ in range(steps):
+        x = torch.randn(4, 8, 16, generator=gen)
+        loss = model(x)
+        loss.backward()
+        agent.step(loss)
+        opt.step()
+        opt.zero_grad()
+    return loss
+
+
+def read_jsonl(path):
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def sp_ctl(*args, timeout=120):
+    return subprocess.run([SP_CTL, *map(str, args)], capture_output=True, text=True, timeout=timeout)
+
+
+def ipc_endpoints(tmp_path):
+    return "ipc://%s" % (tmp_path / "pub"), "ipc://%s" % (tmp_path / "ctl")
+
+
+def python_process(args, **kwargs):
+    """A child Python (the interpreter running the tests) with the same package path."""
+    return subprocess.Popen([sys.executable, *args], **kwargs)
