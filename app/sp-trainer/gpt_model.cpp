@@ -339,3 +339,88 @@ void AdamW::step() {
 }
 
 }  // namespace sp::trainer
+
+namespace sp::trainer {
+namespace {
+
+constexpr const char* kShapeKey = "sp_trainer_shape";  // int64 [vocab, blocks, d_model, heads, seq_len]
+constexpr const char* kModelKey = "model";
+constexpr const char* kOptimizerKey = "optimizer";
+
+torch::serialize::InputArchive open_checkpoint(const std::string& path, torch::Device device) {
+    torch::serialize::InputArchive archive;
+    try {
+        archive.load_from(path, device);
+    } catch (const c10::Error&) {
+        throw CheckpointError("--init-checkpoint: '" + path + "' is not an sp-trainer checkpoint");
+    }
+    return archive;
+}
+
+// Every flag whose value differs between the checkpoint and this run, e.g. "--blocks 8 (this run 4)".
+std::string shape_mismatch(const torch::Tensor& saved, const GptShape& run) {
+    const std::int64_t now[] = {run.vocab, run.blocks, run.d_model, run.heads, run.seq_len};
+    const char* flags[] = {"vocab", "--blocks", "--d-model", "--heads", "--seq-len"};
+    std::string out;
+    for (int i = 0; i < 5; ++i) {
+        const std::int64_t was = saved[i].item<std::int64_t>();
+        if (was != now[i])
+            out += std::string(out.empty() ? "" : ", ") + flags[i] + " " + std::to_string(was) +
+                   " (this run " + std::to_string(now[i]) + ")";
+    }
+    return out;
+}
+
+}  // namespace
+
+void save_checkpoint(const std::string& path, GptModel& model, const AdamW& optimizer) {
+    const GptShape& s = model.shape();
+    torch::serialize::OutputArchive archive, weights, state;
+    archive.write(kShapeKey,
+                  torch::tensor({std::int64_t(s.vocab), std::int64_t(s.blocks), std::int64_t(s.d_model),
+                                 std::int64_t(s.heads), std::int64_t(s.seq_len)}));
+    model.unplant_for_update();  // the model's function, whatever a run planted in it
+    for (const auto& named : model.impl_->named_parameters()) weights.write(named.key(), named.value());
+    model.replant_after_update();
+    optimizer.impl_->optimizer->save(state);
+    archive.write(kModelKey, weights);
+    archive.write(kOptimizerKey, state);
+    try {
+        archive.save_to(path);
+    } catch (const c10::Error& e) {
+        throw std::runtime_error("--save-checkpoint: cannot write '" + path +
+                                 "': " + e.what_without_backtrace());
+    }
+}
+
+void load_model_checkpoint(const std::string& path, GptModel& model) {
+    torch::serialize::InputArchive archive = open_checkpoint(path, torch::kCPU);
+    torch::Tensor shape;
+    if (!archive.try_read(kShapeKey, shape) || shape.numel() != 5)
+        throw CheckpointError("--init-checkpoint: '" + path + "' is not an sp-trainer checkpoint");
+    if (const std::string mismatch = shape_mismatch(shape, model.shape()); !mismatch.empty())
+        throw CheckpointError("--init-checkpoint: '" + path + "' holds another model: " + mismatch);
+    torch::serialize::InputArchive weights;
+    if (!archive.try_read(kModelKey, weights))
+        throw CheckpointError("--init-checkpoint: '" + path + "' has no weights");
+    torch::NoGradGuard no_grad;
+    // Read into host copies, then copy into the parameters in place: they keep their tensors, device
+    // and storage (an optimizer built on them keeps working).
+    for (auto& named : model.impl_->named_parameters()) {
+        torch::Tensor value;
+        if (!weights.try_read(named.key(), value) || value.sizes() != named.value().sizes())
+            throw CheckpointError("--init-checkpoint: '" + path + "' lacks " + named.key() +
+                                  " or has another shape");
+        named.value().copy_(value);
+    }
+}
+
+void load_optimizer_checkpoint(const std::string& path, AdamW& optimizer) {
+    torch::serialize::InputArchive archive = open_checkpoint(path, optimizer.impl_->model->impl_->device);
+    torch::serialize::InputArchive state;
+    if (!archive.try_read(kOptimizerKey, state))
+        throw CheckpointError("--init-checkpoint: '" + path + "' has no optimizer state");
+    optimizer.impl_->optimizer->load(state);
+}
+
+}  // namespace sp::trainer

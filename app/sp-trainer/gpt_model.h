@@ -14,6 +14,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -85,6 +86,9 @@ class GptModel {
     std::vector<at::Tensor> parameters() const;
 
   private:
+    friend void save_checkpoint(const std::string&, GptModel&, const class AdamW&);
+    friend void load_model_checkpoint(const std::string&, GptModel&);
+    friend void load_optimizer_checkpoint(const std::string&, class AdamW&);
     struct Impl;
     GptShape shape_;
     std::unique_ptr<Impl> impl_;
@@ -108,8 +112,28 @@ class AdamW {
     void set_learning_rate(double lr);
 
   private:
+    friend void save_checkpoint(const std::string&, GptModel&, const AdamW&);
+    friend void load_optimizer_checkpoint(const std::string&, AdamW&);
     struct Impl;
     std::unique_ptr<Impl> impl_;
 };
+
+// Checkpoints (sp-trainer --save-checkpoint, --init-checkpoint): one LibTorch archive holding the
+// model's shape, its weights in unplanted coordinates (a checkpoint is the model's function; a run
+// that loads it plants its own outliers) and the optimizer's state. A file that is not such an
+// archive, or one of another shape, is a CheckpointError whose message names the mismatching flags.
+class CheckpointError : public std::runtime_error {
+  public:
+    using std::runtime_error::runtime_error;
+};
+
+// Writes `path` (replaced if it exists). The weights saved are the model's parameters as they are:
+// call it while they hold the fp32 masters (ReferencePrecisionRuntime::before_optimizer_step).
+void save_checkpoint(const std::string& path, GptModel& model, const AdamW& optimizer);
+// The weights, into the model's parameters in place (the same tensors, so an optimizer built on them
+// keeps working): before outliers are planted and before the runtime takes its masters.
+void load_model_checkpoint(const std::string& path, GptModel& model);
+// The optimizer's state (AdamW's moments and step counts).
+void load_optimizer_checkpoint(const std::string& path, AdamW& optimizer);
 
 }  // namespace sp::trainer

@@ -362,6 +362,15 @@ class TrainingLoop {
         std::mt19937_64 eval_rng(o.seed ^ kEvalStream);
         for (int i = 0; i < o.eval_batches; ++i)
             eval_set_.push_back(text.sample(Split::heldout, eval_rng, o.batch, o.seq_len, o.device));
+        if (!o.init_checkpoint.empty()) load_optimizer_checkpoint(o.init_checkpoint, optimizer_);
+    }
+
+    // --save-checkpoint: the fp32 masters (not the compute copy in its routed formats) and the
+    // optimizer's state. Rank 0 writes it in a data-parallel job: every rank holds the same weights.
+    void save_checkpoint_if_asked() {
+        if (o_.save_checkpoint.empty() || o_.rank != 0) return;
+        runtime_.before_optimizer_step();  // the masters into the parameters; the run is over
+        save_checkpoint(o_.save_checkpoint, model_, optimizer_);
     }
 
     // The held-out loss before training: the initial point of the curve, and what step 0 reports.
@@ -542,6 +551,13 @@ int run(const TrainerOptions& o) {
 
     TextData text(o.text_path, std::size_t(o.seq_len) * 20);
     GptModel model(model_shape(o), o.seed, o.device);
+    if (!o.init_checkpoint.empty()) {
+        try {
+            load_model_checkpoint(o.init_checkpoint, model);  // before the plant: checkpoints are unplanted
+        } catch (const CheckpointError& e) {
+            throw UsageError(e.what());  // a checkpoint of another model is a bad value: exit 2
+        }
+    }
     if (o.outlier_block) model.plant_outliers(*o.outlier_block, o.outlier_scale);
     announce(o, model, text, totals.threads, say);
 
@@ -565,6 +581,7 @@ int run(const TrainerOptions& o) {
     loop.evaluate_before_training();
     say(format("setup %.2f s; initial eval loss %.4f", seconds_since(run_start), totals.initial_eval));
     const double loop_s = loop.run();
+    loop.save_checkpoint_if_asked();
     const int signal = stop_signal();
     if (signal)
         say(format("interrupted by signal %d after %lld of %lld steps", signal,

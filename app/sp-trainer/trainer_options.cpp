@@ -105,6 +105,28 @@ void validate_text(const TrainerOptions& o) {
                          std::to_string(needed));
 }
 
+// A checkpoint to start from must be a readable regular file (a FIFO would hang the load); one to
+// write needs its folder. Whether the file is a checkpoint of this shape is found when loading it.
+void validate_checkpoint_paths(const TrainerOptions& o) {
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    if (!o.init_checkpoint.empty()) {
+        const auto status = fs::status(o.init_checkpoint, ec);
+        if (ec || !fs::exists(status))
+            throw UsageError("--init-checkpoint: " + quoted(o.init_checkpoint) + " does not exist");
+        if (!fs::is_regular_file(status))
+            throw UsageError("--init-checkpoint: " + quoted(o.init_checkpoint) + " is not a regular file");
+    }
+    if (!o.save_checkpoint.empty()) {
+        const fs::path file(o.save_checkpoint);
+        if (fs::is_directory(file, ec))
+            throw UsageError("--save-checkpoint: " + quoted(o.save_checkpoint) + " is a directory");
+        const fs::path folder = file.has_parent_path() ? file.parent_path() : fs::path(".");
+        if (!fs::is_directory(folder, ec))
+            throw UsageError("--save-checkpoint: the folder " + quoted(folder.string()) + " does not exist");
+    }
+}
+
 // The agent opens the telemetry file when it starts; a missing folder is a bad value, found here.
 void validate_telemetry_path(const TrainerOptions& o) {
     namespace fs = std::filesystem;
@@ -167,7 +189,7 @@ std::string usage_text(const std::string& program) {
       << "Trains a small byte-level GPT on a text file while Selective Precision routes its transformer\n"
          "blocks to BF16 or INT8 from their gradient statistics.\n\n"
          "Model and training:\n"
-      << "  --steps N            training steps (default " << d.steps << ")\n"
+      << "  --steps N            training steps (default " << d.steps << "; 0: evaluate and exit)\n"
       << "  --blocks N           transformer blocks, the units the agent routes (default " << d.blocks
       << ")\n"
       << "  --d-model N          model width, divisible by --heads (default " << d.d_model << ")\n"
@@ -181,6 +203,9 @@ std::string usage_text(const std::string& program) {
       << "  --eval-batches N     held-out batches per evaluation (default " << d.eval_batches << ")\n"
       << "  --text FILE          training text, >= 20 * seq-len bytes (default: the bundled KJV Torah)\n"
          "  --device cpu|cuda    where to train (default cpu)\n"
+         "  --init-checkpoint FILE  start from a checkpoint's weights and optimizer state (the shape\n"
+         "                       flags must match it, else exit 2)\n"
+         "  --save-checkpoint FILE  write the model and optimizer state at the end (LibTorch archive)\n"
          "  --threads N          CPU threads for the matrix products (default: the cores); with OpenBLAS\n"
          "                       they are OpenBLAS's and LibTorch's own pool gets one\n"
          "Selective Precision:\n"
@@ -254,7 +279,8 @@ TrainerOptions parse_trainer_options(const std::vector<std::string>& args, const
 
     using ValueHandler = std::function<void(const std::string& flag, const std::string& value)>;
     const std::map<std::string, ValueHandler> with_value = {
-        {"--steps", [&](auto& f, auto& v) { o.steps = parse_int<std::int64_t>(f, v, 1, 1'000'000'000); }},
+        // 0: evaluate (a checkpoint, under any --precision or config) and exit.
+        {"--steps", [&](auto& f, auto& v) { o.steps = parse_int<std::int64_t>(f, v, 0, 1'000'000'000); }},
         {"--blocks", [&](auto& f, auto& v) { o.blocks = parse_int<int>(f, v, 1, 1024); }},
         {"--d-model", [&](auto& f, auto& v) { o.d_model = parse_int<int>(f, v, 1, 65536); }},
         {"--heads", [&](auto& f, auto& v) { o.heads = parse_int<int>(f, v, 1, 4096); }},
@@ -307,6 +333,8 @@ TrainerOptions parse_trainer_options(const std::vector<std::string>& args, const
         {"--outlier-block", [&](auto& f, auto& v) { o.outlier_block = parse_int<int>(f, v, 0, 1023); }},
         {"--outlier-scale", [&](auto& f, auto& v) { o.outlier_scale = parse_positive_double(f, v, 1e6); }},
         {"--snr-validation", [&](auto& f, auto& v) { o.snr_validation = non_empty(f, v); }},
+        {"--save-checkpoint", [&](auto& f, auto& v) { o.save_checkpoint = non_empty(f, v); }},
+        {"--init-checkpoint", [&](auto& f, auto& v) { o.init_checkpoint = non_empty(f, v); }},
         {"--summary-json",
          [&](auto& f, auto& v) {
              if (v.empty()) throw UsageError(f + ": the file name is empty");
@@ -371,6 +399,7 @@ TrainerOptions parse_trainer_options(const std::vector<std::string>& args, const
                          std::string(at::hasCUDA() ? "built with CUDA, but no device found" : "CPU only") +
                          ")");
     validate_text(o);
+    validate_checkpoint_paths(o);
     if (!o.config_path.empty()) {
         try {
             o.config = load_config_file(o.config_path);

@@ -52,6 +52,9 @@ struct TrainerOptions {
     std::optional<int> outlier_block;  // --outlier-block B: outlier features planted in block B
     double outlier_scale = 64.0;       // --outlier-scale S
     std::string snr_validation;        // --snr-validation FILE: estimators against the truth (JSONL)
+    // Checkpoints (gpt_model.h): the model and optimizer state written at the end, or started from.
+    std::string save_checkpoint;  // --save-checkpoint FILE
+    std::string init_checkpoint;  // --init-checkpoint FILE
     // Live telemetry and control (agent/PROTOCOL.md).
     bool no_network = false;  // --no-network: bind no sockets
     std::string telemetry_endpoint = "tcp://127.0.0.1:5556";
