@@ -195,6 +195,7 @@ void Agent::publish_snapshot() {
     s.run_id = run_id_;
     s.rank = options_.server->rank;
     s.mode = policy_->mode();
+    s.budget_target_pct = policy_->budget_target_pct();
     s.layout = policy_->layout();
     s.precision = policy_->precisions();
     s.pins = policy_->pins();

@@ -351,9 +351,15 @@ int run_snapshot(const Args& args) {
             std::fprintf(stderr, "sp-ctl snapshot: bad snapshot from the agent: %s\n", error.c_str());
             return kExitFailed;
         }
-        std::string out = "step " + std::to_string(s.step) + ", mode " + std::string(sp::to_string(s.mode)) +
-                          ", run " + s.run_id + ", rank " + std::to_string(s.rank) + ", seq " +
-                          std::to_string(s.seq) + "\n";
+        std::string mode = std::string(sp::to_string(s.mode));
+        if (s.budget_target_pct) {
+            char target[64];
+            std::snprintf(target, sizeof target, " (budget target %.1f%%%s)", *s.budget_target_pct,
+                          s.mode == sp::Mode::budget ? "" : ", used in mode budget only");
+            mode += target;
+        }
+        std::string out = "step " + std::to_string(s.step) + ", mode " + mode + ", run " + s.run_id +
+                          ", rank " + std::to_string(s.rank) + ", seq " + std::to_string(s.seq) + "\n";
         char line[256];
         std::snprintf(line, sizeof line, "%5s  %-24s %-10s %s\n", "block", "name", "precision", "pin");
         out += line;

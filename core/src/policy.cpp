@@ -213,6 +213,13 @@ const LossFeedback& Policy::observe_loss(std::int64_t step, double loss) {
 CommandOutcome Policy::apply(const Command& command, std::int64_t step) {
     CommandOutcome out;
     out.error = check_command(command);
+    // A target outside budget mode would change nothing, and an operator told "applied" would
+    // believe it did (POLICY.md rule 18): refused, saying what to do. A set_mode budget applied
+    // earlier at the same boundary counts.
+    if (out.error.empty() && command.kind == Command::Kind::set_budget && mode_ != Mode::budget)
+        out.error = "set_budget: the policy is in mode " + std::string(to_string(mode_)) +
+                    ", and a budget target acts only in mode budget; switch first (sp-ctl mode budget, or "
+                    "Control > Mode: budget in the dashboard)";
     if (!out.error.empty()) return out;
     out.ok = true;
 

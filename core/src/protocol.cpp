@@ -296,6 +296,7 @@ std::string snapshot_reply(const Request& r, const Snapshot& s) {
     snap["run_id"] = s.run_id;
     snap["rank"] = s.rank;
     snap["mode"] = to_string(s.mode);
+    if (s.budget_target_pct) snap["budget_target_pct"] = *s.budget_target_pct;  // additive
     ojson blocks = layout_json(s.layout);
     for (std::size_t i = 0; i < n; ++i) {
         blocks[i]["precision"] = to_string(s.precision[i]);
@@ -472,6 +473,11 @@ bool parse_snapshot(std::string_view reply_text, Snapshot& out, std::string& err
         s.rank = field(snap, "rank", &json::is_number_integer, "an integer").get<int>();
         if (!parse_mode(field(snap, "mode", &json::is_string, "a string").get<std::string>(), s.mode)) {
             throw FieldError("field 'snapshot.mode': unknown mode");
+        }
+        if (const auto target = snap.find("budget_target_pct"); target != snap.end()) {
+            if (!target->is_number() || !(target->get<double>() >= 0.0 && target->get<double>() <= 100.0))
+                throw FieldError("field 'snapshot.budget_target_pct': expected a number in [0, 100]");
+            s.budget_target_pct = target->get<double>();
         }
         const json& blocks = field(snap, "blocks", &json::is_array, "an array");
         for (std::size_t i = 0; i < blocks.size(); ++i) {

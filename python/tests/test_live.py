@@ -34,8 +34,14 @@ def test_a_pin_from_sp_ctl_applies_at_the_acknowledged_step(tmp_path):
         applied = re.search(r"applied: .* at step (\d+)", pin.stdout)
         assert applied, pin.stdout
         step = int(applied.group(1))
-        snapshot = sp_ctl("snapshot", "--endpoint", ctl, "--json", "--timeout", "30")
+        snapshot = sp_ctl("snapshot", "--endpoint", ctl, "--timeout", "30")
         assert snapshot.returncode == 0, snapshot.stderr
+        assert "mode dynamic (budget target 50.0%, used in mode budget only)" in snapshot.stdout, snapshot.stdout
+        # A budget target outside budget mode would do nothing: the operator is told so (exit 1).
+        budget = sp_ctl("budget", "--target-pct", "60", "--endpoint", ctl, "--telemetry-endpoint", pub,
+                        "--timeout", "30", "--wait-timeout", "60")
+        assert budget.returncode == 1, budget.stdout + budget.stderr
+        assert "rejected by the agent" in budget.stderr and "switch first" in budget.stderr, budget.stderr
         # Two policy updates after the pin: the map they record is the pinned one.
         updates = sp_ctl("tail", "--endpoint", pub, "--topics", "update", "--count", "2", "--timeout", "60")
         assert updates.returncode == 0, updates.stderr
@@ -45,8 +51,9 @@ def test_a_pin_from_sp_ctl_applies_at_the_acknowledged_step(tmp_path):
     assert proc.returncode == 130, err  # Ctrl-C: the example's exit status for an interrupted run
     records = read_jsonl(telemetry)
     commands = [r for r in records if r.get("kind") == "command"]
-    assert [c["step"] for c in commands] == [step]
+    assert [c["step"] for c in commands][0] == step
     assert commands[0]["ok"] and commands[0]["command"] == {"cmd": "pin", "blocks": [1], "precision": "int8"}
+    assert not commands[1]["ok"] and commands[1]["command"]["cmd"] == "set_budget"
     later = [r for r in records if "step_id" in r and r["step_id"] >= step]
     assert later and all(u["block_details"]["1"]["precision"] == "int8" for u in later)
     ends = [r for r in records if r.get("kind") == "run_end"]

@@ -272,6 +272,7 @@ void FakeAgent::handle(std::vector<zmq::message_t>& frames) {
             s.pin_until = pin_until_;
             s.pin_release_on_spike = pin_on_spike_;
             s.config_json = "{\"mode\":\"dynamic\"}";
+            s.budget_target_pct = 50.0;
             s.last_update = last_update_;
         }
         if (after) after();

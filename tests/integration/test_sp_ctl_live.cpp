@@ -292,7 +292,9 @@ class TestSpCtlLive : public QObject {
 
         const Run table = sp_ctl(at(agent->control_endpoint(), {"snapshot"}));
         QVERIFY2(table.exit_code == 0, table.err.constData());
-        QVERIFY(table.out.startsWith("step 120, mode dynamic, run fake-run"));
+        QVERIFY2(table.out.startsWith(
+                     "step 120, mode dynamic (budget target 50.0%, used in mode budget only), run fake-run"),
+                 table.out.constData());
         QVERIFY(table.out.contains("blocks.3"));
         QCOMPARE(table.out.count('\n'), 2 + kBlocks);
     }

@@ -211,6 +211,23 @@ class TestPolicyTiers : public QObject {
         QVERIFY(out.ok);
         QCOMPARE(p.precisions(), std::vector<Precision>(2, Precision::bf16));
     }
+
+    // A budget target outside budget mode would change nothing: refused, saying to switch first
+    // (POLICY.md rule 18); a set_mode budget applied before it at the same boundary counts.
+    void set_budget_outside_budget_mode_is_rejected() {
+        Config c = tier_config();
+        Policy p(c, uniform_layout(2, 100), {0.1, 0.1});
+        QCOMPARE(p.mode(), Mode::dynamic);
+        CommandOutcome out = p.apply(set_budget(60.0), 3);
+        QVERIFY(!out.ok);
+        QVERIFY2(contains(out.error, "the policy is in mode dynamic") && contains(out.error, "mode budget"),
+                 out.error.c_str());
+        QCOMPARE(p.budget_target_pct(), c.budget_target_pct);
+        QVERIFY(p.apply(sp::test::set_mode(Mode::budget), 4).ok);
+        out = p.apply(set_budget(60.0), 4);
+        QVERIFY2(out.ok, out.error.c_str());
+        QCOMPARE(p.budget_target_pct(), 60.0);
+    }
 };
 
 QTEST_APPLESS_MAIN(TestPolicyTiers)

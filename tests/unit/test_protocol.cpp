@@ -319,6 +319,25 @@ class TestProtocol : public QObject {
         QCOMPARE(j["ok"].get<bool>(), false);
     }
 
+    // The budget target travels beside the mode (additive: absent from older agents, then nullopt).
+    void snapshot_carries_the_budget_target() {
+        const proto::Request r = request_of(q("{'id':'s3','cmd':'snapshot'}"));
+        proto::Snapshot s = sample_snapshot();
+        proto::Snapshot back;
+        std::string error;
+        QVERIFY2(proto::parse_snapshot(proto::snapshot_reply(r, s), back, error), error.c_str());
+        QVERIFY(!back.budget_target_pct);
+        s.budget_target_pct = 62.5;
+        const std::string text = proto::snapshot_reply(r, s);
+        QCOMPARE(json::parse(text)["snapshot"]["budget_target_pct"].get<double>(), 62.5);
+        QVERIFY2(proto::parse_snapshot(text, back, error), error.c_str());
+        QCOMPARE(*back.budget_target_pct, 62.5);
+        std::string bad = text;
+        bad.replace(bad.find("\"budget_target_pct\":62.5"), 24, "\"budget_target_pct\":-1.0");
+        QVERIFY(!proto::parse_snapshot(bad, back, error));
+        QVERIFY2(contains(error, "budget_target_pct"), error.c_str());
+    }
+
     // A pin's terms (POLICY.md rule 20) travel per block, only where the block is pinned with them.
     void snapshot_carries_pin_terms() {
         const proto::Request r = request_of(q("{'id':'s2','cmd':'snapshot'}"));
