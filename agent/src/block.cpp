@@ -33,7 +33,7 @@ BlockLayout layout_of(const std::vector<AgentBlock>& blocks) {
     layout.reserve(blocks.size());
     for (const auto& b : blocks) {
         std::uint64_t numel = 0;
-        for (const auto& p : b.params) numel += static_cast<std::uint64_t>(p.numel());
+        for (const auto& p : b.streamed()) numel += static_cast<std::uint64_t>(p.numel());
         BlockInfo info;
         info.id = b.id;
         info.name = b.name;

@@ -161,7 +161,7 @@ void assign_all(const std::vector<at::Tensor>& params, const std::vector<at::Ten
 // The mean relative output error of one block. Its parameters are left exactly as they were, also
 // when a hook throws (then: std::runtime_error naming the block).
 double calibrate_block(const AgentBlock& block, int id, const CalibrationHooks& hooks, int samples) {
-    const std::vector<at::Tensor>& params = block.params;
+    const std::vector<at::Tensor>& params = block.streamed();
     std::vector<at::Tensor> original;
     original.reserve(params.size());
     bool modified = false;
@@ -230,10 +230,13 @@ std::string calibration_fingerprint(const std::string& model_identity, const std
         h.str(b.name);
         if (b.harsh_int8_step != 0.0)
             h.str("harsh " + std::to_string(b.harsh_int8_step));  // reference blocks hash as before
-        h.u64(b.params.size());
-        for (std::size_t k = 0; k < b.params.size(); ++k) {
-            const at::Tensor& p = b.params[k];
-            h.str(k < b.param_names.size() ? b.param_names[k] : std::string());
+        // What calibration measures: the stored weights (the parameters, unless adapters train).
+        const std::vector<at::Tensor>& tensors = b.streamed();
+        const std::vector<std::string>& names = b.stored.empty() ? b.param_names : b.stored_names;
+        h.u64(tensors.size());
+        for (std::size_t k = 0; k < tensors.size(); ++k) {
+            const at::Tensor& p = tensors[k];
+            h.str(k < names.size() ? names[k] : std::string());
             if (!p.defined()) {
                 h.i64(-1);  // no shape; distinct from every real rank
                 continue;

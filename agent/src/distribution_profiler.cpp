@@ -41,7 +41,7 @@ DistributionProfiler::DistributionProfiler(const Config& c, const std::vector<Ag
     sampling_.rate = c.snr_sample_rate;
     layers_.resize(blocks_.size());
     for (std::size_t b = 0; b < blocks_.size(); ++b) {
-        const auto& params = blocks_[b].params;
+        const auto& params = blocks_[b].streamed();
         for (std::size_t k = 0; k < params.size(); ++k)
             if (params[k].dim() >= 2) layers_[b].push_back(k);
         // A block without matrices (all norms or biases) is judged by its vectors.
@@ -72,7 +72,8 @@ void DistributionProfiler::observe_input(std::int64_t step, int block, int layer
                                     std::to_string(layers_[std::size_t(block)].size()) +
                                     " linear layers, not " + std::to_string(layer + 1));
     if (!due(step) || input.numel() == 0) return;
-    const at::Tensor& w = blocks_[std::size_t(block)].params[layers_[std::size_t(block)][std::size_t(layer)]];
+    const at::Tensor& w =
+        blocks_[std::size_t(block)].streamed()[layers_[std::size_t(block)][std::size_t(layer)]];
     const std::int64_t features = input.dim() == 0 ? 1 : input.size(input.dim() - 1);
     if (w.dim() >= 2 && features != w.numel() / w.size(0))
         throw std::invalid_argument("observe_layer_input: block " + std::to_string(block) + " layer " +
@@ -106,7 +107,7 @@ std::vector<BlockSnr> DistributionProfiler::finish(std::int64_t step) {
         out[b].block_id = int(b);
         out[b].snr_db = kNoSnr;
         for (std::size_t l = 0; l < layers_[b].size(); ++l) {
-            const at::Tensor& w = blocks_[b].params[layers_[b][l]];
+            const at::Tensor& w = blocks_[b].streamed()[layers_[b][l]];
             if (w.numel() == 0) continue;
             const at::Tensor host = host_float(w);  // once per layer, for the profile and every format
             const TensorProfile weight = profile(host, false, step, stream_of(int(b), l, false));

@@ -31,8 +31,8 @@ ReferencePrecisionRuntime::ReferencePrecisionRuntime(std::vector<AgentBlock> blo
     const std::size_t n = blocks_.size();
     masters_.resize(n);
     for (std::size_t b = 0; b < n; ++b) {
-        for (std::size_t k = 0; k < blocks_[b].params.size(); ++k) {
-            const at::Tensor& p = blocks_[b].params[k];
+        for (std::size_t k = 0; k < blocks_[b].streamed().size(); ++k) {
+            const at::Tensor& p = blocks_[b].streamed()[k];
             const std::string what =
                 "block '" + blocks_[b].name + "' parameter " +
                 (k < blocks_[b].param_names.size() ? "'" + blocks_[b].param_names[k] + "'"
@@ -47,15 +47,15 @@ ReferencePrecisionRuntime::ReferencePrecisionRuntime(std::vector<AgentBlock> blo
     }
 #if SP_AGENT_HAVE_CUDA
     for (const auto& block : blocks_)
-        for (const at::Tensor& p : block.params) {
+        for (const at::Tensor& p : block.streamed()) {
             if (!p.is_cuda()) continue;
             if (!uploader_) uploader_ = std::make_shared<detail::CudaStagedUploader>(p.device());
         }
 #endif
     at::NoGradGuard no_grad;
     for (std::size_t b = 0; b < n; ++b) {
-        masters_[b].reserve(blocks_[b].params.size());
-        for (const at::Tensor& p : blocks_[b].params)
+        masters_[b].reserve(blocks_[b].streamed().size());
+        for (const at::Tensor& p : blocks_[b].streamed())
             // With the CUDA path the masters are host copies: materialization happens on the host
             // and only its payload is uploaded.
             masters_[b].push_back(uploader_ && p.is_cuda()
@@ -71,7 +71,7 @@ ReferencePrecisionRuntime::ReferencePrecisionRuntime(std::vector<AgentBlock> blo
 TransferBytes ReferencePrecisionRuntime::materialize(std::size_t block) {
     TransferBytes bytes;
     const Precision p = precision_[block];
-    const std::vector<at::Tensor>& params = blocks_[block].params;
+    const std::vector<at::Tensor>& params = blocks_[block].streamed();
 #if SP_AGENT_HAVE_CUDA
     if (uploader_) {
         // CPU parameters next to CUDA ones keep the plain path; CUDA ones go in one batched upload.
@@ -130,7 +130,7 @@ void ReferencePrecisionRuntime::before_optimizer_step() {
     at::NoGradGuard no_grad;
     for (std::size_t b = 0; b < blocks_.size(); ++b)
         for (std::size_t k = 0; k < masters_[b].size(); ++k)
-            detail::assign(blocks_[b].params[k], masters_[b][k]);
+            detail::assign(blocks_[b].streamed()[k], masters_[b][k]);
     masters_in_params_ = true;
 }
 
@@ -141,7 +141,7 @@ void ReferencePrecisionRuntime::after_optimizer_step() {
             "hold the compute (materialized) weights, not updated masters");
     at::NoGradGuard no_grad;
     for (std::size_t b = 0; b < blocks_.size(); ++b)
-        for (std::size_t k = 0; k < masters_[b].size(); ++k) masters_[b][k].copy_(blocks_[b].params[k]);
+        for (std::size_t k = 0; k < masters_[b].size(); ++k) masters_[b][k].copy_(blocks_[b].streamed()[k]);
     masters_in_params_ = false;
     for (std::size_t b = 0; b < blocks_.size(); ++b) {
         const TransferBytes bytes = materialize(b);

@@ -52,23 +52,57 @@ class BlockImpl : public torch::nn::Module {
     torch::Tensor forward(const torch::Tensor& x,
                           const std::function<void(int, const at::Tensor&)>& observe = {}) {
         const auto batch = x.size(0), time = x.size(1), channels = x.size(2);
-        auto seen = [&](int layer, const torch::Tensor& input) {
+        // A linear layer as the block computes it: its input rounded to the block's format (and
+        // seen by the profiler), the gradient at its output rounded; with adapters, plus the
+        // low-rank update B·(A·x) in fp32 on the unrounded input.
+        auto linear = [&](int layer, torch::nn::Linear& base, const torch::Tensor& input) {
             if (observe) observe(layer, input.detach());
-            return in_compute_format(input);
+            auto out = in_compute_format_grad(base(in_compute_format(input)));
+            if (!adapter_a_.empty()) {
+                namespace F = torch::nn::functional;
+                out = out + F::linear(F::linear(input, adapter_a_[std::size_t(layer)]),
+                                      adapter_b_[std::size_t(layer)]);
+            }
+            return out;
         };
         // [B, T, 3, H, hd] -> [3, B, H, T, hd]
-        const auto qkv = in_compute_format_grad(qkv_(seen(0, ln_attn_(x))))
-                             .view({batch, time, 3, heads_, head_dim_})
-                             .permute({2, 0, 3, 1, 4});
+        const auto qkv =
+            linear(0, qkv_, ln_attn_(x)).view({batch, time, 3, heads_, head_dim_}).permute({2, 0, 3, 1, 4});
         const auto q = qkv[0], k = qkv[1], v = qkv[2];
         auto scores = torch::matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(double(head_dim_)));
         scores = scores.masked_fill(causal_mask_.slice(0, 0, time).slice(1, 0, time),
                                     -std::numeric_limits<float>::infinity());
         const auto attended = torch::matmul(torch::softmax(scores, -1), v);  // [B, H, T, hd]
-        auto h = x + in_compute_format_grad(
-                         attn_out_(seen(1, attended.transpose(1, 2).reshape({batch, time, channels}))));
-        const auto hidden = torch::gelu(in_compute_format_grad(mlp_in_(seen(2, ln_mlp_(h)))));
-        return h + in_compute_format_grad(mlp_out_(seen(3, hidden)));
+        auto h = x + linear(1, attn_out_, attended.transpose(1, 2).reshape({batch, time, channels}));
+        const auto hidden = torch::gelu(linear(2, mlp_in_, ln_mlp_(h)));
+        return h + linear(3, mlp_out_, hidden);
+    }
+
+    // Low-rank adapters on the four linear layers (sp-trainer --finetune-mode adapters): A (rank x
+    // in) drawn N(0, 1/in), B (out x rank) zero, so the block computes what it did; the base
+    // parameters are frozen. Registered after the base, so they are the block's own parameters.
+    void add_adapters(int rank, at::Generator& generator) {
+        torch::NoGradGuard no_grad;
+        for (auto& p : parameters()) p.requires_grad_(false);
+        const std::pair<const char*, torch::nn::Linear*> layers[] = {
+            {"qkv", &qkv_}, {"attn_out", &attn_out_}, {"mlp_in", &mlp_in_}, {"mlp_out", &mlp_out_}};
+        for (const auto& [name, layer] : layers) {
+            const auto out = (*layer)->weight.size(0), in = (*layer)->weight.size(1);
+            auto a = torch::empty({rank, in}, (*layer)->weight.options())
+                         .normal_(0.0, 1.0 / std::sqrt(double(in)), generator);
+            adapter_a_.push_back(register_parameter(std::string(name) + "_adapter_a", a));
+            adapter_b_.push_back(
+                register_parameter(std::string(name) + "_adapter_b", torch::zeros({out, rank}, a.options())));
+        }
+    }
+    bool has_adapters() const { return !adapter_a_.empty(); }
+    std::vector<torch::Tensor> adapters() const {
+        std::vector<torch::Tensor> out;
+        for (std::size_t i = 0; i < adapter_a_.size(); ++i) {
+            out.push_back(adapter_a_[i]);
+            out.push_back(adapter_b_[i]);
+        }
+        return out;
     }
 
     // Outlier features, function-preserving: in each of `channels` channels c (every d/channels-th),
@@ -155,6 +189,7 @@ class BlockImpl : public torch::nn::Module {
     torch::nn::LayerNorm ln_attn_{nullptr}, ln_mlp_{nullptr};
     torch::nn::Linear qkv_{nullptr}, attn_out_{nullptr}, mlp_in_{nullptr}, mlp_out_{nullptr};
     torch::Tensor causal_mask_;
+    std::vector<torch::Tensor> adapter_a_, adapter_b_;  // per linear layer, in layer order; empty: none
 };
 TORCH_MODULE(Block);
 
@@ -270,6 +305,36 @@ void GptModel::replant_after_update() {
     for (auto& block : impl_->block_list) block->replant_after_update();
 }
 
+void GptModel::enable_adapters(int rank, std::uint64_t seed) {
+    if (rank < 1) throw std::invalid_argument("adapter rank must be >= 1");
+    if (adapters_) throw std::logic_error("enable_adapters: the adapters are there already");
+    {
+        torch::NoGradGuard no_grad;
+        for (auto& p : impl_->parameters()) p.requires_grad_(false);  // the whole pretrained base
+    }
+    auto generator = at::make_generator<at::CPUGeneratorImpl>(seed ^ 0xada97e5ULL);
+    for (auto& block : impl_->block_list) block->add_adapters(rank, generator);
+    adapters_ = true;
+}
+
+std::vector<sp::agent::AgentBlock> GptModel::agent_blocks() const {
+    std::vector<sp::agent::AgentBlock> blocks = sp::agent::blocks_from_modules(named_blocks());
+    if (!adapters_) return blocks;
+    // The adapters train (the agent reads their gradients); the frozen base is what is stored.
+    for (sp::agent::AgentBlock& b : blocks) {
+        sp::agent::AgentBlock split;
+        split.id = b.id;
+        split.name = b.name;
+        for (std::size_t k = 0; k < b.params.size(); ++k) {
+            const bool adapter = b.param_names[k].find("_adapter_") != std::string::npos;
+            (adapter ? split.param_names : split.stored_names).push_back(b.param_names[k]);
+            (adapter ? split.params : split.stored).push_back(b.params[k]);
+        }
+        b = std::move(split);
+    }
+    return blocks;
+}
+
 std::vector<sp::agent::NamedModule> GptModel::named_blocks() const {
     std::vector<sp::agent::NamedModule> out;
     for (std::size_t i = 0; i < impl_->block_list.size(); ++i)
@@ -278,7 +343,10 @@ std::vector<sp::agent::NamedModule> GptModel::named_blocks() const {
 }
 
 std::vector<at::Tensor> GptModel::parameters() const {
-    return impl_->parameters();
+    std::vector<at::Tensor> trainable;
+    for (const auto& p : impl_->parameters())
+        if (p.requires_grad()) trainable.push_back(p);
+    return trainable;
 }
 
 std::int64_t GptModel::parameter_count() const {
@@ -311,7 +379,7 @@ AdamW::AdamW(GptModel& model, double lr, double weight_decay) : impl_(std::make_
     };
     std::vector<torch::optim::OptimizerParamGroup> groups;
     groups.emplace_back(decay, options(weight_decay));
-    groups.emplace_back(no_decay, options(0.0));
+    if (!no_decay.empty()) groups.emplace_back(no_decay, options(0.0));  // adapters: matrices only
     impl_->optimizer =
         std::make_unique<torch::optim::AdamW>(std::move(groups), torch::optim::AdamWOptions(lr));
 }
@@ -332,10 +400,12 @@ void AdamW::step() {
     // the update is kept bounded in the first, noisy steps at the demo's fairly high learning rate.
     // Planted outliers are taken out for the step (clipping included), so that they never change
     // how the model trains (GptModel::plant_outliers).
-    impl_->model->unplant_for_update();
+    // With adapters the planted base is frozen: there is nothing to unplant.
+    const bool planted_base_steps = !impl_->model->adapters();
+    if (planted_base_steps) impl_->model->unplant_for_update();
     torch::nn::utils::clip_grad_norm_(impl_->all, 1.0);
     impl_->optimizer->step();
-    impl_->model->replant_after_update();
+    if (planted_base_steps) impl_->model->replant_after_update();
 }
 
 }  // namespace sp::trainer
@@ -346,6 +416,9 @@ namespace {
 constexpr const char* kShapeKey = "sp_trainer_shape";  // int64 [vocab, blocks, d_model, heads, seq_len]
 constexpr const char* kModelKey = "model";
 constexpr const char* kOptimizerKey = "optimizer";
+// Present (a 1) when the state is an adapters fine-tune's: the optimizer state is then the adapters',
+// which a run never takes (a run with adapters gets fresh ones; a full run has none).
+constexpr const char* kAdaptersKey = "sp_trainer_adapters";
 
 torch::serialize::InputArchive open_checkpoint(const std::string& path, torch::Device device) {
     torch::serialize::InputArchive archive;
@@ -385,6 +458,7 @@ void save_checkpoint(const std::string& path, GptModel& model, const AdamW& opti
     optimizer.impl_->optimizer->save(state);
     archive.write(kModelKey, weights);
     archive.write(kOptimizerKey, state);
+    if (model.adapters()) archive.write(kAdaptersKey, torch::tensor(std::int64_t(1)));
     try {
         archive.save_to(path);
     } catch (const c10::Error& e) {
@@ -407,6 +481,7 @@ void load_model_checkpoint(const std::string& path, GptModel& model) {
     // Read into host copies, then copy into the parameters in place: they keep their tensors, device
     // and storage (an optimizer built on them keeps working).
     for (auto& named : model.impl_->named_parameters()) {
+        if (named.key().find("_adapter_") != std::string::npos) continue;  // adapters start afresh
         torch::Tensor value;
         if (!weights.try_read(named.key(), value) || value.sizes() != named.value().sizes())
             throw CheckpointError("--init-checkpoint: '" + path + "' lacks " + named.key() +
@@ -416,11 +491,20 @@ void load_model_checkpoint(const std::string& path, GptModel& model) {
 }
 
 void load_optimizer_checkpoint(const std::string& path, AdamW& optimizer) {
+    if (optimizer.impl_->model->adapters()) return;  // a new optimizer for the adapters alone
     torch::serialize::InputArchive archive = open_checkpoint(path, optimizer.impl_->model->impl_->device);
+    torch::Tensor adapters;
+    if (archive.try_read(kAdaptersKey, adapters)) return;  // the adapters' state: nothing for this run
     torch::serialize::InputArchive state;
     if (!archive.try_read(kOptimizerKey, state))
         throw CheckpointError("--init-checkpoint: '" + path + "' has no optimizer state");
-    optimizer.impl_->optimizer->load(state);
+    try {
+        optimizer.impl_->optimizer->load(state);
+    } catch (const c10::Error& e) {
+        throw CheckpointError(
+            "--init-checkpoint: '" + path +
+            "': its optimizer state does not fit this model: " + e.what_without_backtrace());
+    }
 }
 
 }  // namespace sp::trainer

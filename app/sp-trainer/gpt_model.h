@@ -76,13 +76,23 @@ class GptModel {
     void set_compute_formats(const std::vector<Precision>& formats, std::size_t int4_group);
     std::size_t int4_group() const { return int4_group_; }
 
-    // The routed blocks as the agent registers them: "blocks.0" .. "blocks.<N-1>".
+    // The routed blocks as modules: "blocks.0" .. "blocks.<N-1>".
     std::vector<sp::agent::NamedModule> named_blocks() const;
+    // The routed blocks as the agent registers them: every parameter, or with adapters the adapters
+    // as the parameters (their gradients are read) and the frozen base as the stored weights.
+    std::vector<sp::agent::AgentBlock> agent_blocks() const;
+
+    // A fine-tune with low-rank adapters (sp-trainer --finetune-mode adapters): every parameter so
+    // far (the pretrained base: embeddings, blocks, head) is frozen, and each block's four linear
+    // layers get trainable adapters of `rank` (B zero: the model's function is unchanged). Call it
+    // after loading a checkpoint and planting outliers.
+    void enable_adapters(int rank, std::uint64_t seed);
+    bool adapters() const { return adapters_; }
 
     std::int64_t parameter_count() const;
     std::int64_t block_parameter_count() const;  // the routed part
 
-    // Every trainable parameter (for the optimizer).
+    // Every trainable parameter (for the optimizer): all of them, or with adapters the adapters.
     std::vector<at::Tensor> parameters() const;
 
   private:
@@ -92,6 +102,7 @@ class GptModel {
     struct Impl;
     GptShape shape_;
     std::unique_ptr<Impl> impl_;
+    bool adapters_ = false;
     LayerInputObserver input_observer_;
     std::size_t int4_group_ = kDefaultInt4GroupSize;
 };

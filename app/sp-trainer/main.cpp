@@ -12,6 +12,7 @@
 #include <cstdarg>
 #include <cstdio>
 #include <exception>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -24,6 +25,7 @@
 
 #include "data_parallel.h"
 #include "gpt_model.h"
+#include "run_summary.h"
 #include "snr_validation.h"
 #include "sp/agent/agent.h"
 #include "sp/agent/cuda_grad_stats_collector.h"
@@ -44,20 +46,6 @@ double seconds_since(Clock::time_point t0) {
     return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-// printf-style formatting into a std::string (progress lines are fixed-width tables).
-std::string format(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
-std::string format(const char* fmt, ...) {
-    va_list args, again;
-    va_start(args, fmt);
-    va_copy(again, args);
-    const int size = std::vsnprintf(nullptr, 0, fmt, args);
-    va_end(args);
-    std::string out(size > 0 ? std::size_t(size) : 0, '\0');
-    if (size > 0) std::vsnprintf(out.data(), out.size() + 1, fmt, again);  // C++17: data() is writable
-    va_end(again);
-    return out;
-}
-
 // Distinct streams from one --seed: training batches, held-out batches and calibration inputs must
 // not share a generator, or adding an eval batch would change the training data.
 constexpr std::uint64_t kEvalStream = 0x9e3779b97f4a7c15ULL;
@@ -73,6 +61,15 @@ std::string model_identity(const TrainerOptions& o, std::size_t text_bytes) {
                o.d_model, o.heads, o.seq_len, static_cast<unsigned long long>(o.seed), o.batch, text_bytes);
     if (o.harsh_block) id += format(" harsh=%d:%.17g", *o.harsh_block, o.harsh_step);
     if (o.outlier_block) id += format(" outliers=%d:%.17g", *o.outlier_block, o.outlier_scale);
+    // The weights come from a checkpoint: which one, as of when it was written.
+    if (!o.init_checkpoint.empty()) {
+        std::error_code ec;
+        const auto size = std::filesystem::file_size(o.init_checkpoint, ec);
+        const auto written =
+            std::filesystem::last_write_time(o.init_checkpoint, ec).time_since_epoch().count();
+        id += format(" init=%s:%llu:%lld", o.init_checkpoint.c_str(), static_cast<unsigned long long>(size),
+                     static_cast<long long>(written));
+    }
     return id;
 }
 
@@ -100,124 +97,10 @@ double learning_rate_at(std::int64_t step, std::int64_t steps, double peak) {
 // The weight of a block's `layer`-th linear layer (its layer-th parameter of two or more dimensions).
 const at::Tensor& layer_weight(const agent::Agent& agent, int block, int layer) {
     int seen = 0;
-    for (const at::Tensor& p : agent.blocks().at(std::size_t(block)).params)
+    for (const at::Tensor& p : agent.blocks().at(std::size_t(block)).streamed())
         if (p.dim() >= 2 && seen++ == layer) return p;
     throw std::out_of_range("no linear layer " + std::to_string(layer) + " in block " +
                             std::to_string(block));
-}
-
-struct RunTotals {
-    std::int64_t steps_done = 0;  // fewer than --steps when a signal stopped the run
-    std::string end_reason;       // what the run_end record says
-    double train_step_s = 0;      // begin_step .. end_step, summed (what the overhead is relative to)
-    double eval_s = 0;
-    std::array<std::int64_t, kPrecisionCount> block_steps{};                       // per format
-    std::vector<std::array<std::int64_t, kPrecisionCount>> block_steps_per_block;  // [block][format]
-    std::int64_t switches = 0;
-    double saving_pct_sum = 0;
-    double initial_eval = NAN, final_eval = NAN;
-    std::string calibration;                                  // where the INT8 errors came from
-    std::string threads;                                      // who runs the matrix products
-    std::vector<std::pair<std::int64_t, double>> eval_curve;  // (step, held-out loss)
-    std::vector<double> train_losses;                         // per step
-
-    // The share of block-steps spent below BF16.
-    double low_share() const {
-        std::int64_t all = 0;
-        for (std::int64_t n : block_steps) all += n;
-        return all > 0 ? 1.0 - double(block_steps[std::size_t(Precision::bf16)]) / double(all) : 0.0;
-    }
-};
-
-void print_summary(const TrainerOptions& o, const agent::Agent& agent,
-                   const agent::ReferencePrecisionRuntime& runtime, const RunTotals& t, double loop_s) {
-    const auto& overhead = agent.overhead();
-    std::string per_format;
-    for (Precision p : kAllPrecisions)
-        if (t.block_steps[std::size_t(p)] > 0 || p == Precision::bf16)
-            per_format += format("%s%lld %s", per_format.empty() ? "" : ", ",
-                                 static_cast<long long>(t.block_steps[std::size_t(p)]),
-                                 std::string(to_string(p)).c_str());
-    std::cout
-        << "summary\n"
-        << format(
-               "  steps            %lld in %.1f s (%.2f steps/s; training steps %.1f s, evaluation %.1f s)\n",
-               static_cast<long long>(t.steps_done), loop_s, double(t.steps_done) / loop_s, t.train_step_s,
-               t.eval_s)
-        << format("  eval loss        %.4f -> %.4f (initial -> final)\n", t.initial_eval, t.final_eval)
-        << format("  precision        block-steps: %s (%.1f%% below BF16)\n", per_format.c_str(),
-                  100.0 * t.low_share())
-        << format("  switches         %lld block precision changes (%llu loss-feedback rollbacks)\n",
-                  static_cast<long long>(t.switches), static_cast<unsigned long long>(agent.rollbacks()))
-        << format("  measured saving  %.2f%% average per step (%.2f%% of all bytes copied vs all-BF16)\n",
-                  t.saving_pct_sum / double(std::max<std::int64_t>(t.steps_done, 1)),
-                  runtime.total_bytes().saving_pct())
-        << format(
-               "  agent overhead   %.3f s = %.2f%% of training-step time (collect %.3f s, hints %.3f s, "
-               "bookkeeping %.3f s, distribution statistics %.3f s)\n",
-               overhead.total_s(), t.train_step_s > 0 ? 100.0 * overhead.total_s() / t.train_step_s : 0.0,
-               overhead.collect_s, overhead.hints_s, overhead.step_bookkeeping_s, overhead.distribution_s);
-    if (o.world_size > 1)
-        std::cout << format(
-            "  collectives      %.3f s of the agent's overhead (commands, statistics, map, loss)\n",
-            overhead.collectives_s);
-    std::cout << "  calibration      " << t.calibration << '\n';
-    if (o.config.telemetry_enabled) {
-        const agent::Agent::TelemetryLoss loss = agent.telemetry_loss();
-        std::string lost = format("%llu of %llu records lost", static_cast<unsigned long long>(loss.lost),
-                                  static_cast<unsigned long long>(loss.offered));
-        if (loss.lost_to_errors > 0)
-            lost += format(", %llu to write errors: %s", static_cast<unsigned long long>(loss.lost_to_errors),
-                           loss.error.c_str());
-        std::cout << format("  telemetry        %s (%s)\n", o.config.telemetry_file.c_str(), lost.c_str());
-    } else
-        std::cout << "  telemetry        off\n";
-    std::cout.flush();
-}
-
-// The machine-readable summary (--summary-json) the experiment driver reads.
-void write_summary_json(const TrainerOptions& o, const agent::Agent& agent,
-                        const agent::ReferencePrecisionRuntime& runtime, const RunTotals& t, double loop_s,
-                        double wall_s) {
-    auto by_format = [](const std::array<std::int64_t, kPrecisionCount>& steps) {
-        nlohmann::json j = nlohmann::json::object();
-        for (Precision p : kAllPrecisions) j[std::string(to_string(p))] = steps[std::size_t(p)];
-        return j;
-    };
-    nlohmann::json per_block = nlohmann::json::array();
-    for (const auto& steps : t.block_steps_per_block) per_block.push_back(by_format(steps));
-    nlohmann::json j = {
-        {"precision", std::string(to_string(o.precision))},
-        {"seed", o.seed},
-        {"steps", t.steps_done},
-        {"end", t.end_reason},
-        {"blocks", o.blocks},
-        {"d_model", o.d_model},
-        {"threads", t.threads},
-        {"harsh_block", o.harsh_block ? nlohmann::json(*o.harsh_block) : nlohmann::json(nullptr)},
-        {"harsh_step", o.harsh_step},
-        {"outlier_block", o.outlier_block ? nlohmann::json(*o.outlier_block) : nlohmann::json(nullptr)},
-        {"outlier_scale", o.outlier_scale},
-        {"config", to_json(o.config)},
-        {"initial_eval_loss", t.initial_eval},
-        {"final_eval_loss", t.final_eval},
-        {"eval_curve", t.eval_curve},
-        {"train_loss", t.train_losses},
-        {"bytes_copied", runtime.total_bytes().copied},
-        {"bytes_bf16", runtime.total_bytes().bf16},
-        {"saving_pct", runtime.total_bytes().saving_pct()},
-        {"block_steps", by_format(t.block_steps)},
-        {"block_steps_per_block", per_block},
-        {"low_block_step_share", t.low_share()},
-        {"switches", t.switches},
-        {"rollbacks", agent.rollbacks()},
-        {"loop_s", loop_s},
-        {"wall_s", wall_s},
-        {"calibration", t.calibration},
-    };
-    std::ofstream out(o.summary_json);
-    out << j.dump(1) << '\n';
-    if (!out) throw std::runtime_error("cannot write --summary-json file '" + o.summary_json + "'");
 }
 
 // Calibration inputs: one fixed batch per sample from the training split, drawn from its own
@@ -281,6 +164,10 @@ void announce(const TrainerOptions& o, const GptModel& model, const TextData& te
     say(format("text: %s, %zu bytes (%zu train, %zu held out); device %s, %s", o.text_path.c_str(),
                text.size(), text.split_size(Split::train), text.split_size(Split::heldout), o.device.c_str(),
                threads.c_str()));
+    if (!o.init_checkpoint.empty()) say("checkpoint: " + o.init_checkpoint);
+    if (o.adapters)
+        say(format("fine-tune: adapters of rank %d on a frozen base stored in each block's format",
+                   o.adapter_rank));
     say("precision: " + std::string(to_string(o.precision)) + " (config mode " +
         std::string(to_string(o.config.effective_mode())) + ")");
     say("telemetry: " + telemetry_description(o));
@@ -335,7 +222,7 @@ std::unique_ptr<agent::Agent> start_agent(const TrainerOptions& o, std::size_t t
         throw UsageError(e.what());
     }
     if (!o.no_network) say("live: telemetry " + o.telemetry_endpoint + ", control " + o.control_endpoint);
-    std::vector<agent::AgentBlock> blocks = agent::blocks_from_modules(model.named_blocks());
+    std::vector<agent::AgentBlock> blocks = model.agent_blocks();
     if (o.harsh_block) blocks[std::size_t(*o.harsh_block)].harsh_int8_step = o.harsh_step;
     agent->register_blocks(std::move(blocks));
     return agent;
@@ -559,6 +446,7 @@ int run(const TrainerOptions& o) {
         }
     }
     if (o.outlier_block) model.plant_outliers(*o.outlier_block, o.outlier_scale);
+    if (o.adapters) model.enable_adapters(o.adapter_rank, o.seed);  // the base, planted, frozen
     announce(o, model, text, totals.threads, say);
 
     const std::shared_ptr<agent::ProcessGroupLink> link = join_process_group(o);  // null for one process

@@ -206,6 +206,10 @@ std::string usage_text(const std::string& program) {
          "  --init-checkpoint FILE  start from a checkpoint's weights and optimizer state (the shape\n"
          "                       flags must match it, else exit 2)\n"
          "  --save-checkpoint FILE  write the model and optimizer state at the end (LibTorch archive)\n"
+         "  --finetune-mode M    full (default: every parameter trains, re-quantized from fp32 masters\n"
+         "                       every step) | adapters (the base is frozen and stored in each block's\n"
+         "                       format; low-rank adapters on the blocks' linear layers train in fp32)\n"
+         "  --adapter-rank R     the adapters' rank (default 8; with --finetune-mode adapters)\n"
          "  --threads N          CPU threads for the matrix products (default: the cores); with OpenBLAS\n"
          "                       they are OpenBLAS's and LibTorch's own pool gets one\n"
          "Selective Precision:\n"
@@ -333,6 +337,17 @@ TrainerOptions parse_trainer_options(const std::vector<std::string>& args, const
         {"--outlier-block", [&](auto& f, auto& v) { o.outlier_block = parse_int<int>(f, v, 0, 1023); }},
         {"--outlier-scale", [&](auto& f, auto& v) { o.outlier_scale = parse_positive_double(f, v, 1e6); }},
         {"--snr-validation", [&](auto& f, auto& v) { o.snr_validation = non_empty(f, v); }},
+        {"--finetune-mode",
+         [&](auto& f, auto& v) {
+             if (v != "full" && v != "adapters")
+                 throw UsageError(f + ": expected full or adapters, got " + quoted(v));
+             o.adapters = v == "adapters";
+         }},
+        {"--adapter-rank",
+         [&](auto& f, auto& v) {
+             o.adapter_rank = parse_int<int>(f, v, 1, 4096);
+             o.adapter_rank_given = true;
+         }},
         {"--save-checkpoint", [&](auto& f, auto& v) { o.save_checkpoint = non_empty(f, v); }},
         {"--init-checkpoint", [&](auto& f, auto& v) { o.init_checkpoint = non_empty(f, v); }},
         {"--summary-json",
@@ -385,6 +400,8 @@ TrainerOptions parse_trainer_options(const std::vector<std::string>& args, const
     if (o.outlier_block && *o.outlier_block >= o.blocks)
         throw UsageError("--outlier-block: block " + std::to_string(*o.outlier_block) +
                          " does not exist (--blocks " + std::to_string(o.blocks) + ")");
+    if (o.adapter_rank_given && !o.adapters)
+        throw UsageError("--adapter-rank needs --finetune-mode adapters (a full fine-tune has no adapters)");
     if (!o.server_key.empty() && o.allowed_clients.empty())
         throw UsageError("--server-key needs --allowed-clients (the public keys of the clients to let in)");
     // Silently ignoring it would leave the operator believing only the listed clients get in.

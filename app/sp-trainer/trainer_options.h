@@ -55,6 +55,12 @@ struct TrainerOptions {
     // Checkpoints (gpt_model.h): the model and optimizer state written at the end, or started from.
     std::string save_checkpoint;  // --save-checkpoint FILE
     std::string init_checkpoint;  // --init-checkpoint FILE
+    // How a fine-tune trains (--finetune-mode): every parameter, re-quantized from fp32 masters
+    // every step ("full"), or low-rank adapters of --adapter-rank on a frozen base that is stored in
+    // each block's format ("adapters": a rounding error in the base is permanent).
+    bool adapters = false;
+    int adapter_rank = 8;
+    bool adapter_rank_given = false;
     // Live telemetry and control (agent/PROTOCOL.md).
     bool no_network = false;  // --no-network: bind no sockets
     std::string telemetry_endpoint = "tcp://127.0.0.1:5556";

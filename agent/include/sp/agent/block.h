@@ -20,6 +20,14 @@ struct AgentBlock {
     std::string name;                      // e.g. "blocks.3"
     std::vector<std::string> param_names;  // as named_parameters() gives them, relative to the block
     std::vector<at::Tensor> params;        // the parameters themselves (shared storage, not copies)
+    // The weights stored and streamed in the block's format, when they are not the trainable
+    // parameters: a fine-tune with low-rank adapters (sp-trainer --finetune-mode adapters) trains
+    // `params` (the adapters, whose gradients the agent reads) and streams these frozen base
+    // weights, which the layout's bytes, the SNR profiling, calibration and the reference runtime
+    // use. Empty: the parameters are what is stored (streamed() returns them).
+    std::vector<std::string> stored_names{};
+    std::vector<at::Tensor> stored{};
+    const std::vector<at::Tensor>& streamed() const { return stored.empty() ? params : stored; }
     // A planted fault for experiments (sp-trainer --harsh-block), 0 for none: this block's "INT8"
     // becomes a deliberately harsh quantizer, stochastic ternary rounding onto a grid whose step is
     // this many times each row's absmax. Unbiased, but with noise far above the weights themselves,

@@ -1,0 +1,116 @@
+#include "run_summary.h"
+
+#include <cstdarg>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <stdexcept>
+
+#include <nlohmann/json.hpp>
+
+namespace sp::trainer {
+
+// printf-style formatting into a std::string (progress lines are fixed-width tables).
+std::string format(const char* fmt, ...) {
+    va_list args, again;
+    va_start(args, fmt);
+    va_copy(again, args);
+    const int size = std::vsnprintf(nullptr, 0, fmt, args);
+    va_end(args);
+    std::string out(size > 0 ? std::size_t(size) : 0, '\0');
+    if (size > 0) std::vsnprintf(out.data(), out.size() + 1, fmt, again);  // C++17: data() is writable
+    va_end(again);
+    return out;
+}
+
+void print_summary(const TrainerOptions& o, const agent::Agent& agent,
+                   const agent::ReferencePrecisionRuntime& runtime, const RunTotals& t, double loop_s) {
+    const auto& overhead = agent.overhead();
+    std::string per_format;
+    for (Precision p : kAllPrecisions)
+        if (t.block_steps[std::size_t(p)] > 0 || p == Precision::bf16)
+            per_format += format("%s%lld %s", per_format.empty() ? "" : ", ",
+                                 static_cast<long long>(t.block_steps[std::size_t(p)]),
+                                 std::string(to_string(p)).c_str());
+    std::cout
+        << "summary\n"
+        << format(
+               "  steps            %lld in %.1f s (%.2f steps/s; training steps %.1f s, evaluation %.1f s)\n",
+               static_cast<long long>(t.steps_done), loop_s, double(t.steps_done) / loop_s, t.train_step_s,
+               t.eval_s)
+        << format("  eval loss        %.4f -> %.4f (initial -> final)\n", t.initial_eval, t.final_eval)
+        << format("  precision        block-steps: %s (%.1f%% below BF16)\n", per_format.c_str(),
+                  100.0 * t.low_share())
+        << format("  switches         %lld block precision changes (%llu loss-feedback rollbacks)\n",
+                  static_cast<long long>(t.switches), static_cast<unsigned long long>(agent.rollbacks()))
+        << format("  measured saving  %.2f%% average per step (%.2f%% of all bytes copied vs all-BF16)\n",
+                  t.saving_pct_sum / double(std::max<std::int64_t>(t.steps_done, 1)),
+                  runtime.total_bytes().saving_pct())
+        << format(
+               "  agent overhead   %.3f s = %.2f%% of training-step time (collect %.3f s, hints %.3f s, "
+               "bookkeeping %.3f s, distribution statistics %.3f s)\n",
+               overhead.total_s(), t.train_step_s > 0 ? 100.0 * overhead.total_s() / t.train_step_s : 0.0,
+               overhead.collect_s, overhead.hints_s, overhead.step_bookkeeping_s, overhead.distribution_s);
+    if (o.world_size > 1)
+        std::cout << format(
+            "  collectives      %.3f s of the agent's overhead (commands, statistics, map, loss)\n",
+            overhead.collectives_s);
+    std::cout << "  calibration      " << t.calibration << '\n';
+    if (o.config.telemetry_enabled) {
+        const agent::Agent::TelemetryLoss loss = agent.telemetry_loss();
+        std::string lost = format("%llu of %llu records lost", static_cast<unsigned long long>(loss.lost),
+                                  static_cast<unsigned long long>(loss.offered));
+        if (loss.lost_to_errors > 0)
+            lost += format(", %llu to write errors: %s", static_cast<unsigned long long>(loss.lost_to_errors),
+                           loss.error.c_str());
+        std::cout << format("  telemetry        %s (%s)\n", o.config.telemetry_file.c_str(), lost.c_str());
+    } else
+        std::cout << "  telemetry        off\n";
+    std::cout.flush();
+}
+
+void write_summary_json(const TrainerOptions& o, const agent::Agent& agent,
+                        const agent::ReferencePrecisionRuntime& runtime, const RunTotals& t, double loop_s,
+                        double wall_s) {
+    auto by_format = [](const std::array<std::int64_t, kPrecisionCount>& steps) {
+        nlohmann::json j = nlohmann::json::object();
+        for (Precision p : kAllPrecisions) j[std::string(to_string(p))] = steps[std::size_t(p)];
+        return j;
+    };
+    nlohmann::json per_block = nlohmann::json::array();
+    for (const auto& steps : t.block_steps_per_block) per_block.push_back(by_format(steps));
+    nlohmann::json j = {
+        {"precision", std::string(to_string(o.precision))},
+        {"seed", o.seed},
+        {"steps", t.steps_done},
+        {"end", t.end_reason},
+        {"blocks", o.blocks},
+        {"d_model", o.d_model},
+        {"threads", t.threads},
+        {"harsh_block", o.harsh_block ? nlohmann::json(*o.harsh_block) : nlohmann::json(nullptr)},
+        {"harsh_step", o.harsh_step},
+        {"outlier_block", o.outlier_block ? nlohmann::json(*o.outlier_block) : nlohmann::json(nullptr)},
+        {"outlier_scale", o.outlier_scale},
+        {"config", to_json(o.config)},
+        {"initial_eval_loss", t.initial_eval},
+        {"final_eval_loss", t.final_eval},
+        {"eval_curve", t.eval_curve},
+        {"train_loss", t.train_losses},
+        {"bytes_copied", runtime.total_bytes().copied},
+        {"bytes_bf16", runtime.total_bytes().bf16},
+        {"saving_pct", runtime.total_bytes().saving_pct()},
+        {"block_steps", by_format(t.block_steps)},
+        {"block_steps_per_block", per_block},
+        {"low_block_step_share", t.low_share()},
+        {"switches", t.switches},
+        {"rollbacks", agent.rollbacks()},
+        {"loop_s", loop_s},
+        {"wall_s", wall_s},
+        {"calibration", t.calibration},
+    };
+    std::ofstream out(o.summary_json);
+    out << j.dump(1) << '\n';
+    if (!out) throw std::runtime_error("cannot write --summary-json file '" + o.summary_json + "'");
+}
+
+}  // namespace sp::trainer
