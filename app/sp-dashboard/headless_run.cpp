@@ -29,6 +29,15 @@ bool HeadlessRun::ready(QString* failure) const {
             *failure = s->loadReport().error;
         } else if (s->state() != sp::ui::SourceState::loaded) {
             return false;
+        } else if (const sp::ui::LoadReport& r = s->loadReport(); r.records == 0 && !r.cancelled) {
+            // Nothing to show is a failed load, whatever the file's lines were.
+            *failure = s->source().label() + QStringLiteral(": no telemetry record in it");
+            if (r.problem_count > 0)
+                *failure +=
+                    QStringLiteral(" (%1 bad lines; line %2: %3)")
+                        .arg(r.problem_count)
+                        .arg(r.problems.empty() ? 0 : r.problems.front().line)
+                        .arg(QString::fromStdString(r.problems.empty() ? "" : r.problems.front().reason));
         }
     }
     return !any_live || live_updates >= static_cast<std::size_t>(wanted);

@@ -222,6 +222,28 @@ class TestDashboardApp : public QObject {
                            QStringLiteral("--screenshot"), dir_.filePath(QStringLiteral("missing.png"))}
             << 1 << "/nonexistent/run.jsonl";
     }
+    // A file that holds no telemetry record (empty, or nothing but bad lines) is a failed load, not a
+    // green "loaded" with exit 0 (issue 29, item 9).
+    void fileWithoutRecordsFailsTheHeadlessRun() {
+        const QString empty = dir_.filePath(QStringLiteral("empty.jsonl"));
+        const QString garbage = dir_.filePath(QStringLiteral("garbage.jsonl"));
+        QFile(empty).open(QIODevice::WriteOnly);
+        QFile g(garbage);
+        QVERIFY(g.open(QIODevice::WriteOnly));
+        g.write("not json\n{\"also\": \"not a record\"\n");
+        g.close();
+        const Result e = runDashboard({QStringLiteral("--replay"), empty, QStringLiteral("--screenshot"),
+                                       dir_.filePath(QStringLiteral("empty.png"))});
+        QCOMPARE(e.code, 1);
+        QVERIFY2(e.err.contains(empty + QStringLiteral(": no telemetry record in it")), qPrintable(e.err));
+        const Result b = runDashboard({QStringLiteral("--replay"), garbage, QStringLiteral("--screenshot"),
+                                       dir_.filePath(QStringLiteral("garbage.png"))});
+        QCOMPARE(b.code, 1);
+        QVERIFY2(
+            b.err.contains(garbage + QStringLiteral(": no telemetry record in it (2 bad lines; line 1: ")),
+            qPrintable(b.err));
+    }
+
     void badInputIsNamed() {
         QFETCH(QStringList, args);
         QFETCH(int, code);
