@@ -1,6 +1,6 @@
 // JSON files at the edge of the process (issue 30): what reading refuses (a FIFO, a device, a file
 // over 16 MiB: sp::read_json_file under load_config_file; a key given twice: sp::parse_json when
-// asked, and every config).
+// asked, and every config), and that the telemetry writer never writes through a symlink.
 #include <QtTest>
 
 #include <QFile>
@@ -17,6 +17,7 @@
 #include "../common/fifo_read.h"
 #include "sp/config.h"
 #include "sp/json_input.h"
+#include "sp/jsonl.h"
 
 // QCOMPARE on std::string shows both sides when they differ.
 namespace QTest {
@@ -35,6 +36,11 @@ std::vector<std::string> config_problems(const std::string& text) {
         return e.problems();
     }
     return {};
+}
+
+std::string read_all(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
 }  // namespace
@@ -136,6 +142,36 @@ class TestJsonFiles : public QObject {
         }
         QVERIFY2(sp::read_json_file(big, text, problem), problem.c_str());
         QCOMPARE(text.size(), std::size_t(16) << 20);
+    }
+
+    // A symlink at the telemetry path would have its target truncated, a dangling one its target
+    // created: both are refused (O_NOFOLLOW), in either open mode.
+    void telemetry_writer_never_writes_through_a_symlink() {
+        QTemporaryDir dir;
+        const std::string victim = dir.filePath("victim").toStdString(),
+                          link = dir.filePath("run.jsonl").toStdString(),
+                          dangling = dir.filePath("dangling.jsonl").toStdString(),
+                          nowhere = dir.filePath("nowhere").toStdString();
+        std::ofstream(victim) << "someone else's file\n";
+        QCOMPARE(::symlink(victim.c_str(), link.c_str()), 0);
+        QCOMPARE(::symlink(nowhere.c_str(), dangling.c_str()), 0);
+        for (const std::string& path : {link, dangling}) {
+            for (auto mode : {sp::JsonlWriter::OpenMode::truncate, sp::JsonlWriter::OpenMode::append}) {
+                try {
+                    sp::JsonlWriter writer(path, mode);
+                    writer.write_line("{}");
+                    QFAIL(qPrintable(QString::fromStdString("wrote through the symlink " + path)));
+                } catch (const std::runtime_error& e) {
+                    QCOMPARE(std::string(e.what()),
+                             "cannot open telemetry file '" + path +
+                                 "' for writing: it is a symbolic link, and telemetry is never written "
+                                 "through one (give the file itself)");
+                }
+            }
+        }
+        QCOMPARE(read_all(victim), std::string("someone else's file\n"));
+        struct stat st {};
+        QCOMPARE(::lstat(nowhere.c_str(), &st), -1);
     }
 };
 
