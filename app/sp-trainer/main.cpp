@@ -6,13 +6,11 @@
 #include <ATen/core/grad_mode.h>
 
 #include <algorithm>
-#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstdarg>
 #include <cstdio>
 #include <exception>
-#include <fstream>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -24,6 +22,7 @@
 
 #include "data_parallel.h"
 #include "gpt_model.h"
+#include "run_summary.h"
 #include "snr_validation.h"
 #include "sp/agent/agent.h"
 #include "sp/agent/cuda_grad_stats_collector.h"
@@ -106,29 +105,6 @@ const at::Tensor& layer_weight(const agent::Agent& agent, int block, int layer) 
                             std::to_string(block));
 }
 
-struct RunTotals {
-    std::int64_t steps_done = 0;  // fewer than --steps when a signal stopped the run
-    std::string end_reason;       // what the run_end record says
-    double train_step_s = 0;      // begin_step .. end_step, summed (what the overhead is relative to)
-    double eval_s = 0;
-    std::array<std::int64_t, kPrecisionCount> block_steps{};                       // per format
-    std::vector<std::array<std::int64_t, kPrecisionCount>> block_steps_per_block;  // [block][format]
-    std::int64_t switches = 0;
-    double saving_pct_sum = 0;
-    double initial_eval = NAN, final_eval = NAN;
-    std::string calibration;                                  // where the INT8 errors came from
-    std::string threads;                                      // who runs the matrix products
-    std::vector<std::pair<std::int64_t, double>> eval_curve;  // (step, held-out loss)
-    std::vector<double> train_losses;                         // per step
-
-    // The share of block-steps spent below BF16.
-    double low_share() const {
-        std::int64_t all = 0;
-        for (std::int64_t n : block_steps) all += n;
-        return all > 0 ? 1.0 - double(block_steps[std::size_t(Precision::bf16)]) / double(all) : 0.0;
-    }
-};
-
 void print_summary(const TrainerOptions& o, const agent::Agent& agent,
                    const agent::ReferencePrecisionRuntime& runtime, const RunTotals& t, double loop_s) {
     const auto& overhead = agent.overhead();
@@ -173,51 +149,6 @@ void print_summary(const TrainerOptions& o, const agent::Agent& agent,
     } else
         std::cout << "  telemetry        off\n";
     std::cout.flush();
-}
-
-// The machine-readable summary (--summary-json) the experiment driver reads.
-void write_summary_json(const TrainerOptions& o, const agent::Agent& agent,
-                        const agent::ReferencePrecisionRuntime& runtime, const RunTotals& t, double loop_s,
-                        double wall_s) {
-    auto by_format = [](const std::array<std::int64_t, kPrecisionCount>& steps) {
-        nlohmann::json j = nlohmann::json::object();
-        for (Precision p : kAllPrecisions) j[std::string(to_string(p))] = steps[std::size_t(p)];
-        return j;
-    };
-    nlohmann::json per_block = nlohmann::json::array();
-    for (const auto& steps : t.block_steps_per_block) per_block.push_back(by_format(steps));
-    nlohmann::json j = {
-        {"precision", std::string(to_string(o.precision))},
-        {"seed", o.seed},
-        {"steps", t.steps_done},
-        {"end", t.end_reason},
-        {"blocks", o.blocks},
-        {"d_model", o.d_model},
-        {"threads", t.threads},
-        {"harsh_block", o.harsh_block ? nlohmann::json(*o.harsh_block) : nlohmann::json(nullptr)},
-        {"harsh_step", o.harsh_step},
-        {"outlier_block", o.outlier_block ? nlohmann::json(*o.outlier_block) : nlohmann::json(nullptr)},
-        {"outlier_scale", o.outlier_scale},
-        {"config", to_json(o.config)},
-        {"initial_eval_loss", t.initial_eval},
-        {"final_eval_loss", t.final_eval},
-        {"eval_curve", t.eval_curve},
-        {"train_loss", t.train_losses},
-        {"bytes_copied", runtime.total_bytes().copied},
-        {"bytes_bf16", runtime.total_bytes().bf16},
-        {"saving_pct", runtime.total_bytes().saving_pct()},
-        {"block_steps", by_format(t.block_steps)},
-        {"block_steps_per_block", per_block},
-        {"low_block_step_share", t.low_share()},
-        {"switches", t.switches},
-        {"rollbacks", agent.rollbacks()},
-        {"loop_s", loop_s},
-        {"wall_s", wall_s},
-        {"calibration", t.calibration},
-    };
-    std::ofstream out(o.summary_json);
-    out << j.dump(1) << '\n';
-    if (!out) throw std::runtime_error("cannot write --summary-json file '" + o.summary_json + "'");
 }
 
 // Calibration inputs: one fixed batch per sample from the training split, drawn from its own

@@ -154,6 +154,109 @@ void apply_data_parallel(TrainerOptions& o) {
     if (o.config.telemetry_enabled) o.config.telemetry_file = rank_file_name(o.config.telemetry_file, o.rank);
 }
 
+using ValueHandler = std::function<void(const std::string& flag, const std::string& value)>;
+
+// The flags that take a value, each storing it into `o` after checking it.
+std::map<std::string, ValueHandler> value_flags(TrainerOptions& o) {
+    return {
+        {"--steps", [&](auto& f, auto& v) { o.steps = parse_int<std::int64_t>(f, v, 1, 1'000'000'000); }},
+        {"--blocks", [&](auto& f, auto& v) { o.blocks = parse_int<int>(f, v, 1, 1024); }},
+        {"--d-model", [&](auto& f, auto& v) { o.d_model = parse_int<int>(f, v, 1, 65536); }},
+        {"--heads", [&](auto& f, auto& v) { o.heads = parse_int<int>(f, v, 1, 4096); }},
+        {"--seq-len", [&](auto& f, auto& v) { o.seq_len = parse_int<int>(f, v, 1, 1 << 20); }},
+        {"--batch", [&](auto& f, auto& v) { o.batch = parse_int<int>(f, v, 1, 1 << 20); }},
+        {"--lr", [&](auto& f, auto& v) { o.lr = parse_positive_double(f, v, 1.0); }},
+        {"--config", [&](auto&, auto& v) { o.config_path = v; }},
+        {"--telemetry",
+         [&](auto& f, auto& v) {
+             if (v.empty()) throw UsageError(f + ": the file name is empty");
+             o.telemetry_path = v;
+         }},
+        {"--seed", [&](auto& f, auto& v) { o.seed = parse_int<std::uint64_t>(f, v, 0, UINT64_MAX); }},
+        {"--eval-every",
+         [&](auto& f, auto& v) { o.eval_every = parse_int<std::int64_t>(f, v, 1, 1'000'000'000); }},
+        {"--eval-batches", [&](auto& f, auto& v) { o.eval_batches = parse_int<int>(f, v, 1, 100'000); }},
+        {"--device",
+         [&](auto& f, auto& v) {
+             if (v != "cpu" && v != "cuda") throw UsageError(f + ": expected cpu or cuda, got " + quoted(v));
+             o.device = v;
+         }},
+        {"--precision",
+         [&](auto& f, auto& v) {
+             if (v == "policy") {
+                 o.precision.uniform.reset();
+             } else if (const auto p = parse_precision(v)) {
+                 o.precision.uniform = *p;
+             } else {
+                 throw UsageError(f + ": expected policy, bf16, int8, int4, fp8_e4m3 or fp8_e5m2, got " +
+                                  quoted(v));
+             }
+         }},
+        {"--text", [&](auto&, auto& v) { o.text_path = v; }},
+        {"--telemetry-endpoint", [&](auto& f, auto& v) { o.telemetry_endpoint = non_empty(f, v); }},
+        {"--control-endpoint", [&](auto& f, auto& v) { o.control_endpoint = non_empty(f, v); }},
+        {"--server-key", [&](auto& f, auto& v) { o.server_key = non_empty(f, v); }},
+        {"--allowed-clients", [&](auto& f, auto& v) { o.allowed_clients = non_empty(f, v); }},
+        {"--threads", [&](auto& f, auto& v) { o.threads = parse_int<int>(f, v, 1, 1024); }},
+        {"--world-size", [&](auto& f, auto& v) { o.world_size = parse_int<int>(f, v, 1, 1024); }},
+        {"--rank", [&](auto& f, auto& v) { o.rank = parse_int<int>(f, v, 0, 1023); }},
+        {"--master-addr", [&](auto& f, auto& v) { o.master_addr = non_empty(f, v); }},
+        {"--master-port",
+         [&](auto& f, auto& v) {
+             o.master_port = parse_int<int>(f, v, 1, 65535);
+             o.master_port_given = true;
+         }},
+        {"--spawn", [&](auto& f, auto& v) { o.spawn = parse_int<int>(f, v, 1, 64); }},
+        {"--harsh-block", [&](auto& f, auto& v) { o.harsh_block = parse_int<int>(f, v, 0, 1023); }},
+        {"--harsh-step", [&](auto& f, auto& v) { o.harsh_step = parse_positive_double(f, v, 1e6); }},
+        {"--outlier-block", [&](auto& f, auto& v) { o.outlier_block = parse_int<int>(f, v, 0, 1023); }},
+        {"--outlier-scale", [&](auto& f, auto& v) { o.outlier_scale = parse_positive_double(f, v, 1e6); }},
+        {"--snr-validation", [&](auto& f, auto& v) { o.snr_validation = non_empty(f, v); }},
+        {"--summary-json",
+         [&](auto& f, auto& v) {
+             if (v.empty()) throw UsageError(f + ": the file name is empty");
+             o.summary_json = v;
+         }},
+    };
+}
+
+// What no single flag can check: combinations, the files named and the effective config.
+void check_options(TrainerOptions& o) {
+    if (o.d_model % o.heads != 0)
+        throw UsageError("--d-model " + std::to_string(o.d_model) + " is not divisible by --heads " +
+                         std::to_string(o.heads));
+    if (o.harsh_block && *o.harsh_block >= o.blocks)
+        throw UsageError("--harsh-block: block " + std::to_string(*o.harsh_block) +
+                         " does not exist (--blocks " + std::to_string(o.blocks) + ")");
+    if (o.outlier_block && *o.outlier_block >= o.blocks)
+        throw UsageError("--outlier-block: block " + std::to_string(*o.outlier_block) +
+                         " does not exist (--blocks " + std::to_string(o.blocks) + ")");
+    if (!o.server_key.empty() && o.allowed_clients.empty())
+        throw UsageError("--server-key needs --allowed-clients (the public keys of the clients to let in)");
+    // Silently ignoring it would leave the operator believing only the listed clients get in.
+    if (!o.allowed_clients.empty() && o.server_key.empty())
+        throw UsageError(
+            "--allowed-clients needs --server-key: without the agent's secret key there is no "
+            "CURVE, so nothing would check the allow-list and every client would get in");
+    if (o.telemetry_path && o.no_telemetry)
+        throw UsageError("--telemetry and --no-telemetry contradict each other");
+    if (o.device == "cuda" && !torch::cuda::is_available())
+        throw UsageError("--device cuda: no CUDA device available (this LibTorch build: " +
+                         std::string(at::hasCUDA() ? "built with CUDA, but no device found" : "CPU only") +
+                         ")");
+    validate_text(o);
+    if (!o.config_path.empty()) {
+        try {
+            o.config = load_config_file(o.config_path);
+        } catch (const ConfigError& e) {
+            throw UsageError(std::string("--config: ") + e.what());
+        }
+    }
+    apply_flags_to_config(o);
+    apply_data_parallel(o);
+    validate_telemetry_path(o);
+}
+
 }  // namespace
 
 std::string_view to_string(PrecisionChoice p) {
@@ -251,68 +354,7 @@ std::string bundled_text_path() {
 TrainerOptions parse_trainer_options(const std::vector<std::string>& args, const std::string& default_text) {
     TrainerOptions o;
     o.text_path = default_text;
-
-    using ValueHandler = std::function<void(const std::string& flag, const std::string& value)>;
-    const std::map<std::string, ValueHandler> with_value = {
-        {"--steps", [&](auto& f, auto& v) { o.steps = parse_int<std::int64_t>(f, v, 1, 1'000'000'000); }},
-        {"--blocks", [&](auto& f, auto& v) { o.blocks = parse_int<int>(f, v, 1, 1024); }},
-        {"--d-model", [&](auto& f, auto& v) { o.d_model = parse_int<int>(f, v, 1, 65536); }},
-        {"--heads", [&](auto& f, auto& v) { o.heads = parse_int<int>(f, v, 1, 4096); }},
-        {"--seq-len", [&](auto& f, auto& v) { o.seq_len = parse_int<int>(f, v, 1, 1 << 20); }},
-        {"--batch", [&](auto& f, auto& v) { o.batch = parse_int<int>(f, v, 1, 1 << 20); }},
-        {"--lr", [&](auto& f, auto& v) { o.lr = parse_positive_double(f, v, 1.0); }},
-        {"--config", [&](auto&, auto& v) { o.config_path = v; }},
-        {"--telemetry",
-         [&](auto& f, auto& v) {
-             if (v.empty()) throw UsageError(f + ": the file name is empty");
-             o.telemetry_path = v;
-         }},
-        {"--seed", [&](auto& f, auto& v) { o.seed = parse_int<std::uint64_t>(f, v, 0, UINT64_MAX); }},
-        {"--eval-every",
-         [&](auto& f, auto& v) { o.eval_every = parse_int<std::int64_t>(f, v, 1, 1'000'000'000); }},
-        {"--eval-batches", [&](auto& f, auto& v) { o.eval_batches = parse_int<int>(f, v, 1, 100'000); }},
-        {"--device",
-         [&](auto& f, auto& v) {
-             if (v != "cpu" && v != "cuda") throw UsageError(f + ": expected cpu or cuda, got " + quoted(v));
-             o.device = v;
-         }},
-        {"--precision",
-         [&](auto& f, auto& v) {
-             if (v == "policy") {
-                 o.precision.uniform.reset();
-             } else if (const auto p = parse_precision(v)) {
-                 o.precision.uniform = *p;
-             } else {
-                 throw UsageError(f + ": expected policy, bf16, int8, int4, fp8_e4m3 or fp8_e5m2, got " +
-                                  quoted(v));
-             }
-         }},
-        {"--text", [&](auto&, auto& v) { o.text_path = v; }},
-        {"--telemetry-endpoint", [&](auto& f, auto& v) { o.telemetry_endpoint = non_empty(f, v); }},
-        {"--control-endpoint", [&](auto& f, auto& v) { o.control_endpoint = non_empty(f, v); }},
-        {"--server-key", [&](auto& f, auto& v) { o.server_key = non_empty(f, v); }},
-        {"--allowed-clients", [&](auto& f, auto& v) { o.allowed_clients = non_empty(f, v); }},
-        {"--threads", [&](auto& f, auto& v) { o.threads = parse_int<int>(f, v, 1, 1024); }},
-        {"--world-size", [&](auto& f, auto& v) { o.world_size = parse_int<int>(f, v, 1, 1024); }},
-        {"--rank", [&](auto& f, auto& v) { o.rank = parse_int<int>(f, v, 0, 1023); }},
-        {"--master-addr", [&](auto& f, auto& v) { o.master_addr = non_empty(f, v); }},
-        {"--master-port",
-         [&](auto& f, auto& v) {
-             o.master_port = parse_int<int>(f, v, 1, 65535);
-             o.master_port_given = true;
-         }},
-        {"--spawn", [&](auto& f, auto& v) { o.spawn = parse_int<int>(f, v, 1, 64); }},
-        {"--harsh-block", [&](auto& f, auto& v) { o.harsh_block = parse_int<int>(f, v, 0, 1023); }},
-        {"--harsh-step", [&](auto& f, auto& v) { o.harsh_step = parse_positive_double(f, v, 1e6); }},
-        {"--outlier-block", [&](auto& f, auto& v) { o.outlier_block = parse_int<int>(f, v, 0, 1023); }},
-        {"--outlier-scale", [&](auto& f, auto& v) { o.outlier_scale = parse_positive_double(f, v, 1e6); }},
-        {"--snr-validation", [&](auto& f, auto& v) { o.snr_validation = non_empty(f, v); }},
-        {"--summary-json",
-         [&](auto& f, auto& v) {
-             if (v.empty()) throw UsageError(f + ": the file name is empty");
-             o.summary_json = v;
-         }},
-    };
+    const std::map<std::string, ValueHandler> with_value = value_flags(o);
     const std::map<std::string, bool*> switches = {
         {"--no-telemetry", &o.no_telemetry},
         {"--every-step-stats", &o.every_step_stats},
@@ -347,40 +389,7 @@ TrainerOptions parse_trainer_options(const std::vector<std::string>& args, const
         }
     }
     if (o.help) return o;
-
-    if (o.d_model % o.heads != 0)
-        throw UsageError("--d-model " + std::to_string(o.d_model) + " is not divisible by --heads " +
-                         std::to_string(o.heads));
-    if (o.harsh_block && *o.harsh_block >= o.blocks)
-        throw UsageError("--harsh-block: block " + std::to_string(*o.harsh_block) +
-                         " does not exist (--blocks " + std::to_string(o.blocks) + ")");
-    if (o.outlier_block && *o.outlier_block >= o.blocks)
-        throw UsageError("--outlier-block: block " + std::to_string(*o.outlier_block) +
-                         " does not exist (--blocks " + std::to_string(o.blocks) + ")");
-    if (!o.server_key.empty() && o.allowed_clients.empty())
-        throw UsageError("--server-key needs --allowed-clients (the public keys of the clients to let in)");
-    // Silently ignoring it would leave the operator believing only the listed clients get in.
-    if (!o.allowed_clients.empty() && o.server_key.empty())
-        throw UsageError(
-            "--allowed-clients needs --server-key: without the agent's secret key there is no "
-            "CURVE, so nothing would check the allow-list and every client would get in");
-    if (o.telemetry_path && o.no_telemetry)
-        throw UsageError("--telemetry and --no-telemetry contradict each other");
-    if (o.device == "cuda" && !torch::cuda::is_available())
-        throw UsageError("--device cuda: no CUDA device available (this LibTorch build: " +
-                         std::string(at::hasCUDA() ? "built with CUDA, but no device found" : "CPU only") +
-                         ")");
-    validate_text(o);
-    if (!o.config_path.empty()) {
-        try {
-            o.config = load_config_file(o.config_path);
-        } catch (const ConfigError& e) {
-            throw UsageError(std::string("--config: ") + e.what());
-        }
-    }
-    apply_flags_to_config(o);
-    apply_data_parallel(o);
-    validate_telemetry_path(o);
+    check_options(o);
     return o;
 }
 

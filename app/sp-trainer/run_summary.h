@@ -1,0 +1,46 @@
+#pragma once
+// What a run adds up while it trains (the summary's figures), and the machine-readable summary
+// (--summary-json) the experiment driver reads.
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "sp/agent/agent.h"
+#include "sp/agent/precision_runtime.h"
+#include "sp/precision.h"
+#include "trainer_options.h"
+
+namespace sp::trainer {
+
+struct RunTotals {
+    std::int64_t steps_done = 0;  // fewer than --steps when a signal stopped the run
+    std::string end_reason;       // what the run_end record says
+    double train_step_s = 0;      // begin_step .. end_step, summed (what the overhead is relative to)
+    double eval_s = 0;
+    std::array<std::int64_t, kPrecisionCount> block_steps{};                       // per format
+    std::vector<std::array<std::int64_t, kPrecisionCount>> block_steps_per_block;  // [block][format]
+    std::int64_t switches = 0;
+    double saving_pct_sum = 0;
+    double initial_eval = NAN, final_eval = NAN;
+    std::string calibration;                                  // where the INT8 errors came from
+    std::string threads;                                      // who runs the matrix products
+    std::vector<std::pair<std::int64_t, double>> eval_curve;  // (step, held-out loss)
+    std::vector<double> train_losses;                         // per step
+
+    // The share of block-steps spent below BF16.
+    double low_share() const {
+        std::int64_t all = 0;
+        for (std::int64_t n : block_steps) all += n;
+        return all > 0 ? 1.0 - double(block_steps[std::size_t(Precision::bf16)]) / double(all) : 0.0;
+    }
+};
+
+// Writes o.summary_json; throws std::runtime_error naming the file when it cannot be written.
+void write_summary_json(const TrainerOptions& o, const agent::Agent& agent,
+                        const agent::ReferencePrecisionRuntime& runtime, const RunTotals& t, double loop_s,
+                        double wall_s);
+
+}  // namespace sp::trainer
