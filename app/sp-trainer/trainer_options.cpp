@@ -12,6 +12,7 @@
 #include <system_error>
 #include <type_traits>
 
+#include "sp/format_gate.h"
 #include "sp/protocol.h"
 
 namespace sp::trainer {
@@ -105,18 +106,55 @@ void validate_text(const TrainerOptions& o) {
                          std::to_string(needed));
 }
 
-// The agent opens the telemetry file when it starts; a missing folder is a bad value, found here.
+// The agent opens the telemetry file when it starts; a bad path is a bad value, found here. A
+// symlink is refused (the agent opens with O_NOFOLLOW anyway, and says less), and so is a FIFO,
+// socket or block device: opening a FIFO for writing waits for a reader, so sp-trainer would hang
+// silently. A character device (/dev/null, /dev/full) is taken as given.
 void validate_telemetry_path(const TrainerOptions& o) {
     namespace fs = std::filesystem;
     if (!o.config.telemetry_enabled) return;
     const std::string source = o.telemetry_path ? "--telemetry" : "--config: telemetry_file";
-    const fs::path file(o.config.telemetry_file);
+    const std::string& path = o.config.telemetry_file;
+    const fs::path file(path);
     std::error_code ec;
-    if (fs::is_directory(file, ec))
-        throw UsageError(source + ": " + quoted(o.config.telemetry_file) + " is a directory");
+    const fs::file_status status = fs::symlink_status(file, ec);
+    if (fs::is_symlink(status))
+        throw UsageError(source + ": " + quoted(path) +
+                         " is a symbolic link; telemetry is never written through one (give the file "
+                         "itself, or a new name)");
+    if (fs::is_directory(status)) throw UsageError(source + ": " + quoted(path) + " is a directory");
+    if (fs::is_fifo(status) || fs::is_socket(status) || fs::is_block_file(status))
+        throw UsageError(source + ": " + quoted(path) + " is not a regular file (" +
+                         (fs::is_fifo(status)     ? "a FIFO"
+                          : fs::is_socket(status) ? "a socket"
+                                                  : "a block device") +
+                         ")");
     const fs::path folder = file.has_parent_path() ? file.parent_path() : fs::path(".");
     if (!fs::is_directory(folder, ec))
         throw UsageError(source + ": the folder " + quoted(folder.string()) + " does not exist");
+}
+
+// Key files are read when the agent starts; one that is not a regular file (a FIFO would block
+// the read until a writer comes) is refused here, in the words of the key reader (sp/keys).
+void validate_key_file(const std::string& flag, const std::string& path) {
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    const fs::file_status status = fs::status(path, ec);  // a symlink to a key file is fine
+    if (!ec && !fs::is_regular_file(status))
+        throw UsageError(flag + ": cannot read CURVE " +
+                         (flag == "--allowed-clients" ? "allow-list" : "key file") + " " + quoted(path) +
+                         ": not a regular file");
+}
+
+// The gate file is read when the agent registers the blocks, after the telemetry file is created;
+// read here first, a bad one is a bad config value (exit 2, nothing written).
+void validate_gate_file(const TrainerOptions& o) {
+    if (o.config.format_gate_file.empty()) return;
+    try {
+        (void)load_gate_policy(o.config.format_gate_file);
+    } catch (const ConfigError& e) {
+        throw UsageError(std::string("--config: format_gate_file: ") + e.what());
+    }
 }
 
 // "run.jsonl" -> "run.rank1.jsonl"; a name without the extension gets ".rank1" at its end.
@@ -255,6 +293,10 @@ void check_options(TrainerOptions& o) {
     apply_flags_to_config(o);
     apply_data_parallel(o);
     validate_telemetry_path(o);
+    if (!o.no_network && !o.server_key.empty()) validate_key_file("--server-key", o.server_key);
+    if (!o.no_network && !o.allowed_clients.empty())
+        validate_key_file("--allowed-clients", o.allowed_clients);
+    validate_gate_file(o);
 }
 
 }  // namespace
