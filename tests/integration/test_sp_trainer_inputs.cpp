@@ -1,7 +1,8 @@
 // sp-trainer's files and start-up (issue 30): what it refuses before it writes or binds anything (a
 // symlink or a FIFO as --telemetry, a FIFO as a key file, a gate file that is a FIFO, a device, too
-// large or not JSON: exit 2, a message naming the flag or key and the path). Every run is bounded
-// by a limit only a hang reaches: a hang fails the test, and the trainer is killed.
+// large or not JSON: exit 2, a message naming the flag or key and the path), and a signal during
+// set-up. Every run is bounded by a limit only a hang reaches: a hang fails the test, and the
+// trainer is killed.
 #include <QtTest>
 
 #include <QFile>
@@ -10,8 +11,13 @@
 #include <QTemporaryDir>
 
 #include <fstream>
+#include <random>
 #include <string>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -73,6 +79,37 @@ QStringList tiny(const QString& config) {
             "--batch", "2", "--eval-every", "1", "--eval-batches", "1",  "--config", config};
 }
 
+bool port_free(int port) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_port = htons(std::uint16_t(port));
+    const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+    ::close(fd);
+    return ok;
+}
+
+int free_port() {
+    std::mt19937 rng(std::random_device{}());
+    for (int attempt = 0; attempt < 200; ++attempt)
+        if (const int port = 20000 + int(rng() % 30000); port_free(port)) return port;
+    qFatal("no free port");
+}
+
+// Reads the process's standard output until it holds `line` or the process ends; returns all of it.
+QByteArray wait_for_output(QProcess& p, const QByteArray& line) {
+    QByteArray out;
+    while (!out.contains(line) && p.waitForReadyRead(kHangMs)) out += p.readAllStandardOutput();
+    return out;
+}
+
+void stop(QProcess& p) {
+    if (p.state() == QProcess::NotRunning) return;
+    p.kill();
+    p.waitForFinished();
+}
+
 }  // namespace
 
 class TestSpTrainerInputs : public QObject {
@@ -132,6 +169,30 @@ class TestSpTrainerInputs : public QObject {
             QVERIFY2(r.exit_code == 2, r.err.constData());
             QVERIFY2(r.err.contains(c.says), r.err.constData());
         }
+    }
+
+    // Set-up that waits (here rank 0 for a rank 1 that never comes, for the hour the config allows)
+    // must not outlast a SIGTERM: before the first step the signal ends the process at once.
+    void a_signal_during_set_up_ends_the_process() {
+        QTemporaryDir dir;
+        QProcess p;
+        p.start(QStringLiteral(SP_TRAINER_PATH), tiny(write_config(dir, {{"process_group_timeout_s", 3600}}))
+                                                     << "--no-network"
+                                                     << "--no-telemetry"
+                                                     << "--world-size"
+                                                     << "2"
+                                                     << "--rank"
+                                                     << "0"
+                                                     << "--master-port" << QString::number(free_port()));
+        QVERIFY(p.waitForStarted(kHangMs));
+        const QByteArray out = wait_for_output(p, "data-parallel: rank 0 of 2");
+        if (!out.contains("data-parallel: rank 0 of 2")) stop(p);
+        QVERIFY2(out.contains("data-parallel: rank 0 of 2"), (out + p.readAllStandardError()).constData());
+        ::kill(pid_t(p.processId()), SIGTERM);
+        const bool ended = p.waitForFinished(kHangMs);
+        stop(p);
+        QVERIFY2(ended, "SIGTERM during set-up did not end sp-trainer");
+        QCOMPARE(p.exitStatus(), QProcess::CrashExit);  // the signal's default action
     }
 
     // /dev/zero grew the trainer by hundreds of MB/s, a FIFO blocked it: only a regular file of at
