@@ -39,6 +39,8 @@ struct RunTotals {
 };
 
 // Writes o.summary_json; throws std::runtime_error naming the file when it cannot be written.
+// Strings that are not UTF-8 (a --telemetry path in the config) have each invalid byte replaced by
+// U+FFFD, as in the telemetry header.
 void write_summary_json(const TrainerOptions& o, const agent::Agent& agent,
                         const agent::ReferencePrecisionRuntime& runtime, const RunTotals& t, double loop_s,
                         double wall_s);

@@ -1,8 +1,8 @@
 // sp-trainer's files and start-up (issue 30): what it refuses before it writes or binds anything (a
 // symlink or a FIFO as --telemetry, a FIFO as a key file, a gate file that is a FIFO, a device, too
-// large or not JSON: exit 2, a message naming the flag or key and the path), and a signal during
-// set-up. Every run is bounded by a limit only a hang reaches: a hang fails the test, and the
-// trainer is killed.
+// large or not JSON: exit 2, a message naming the flag or key and the path), what it takes (a
+// --telemetry path that is not UTF-8, tcp://localhost endpoints), and a signal during set-up. Every
+// run is bounded by a limit only a hang reaches: a hang fails the test, and the trainer is killed.
 #include <QtTest>
 
 #include <QFile>
@@ -11,6 +11,7 @@
 #include <QTemporaryDir>
 
 #include <fstream>
+#include <memory>
 #include <random>
 #include <string>
 
@@ -195,6 +196,35 @@ class TestSpTrainerInputs : public QObject {
         QCOMPARE(p.exitStatus(), QProcess::CrashExit);  // the signal's default action
     }
 
+    // A Linux file name is bytes: a --telemetry path that is not UTF-8 is written as given, and the
+    // header and --summary-json show it with U+FFFD for the invalid byte.
+    void telemetry_path_that_is_not_utf8_is_written() {
+        QTemporaryDir dir;
+        const QString summary = dir.filePath("summary.json");
+        // QProcess passes arguments as UTF-8; the shell's printf makes the raw byte 0xff.
+        const QString script = R"(t="$1/run$(printf '\377').jsonl"; shift; exec "$0" --telemetry "$t" "$@")";
+        const Outcome r = run_bounded("/bin/sh", QStringList{"-c", script, SP_TRAINER_PATH, dir.path()}
+                                                     << tiny(write_config(dir)) << "--no-network"
+                                                     << "--quiet"
+                                                     << "--summary-json" << summary);
+        const std::string dir_bytes = dir.path().toStdString(), file = dir_bytes + "/run\xff.jsonl";
+        // QTemporaryDir cannot remove a name that is not UTF-8 (Qt decodes it with U+FFFD).
+        const std::unique_ptr<const char, void (*)(const char*)> remove_file(
+            file.c_str(), [](const char* f) { ::unlink(f); });
+        QVERIFY2(!r.hung, "sp-trainer hung");
+        QVERIFY2(r.exit_code == 0, r.err.constData());
+        std::ifstream in(file);
+        QVERIFY(in);
+        std::string first;
+        QVERIFY(std::getline(in, first));
+        const std::string shown = dir_bytes + "/run\xef\xbf\xbd.jsonl";  // U+FFFD in UTF-8
+        QCOMPARE(QString::fromStdString(json::parse(first)["config"]["telemetry_file"].get<std::string>()),
+                 QString::fromStdString(shown));
+        const json s = json::parse(read_all(summary).toStdString());
+        QCOMPARE(QString::fromStdString(s["config"]["telemetry_file"].get<std::string>()),
+                 QString::fromStdString(shown));
+    }
+
     // /dev/zero grew the trainer by hundreds of MB/s, a FIFO blocked it: only a regular file of at
     // most 16 MiB is read. The FIFO comes first: before the fix it hangs, and /dev/zero is not tried.
     void gate_file_that_is_a_fifo_a_device_or_too_large_exits_2() {
@@ -242,6 +272,34 @@ class TestSpTrainerInputs : public QObject {
                                 gate.toUtf8() + ": not valid JSON: "),
                  r.err.constData());
         QVERIFY(!QFileInfo::exists(telemetry));
+    }
+
+    // libzmq took "localhost" in a bind for an interface name ("No such device"): it binds 127.0.0.1,
+    // and a client reaches it as tcp://localhost too.
+    void localhost_endpoints_bind_and_answer() {
+        QTemporaryDir dir;
+        const QString telemetry_ep = QString("tcp://localhost:%1").arg(free_port());
+        int control_port = free_port();
+        while (QString::number(control_port) == telemetry_ep.section(':', -1)) control_port = free_port();
+        const QString control_ep = QString("tcp://localhost:%1").arg(control_port);
+        QProcess p;
+        QStringList args = tiny(write_config(dir));
+        args[1] = "1000000";  // --steps: until the SIGTERM below
+        p.start(QStringLiteral(SP_TRAINER_PATH), args << "--no-telemetry"
+                                                      << "--telemetry-endpoint" << telemetry_ep
+                                                      << "--control-endpoint" << control_ep);
+        QVERIFY(p.waitForStarted(kHangMs));
+        const QByteArray live =
+            "live: telemetry " + telemetry_ep.toUtf8() + ", control " + control_ep.toUtf8();
+        const QByteArray out = wait_for_output(p, live);
+        if (!out.contains(live)) stop(p);
+        QVERIFY2(out.contains(live), (out + p.readAllStandardError()).constData());
+        const Outcome ping = run_bounded(QStringLiteral(SP_CTL_PATH), {"ping", "--endpoint", control_ep});
+        ::kill(pid_t(p.processId()), SIGTERM);
+        const bool ended = p.waitForFinished(kHangMs);
+        stop(p);
+        QVERIFY2(ping.exit_code == 0, ping.err.constData());
+        QVERIFY(ended);
     }
 };
 
