@@ -68,7 +68,9 @@ Agent::Agent(Config config, AgentOptions options)
       options_(std::move(options)),
       commands_(std::make_unique<detail::CommandQueue>()) {
     if (auto problems = validate(config_); !problems.empty()) throw ConfigError(std::move(problems));
-    config_json_ = to_json(config_).dump();  // announced in the header, hello and every snapshot
+    // Announced in the header, hello and every snapshot. A telemetry_file need not be UTF-8 (a Linux
+    // file name is bytes): each invalid byte reads as U+FFFD there instead of failing the run.
+    config_json_ = to_json(config_).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
     if (!options_.clock) options_.clock = system_seconds;
     if (!options_.collector) options_.collector = make_cpu_grad_stats_collector();
     if (!options_.log && config_.log_decisions) {

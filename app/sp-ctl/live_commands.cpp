@@ -424,6 +424,7 @@ int run_keygen(const Args& args) {
         "Existing files are left alone unless --force is given. Each file is written as a new file\n"
         "beside its target and then renamed over it: a symlink at NAME.key or NAME.pub is replaced\n"
         "itself, never written through.\n"
+        "NAME must name a file: an empty NAME, or one ending in '/', is refused.\n"
         "Exit codes: 0 ok, 1 cannot write (or files exist), 2 bad usage.\n";
     ParsedArgs parsed;
     if (auto rc = parse_args(command, args, {{"--force", false}, {"--json", false}}, usage, 1, parsed))
@@ -433,6 +434,14 @@ int run_keygen(const Args& args) {
         return kExitUsage;
     }
     const std::string base = parsed.positionals[0];
+    // "" or "dir/" would write the hidden files .key and .pub, which nobody asked for.
+    if (base.empty() || base.back() == '/') {
+        std::fprintf(
+            stderr,
+            "sp-ctl keygen: NAME %s; give a file name such as 'agent' (writes agent.key and agent.pub)\n",
+            base.empty() ? "is empty" : ("'" + base + "' ends in '/'").c_str());
+        return kExitUsage;
+    }
     const std::string key_path = base + ".key", pub_path = base + ".pub";
     std::string pub;
     try {

@@ -6,7 +6,6 @@
 #include <ATen/core/grad_mode.h>
 
 #include <algorithm>
-#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstdarg>
@@ -431,7 +430,6 @@ class TrainingLoop {
 
 int run(const TrainerOptions& o) {
     const auto run_start = Clock::now();
-    install_stop_signals();
     RunTotals totals;
     totals.threads = agent::configure_threads(o.threads);  // sp/agent/threads.h
     const Say say{o.quiet};
@@ -468,6 +466,10 @@ int run(const TrainerOptions& o) {
     TrainingLoop loop(o, text, model, agent, runtime, validation.get(), totals, link.get());
     loop.evaluate_before_training();
     say(format("setup %.2f s; initial eval loss %.4f", seconds_since(run_start), totals.initial_eval));
+    // Only now: until here a signal keeps its default action and ends the process at once, even in
+    // a set-up step that waits (the other ranks' rendezvous, an open() that blocks). Installed
+    // earlier, the handler would only set a flag nobody reads before the first step.
+    install_stop_signals();
     const double loop_s = loop.run();
     loop.save_checkpoint_if_asked();
     const int signal = stop_signal();

@@ -109,7 +109,8 @@ void write_summary_json(const TrainerOptions& o, const agent::Agent& agent,
         {"calibration", t.calibration},
     };
     std::ofstream out(o.summary_json);
-    out << j.dump(1) << '\n';
+    // A --telemetry path need not be UTF-8 (a Linux file name is bytes): replaced, never a throw.
+    out << j.dump(1, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
     if (!out) throw std::runtime_error("cannot write --summary-json file '" + o.summary_json + "'");
 }
 

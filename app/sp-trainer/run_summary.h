@@ -42,7 +42,9 @@ struct RunTotals {
 
 void print_summary(const TrainerOptions& o, const agent::Agent& agent,
                    const agent::ReferencePrecisionRuntime& runtime, const RunTotals& t, double loop_s);
-// The machine-readable summary (--summary-json) the experiment driver reads.
+// The machine-readable summary (--summary-json) the experiment driver reads; throws
+// std::runtime_error naming the file when it cannot be written. Strings that are not UTF-8 (a
+// --telemetry path in the config) have each invalid byte replaced by U+FFFD, as in the header.
 void write_summary_json(const TrainerOptions& o, const agent::Agent& agent,
                         const agent::ReferencePrecisionRuntime& runtime, const RunTotals& t, double loop_s,
                         double wall_s);

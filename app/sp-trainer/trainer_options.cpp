@@ -12,6 +12,7 @@
 #include <system_error>
 #include <type_traits>
 
+#include "sp/format_gate.h"
 #include "sp/protocol.h"
 
 namespace sp::trainer {
@@ -127,18 +128,55 @@ void validate_checkpoint_paths(const TrainerOptions& o) {
     }
 }
 
-// The agent opens the telemetry file when it starts; a missing folder is a bad value, found here.
+// The agent opens the telemetry file when it starts; a bad path is a bad value, found here. A
+// symlink is refused (the agent opens with O_NOFOLLOW anyway, and says less), and so is a FIFO,
+// socket or block device: opening a FIFO for writing waits for a reader, so sp-trainer would hang
+// silently. A character device (/dev/null, /dev/full) is taken as given.
 void validate_telemetry_path(const TrainerOptions& o) {
     namespace fs = std::filesystem;
     if (!o.config.telemetry_enabled) return;
     const std::string source = o.telemetry_path ? "--telemetry" : "--config: telemetry_file";
-    const fs::path file(o.config.telemetry_file);
+    const std::string& path = o.config.telemetry_file;
+    const fs::path file(path);
     std::error_code ec;
-    if (fs::is_directory(file, ec))
-        throw UsageError(source + ": " + quoted(o.config.telemetry_file) + " is a directory");
+    const fs::file_status status = fs::symlink_status(file, ec);
+    if (fs::is_symlink(status))
+        throw UsageError(source + ": " + quoted(path) +
+                         " is a symbolic link; telemetry is never written through one (give the file "
+                         "itself, or a new name)");
+    if (fs::is_directory(status)) throw UsageError(source + ": " + quoted(path) + " is a directory");
+    if (fs::is_fifo(status) || fs::is_socket(status) || fs::is_block_file(status))
+        throw UsageError(source + ": " + quoted(path) + " is not a regular file (" +
+                         (fs::is_fifo(status)     ? "a FIFO"
+                          : fs::is_socket(status) ? "a socket"
+                                                  : "a block device") +
+                         ")");
     const fs::path folder = file.has_parent_path() ? file.parent_path() : fs::path(".");
     if (!fs::is_directory(folder, ec))
         throw UsageError(source + ": the folder " + quoted(folder.string()) + " does not exist");
+}
+
+// Key files are read when the agent starts; one that is not a regular file (a FIFO would block
+// the read until a writer comes) is refused here, in the words of the key reader (sp/keys).
+void validate_key_file(const std::string& flag, const std::string& path) {
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    const fs::file_status status = fs::status(path, ec);  // a symlink to a key file is fine
+    if (!ec && !fs::is_regular_file(status))
+        throw UsageError(flag + ": cannot read CURVE " +
+                         (flag == "--allowed-clients" ? "allow-list" : "key file") + " " + quoted(path) +
+                         ": not a regular file");
+}
+
+// The gate file is read when the agent registers the blocks, after the telemetry file is created;
+// read here first, a bad one is a bad config value (exit 2, nothing written).
+void validate_gate_file(const TrainerOptions& o) {
+    if (o.config.format_gate_file.empty()) return;
+    try {
+        (void)load_gate_policy(o.config.format_gate_file);
+    } catch (const ConfigError& e) {
+        throw UsageError(std::string("--config: format_gate_file: ") + e.what());
+    }
 }
 
 // "run.jsonl" -> "run.rank1.jsonl"; a name without the extension gets ".rank1" at its end.
@@ -174,6 +212,130 @@ void apply_data_parallel(TrainerOptions& o) {
         throw UsageError(std::string("--rank: ") + e.what());
     }
     if (o.config.telemetry_enabled) o.config.telemetry_file = rank_file_name(o.config.telemetry_file, o.rank);
+}
+
+using ValueHandler = std::function<void(const std::string& flag, const std::string& value)>;
+
+// The flags that take a value, each storing it into `o` after checking it.
+std::map<std::string, ValueHandler> value_flags(TrainerOptions& o) {
+    return {
+        // 0: evaluate (a checkpoint, under any --precision or config) and exit.
+        {"--steps", [&](auto& f, auto& v) { o.steps = parse_int<std::int64_t>(f, v, 0, 1'000'000'000); }},
+        {"--blocks", [&](auto& f, auto& v) { o.blocks = parse_int<int>(f, v, 1, 1024); }},
+        {"--d-model", [&](auto& f, auto& v) { o.d_model = parse_int<int>(f, v, 1, 65536); }},
+        {"--heads", [&](auto& f, auto& v) { o.heads = parse_int<int>(f, v, 1, 4096); }},
+        {"--seq-len", [&](auto& f, auto& v) { o.seq_len = parse_int<int>(f, v, 1, 1 << 20); }},
+        {"--batch", [&](auto& f, auto& v) { o.batch = parse_int<int>(f, v, 1, 1 << 20); }},
+        {"--lr", [&](auto& f, auto& v) { o.lr = parse_positive_double(f, v, 1.0); }},
+        {"--config", [&](auto&, auto& v) { o.config_path = v; }},
+        {"--telemetry",
+         [&](auto& f, auto& v) {
+             if (v.empty()) throw UsageError(f + ": the file name is empty");
+             o.telemetry_path = v;
+         }},
+        {"--seed", [&](auto& f, auto& v) { o.seed = parse_int<std::uint64_t>(f, v, 0, UINT64_MAX); }},
+        {"--eval-every",
+         [&](auto& f, auto& v) { o.eval_every = parse_int<std::int64_t>(f, v, 1, 1'000'000'000); }},
+        {"--eval-batches", [&](auto& f, auto& v) { o.eval_batches = parse_int<int>(f, v, 1, 100'000); }},
+        {"--device",
+         [&](auto& f, auto& v) {
+             if (v != "cpu" && v != "cuda") throw UsageError(f + ": expected cpu or cuda, got " + quoted(v));
+             o.device = v;
+         }},
+        {"--precision",
+         [&](auto& f, auto& v) {
+             if (v == "policy") {
+                 o.precision.uniform.reset();
+             } else if (const auto p = parse_precision(v)) {
+                 o.precision.uniform = *p;
+             } else {
+                 throw UsageError(f + ": expected policy, bf16, int8, int4, fp8_e4m3 or fp8_e5m2, got " +
+                                  quoted(v));
+             }
+         }},
+        {"--text", [&](auto&, auto& v) { o.text_path = v; }},
+        {"--telemetry-endpoint", [&](auto& f, auto& v) { o.telemetry_endpoint = non_empty(f, v); }},
+        {"--control-endpoint", [&](auto& f, auto& v) { o.control_endpoint = non_empty(f, v); }},
+        {"--server-key", [&](auto& f, auto& v) { o.server_key = non_empty(f, v); }},
+        {"--allowed-clients", [&](auto& f, auto& v) { o.allowed_clients = non_empty(f, v); }},
+        {"--threads", [&](auto& f, auto& v) { o.threads = parse_int<int>(f, v, 1, 1024); }},
+        {"--world-size", [&](auto& f, auto& v) { o.world_size = parse_int<int>(f, v, 1, 1024); }},
+        {"--rank", [&](auto& f, auto& v) { o.rank = parse_int<int>(f, v, 0, 1023); }},
+        {"--master-addr", [&](auto& f, auto& v) { o.master_addr = non_empty(f, v); }},
+        {"--master-port",
+         [&](auto& f, auto& v) {
+             o.master_port = parse_int<int>(f, v, 1, 65535);
+             o.master_port_given = true;
+         }},
+        {"--spawn", [&](auto& f, auto& v) { o.spawn = parse_int<int>(f, v, 1, 64); }},
+        {"--harsh-block", [&](auto& f, auto& v) { o.harsh_block = parse_int<int>(f, v, 0, 1023); }},
+        {"--harsh-step", [&](auto& f, auto& v) { o.harsh_step = parse_positive_double(f, v, 1e6); }},
+        {"--outlier-block", [&](auto& f, auto& v) { o.outlier_block = parse_int<int>(f, v, 0, 1023); }},
+        {"--outlier-scale", [&](auto& f, auto& v) { o.outlier_scale = parse_positive_double(f, v, 1e6); }},
+        {"--snr-validation", [&](auto& f, auto& v) { o.snr_validation = non_empty(f, v); }},
+        {"--finetune-mode",
+         [&](auto& f, auto& v) {
+             if (v != "full" && v != "adapters")
+                 throw UsageError(f + ": expected full or adapters, got " + quoted(v));
+             o.adapters = v == "adapters";
+         }},
+        {"--adapter-rank",
+         [&](auto& f, auto& v) {
+             o.adapter_rank = parse_int<int>(f, v, 1, 4096);
+             o.adapter_rank_given = true;
+         }},
+        {"--save-checkpoint", [&](auto& f, auto& v) { o.save_checkpoint = non_empty(f, v); }},
+        {"--init-checkpoint", [&](auto& f, auto& v) { o.init_checkpoint = non_empty(f, v); }},
+        {"--summary-json",
+         [&](auto& f, auto& v) {
+             if (v.empty()) throw UsageError(f + ": the file name is empty");
+             o.summary_json = v;
+         }},
+    };
+}
+
+// What no single flag can check: combinations, the files named and the effective config.
+void check_options(TrainerOptions& o) {
+    if (o.d_model % o.heads != 0)
+        throw UsageError("--d-model " + std::to_string(o.d_model) + " is not divisible by --heads " +
+                         std::to_string(o.heads));
+    if (o.harsh_block && *o.harsh_block >= o.blocks)
+        throw UsageError("--harsh-block: block " + std::to_string(*o.harsh_block) +
+                         " does not exist (--blocks " + std::to_string(o.blocks) + ")");
+    if (o.outlier_block && *o.outlier_block >= o.blocks)
+        throw UsageError("--outlier-block: block " + std::to_string(*o.outlier_block) +
+                         " does not exist (--blocks " + std::to_string(o.blocks) + ")");
+    if (!o.server_key.empty() && o.allowed_clients.empty())
+        throw UsageError("--server-key needs --allowed-clients (the public keys of the clients to let in)");
+    // Silently ignoring it would leave the operator believing only the listed clients get in.
+    if (!o.allowed_clients.empty() && o.server_key.empty())
+        throw UsageError(
+            "--allowed-clients needs --server-key: without the agent's secret key there is no "
+            "CURVE, so nothing would check the allow-list and every client would get in");
+    if (o.telemetry_path && o.no_telemetry)
+        throw UsageError("--telemetry and --no-telemetry contradict each other");
+    if (o.device == "cuda" && !torch::cuda::is_available())
+        throw UsageError("--device cuda: no CUDA device available (this LibTorch build: " +
+                         std::string(at::hasCUDA() ? "built with CUDA, but no device found" : "CPU only") +
+                         ")");
+    if (o.adapter_rank_given && !o.adapters)
+        throw UsageError("--adapter-rank needs --finetune-mode adapters (a full fine-tune has no adapters)");
+    validate_text(o);
+    validate_checkpoint_paths(o);
+    if (!o.config_path.empty()) {
+        try {
+            o.config = load_config_file(o.config_path);
+        } catch (const ConfigError& e) {
+            throw UsageError(std::string("--config: ") + e.what());
+        }
+    }
+    apply_flags_to_config(o);
+    apply_data_parallel(o);
+    validate_telemetry_path(o);
+    if (!o.no_network && !o.server_key.empty()) validate_key_file("--server-key", o.server_key);
+    if (!o.no_network && !o.allowed_clients.empty())
+        validate_key_file("--allowed-clients", o.allowed_clients);
+    validate_gate_file(o);
 }
 
 }  // namespace
@@ -280,82 +442,7 @@ std::string bundled_text_path() {
 TrainerOptions parse_trainer_options(const std::vector<std::string>& args, const std::string& default_text) {
     TrainerOptions o;
     o.text_path = default_text;
-
-    using ValueHandler = std::function<void(const std::string& flag, const std::string& value)>;
-    const std::map<std::string, ValueHandler> with_value = {
-        // 0: evaluate (a checkpoint, under any --precision or config) and exit.
-        {"--steps", [&](auto& f, auto& v) { o.steps = parse_int<std::int64_t>(f, v, 0, 1'000'000'000); }},
-        {"--blocks", [&](auto& f, auto& v) { o.blocks = parse_int<int>(f, v, 1, 1024); }},
-        {"--d-model", [&](auto& f, auto& v) { o.d_model = parse_int<int>(f, v, 1, 65536); }},
-        {"--heads", [&](auto& f, auto& v) { o.heads = parse_int<int>(f, v, 1, 4096); }},
-        {"--seq-len", [&](auto& f, auto& v) { o.seq_len = parse_int<int>(f, v, 1, 1 << 20); }},
-        {"--batch", [&](auto& f, auto& v) { o.batch = parse_int<int>(f, v, 1, 1 << 20); }},
-        {"--lr", [&](auto& f, auto& v) { o.lr = parse_positive_double(f, v, 1.0); }},
-        {"--config", [&](auto&, auto& v) { o.config_path = v; }},
-        {"--telemetry",
-         [&](auto& f, auto& v) {
-             if (v.empty()) throw UsageError(f + ": the file name is empty");
-             o.telemetry_path = v;
-         }},
-        {"--seed", [&](auto& f, auto& v) { o.seed = parse_int<std::uint64_t>(f, v, 0, UINT64_MAX); }},
-        {"--eval-every",
-         [&](auto& f, auto& v) { o.eval_every = parse_int<std::int64_t>(f, v, 1, 1'000'000'000); }},
-        {"--eval-batches", [&](auto& f, auto& v) { o.eval_batches = parse_int<int>(f, v, 1, 100'000); }},
-        {"--device",
-         [&](auto& f, auto& v) {
-             if (v != "cpu" && v != "cuda") throw UsageError(f + ": expected cpu or cuda, got " + quoted(v));
-             o.device = v;
-         }},
-        {"--precision",
-         [&](auto& f, auto& v) {
-             if (v == "policy") {
-                 o.precision.uniform.reset();
-             } else if (const auto p = parse_precision(v)) {
-                 o.precision.uniform = *p;
-             } else {
-                 throw UsageError(f + ": expected policy, bf16, int8, int4, fp8_e4m3 or fp8_e5m2, got " +
-                                  quoted(v));
-             }
-         }},
-        {"--text", [&](auto&, auto& v) { o.text_path = v; }},
-        {"--telemetry-endpoint", [&](auto& f, auto& v) { o.telemetry_endpoint = non_empty(f, v); }},
-        {"--control-endpoint", [&](auto& f, auto& v) { o.control_endpoint = non_empty(f, v); }},
-        {"--server-key", [&](auto& f, auto& v) { o.server_key = non_empty(f, v); }},
-        {"--allowed-clients", [&](auto& f, auto& v) { o.allowed_clients = non_empty(f, v); }},
-        {"--threads", [&](auto& f, auto& v) { o.threads = parse_int<int>(f, v, 1, 1024); }},
-        {"--world-size", [&](auto& f, auto& v) { o.world_size = parse_int<int>(f, v, 1, 1024); }},
-        {"--rank", [&](auto& f, auto& v) { o.rank = parse_int<int>(f, v, 0, 1023); }},
-        {"--master-addr", [&](auto& f, auto& v) { o.master_addr = non_empty(f, v); }},
-        {"--master-port",
-         [&](auto& f, auto& v) {
-             o.master_port = parse_int<int>(f, v, 1, 65535);
-             o.master_port_given = true;
-         }},
-        {"--spawn", [&](auto& f, auto& v) { o.spawn = parse_int<int>(f, v, 1, 64); }},
-        {"--harsh-block", [&](auto& f, auto& v) { o.harsh_block = parse_int<int>(f, v, 0, 1023); }},
-        {"--harsh-step", [&](auto& f, auto& v) { o.harsh_step = parse_positive_double(f, v, 1e6); }},
-        {"--outlier-block", [&](auto& f, auto& v) { o.outlier_block = parse_int<int>(f, v, 0, 1023); }},
-        {"--outlier-scale", [&](auto& f, auto& v) { o.outlier_scale = parse_positive_double(f, v, 1e6); }},
-        {"--snr-validation", [&](auto& f, auto& v) { o.snr_validation = non_empty(f, v); }},
-        {"--finetune-mode",
-         [&](auto& f, auto& v) {
-             if (v != "full" && v != "adapters")
-                 throw UsageError(f + ": expected full or adapters, got " + quoted(v));
-             o.adapters = v == "adapters";
-         }},
-        {"--adapter-rank",
-         [&](auto& f, auto& v) {
-             o.adapter_rank = parse_int<int>(f, v, 1, 4096);
-             o.adapter_rank_given = true;
-         }},
-        {"--save-checkpoint", [&](auto& f, auto& v) { o.save_checkpoint = non_empty(f, v); }},
-        {"--init-checkpoint", [&](auto& f, auto& v) { o.init_checkpoint = non_empty(f, v); }},
-        {"--summary-json",
-         [&](auto& f, auto& v) {
-             if (v.empty()) throw UsageError(f + ": the file name is empty");
-             o.summary_json = v;
-         }},
-    };
+    const std::map<std::string, ValueHandler> with_value = value_flags(o);
     const std::map<std::string, bool*> switches = {
         {"--no-telemetry", &o.no_telemetry},
         {"--every-step-stats", &o.every_step_stats},
@@ -390,43 +477,7 @@ TrainerOptions parse_trainer_options(const std::vector<std::string>& args, const
         }
     }
     if (o.help) return o;
-
-    if (o.d_model % o.heads != 0)
-        throw UsageError("--d-model " + std::to_string(o.d_model) + " is not divisible by --heads " +
-                         std::to_string(o.heads));
-    if (o.harsh_block && *o.harsh_block >= o.blocks)
-        throw UsageError("--harsh-block: block " + std::to_string(*o.harsh_block) +
-                         " does not exist (--blocks " + std::to_string(o.blocks) + ")");
-    if (o.outlier_block && *o.outlier_block >= o.blocks)
-        throw UsageError("--outlier-block: block " + std::to_string(*o.outlier_block) +
-                         " does not exist (--blocks " + std::to_string(o.blocks) + ")");
-    if (o.adapter_rank_given && !o.adapters)
-        throw UsageError("--adapter-rank needs --finetune-mode adapters (a full fine-tune has no adapters)");
-    if (!o.server_key.empty() && o.allowed_clients.empty())
-        throw UsageError("--server-key needs --allowed-clients (the public keys of the clients to let in)");
-    // Silently ignoring it would leave the operator believing only the listed clients get in.
-    if (!o.allowed_clients.empty() && o.server_key.empty())
-        throw UsageError(
-            "--allowed-clients needs --server-key: without the agent's secret key there is no "
-            "CURVE, so nothing would check the allow-list and every client would get in");
-    if (o.telemetry_path && o.no_telemetry)
-        throw UsageError("--telemetry and --no-telemetry contradict each other");
-    if (o.device == "cuda" && !torch::cuda::is_available())
-        throw UsageError("--device cuda: no CUDA device available (this LibTorch build: " +
-                         std::string(at::hasCUDA() ? "built with CUDA, but no device found" : "CPU only") +
-                         ")");
-    validate_text(o);
-    validate_checkpoint_paths(o);
-    if (!o.config_path.empty()) {
-        try {
-            o.config = load_config_file(o.config_path);
-        } catch (const ConfigError& e) {
-            throw UsageError(std::string("--config: ") + e.what());
-        }
-    }
-    apply_flags_to_config(o);
-    apply_data_parallel(o);
-    validate_telemetry_path(o);
+    check_options(o);
     return o;
 }
 

@@ -1,25 +1,21 @@
-// Config loading and validation. Every key lives in one descriptor table (kKeys below): the reader,
+// Config keys and validation. Every key lives in one descriptor table (kKeys below): the reader,
 // to_json and the "did you mean" suggestions all walk that table, so adding a key means adding one
-// row there plus its range rule in check() and a line in core/CONFIG.md.
+// row there plus its range rule in check() and a line in core/CONFIG.md. Where the keys sit in a
+// document, and reading the text and the file, is in config_file.cpp.
 #include "sp/config.h"
 
 #include <algorithm>
 #include <cctype>
-#include <cerrno>
 #include <cmath>
-#include <filesystem>
-#include <fstream>
 #include <functional>
-#include <iterator>
 #include <limits>
 #include <map>
 #include <set>
-#include <system_error>
 #include <utility>
 
 #include <nlohmann/json.hpp>
 
-#include "sp/json_input.h"
+#include "config_section.h"
 
 namespace sp {
 namespace {
@@ -476,8 +472,11 @@ std::vector<Issue> check(const Config& c, const std::string& prefix) {
     return out;
 }
 
-// Reads one selective_precision object. `prefix` is its path plus "." (empty for a bare root).
-Config read_section(const json& obj, const std::string& prefix) {
+}  // namespace
+
+namespace detail {
+
+Config read_config_section(const json& obj, const std::string& prefix) {
     Config c;
     std::vector<std::string> problems;
     std::set<std::string_view> bad;  // keys whose type was wrong
@@ -512,13 +511,13 @@ Config read_section(const json& obj, const std::string& prefix) {
     return c;
 }
 
-// Follows one level of nesting: the member `name` of `parent` must be an object when present.
-const json* member_object(const json& parent, const char* name, const std::string& path) {
-    const auto it = parent.find(name);
-    if (it == parent.end()) return nullptr;
-    if (!it->is_object()) throw ConfigError({"key '" + path + "': must be an object" + got(*it)});
-    return &*it;
+std::string got_value(const json& v) {
+    return got(v);
 }
+
+}  // namespace detail
+
+namespace {
 
 std::string describe(const std::vector<std::string>& problems) {
     std::string text = "invalid Selective Precision config:";
@@ -578,53 +577,6 @@ bool parse_mode(std::string_view text, Mode& out) {
 
 ConfigError::ConfigError(std::vector<std::string> problems)
     : std::runtime_error(describe(problems)), problems_(std::move(problems)) {}
-
-Config config_from_json(const json& j) {
-    if (!j.is_object()) throw ConfigError({"the configuration must be a JSON object" + got(j)});
-    // Wrapped forms: only the selective_precision object is ours; its siblings belong to others.
-    if (j.contains("selective_precision")) {
-        const json* sp = member_object(j, "selective_precision", "selective_precision");
-        return read_section(*sp, "selective_precision.");
-    }
-    if (const json* memory = member_object(j, "memory", "memory")) {
-        const json* stagehand = member_object(*memory, "stagehand", "memory.stagehand");
-        if (!stagehand) return Config{};
-        const json* sp =
-            member_object(*stagehand, "selective_precision", "memory.stagehand.selective_precision");
-        // A stagehand config without our section runs with the defaults, as a missing key would.
-        return sp ? read_section(*sp, "memory.stagehand.selective_precision.") : Config{};
-    }
-    return read_section(j, "");
-}
-
-Config parse_config(std::string_view json_text) {
-    json j;
-    JsonError error;
-    if (!parse_json(json_text, j, error)) throw ConfigError({"not valid JSON: " + error.message()});
-    return config_from_json(j);
-}
-
-Config load_config_file(const std::string& path) {
-    // A directory opens fine as an ifstream on Linux and then reads as empty, so ask first.
-    std::error_code ec;
-    if (std::filesystem::is_directory(path, ec))
-        throw ConfigError({path + ": cannot read the file (a directory)"});
-    errno = 0;
-    std::ifstream in(path, std::ios::binary);
-    if (!in) {
-        const std::string why = errno ? " (" + std::generic_category().message(errno) + ")" : "";
-        throw ConfigError({path + ": cannot read the file" + why});
-    }
-    const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-    if (in.bad()) throw ConfigError({path + ": cannot read the file"});
-    try {
-        return parse_config(text);
-    } catch (const ConfigError& e) {
-        std::vector<std::string> problems;
-        for (const std::string& p : e.problems()) problems.push_back(path + ": " + p);
-        throw ConfigError(std::move(problems));
-    }
-}
 
 std::vector<std::string> validate(const Config& c) {
     std::vector<std::string> problems;

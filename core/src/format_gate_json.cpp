@@ -1,11 +1,8 @@
 // The gate's policy file (core/GATE.md "The file"): reading with every problem reported at once,
 // each naming its key, and writing in a fixed order so files diff cleanly.
 #include <algorithm>
-#include <cerrno>
 #include <charconv>
 #include <cmath>
-#include <filesystem>
-#include <fstream>
 #include <iterator>
 #include <set>
 #include <system_error>
@@ -265,7 +262,14 @@ GatePolicyError::GatePolicyError(const std::vector<std::string>& problems)
 FormatGatePolicy parse_gate_policy(std::string_view json_text) {
     json root;
     JsonError error;
-    if (!parse_json(json_text, root, error)) throw GatePolicyError({"not valid JSON: " + error.message()});
+    JsonLimits limits;
+    limits.reject_duplicate_keys = true;  // a second "128" under rules.matrix would hide the first
+    if (!parse_json(json_text, root, error, limits)) {
+        if (error.kind == JsonError::Kind::duplicate_key)
+            throw GatePolicyError({"key '" + error.path + "': given more than once in the same object (" +
+                                   error.location() + "); give each key once"});
+        throw GatePolicyError({"not valid JSON: " + error.message()});
+    }
     if (!root.is_object()) throw GatePolicyError({"the policy must be a JSON object, got " + show(root)});
     Reader r;
     FormatGatePolicy p;
@@ -278,18 +282,11 @@ FormatGatePolicy parse_gate_policy(std::string_view json_text) {
 }
 
 FormatGatePolicy load_gate_policy(const std::string& path) {
-    // A directory opens fine as an ifstream on Linux and then reads as empty, so ask first.
-    std::error_code ec;
-    if (std::filesystem::is_directory(path, ec))
-        throw GatePolicyError({path + ": cannot read the file (a directory)"});
-    errno = 0;
-    std::ifstream in(path, std::ios::binary);
-    if (!in) {
-        const std::string why = errno ? " (" + std::generic_category().message(errno) + ")" : "";
-        throw GatePolicyError({path + ": cannot read the file" + why});
-    }
-    const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-    if (in.bad()) throw GatePolicyError({path + ": cannot read the file"});
+    // Only a regular file of at most 16 MiB: /dev/zero would grow the reader without end, and a FIFO
+    // or /dev/urandom would block it (sp/json_input.h).
+    std::string text, problem;
+    if (!read_json_file(path, text, problem))
+        throw GatePolicyError({path + ": cannot read the file (" + problem + ")"});
     try {
         return parse_gate_policy(text);
     } catch (const GatePolicyError& e) {

@@ -1,9 +1,17 @@
 // The safe JSON entry point (sp/json_input.h). nlohmann's DOM builder runs behind a SAX adapter
 // that adds what the DOM parser lacks for hostile input: a depth limit enforced while parsing,
-// the key path of the value being read (for messages), and the top-level "id" (for replies).
+// the key path of the value being read (for messages), the top-level "id" (for replies) and, when
+// asked, the refusal of a key given twice in one object.
 #include "sp/json_input.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <set>
 #include <vector>
 
 namespace sp {
@@ -12,8 +20,9 @@ namespace {
 // Where the parser is: one frame per open object/array.
 struct Frame {
     bool array = false;
-    std::string key;          // objects: the last key read
-    std::size_t started = 0;  // arrays: elements started so far
+    std::string key;             // objects: the last key read
+    std::size_t started = 0;     // arrays: elements started so far
+    std::set<std::string> keys;  // objects, when duplicates are refused: every key read so far
 };
 
 template <class Json>
@@ -23,7 +32,10 @@ class LimitedDomSax {
     using string_t = typename Json::string_t;
     using binary_t = typename Json::binary_t;
 
-    LimitedDomSax(Json& out, int max_depth) : dom_(out, /*allow_exceptions=*/false), max_depth_(max_depth) {}
+    LimitedDomSax(Json& out, const JsonLimits& limits)
+        : dom_(out, /*allow_exceptions=*/false),
+          max_depth_(limits.max_depth),
+          reject_duplicates_(limits.reject_duplicate_keys) {}
 
     bool null() { return scalar() && dom_.null(); }
     bool boolean(bool v) { return scalar() && dom_.boolean(v); }
@@ -40,7 +52,13 @@ class LimitedDomSax {
     bool start_object(std::size_t n) { return open(false) && dom_.start_object(n); }
     bool start_array(std::size_t n) { return open(true) && dom_.start_array(n); }
     bool key(string_t& k) {
-        frames_.back().key = k;
+        ++keys_read_;
+        Frame& f = frames_.back();
+        f.key = k;
+        if (reject_duplicates_ && !f.keys.insert(k).second) {
+            duplicate_ = keys_read_;
+            return false;
+        }
         return dom_.key(k);
     }
     bool end_object() {
@@ -62,6 +80,8 @@ class LimitedDomSax {
     }
 
     bool too_deep() const { return too_deep_; }
+    // The ordinal (1-based, in document order) of the key that repeated one of its object; 0: none.
+    std::size_t duplicate() const { return duplicate_; }
     std::size_t position() const { return position_; }
     const std::string& what() const { return what_; }
     const std::optional<std::string>& id() const { return id_; }
@@ -111,7 +131,7 @@ class LimitedDomSax {
             too_deep_ = true;
             return false;
         }
-        frames_.push_back(Frame{array, {}, 0});
+        frames_.push_back(Frame{array, {}, 0, {}});
         return true;
     }
 
@@ -136,8 +156,11 @@ class LimitedDomSax {
 
     Dom dom_;
     int max_depth_;
+    bool reject_duplicates_;
     std::vector<Frame> frames_;
     bool too_deep_ = false;
+    std::size_t keys_read_ = 0;
+    std::size_t duplicate_ = 0;
     std::size_t position_ = 0;
     std::string what_;
     std::optional<std::string> id_;
@@ -166,6 +189,24 @@ std::size_t too_deep_offset(std::string_view text, int limit) {
     return text.size();
 }
 
+// The offset of the opening quote of the `n`-th object key (1-based). The parser accepted the text up
+// to that key, so a string followed by ':' is a key and every other string a value.
+std::size_t nth_key_offset(std::string_view text, std::size_t n) {
+    std::size_t keys = 0;
+    for (std::size_t i = 0; i < text.size(); ++i) {
+        if (text[i] != '"') continue;
+        const std::size_t start = i;
+        for (++i; i < text.size() && text[i] != '"'; ++i)
+            if (text[i] == '\\') ++i;
+        std::size_t next = i + 1;
+        while (next < text.size() &&
+               (text[next] == ' ' || text[next] == '\t' || text[next] == '\n' || text[next] == '\r'))
+            ++next;
+        if (next < text.size() && text[next] == ':' && ++keys == n) return start;
+    }
+    return text.size();
+}
+
 void locate(std::string_view text, JsonError& error) {
     const std::string_view before = text.substr(0, error.byte);
     error.line = 1 + std::size_t(std::count(before.begin(), before.end(), '\n'));
@@ -185,7 +226,7 @@ bool parse_limited(std::string_view text, Json& out, JsonError& error, const Jso
         return false;
     }
     Json value;
-    LimitedDomSax<Json> sax(value, limits.max_depth);
+    LimitedDomSax<Json> sax(value, limits);
     if (Json::sax_parse(text.begin(), text.end(), &sax)) {
         out = std::move(value);
         return true;
@@ -196,6 +237,10 @@ bool parse_limited(std::string_view text, Json& out, JsonError& error, const Jso
         error.kind = JsonError::Kind::too_deep;
         error.byte = too_deep_offset(text, limits.max_depth);
         error.what = "nested deeper than " + std::to_string(limits.max_depth) + " levels of arrays/objects";
+    } else if (sax.duplicate() > 0) {
+        error.kind = JsonError::Kind::duplicate_key;
+        error.byte = nth_key_offset(text, sax.duplicate());
+        error.what = "the key appears more than once in the same object";
     } else {
         error.byte = std::min(sax.position(), text.size());
         error.what = sax.what();
@@ -204,14 +249,77 @@ bool parse_limited(std::string_view text, Json& out, JsonError& error, const Jso
     return false;
 }
 
+// What a file is, for the refusal of anything but a regular one.
+std::string file_kind(mode_t mode) {
+    if (S_ISFIFO(mode)) return "a FIFO";
+    if (S_ISCHR(mode)) return "a character device";
+    if (S_ISBLK(mode)) return "a block device";
+    if (S_ISSOCK(mode)) return "a socket";
+    return "of an unknown kind";
+}
+
+std::string byte_count(std::size_t bytes) {
+    constexpr std::size_t kMiB = std::size_t(1) << 20;
+    return bytes % kMiB == 0 ? std::to_string(bytes / kMiB) + " MiB" : std::to_string(bytes) + " bytes";
+}
+
+// Reads from `fd` until end of file or until more than `limit` bytes were read.
+bool read_at_most(int fd, std::size_t limit, std::string& text, std::string& problem) {
+    char buf[65536];
+    while (text.size() <= limit) {
+        const ssize_t n = ::read(fd, buf, sizeof buf);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) {
+            problem = std::strerror(errno);
+            return false;
+        }
+        if (n == 0) return true;
+        text.append(buf, std::size_t(n));
+    }
+    return true;
+}
+
 }  // namespace
+
+std::string JsonError::location() const {
+    return (multi_line ? "line " + std::to_string(line) + ", column " : "column ") + std::to_string(column);
+}
 
 std::string JsonError::message() const {
     if (kind == Kind::too_large) return what;
-    std::string m = multi_line ? "line " + std::to_string(line) + ", column " : "column ";
-    m += std::to_string(column);
+    std::string m = location();
     if (!path.empty()) m += ", key '" + path + "'";
     return m + ": " + what;
+}
+
+bool read_json_file(const std::string& path, std::string& text, std::string& problem,
+                    const JsonLimits& limits) {
+    text.clear();
+    problem.clear();
+    // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer; reading a regular
+    // file never blocks anyway.
+    const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) {
+        problem = std::strerror(errno);
+        return false;
+    }
+    struct stat st {};
+    const std::string too_large =
+        "larger than " + byte_count(limits.max_bytes) + " (the limit for a JSON document)";
+    if (::fstat(fd, &st) != 0)
+        problem = std::strerror(errno);
+    else if (S_ISDIR(st.st_mode))
+        problem = "a directory";
+    else if (!S_ISREG(st.st_mode))
+        problem = "not a regular file: " + file_kind(st.st_mode);
+    else if (std::uintmax_t(st.st_size) > limits.max_bytes)
+        problem = too_large;
+    else if (read_at_most(fd, limits.max_bytes, text, problem) && text.size() > limits.max_bytes)
+        problem = too_large;  // it grew while being read
+    ::close(fd);
+    if (problem.empty()) return true;
+    text.clear();
+    return false;
 }
 
 bool parse_json(std::string_view text, nlohmann::json& out, JsonError& error, const JsonLimits& limits) {

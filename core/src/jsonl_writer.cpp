@@ -3,6 +3,7 @@
 // re-sends) or drops its buffer as the C library sees fit, and a writer that must recover from a
 // full disk needs to know exactly what reached the file.
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -21,15 +22,24 @@ constexpr std::size_t kBufferBytes = std::size_t(64) << 10;  // when lines are n
 
 JsonlWriter::JsonlWriter(const std::string& path, OpenMode mode, bool flush_each_line)
     : path_(path), flush_each_line_(flush_each_line) {
-    const int flags = O_WRONLY | O_CREAT | O_CLOEXEC | (mode == OpenMode::append ? O_APPEND : O_TRUNC);
+    // O_NOFOLLOW: a symlink planted at the path would have us truncate (or create) whatever it
+    // points to; it is refused instead, a dangling one too.
+    const int flags =
+        O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC | (mode == OpenMode::append ? O_APPEND : O_TRUNC);
     fd_ = ::open(path.c_str(), flags, 0644);
     if (fd_ < 0) {
+        const int err = errno;
+        struct stat st {};
+        if (err == ELOOP && ::lstat(path.c_str(), &st) == 0 && S_ISLNK(st.st_mode))
+            throw std::runtime_error("cannot open telemetry file '" + path +
+                                     "' for writing: it is a symbolic link, and telemetry is never "
+                                     "written through one (give the file itself)");
         throw std::runtime_error("cannot open telemetry file '" + path +
-                                 "' for writing: " + std::strerror(errno));
+                                 "' for writing: " + std::strerror(err));
     }
     // Repair a torn final line left by a crashed writer (see the header).
     if (mode == OpenMode::append) {
-        const int reader = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+        const int reader = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
         char last = '\n';
         if (reader >= 0) {
             const off_t size = ::lseek(reader, 0, SEEK_END);

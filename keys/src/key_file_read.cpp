@@ -49,9 +49,11 @@ bool is_z85_key(const std::string& s) {
     return s.size() == 40 && zmq_z85_decode(raw, s.c_str()) != nullptr;
 }
 
-// Reads through the descriptor it checks, so the mode judged is the mode of the bytes read.
+// Reads through the descriptor it checks, so the mode judged is the mode of the bytes read. Opened
+// without blocking: a FIFO would otherwise hold open() until a writer came, before the check below
+// could refuse it (reading a regular file never blocks anyway).
 FileText slurp(const std::string& path, const std::string& what) {
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) fail("cannot read " + what + " '" + path + "': " + std::strerror(errno));
     struct stat st {};
     std::string problem;

@@ -437,6 +437,20 @@ class TestSpCtlLive : public QObject {
                  QStringList({"client.key", "client.pub"}));  // no temporary file left behind
     }
 
+    // An empty NAME (or one ending in '/') used to write the hidden files .key and .pub.
+    void keygen_refuses_a_name_that_is_no_file_name() {
+        QTemporaryDir dir;
+        const Run empty =
+            sp::test::run(SP_CTL_PATH, {"keygen", ""}, dir.path());  // in dir: .key would land there
+        QCOMPARE(empty.exit_code, 2);
+        QVERIFY2(empty.err.startsWith("sp-ctl keygen: NAME is empty; give a file name such as 'agent'"),
+                 empty.err.constData());
+        const Run folder = sp_ctl({"keygen", dir.path() + "/"});
+        QCOMPARE(folder.exit_code, 2);
+        QVERIFY2(folder.err.contains("ends in '/'"), folder.err.constData());
+        QCOMPARE(QDir(dir.path()).entryList(QDir::Files | QDir::Hidden | QDir::System), QStringList());
+    }
+
     // A hostile user plants symlinks where keygen will write, pointing at a file of theirs (to read
     // the secret) or of ours (to destroy it): keygen refuses without --force, and with --force
     // replaces the symlink itself; the file it pointed to keeps its content and mode.

@@ -12,6 +12,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "../common/fifo_read.h"
 #include "sp/keys/curve_key_file.h"
 
 namespace keys = sp::keys;
@@ -108,6 +109,20 @@ class TestCurveKeys : public QObject {
         keys::write_key_pair(base + "/k", keys::Replace::yes);
         QCOMPARE(mode_of(base + "/planted"), -1);
         QVERIFY(!QFileInfo(QString::fromStdString(base + "/k.pub")).isSymLink());
+    }
+
+    // A FIFO given as a key file or allow-list used to block open() until a writer came: sp-trainer
+    // hung at start, silent. It is refused as "not a regular file" without waiting.
+    void a_fifo_is_refused_without_waiting_for_a_writer() {
+        QTemporaryDir dir;
+        const std::string fifo = dir.filePath("key.fifo").toStdString();
+        QCOMPARE(::mkfifo(fifo.c_str(), 0600), 0);
+        const auto secret = sp::test::read_fifo_without_writer(fifo, [&] { keys::read_secret_key(fifo); });
+        QVERIFY2(!secret.blocked, "read_secret_key waited for a writer of the FIFO");
+        QCOMPARE(secret.refusal, "cannot read CURVE key file '" + fifo + "': not a regular file");
+        const auto allowed = sp::test::read_fifo_without_writer(fifo, [&] { keys::read_allow_list(fifo); });
+        QVERIFY2(!allowed.blocked, "read_allow_list waited for a writer of the FIFO");
+        QCOMPARE(allowed.refusal, "cannot read CURVE allow-list '" + fifo + "': not a regular file");
     }
 };
 

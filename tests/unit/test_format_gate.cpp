@@ -2,7 +2,10 @@
 // admits / admits_block, and the policy file (round trip, every rejection with its key).
 #include <QtTest>
 
+#include <QFile>
 #include <QTemporaryDir>
+
+#include <sys/stat.h>
 
 #include <cmath>
 #include <fstream>
@@ -12,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "../common/fifo_read.h"
 #include "../common/problems.h"
 #include "sp/format_gate.h"
 
@@ -299,6 +303,52 @@ class TestFormatGate : public QObject {
         QVERIFY_THROWS_EXCEPTION(sp::GatePolicyError, sp::load_gate_policy(dir.path().toStdString()));
         std::ofstream(path) << valid_file().dump();
         QCOMPARE(sp::load_gate_policy(path).rules.size(), std::size_t(1));
+    }
+
+    // Only a regular file of at most 16 MiB is read: a FIFO used to block the reader until a writer
+    // came, and /dev/zero to grow it without end (not tried here: before the fix it would).
+    void load_refuses_a_fifo_a_device_and_a_file_over_16_mib() {
+        QTemporaryDir dir;
+        const std::string fifo = dir.filePath("gate.fifo").toStdString();
+        QCOMPARE(::mkfifo(fifo.c_str(), 0600), 0);
+        const auto read = sp::test::read_fifo_without_writer(fifo, [&] { sp::load_gate_policy(fifo); });
+        QVERIFY2(!read.blocked, "load_gate_policy waited for a writer of the FIFO");
+        const auto refusal = [](const std::string& path, const std::string& why) {
+            return "invalid format gate policy:\n  " + path + ": cannot read the file (" + why + ")";
+        };
+        QCOMPARE(QString::fromStdString(read.refusal),
+                 QString::fromStdString(refusal(fifo, "not a regular file: a FIFO")));
+        const std::string big = dir.filePath("big.json").toStdString();
+        {
+            QFile f(QString::fromStdString(big));
+            QVERIFY(f.open(QIODevice::WriteOnly) && f.resize((qint64(16) << 20) + 1));  // sparse
+        }
+        for (const auto& [path, why] :
+             {std::pair<std::string, std::string>{"/dev/null", "not a regular file: a character device"},
+              {big, "larger than 16 MiB (the limit for a JSON document)"}}) {
+            try {
+                sp::load_gate_policy(path);
+                QFAIL(qPrintable(QString::fromStdString(path + " accepted")));
+            } catch (const sp::GatePolicyError& e) {
+                QCOMPARE(QString::fromUtf8(e.what()), QString::fromStdString(refusal(path, why)));
+            }
+        }
+    }
+
+    // A second "128" under rules.matrix used to replace the first without a word.
+    void duplicate_keys_are_refused_naming_the_key() {
+        const std::string text =
+            R"({"version": 1, "rules": {"matrix": {)"
+            R"("128": [{"format": "int8", "min_rows": 512, "measured_speedup": 1.3}],)"
+            "\n"
+            R"( "128": [{"format": "int4", "min_rows": 64, "measured_speedup": 1.9}]}}})";
+        const auto ps = problems_of(text);
+        QCOMPARE(ps.size(), std::size_t(1));
+        QCOMPARE(
+            QString::fromStdString(ps[0]),
+            QString("key 'rules.matrix.128': given more than once in the same object (line 2, column 2); "
+                    "give each key once"));
+        EXPECT_PROBLEM(R"({"version": 1, "version": 1, "rules": {}})", "key 'version'", "more than once");
     }
 };
 

@@ -214,7 +214,7 @@ void AgentServer::Impl::setup() {
 
     auto bind = [](zmq::socket_t& s, const std::string& ep, const char* what) {
         try {
-            s.bind(ep);
+            s.bind(detail::bind_address(ep));  // tcp://localhost:P binds 127.0.0.1:P
         } catch (const zmq::error_t& e) {
             throw std::runtime_error(std::string("agent server: cannot bind ") + what + " endpoint '" + ep +
                                      "': " + e.what());

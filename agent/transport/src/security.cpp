@@ -60,6 +60,12 @@ EndpointKind classify_endpoint(const std::string& endpoint) {
     return EndpointKind::network;
 }
 
+std::string bind_address(const std::string& endpoint) {
+    const std::string prefix = "tcp://localhost:";
+    if (starts_with(endpoint, prefix.c_str())) return "tcp://127.0.0.1:" + endpoint.substr(prefix.size());
+    return endpoint;
+}
+
 std::vector<CurveKey> read_allow_list(const std::string& path) {
     std::vector<CurveKey> allowed;
     for (const std::string& z85 : sp::keys::read_allow_list(path)) {

@@ -14,6 +14,11 @@ enum class EndpointKind { loopback, network };
 // address.
 EndpointKind classify_endpoint(const std::string& endpoint);
 
+// The address a bind endpoint is bound to: tcp://localhost:PORT becomes tcp://127.0.0.1:PORT
+// (libzmq would take "localhost" for a network interface's name and fail with "No such device");
+// every other endpoint is bound as given. Clients may still connect to tcp://localhost:PORT.
+std::string bind_address(const std::string& endpoint);
+
 using CurveKey = std::array<unsigned char, 32>;
 
 // The allow-list (sp::keys::read_allow_list), decoded for the ZAP handler's comparison.

@@ -120,7 +120,9 @@ class JsonlWriter {
   public:
     enum class OpenMode : std::uint8_t { append, truncate };
 
-    // Throws std::runtime_error naming the path and the OS reason when it cannot be opened.
+    // Throws std::runtime_error naming the path and the OS reason when it cannot be opened, and
+    // when the path is a symbolic link (dangling or not): it is opened with O_NOFOLLOW, so a link
+    // planted there can neither have its target truncated nor make one be created.
     // In append mode a file whose last line lacks its newline (a crashed writer) gets one first,
     // so the torn line stays a single bad line instead of corrupting our first record too.
     explicit JsonlWriter(const std::string& path, OpenMode mode = OpenMode::append,
