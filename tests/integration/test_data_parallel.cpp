@@ -22,6 +22,7 @@
 #include <nlohmann/json.hpp>
 #include <zmq.hpp>
 
+#include "../common/loopback_port.h"
 #include "../common/small_model.h"
 #include "run_process.h"
 
@@ -30,16 +31,7 @@ namespace {
 using json = nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
-bool port_free(int port) {
-    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    addr.sin_port = htons(std::uint16_t(port));
-    const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
-    ::close(fd);
-    return ok;
-}
+using sp::test::loopback_port_free;
 
 // A base port with `count` free ports from it (a job's ranks take base + 0..2·ranks-1).
 int free_ports(int count) {
@@ -47,7 +39,7 @@ int free_ports(int count) {
     for (int attempt = 0; attempt < 200; ++attempt) {
         const int base = 20000 + int(rng() % 30000);
         bool all = true;
-        for (int i = 0; i < count && all; ++i) all = port_free(base + i);
+        for (int i = 0; i < count && all; ++i) all = loopback_port_free(base + i);
         if (all) return base;
     }
     qFatal("no free ports");

@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
+#include "../common/loopback_port.h"
 
 namespace {
 
@@ -80,21 +81,12 @@ QStringList tiny(const QString& config) {
             "--batch", "2", "--eval-every", "1", "--eval-batches", "1",  "--config", config};
 }
 
-bool port_free(int port) {
-    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    addr.sin_port = htons(std::uint16_t(port));
-    const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
-    ::close(fd);
-    return ok;
-}
+using sp::test::loopback_port_free;
 
 int free_port() {
     std::mt19937 rng(std::random_device{}());
     for (int attempt = 0; attempt < 200; ++attempt)
-        if (const int port = 20000 + int(rng() % 30000); port_free(port)) return port;
+        if (const int port = 20000 + int(rng() % 30000); loopback_port_free(port)) return port;
     qFatal("no free port");
 }
 

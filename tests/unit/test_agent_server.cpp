@@ -23,16 +23,9 @@
 #include <nlohmann/json.hpp>
 #include <zmq.hpp>
 
+#include "../common/qtest_std_string.h"
 #include "agent_server.h"
 #include "sp/keys/curve_key_file.h"
-
-// QCOMPARE on std::string shows both sides when they differ.
-namespace QTest {
-template <>
-inline char* toString(const std::string& s) {
-    return qstrdup(s.c_str());
-}
-}  // namespace QTest
 
 using nlohmann::json;
 using namespace std::chrono_literals;

@@ -13,17 +13,10 @@
 #include <string>
 
 #include "../common/fifo_read.h"
+#include "../common/qtest_std_string.h"
 #include "sp/keys/curve_key_file.h"
 
 namespace keys = sp::keys;
-
-// QCOMPARE on std::string shows both sides when they differ.
-namespace QTest {
-template <>
-inline char* toString(const std::string& s) {
-    return qstrdup(s.c_str());
-}
-}  // namespace QTest
 
 namespace {
 

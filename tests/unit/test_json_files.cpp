@@ -15,17 +15,10 @@
 #include <nlohmann/json.hpp>
 
 #include "../common/fifo_read.h"
+#include "../common/qtest_std_string.h"
 #include "sp/config.h"
 #include "sp/json_input.h"
 #include "sp/jsonl.h"
-
-// QCOMPARE on std::string shows both sides when they differ.
-namespace QTest {
-template <>
-inline char* toString(const std::string& s) {
-    return qstrdup(s.c_str());
-}
-}  // namespace QTest
 
 namespace {
 
