@@ -95,6 +95,7 @@ class Agent:
         self._modules = []
         self._names = []
         self._map = []
+        self._map_version = -1
         self._callbacks = []
         self._last_loss = None
         self._profiling = False  # sp.torch.apply: this step hands linear inputs to the profiler
@@ -135,6 +136,7 @@ class Agent:
         self._modules = [m for _, m in named]
         self._names = self._core.block_names()
         self._map = self._core.precisions()
+        self._map_version = self._core.map_version
         self._drain_log()
 
     def on_change(self, callback):
@@ -274,10 +276,12 @@ class Agent:
         return ids
 
     def _sync_map(self):
-        new = self._core.precisions()
-        changed = new != self._map
+        # The map as a list of names only when it changed: a step costs one integer read otherwise.
+        changed = self._core.map_version != self._map_version
         if changed:
-            self._map = new
+            self._map_version = self._core.map_version
+            self._map = self._core.precisions()
+        self._map_version = self._core.map_version
         self._drain_log()
         if changed and self._callbacks:
             current = self.precisions

@@ -133,6 +133,7 @@ void bind_agent(py::module_& m) {
                  return d;
              })
         .def_property_readonly("switches", &PyAgent::switches)
+        .def_property_readonly("map_version", &PyAgent::map_version)
         .def("config_json", [](const PyAgent& a) { return sp::to_json(a.config()).dump(); })
         .def("take_log", &PyAgent::take_log)
         .def("overhead", &overhead_of)

@@ -64,8 +64,14 @@ void PyAgent::register_blocks(std::vector<BlockSpec> specs) {
         blocks.push_back(std::move(b));
     }
     agent_->register_blocks(std::move(blocks));
-    precisions_ = agent_->policy().precisions();
+    set_precisions(agent_->policy().precisions());
     for (const auto& b : agent_->blocks()) names_.push_back(b.name);
+}
+
+void PyAgent::set_precisions(const std::vector<Precision>& map) {
+    if (map == precisions_) return;
+    precisions_ = map;
+    ++map_version_;
 }
 
 void PyAgent::attach_runtime() {
@@ -81,7 +87,7 @@ void PyAgent::begin_step() {
     if (!agent_) throw std::logic_error("the run has ended (close() was called)");
     agent_->begin_step(step_);
     open_ = true;
-    precisions_ = agent_->hints().precision;
+    set_precisions(agent_->hints().precision);
     for (std::size_t b = 0; b < precisions_.size(); ++b) {
         ++block_steps_[std::size_t(precisions_[b])];
         if (!previous_step_map_.empty() && previous_step_map_[b] != precisions_[b]) ++switches_;
@@ -111,7 +117,7 @@ void PyAgent::end_step(double loss) {
     // The bytes this step's forward computed with: the last materialization the runtime completed.
     if (runtime_) agent_->record_transfer(runtime_->step_bytes().copied, runtime_->step_bytes().bf16);
     agent_->end_step(loss);
-    precisions_ = agent_->hints().precision;
+    set_precisions(agent_->hints().precision);
     open_ = false;
     ++step_;
 }

@@ -80,6 +80,8 @@ class PyAgent {
     bool ended() const { return ended_; }
 
     const std::vector<Precision>& precisions() const { return precisions_; }
+    // Bumped whenever precisions() changes: Python rebuilds its map only then, not at every step.
+    std::uint64_t map_version() const { return map_version_; }
     const std::vector<std::string>& block_names() const { return names_; }
     const sp::Config& config() const { return config_; }
     const std::string& run_id() const { return run_id_; }
@@ -103,7 +105,10 @@ class PyAgent {
     sp::agent::Agent::Overhead final_overhead_;
     sp::agent::Agent::TelemetryLoss final_telemetry_loss_;
     std::unique_ptr<sp::agent::ReferencePrecisionRuntime> runtime_;
+    void set_precisions(const std::vector<Precision>& map);
+
     std::vector<Precision> precisions_;
+    std::uint64_t map_version_ = 0;
     std::vector<Precision> previous_step_map_;
     std::array<std::int64_t, kPrecisionCount> block_steps_{};
     std::int64_t switches_ = 0;
