@@ -304,18 +304,17 @@ bool read_json_file(const std::string& path, std::string& text, std::string& pro
         return false;
     }
     struct stat st {};
-    const std::string too_large =
-        "larger than " + byte_count(limits.max_bytes) + " (the limit for a JSON document)";
-    if (::fstat(fd, &st) != 0)
+    if (::fstat(fd, &st) != 0) {
         problem = std::strerror(errno);
-    else if (S_ISDIR(st.st_mode))
+    } else if (S_ISDIR(st.st_mode)) {
         problem = "a directory";
-    else if (!S_ISREG(st.st_mode))
+    } else if (!S_ISREG(st.st_mode)) {
         problem = "not a regular file: " + file_kind(st.st_mode);
-    else if (std::uintmax_t(st.st_size) > limits.max_bytes)
-        problem = too_large;
-    else if (read_at_most(fd, limits.max_bytes, text, problem) && text.size() > limits.max_bytes)
-        problem = too_large;  // it grew while being read
+    } else if (std::uintmax_t(st.st_size) > limits.max_bytes ||
+               (read_at_most(fd, limits.max_bytes, text, problem) && text.size() > limits.max_bytes)) {
+        // Too large as stat says, or grown past the limit while being read.
+        problem = "larger than " + byte_count(limits.max_bytes) + " (the limit for a JSON document)";
+    }
     ::close(fd);
     if (problem.empty()) return true;
     text.clear();
