@@ -1,5 +1,6 @@
 #include "sp/agent/precision_runtime.h"
 
+#include <ATen/Functions.h>
 #include <ATen/core/grad_mode.h>
 
 #include <stdexcept>
@@ -7,6 +8,7 @@
 #include <utility>
 
 #include "materialize.h"
+#include "payload.h"
 #if SP_AGENT_HAVE_CUDA
 #include "cuda_staged_upload.h"
 #endif
@@ -63,43 +65,84 @@ ReferencePrecisionRuntime::ReferencePrecisionRuntime(std::vector<AgentBlock> blo
                                       : p.detach().clone());
     }
     precision_.assign(n, Precision::bf16);
+    stale_.assign(n, false);
+    frozen_payloads_.resize(n);
+    for (std::size_t b = 0; b < n; ++b) frozen_payloads_[b].resize(blocks_[b].streamed().size());
     pending_per_block_.assign(n, TransferBytes{});
     step_per_block_.assign(n, TransferBytes{});
     for (std::size_t b = 0; b < n; ++b) total_ += materialize(b);  // the initial load: no step's
 }
 
+bool ReferencePrecisionRuntime::frozen(std::size_t block, std::size_t k) const {
+    return !blocks_[block].streamed()[k].requires_grad();
+}
+
+const detail::Payload& ReferencePrecisionRuntime::frozen_payload(std::size_t block, std::size_t k, Precision p) {
+    std::shared_ptr<detail::Payload>& cached = frozen_payloads_[block][k];
+    if (cached && cached->precision == p) return *cached;
+#if SP_AGENT_HAVE_CUDA
+    // The old payload's pinned bytes may still be read by the last upload.
+    if (cached && uploader_) uploader_->wait_for_copy();
+#endif
+    cached = std::make_shared<detail::Payload>(detail::pack_payload(masters_[block][k], p, int4_group_));
+#if SP_AGENT_HAVE_CUDA
+    if (uploader_) detail::CudaStagedUploader::pin(*cached);
+#endif
+    return *cached;
+}
+
 TransferBytes ReferencePrecisionRuntime::materialize(std::size_t block) {
+#if SP_AGENT_HAVE_CUDA
+    if (uploader_) return materialize_uploaded(block);
+#endif
     TransferBytes bytes;
     const Precision p = precision_[block];
     const std::vector<at::Tensor>& params = blocks_[block].streamed();
-#if SP_AGENT_HAVE_CUDA
-    if (uploader_) {
-        // CPU parameters next to CUDA ones keep the plain path; CUDA ones go in one batched upload.
-        uploader_->begin();
-        // The staged path carries BF16 values or INT8 codes + scales; the other formats are
-        // materialized on the host and copied as values, their bytes counted as stored.
-        const bool staged = p == Precision::bf16 || p == Precision::int8;
-        for (std::size_t k = 0; k < params.size(); ++k) {
-            const at::Tensor& master = masters_[block][k];
-            bytes.bf16 += detail::materialized_bytes(master, Precision::bf16);
-            if (params[k].is_cuda() && staged) {
-                uploader_->add(params[k], master, p);
-            } else {
-                detail::assign(params[k], detail::materialized(master, p, 0.0, int4_group_));
-                bytes.copied += detail::materialized_bytes(master, p, int4_group_);
-            }
-        }
-        bytes.copied += uploader_->finish();
-        return bytes;
-    }
-#endif
+    const bool planted = p == Precision::int8 && blocks_[block].harsh_int8_step > 0.0;
     for (std::size_t k = 0; k < params.size(); ++k) {
         const at::Tensor& master = masters_[block][k];
-        detail::assign(params[k],
-                       detail::materialized(master, p, blocks_[block].harsh_int8_step, int4_group_));
+        if (frozen(block, k) && !planted && !params[k].is_cuda()) {
+            // Packed once, expanded every time: the same values as materialized(), without quantizing
+            // an unchanging master again at every step.
+            const detail::Payload& payload = frozen_payload(block, k, p);
+            if (!host_expander_) host_expander_ = std::make_shared<detail::PayloadExpander>(c10::Device(c10::kCPU));
+            auto* values = const_cast<std::uint8_t*>(payload.values.data());
+            auto* scales = const_cast<float*>(payload.scales.data());
+            host_expander_->expand(at::from_blob(values, {std::int64_t(payload.values.size())}, at::kByte),
+                                   at::from_blob(scales, {std::int64_t(payload.scales.size())}, at::kFloat),
+                                   payload, params[k]);
+        } else {
+            detail::assign(params[k], detail::materialized(master, p, blocks_[block].harsh_int8_step, int4_group_));
+        }
         bytes.copied += detail::materialized_bytes(master, p, int4_group_);
         bytes.bf16 += detail::materialized_bytes(master, Precision::bf16);
     }
+    return bytes;
+}
+
+TransferBytes ReferencePrecisionRuntime::materialize_uploaded([[maybe_unused]] std::size_t block) {
+    TransferBytes bytes;
+#if SP_AGENT_HAVE_CUDA
+    const Precision p = precision_[block];
+    const std::vector<at::Tensor>& params = blocks_[block].streamed();
+    // CPU parameters next to CUDA ones, and the planted INT8 fault, keep the plain path; the rest of
+    // the block goes in one batched upload of packed payloads, expanded on the device.
+    const bool planted = p == Precision::int8 && blocks_[block].harsh_int8_step > 0.0;
+    uploader_->begin();
+    for (std::size_t k = 0; k < params.size(); ++k) {
+        const at::Tensor& master = masters_[block][k];
+        bytes.bf16 += detail::materialized_bytes(master, Precision::bf16);
+        if (!params[k].is_cuda() || planted) {
+            detail::assign(params[k], detail::materialized(master, p, blocks_[block].harsh_int8_step, int4_group_));
+            bytes.copied += detail::materialized_bytes(master, p, int4_group_);
+        } else if (frozen(block, k)) {
+            uploader_->add(params[k], frozen_payload(block, k, p));
+        } else {
+            uploader_->add(params[k], detail::pack_payload(master, p, int4_group_));
+        }
+    }
+    bytes.copied += uploader_->finish();
+#endif
     return bytes;
 }
 
@@ -119,18 +162,24 @@ void ReferencePrecisionRuntime::on_hints(const PrecisionHints& hints) {
         precision_[b] = hints.precision[b];
         // While the parameters hold the masters the optimizer is about to step them; the
         // materialization after the step picks up the new precision.
-        if (masters_in_params_) continue;
+        if (masters_in_params_) {
+            stale_[b] = true;
+            continue;
+        }
         const TransferBytes bytes = materialize(b);
         pending_per_block_[b] += bytes;
         pending_total_ += bytes;
     }
 }
 
-void ReferencePrecisionRuntime::before_optimizer_step() {
+void ReferencePrecisionRuntime::before_optimizer_step(bool restore_frozen) {
     at::NoGradGuard no_grad;
     for (std::size_t b = 0; b < blocks_.size(); ++b)
-        for (std::size_t k = 0; k < masters_[b].size(); ++k)
+        for (std::size_t k = 0; k < masters_[b].size(); ++k) {
+            if (frozen(b, k) && !restore_frozen) continue;
             detail::assign(blocks_[b].streamed()[k], masters_[b][k]);
+            stale_[b] = true;
+        }
     masters_in_params_ = true;
 }
 
@@ -140,10 +189,14 @@ void ReferencePrecisionRuntime::after_optimizer_step() {
             "ReferencePrecisionRuntime::after_optimizer_step without before_optimizer_step: the parameters "
             "hold the compute (materialized) weights, not updated masters");
     at::NoGradGuard no_grad;
+    // A frozen master never changes: only the stepped tensors are read back.
     for (std::size_t b = 0; b < blocks_.size(); ++b)
-        for (std::size_t k = 0; k < masters_[b].size(); ++k) masters_[b][k].copy_(blocks_[b].streamed()[k]);
+        for (std::size_t k = 0; k < masters_[b].size(); ++k)
+            if (!frozen(b, k)) masters_[b][k].copy_(blocks_[b].streamed()[k]);
     masters_in_params_ = false;
     for (std::size_t b = 0; b < blocks_.size(); ++b) {
+        if (residency_ == WeightResidency::resident && !stale_[b]) continue;
+        stale_[b] = false;
         const TransferBytes bytes = materialize(b);
         pending_per_block_[b] += bytes;
         pending_total_ += bytes;

@@ -1,9 +1,12 @@
 #include "data_parallel.h"
 
+#if SP_TRAINER_HAVE_GLOO
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#endif
 
 #include <chrono>
+#include <stdexcept>
 
 #include "sp/agent/process_group_link.h"
 
@@ -11,6 +14,11 @@ namespace sp::trainer {
 
 std::shared_ptr<agent::ProcessGroupLink> join_process_group(const TrainerOptions& o) {
     if (o.world_size <= 1) return nullptr;
+#if !SP_TRAINER_HAVE_GLOO
+    throw std::runtime_error("--world-size " + std::to_string(o.world_size) +
+                             ": this sp-trainer was built against a LibTorch without c10d's Gloo headers, "
+                             "so it cannot join a process group");
+#else
     const auto timeout = std::chrono::milliseconds(std::int64_t(o.config.process_group_timeout_s * 1000.0));
     const std::string where = o.master_addr + ":" + std::to_string(o.master_port);
     try {
@@ -38,6 +46,7 @@ std::shared_ptr<agent::ProcessGroupLink> join_process_group(const TrainerOptions
                                  std::to_string(std::int64_t(o.config.process_group_timeout_s)) +
                                  " s (process_group_timeout_s): " + cause);
     }
+#endif
 }
 
 }  // namespace sp::trainer

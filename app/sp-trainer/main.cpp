@@ -217,6 +217,9 @@ std::unique_ptr<agent::Agent> start_agent(const TrainerOptions& o, std::size_t t
         throw UsageError(e.what());
     }
     if (!o.no_network) say("live: telemetry " + o.telemetry_endpoint + ", control " + o.control_endpoint);
+    if (o.network_unavailable)
+        say("live: off (this sp-trainer was built without the network transport, SP_BUILD_TRANSPORT=OFF; "
+            "telemetry goes to the file only)");
     std::vector<agent::AgentBlock> blocks = model.agent_blocks();
     if (o.harsh_block) blocks[std::size_t(*o.harsh_block)].harsh_int8_step = o.harsh_step;
     agent->register_blocks(std::move(blocks));
@@ -290,6 +293,8 @@ class TrainingLoop {
             const at::Tensor loss = train_step(step);
             const agent::TransferBytes bytes = runtime_.step_bytes();
             agent_.record_transfer(bytes.copied, bytes.bf16);
+            totals_.bytes_copied_in_steps += bytes.copied;
+            totals_.bytes_bf16_in_steps += bytes.bf16;
 
             const bool eval_step = step == 0 || step % o_.eval_every == 0 || step == o_.steps - 1;
             const double eval_s = eval_step ? evaluate_after(step) : 0.0;
@@ -347,7 +352,8 @@ class TrainingLoop {
         agent_.collect_block_grad_stats();
         // Masters back into the parameters first: the map compute_hints delivers (on_hints) is then
         // only recorded, and materialized once, after the optimizer step, with the updated weights.
-        runtime_.before_optimizer_step();
+        // Frozen base weights are read before the map is made only on the agent's profiling steps.
+        runtime_.before_optimizer_step(agent_.wants_layer_inputs(step));
         agent_.compute_hints(step);
         if (validation_)
             validation_->finish(step, [this](int block, int layer) -> const at::Tensor& {
@@ -454,6 +460,7 @@ int run(const TrainerOptions& o) {
     }
 
     agent::ReferencePrecisionRuntime runtime(agent.blocks(), std::size_t(o.config.int4_group_size));
+    runtime.set_weight_residency(o.resident ? agent::WeightResidency::resident : agent::WeightResidency::streamed);
     model.set_compute_formats(runtime.precisions(), std::size_t(o.config.int4_group_size));
     std::unique_ptr<SnrValidation> validation;
     if (!o.snr_validation.empty()) validation = std::make_unique<SnrValidation>(o.snr_validation, o.config);

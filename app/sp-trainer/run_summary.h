@@ -26,6 +26,7 @@ struct RunTotals {
     std::vector<std::array<std::int64_t, kPrecisionCount>> block_steps_per_block;  // [block][format]
     std::int64_t switches = 0;
     double saving_pct_sum = 0;
+    std::uint64_t bytes_copied_in_steps = 0, bytes_bf16_in_steps = 0;  // the steps' own (no initial load)
     double initial_eval = NAN, final_eval = NAN;
     std::string calibration;                                  // where the INT8 errors came from
     std::string threads;                                      // who runs the matrix products

@@ -14,6 +14,7 @@
 
 #include "sp/format_gate.h"
 #include "sp/protocol.h"
+#include "sp/transport/server_options.h"
 
 namespace sp::trainer {
 namespace {
@@ -279,6 +280,12 @@ std::map<std::string, ValueHandler> value_flags(TrainerOptions& o) {
                  throw UsageError(f + ": expected full or adapters, got " + quoted(v));
              o.adapters = v == "adapters";
          }},
+        {"--weight-residency",
+         [&](auto& f, auto& v) {
+             if (v != "streamed" && v != "resident")
+                 throw UsageError(f + ": expected streamed or resident, got " + quoted(v));
+             o.resident = v == "resident";
+         }},
         {"--adapter-rank",
          [&](auto& f, auto& v) {
              o.adapter_rank = parse_int<int>(f, v, 1, 4096);
@@ -294,8 +301,28 @@ std::map<std::string, ValueHandler> value_flags(TrainerOptions& o) {
     };
 }
 
+// A build without the transport (SP_BUILD_TRANSPORT=OFF) binds nothing: --no-network is implied
+// (main says so at start-up), and a flag that asks for the network is refused rather than ignored.
+void apply_transport_availability(TrainerOptions& o) {
+    if (transport::transport_available() || o.no_network) return;
+    const TrainerOptions defaults;
+    const char* asked = o.telemetry_endpoint != defaults.telemetry_endpoint ? "--telemetry-endpoint"
+                        : o.control_endpoint != defaults.control_endpoint   ? "--control-endpoint"
+                        : !o.server_key.empty()                             ? "--server-key"
+                        : !o.allowed_clients.empty()                        ? "--allowed-clients"
+                        : o.insecure                                        ? "--insecure"
+                                                                            : nullptr;
+    if (asked)
+        throw UsageError(std::string(asked) +
+                         ": this sp-trainer was built without the network transport "
+                         "(SP_BUILD_TRANSPORT=OFF); it writes file telemetry only (--telemetry FILE)");
+    o.no_network = true;
+    o.network_unavailable = true;
+}
+
 // What no single flag can check: combinations, the files named and the effective config.
 void check_options(TrainerOptions& o) {
+    apply_transport_availability(o);
     if (o.d_model % o.heads != 0)
         throw UsageError("--d-model " + std::to_string(o.d_model) + " is not divisible by --heads " +
                          std::to_string(o.heads));
@@ -372,6 +399,9 @@ std::string usage_text(const std::string& program) {
          "                       every step) | adapters (the base is frozen and stored in each block's\n"
          "                       format; low-rank adapters on the blocks' linear layers train in fp32)\n"
          "  --adapter-rank R     the adapters' rank (default 8; with --finetune-mode adapters)\n"
+         "  --weight-residency R streamed (default: every block's payload is sent to the compute copy\n"
+         "                       after every optimizer step, as for weights streamed over PCIe) |\n"
+         "                       resident (only blocks whose values or format changed)\n"
          "  --threads N          CPU threads for the matrix products (default: the cores); with OpenBLAS\n"
          "                       they are OpenBLAS's and LibTorch's own pool gets one\n"
          "Selective Precision:\n"

@@ -60,9 +60,13 @@ struct TrainerOptions {
     // each block's format ("adapters": a rounding error in the base is permanent).
     bool adapters = false;
     int adapter_rank = 8;
+    // --weight-residency: every block's payload re-sent after every optimizer step ("streamed", the
+    // default: weights that do not stay on the device), or only what changed ("resident").
+    bool resident = false;
     bool adapter_rank_given = false;
     // Live telemetry and control (agent/PROTOCOL.md).
     bool no_network = false;  // --no-network: bind no sockets
+    bool network_unavailable = false;  // built without the transport: no_network implied
     std::string telemetry_endpoint = "tcp://127.0.0.1:5556";
     std::string control_endpoint = "tcp://127.0.0.1:5557";
     std::string server_key;       // --server-key FILE.key: CURVE secret key (sp-ctl keygen)

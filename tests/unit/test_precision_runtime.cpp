@@ -5,10 +5,14 @@
 #include <QtTest>
 
 #include <cstdint>
+#include <limits>
+#include <string>
 #include <stdexcept>
 #include <vector>
 
 #include "../common/torch_reference.h"
+#include "materialize.h"
+#include "payload.h"
 #include "sp/agent/precision_runtime.h"
 #include "sp/quantize.h"
 
@@ -283,6 +287,84 @@ class TestPrecisionRuntime : public QObject {
 
         AgentBlock d{0, "double", {"w"}, {torch::randn({2, 2}, torch::kDouble)}};
         QVERIFY_THROWS_EXCEPTION(std::invalid_argument, ReferencePrecisionRuntime({d}));
+    }
+
+    // The packed payload, expanded with ATen (the code the CUDA upload runs on the device), gives
+    // materialized()'s values bit for bit, in every format, shape and INT4 group, and its size is
+    // the bytes the runtime counts.
+    void payload_expands_bit_for_bit() {
+        torch::manual_seed(7);
+        const sp::agent::detail::PayloadExpander expander(torch::kCPU);
+        const std::vector<std::vector<std::int64_t>> shapes = {{7, 131}, {45}, {3, 4, 5}, {1, 1}, {0, 8}};
+        for (const auto& shape : shapes)
+            for (Precision p : sp::kAllPrecisions)
+                for (std::size_t group : {std::size_t{64}, std::size_t{5}}) {
+                    torch::Tensor master = torch::randn(shape) * 3;
+                    if (master.numel() > 2) {
+                        master.view(-1)[0] = 1e-30f;  // below every format's smallest step
+                        master.view(-1)[1] = -std::numeric_limits<float>::infinity();
+                    }
+                    const auto payload = sp::agent::detail::pack_payload(master, p, group);
+                    QCOMPARE(payload.bytes(), sp::agent::detail::materialized_bytes(master, p, group));
+                    torch::Tensor values = torch::from_blob(const_cast<std::uint8_t*>(payload.values.data()),
+                                                            {std::int64_t(payload.values.size())}, torch::kByte);
+                    torch::Tensor scales = torch::from_blob(const_cast<float*>(payload.scales.data()),
+                                                            {std::int64_t(payload.scales.size())}, torch::kFloat);
+                    torch::Tensor param = torch::full(shape, 42.0f);
+                    expander.expand(values, scales, payload, param);
+                    const torch::Tensor expected = sp::agent::detail::materialized(master, p, 0.0, group);
+                    QVERIFY2(torch::equal(param, expected),
+                             (std::string(sp::to_string(p)) + " group " + std::to_string(group) + " shape of " +
+                              std::to_string(master.numel()))
+                                 .c_str());
+                }
+        torch::Tensor param = torch::zeros({3});
+        const auto payload = sp::agent::detail::pack_payload(torch::ones({4}), Precision::int8);
+        QVERIFY_THROWS_EXCEPTION(std::invalid_argument,
+                                 expander.expand(torch::zeros({4}, torch::kByte), torch::ones({1}), payload, param));
+    }
+
+    // A frozen block (a fine-tune's base) is streamed every step by default and sent once when
+    // resident; its values stay the reference materialization of the untouched master, and its
+    // master is never read back from the compute copy.
+    void frozen_blocks_and_residency() {
+        torch::manual_seed(3);
+        torch::nn::Linear frozen_layer(64, 32), trained_layer(64, 32);
+        for (auto& p : frozen_layer->parameters()) p.requires_grad_(false);
+        const torch::Tensor original = frozen_layer->weight.detach().clone();
+        ReferencePrecisionRuntime rt({block_of(0, "frozen", *frozen_layer), block_of(1, "trained", *trained_layer)});
+        rt.on_hints(hints_of({Precision::int8, Precision::bf16}));
+        auto step = [&](bool restore_frozen) {
+            rt.before_optimizer_step(restore_frozen);
+            {
+                torch::NoGradGuard no_grad;
+                trained_layer->weight.add_(0.01);
+            }
+            rt.after_optimizer_step();
+        };
+        step(false);
+        // Streamed: both blocks, after the map's own INT8 materialization (counted into this step).
+        QCOMPARE(rt.step_bytes().copied, 2 * kLinearInt8 + kLinearBf16);
+        step(false);
+        QCOMPARE(rt.step_bytes().copied, kLinearInt8 + kLinearBf16);
+        QVERIFY(same(frozen_layer->weight, ref_int8(original)));
+
+        rt.set_weight_residency(sp::agent::WeightResidency::resident);
+        step(false);
+        QCOMPARE(rt.step_bytes().copied, kLinearBf16);  // the frozen block stays where it is
+        QVERIFY(same(frozen_layer->weight, ref_int8(original)));
+        step(true);  // restored for a reader: sent again
+        QCOMPARE(rt.step_bytes().copied, kLinearInt8 + kLinearBf16);
+        rt.before_optimizer_step(false);
+        rt.on_hints(hints_of({Precision::int4, Precision::bf16}));  // a new format inside the window
+        rt.after_optimizer_step();
+        QCOMPARE(rt.step_bytes().copied, sp::agent::detail::materialized_bytes(frozen_layer->weight, Precision::int4) +
+                                             sp::agent::detail::materialized_bytes(frozen_layer->bias, Precision::int4) +
+                                             kLinearBf16);
+        QVERIFY(same(frozen_layer->weight, ref_format(original, Precision::int4)));
+        rt.before_optimizer_step();
+        QVERIFY(same(frozen_layer->weight, original));  // the master is the pristine weight
+        rt.after_optimizer_step();
     }
 
     void no_blocks() {

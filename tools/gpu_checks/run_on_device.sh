@@ -6,7 +6,8 @@
 # compiler. Qt, libzmq and nlohmann_json are not needed: this builds tools/gpu_checks, not the
 # whole project (whose configure needs all three). Everything written goes to $OUT (default
 # build/gpu/out): check.txt, memcheck.txt, racecheck.txt, synccheck.txt,
-# initcheck.txt, bench.txt, and nsys.txt when nsys is installed.
+# initcheck.txt, bench.txt, and nsys.txt when nsys is installed. SANITIZERS (default: all four)
+# names the compute-sanitizer tools to run besides memcheck, which always runs.
 #
 # The kernels are compiled by the nvcc found first (CUDACXX, /usr/local/cuda/bin/nvcc, PATH); its
 # CUDA version must be supported by the installed driver (nvidia-smi prints the highest it supports).
@@ -39,7 +40,8 @@ if command -v compute-sanitizer >/dev/null; then
   # racecheck finds shared-memory hazards (a missing __syncthreads in a tree), synccheck barriers
   # reached by part of a block, initcheck reads of memory never written. Slower than memcheck.
   # initcheck serializes the work it tracks, so the no-host-wait check is skipped under it.
-  for tool in racecheck synccheck initcheck; do
+  for tool in ${SANITIZERS:-racecheck synccheck initcheck}; do
+    [ "$tool" = memcheck ] && continue
     echo "== $tool"
     nosync=""
     [ "$tool" = initcheck ] && nosync=1

@@ -573,6 +573,10 @@ std::uint64_t AgentServer::dropped() const {
     return impl_->dropped.load();
 }
 
+bool transport_available() {
+    return true;
+}
+
 std::uint64_t AgentServer::published() const {
     return impl_->published.load();
 }

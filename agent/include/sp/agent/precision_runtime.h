@@ -8,6 +8,16 @@
 // block per step as stored (sp::stored_bytes): BF16 2 bytes per element, INT8 and FP8 1 byte per
 // element + 4 per row scale, INT4 half a byte per element + 4 per group scale.
 //
+// Frozen tensors (requires_grad false: a fine-tune's base weights under adapters) have masters that
+// never change: their payload is packed once per format and kept (on CUDA, in page-locked memory,
+// uploaded by DMA), and the optimizer-step round trip skips them unless asked to restore them.
+//
+// Residency (set_weight_residency): `streamed` (the default) materializes every block after every
+// optimizer step, so each step moves every block's payload, as a model whose weights do not stay on
+// the accelerator would; `resident` materializes a block only when its values or precision changed
+// (a trainable tensor stepped, a restored frozen one, a new map), so a frozen block costs nothing
+// per step once it is in place.
+//
 // Trainer step: forward; backward; agent.collect_block_grad_stats(); runtime.before_optimizer_step();
 // agent.compute_hints(step) (delivered to on_hints, which then only records the map);
 // optimizer.step(); runtime.after_optimizer_step() (materializes every block once, in its new precision).
@@ -24,7 +34,11 @@ namespace sp::agent {
 
 namespace detail {
 class CudaStagedUploader;
+class PayloadExpander;
+struct Payload;
 }
+
+enum class WeightResidency { streamed, resident };
 
 struct TransferBytes {
     std::uint64_t copied = 0;  // bytes materialized and copied this step
@@ -59,9 +73,16 @@ class ReferencePrecisionRuntime : public HintSink {
     // materializes it.
     void on_hints(const PrecisionHints& hints) override;
 
+    // See the header comment; takes effect from the next optimizer step.
+    void set_weight_residency(WeightResidency r) { residency_ = r; }
+    WeightResidency weight_residency() const { return residency_; }
+
     // Copies every master back into its parameter, so the optimizer steps the fp32 master values
     // with gradients that were taken at the compute (materialized) weights: straight-through.
-    void before_optimizer_step();
+    // Frozen tensors only with `restore_frozen` (the optimizer does not step them; restore them
+    // when something reads the weights before after_optimizer_step, such as the agent's
+    // distribution profiling in compute_hints on its cadence steps).
+    void before_optimizer_step(bool restore_frozen = true);
     // Copies the updated parameters into the masters, materializes every block in its routed
     // precision into the parameters (the compute copy) and adds those bytes to the step. That
     // completes the step: step_bytes() and step_bytes_per_block() now report it (the copies made by
@@ -82,6 +103,10 @@ class ReferencePrecisionRuntime : public HintSink {
     // Materializes block `block` from its masters in precision_[block] into its parameters and
     // returns the bytes that cost.
     TransferBytes materialize(std::size_t block);
+    TransferBytes materialize_uploaded(std::size_t block);  // the CUDA path
+    bool frozen(std::size_t block, std::size_t k) const;
+    // The packed payload of frozen tensor k of `block` in `p`, packed on first use and kept.
+    const detail::Payload& frozen_payload(std::size_t block, std::size_t k, Precision p);
 
     std::vector<AgentBlock> blocks_;
     std::vector<std::vector<at::Tensor>> masters_;  // fp32, per block per parameter
@@ -91,9 +116,16 @@ class ReferencePrecisionRuntime : public HintSink {
     std::vector<TransferBytes> step_per_block_;     // the last completed step
     TransferBytes pending_total_, step_total_, total_;
     bool masters_in_params_ = false;  // between before_optimizer_step() and after_optimizer_step()
+    WeightResidency residency_ = WeightResidency::streamed;
+    // Since before_optimizer_step: the block's parameters hold some master values, or its precision
+    // changed; either way it must be materialized again.
+    std::vector<bool> stale_;
+    // Frozen tensors' payloads, [block][tensor]; a payload of the wrong precision is repacked.
+    std::vector<std::vector<std::shared_ptr<detail::Payload>>> frozen_payloads_;
     // Set when the parameters are on CUDA and this build has the CUDA path; shared_ptr so the type
     // may stay incomplete here.
     std::shared_ptr<detail::CudaStagedUploader> uploader_;
+    std::shared_ptr<detail::PayloadExpander> host_expander_;  // frozen payloads into CPU parameters
 };
 
 }  // namespace sp::agent

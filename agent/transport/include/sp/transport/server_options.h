@@ -30,4 +30,8 @@ struct ServerOptions {
     std::function<void(const std::string&)> log;  // warnings; null -> stderr
 };
 
+// False in a build without ZeroMQ (SP_BUILD_TRANSPORT=OFF): there an AgentServer refuses to start
+// (std::runtime_error), and a trainer binds nothing and writes file telemetry only.
+bool transport_available();
+
 }  // namespace sp::transport

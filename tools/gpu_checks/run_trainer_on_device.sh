@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# The whole trainer on a lent GPU machine (or, with --cpu, the same runs on the CPU: CI's dry run).
+#
+#   bash tools/gpu_checks/run_trainer_on_device.sh [--cpu] [--steps N] [--no-kernel-checks]
+#   bash tools/gpu_checks/run_trainer_on_device.sh --prepare-carry   # here, before a device call
+#
+# 1. Builds the `device` CMake preset (agent + sp-trainer; no Qt, no ZeroMQ) into build/device:
+#    against the pip LibTorch of python3 (torch.utils.cmake_prefix_path) on a GPU, against the
+#    system's LibTorch with --cpu. Where the system has no nlohmann_json, the headers come from
+#    build/device-carry/include, which --prepare-carry fills on this machine (name build/device-carry
+#    in the device tool's carry).
+# 2. On a GPU, unless --no-kernel-checks, runs tools/gpu_checks/run_on_device.sh (the CUDA kernel
+#    checks, compute-sanitizer tools listed in SANITIZERS, default memcheck; the benchmark) while
+#    the trainer builds, into $OUT/kernels.
+# 3. Runs sp-trainer with --summary-json for every row of the report: fine-tune mode (full, adapters)
+#    x weight residency (streamed; resident for adapters) x precision (bf16, policy, int8, int4, and
+#    fp8_e4m3 for adapters), on a model large enough to matter on a GPU (24 blocks, d_model 1024)
+#    and a small one on the CPU.
+# 4. Writes $OUT/report.md (tools/gpu_checks/trainer_report.py): step time, the agent's overhead
+#    and its share of the step, bytes per step, and each format's speed-up over BF16 in the same mode;
+#    and $OUT/runs.tar.gz with every summary and log.
+# $OUT defaults to build/device/out. Exit status: non-zero when a build, a check or a run failed.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$root"
+carry="$root/build/device-carry"
+
+cpu=0 steps="" kernel_checks=1
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --cpu) cpu=1 ;;
+    --steps) steps=${2:?--steps needs a number}; shift ;;
+    --no-kernel-checks) kernel_checks=0 ;;
+    --prepare-carry)
+      mkdir -p "$carry/include"
+      cp -r /usr/include/nlohmann "$carry/include/"
+      echo "run_trainer_on_device: nlohmann_json headers in $carry/include ($(du -sh "$carry" | cut -f1))"
+      exit 0 ;;
+    -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
+    *) echo "run_trainer_on_device: unknown argument '$1' (try --help)" >&2; exit 2 ;;
+  esac
+  shift
+done
+
+out=${OUT:-$root/build/device/out}
+mkdir -p "$out/runs"
+status=0
+
+# What runs here, for the report's header.
+{
+  date -u '+%Y-%m-%d %H:%M UTC'
+  if [ "$cpu" = 0 ]; then
+    nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+  else
+    echo "CPU only (--cpu): $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
+  fi
+} > "$out/device.txt"
+
+config=(--preset device)
+if [ "$cpu" = 0 ]; then
+  prefix=$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)')
+  python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)' >> "$out/device.txt"
+  config+=(-DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_CUDA_ARCHITECTURES="${CUDA_ARCHS:-90}")
+fi
+[ -d "$carry/include/nlohmann" ] && config+=(-DSP_NLOHMANN_INCLUDE_DIR="$carry/include")
+
+kernels_pid=""
+if [ "$cpu" = 0 ] && [ "$kernel_checks" = 1 ]; then
+  # GPU work only after the build's CPU work has started; the trainer runs wait for it to end.
+  OUT="$out/kernels" SANITIZERS="${SANITIZERS:-memcheck}" CUDA_ARCHS="${CUDA_ARCHS:-90}" \
+    bash tools/gpu_checks/run_on_device.sh > "$out/kernels.log" 2>&1 &
+  kernels_pid=$!
+fi
+
+echo "== build (cmake ${config[*]})"
+build_start=$SECONDS
+if ! { cmake "${config[@]}" && cmake --build --preset device -j "$(nproc)"; } > "$out/build.log" 2>&1; then
+  tail -40 "$out/build.log"
+  echo "run_trainer_on_device: the device preset did not build (build.log)" >&2
+  status=1
+fi
+echo "build: $((SECONDS - build_start)) s" | tee -a "$out/device.txt"
+
+if [ -n "$kernels_pid" ]; then
+  if wait "$kernels_pid"; then echo "kernel checks: passed"; else echo "kernel checks: FAILED"; status=1; fi
+  tail -5 "$out/kernels.log"
+fi
+
+trainer="$root/build/device/app/sp-trainer/sp-trainer"
+if [ "$status" = 0 ]; then
+  if [ "$cpu" = 0 ]; then
+    model=(--device cuda --blocks 24 --d-model 1024 --heads 16 --seq-len 256 --batch 8)
+    steps=${steps:-30}
+  else
+    model=(--device cpu --blocks 4 --d-model 64 --heads 4 --seq-len 32 --batch 4)
+    steps=${steps:-20}
+  fi
+  common=(--steps "$steps" --eval-every 100000 --eval-batches 1 --no-telemetry --quiet --seed 1)
+  run() {  # NAME ARGS...: one row of the report
+    local name=$1; shift
+    if "$trainer" "${model[@]}" "${common[@]}" "$@" --summary-json "$out/runs/$name.json" \
+         > "$out/runs/$name.log" 2>&1; then
+      echo "ran $name"
+    else
+      echo "run $name FAILED:"; tail -5 "$out/runs/$name.log"; status=1
+    fi
+  }
+  for p in bf16 policy int8 int4; do run "full-streamed-$p" --finetune-mode full --precision "$p"; done
+  for p in bf16 policy int8 int4 fp8_e4m3; do run "adapters-streamed-$p" --finetune-mode adapters --precision "$p"; done
+  for p in bf16 int8; do
+    run "adapters-resident-$p" --finetune-mode adapters --weight-residency resident --precision "$p"
+  done
+  python3 tools/gpu_checks/trainer_report.py "$out/device.txt" "$out"/runs/*.json > "$out/report.md" || status=1
+  cat "$out/report.md"
+fi
+
+# At most a few files come back from a device machine: one archive for the details.
+tar -czf "$out/runs.tar.gz" -C "$out" runs build.log $( [ -d "$out/kernels" ] && echo kernels kernels.log ) 2>/dev/null || true
+exit $status

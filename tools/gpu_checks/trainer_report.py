@@ -1,0 +1,76 @@
+#!/usr/bin/env python3
+"""The report of run_trainer_on_device.sh: one table row per sp-trainer --summary-json file.
+
+    trainer_report.py DEVICE_TXT SUMMARY.json...  > report.md
+
+Per run: the mean training step (train_step_s / steps: evaluations excluded), the agent's overhead
+per step and its share of the step, the bytes sent to the compute copy per step (the initial load
+excluded) and their saving against BF16, and the speed-up of the step against the BF16 run of the
+same fine-tune mode and residency (bf16 step time / this step time). Exits 1 when a summary is
+missing a field or names no steps.
+"""
+import json
+import sys
+from pathlib import Path
+
+
+def load(path):
+    s = json.loads(Path(path).read_text())
+    steps = s["steps"]
+    if steps <= 0:
+        raise ValueError(f"{path}: no steps ran")
+    return {
+        "name": Path(path).stem,
+        "mode": s["finetune_mode"],
+        "residency": s["weight_residency"],
+        "precision": s["precision"],
+        "steps": steps,
+        "step_ms": 1e3 * s["train_step_s"] / steps,
+        "agent_ms": 1e3 * s["agent_overhead_s"] / steps,
+        "collect_ms": 1e3 * s["agent_collect_s"] / steps,
+        "hints_ms": 1e3 * s["agent_hints_s"] / steps,
+        "mb_per_step": s["bytes_copied_per_step"] / 1e6,
+        "mb_bf16_per_step": s["bytes_bf16_per_step"] / 1e6,
+        "low_share": s["low_block_step_share"],
+        "final_train_loss": s["train_loss"][-1],
+    }
+
+
+def main(argv):
+    if len(argv) < 3:
+        print(__doc__, file=sys.stderr)
+        return 2
+    device = Path(argv[1]).read_text().strip().splitlines()
+    try:
+        runs = [load(p) for p in argv[2:]]
+    except (OSError, KeyError, ValueError, IndexError) as e:
+        print(f"trainer_report: {e}", file=sys.stderr)
+        return 1
+    bf16 = {(r["mode"], r["residency"]): r["step_ms"] for r in runs if r["precision"] == "bf16"}
+    out = ["# sp-trainer on the device: step time, agent overhead, bytes per step", ""]
+    out += [f"- {line}" for line in device]
+    out += ["", "| mode | residency | precision | steps | step (ms) | agent (ms) | agent share | "
+            "collect (ms) | hints (ms) | MB/step | BF16 MB/step | saving | low-precision share | "
+            "speed-up vs BF16 | last train loss |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    order = {"bf16": 0, "policy": 1, "int8": 2, "fp8_e4m3": 3, "fp8_e5m2": 4, "int4": 5}
+    for r in sorted(runs, key=lambda r: (r["mode"], r["residency"], order.get(r["precision"], 9))):
+        base = bf16.get((r["mode"], r["residency"]))
+        speedup = f"{base / r['step_ms']:.3f}x" if base else "n/a"
+        saving = 100.0 * (1 - r["mb_per_step"] / r["mb_bf16_per_step"]) if r["mb_bf16_per_step"] else 0.0
+        out.append(
+            f"| {r['mode']} | {r['residency']} | {r['precision']} | {r['steps']} | {r['step_ms']:.2f} | "
+            f"{r['agent_ms']:.3f} | {100 * r['agent_ms'] / r['step_ms']:.2f}% | {r['collect_ms']:.3f} | "
+            f"{r['hints_ms']:.3f} | {r['mb_per_step']:.2f} | {r['mb_bf16_per_step']:.2f} | {saving:.1f}% | "
+            f"{100 * r['low_share']:.0f}% | {speedup} | {r['final_train_loss']:.4f} |")
+    out += ["", "Step: mean of the training steps (forward, backward, the agent, the optimizer, the "
+            "runtime's materialization; evaluations excluded), host wall time, the GPU's work included "
+            "(the loss is read every step). Agent: collect + hints + bookkeeping + distribution "
+            "statistics, host time. MB/step: bytes sent to the compute copy per step in the blocks' "
+            "formats; BF16 MB/step: the same sends in BF16."]
+    print("\n".join(out))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
