@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <stdexcept>
 #include <string>
@@ -92,13 +93,34 @@ void DistributionProfiler::observe_input(std::int64_t step, int block, int layer
     inputs_[{block, layer}] = std::move(s);
 }
 
-double DistributionProfiler::layer_snr(Precision p, const at::Tensor& host, const TensorProfile& w,
-                                       const InputSample* in) const {
+double DistributionProfiler::layer_snr(Precision p, const TensorProfile& w, const InputSample* in) const {
     if (!in) return estimated_snr_db(p, w, estimator_);
-    if (estimator_ != SnrEstimator::sample || host.dim() < 2 || in->count == 0)
-        return estimated_pair_snr_db(p, w, in->profile, estimator_);
-    const auto out = std::size_t(host.size(0)), cols = std::size_t(host.numel()) / out;
-    return output_snr_db(p, host.data_ptr<float>(), out, cols, in->tokens.data(), in->count, int4_group_);
+    return estimated_pair_snr_db(p, w, in->profile, estimator_);
+}
+
+std::array<double, kPrecisionCount> DistributionProfiler::sampled_output_snr(const at::Tensor& w,
+                                                                            const InputSample& input,
+                                                                            std::int64_t step,
+                                                                            std::uint64_t stream) const {
+    // Every format scales each output row on its own (a row scale, or groups within the row), so
+    // the sampled rows are quantized exactly as in the whole matrix: only they are gathered (on the
+    // weight's device), copied to the host and quantized, which bounds the cost per layer however
+    // wide the layer is.
+    const auto out_rows = std::size_t(w.size(0));
+    at::Tensor rows = w.detach().reshape({w.size(0), -1});
+    if (out_rows > kWeightRows) {
+        const std::vector<std::size_t> picked =
+            sample_row_indices(out_rows, kWeightRows, seed_ ^ (std::uint64_t(step) * 0x9E3779B97F4A7C15ull), stream);
+        std::vector<std::int64_t> index(picked.begin(), picked.end());
+        rows = rows.index_select(0, at::tensor(index, at::kLong).to(w.device()));
+    }
+    const at::Tensor host = host_float(rows);
+    const auto cols = std::size_t(host.size(1));
+    std::array<double, kPrecisionCount> snr{};
+    for (Precision p : kLowFormatsCheapestFirst)
+        snr[std::size_t(p)] = output_snr_db(p, host.data_ptr<float>(), std::size_t(host.size(0)), cols,
+                                            input.tokens.data(), input.count, int4_group_);
+    return snr;
 }
 
 std::vector<BlockSnr> DistributionProfiler::finish(std::int64_t step) {
@@ -109,14 +131,20 @@ std::vector<BlockSnr> DistributionProfiler::finish(std::int64_t step) {
         for (std::size_t l = 0; l < layers_[b].size(); ++l) {
             const at::Tensor& w = blocks_[b].streamed()[layers_[b][l]];
             if (w.numel() == 0) continue;
-            const at::Tensor host = host_float(w);  // once per layer, for the profile and every format
-            const TensorProfile weight = profile(host, false, step, stream_of(int(b), l, false));
+            const std::uint64_t stream = stream_of(int(b), l, false);
             const auto in = inputs_step_ == step ? inputs_.find({int(b), int(l)}) : inputs_.end();
             const InputSample* input = in != inputs_.end() ? &in->second : nullptr;
+            std::array<double, kPrecisionCount> snr{};
+            if (estimator_ == SnrEstimator::sample && input && input->count > 0 && w.dim() >= 2) {
+                snr = sampled_output_snr(w, *input, step, stream);
+            } else {
+                const at::Tensor host = host_float(w);  // once per layer, for the profile and every format
+                const TensorProfile weight = profile(host, false, step, stream);
+                for (Precision p : kLowFormatsCheapestFirst) snr[std::size_t(p)] = layer_snr(p, weight, input);
+            }
             for (Precision p : kLowFormatsCheapestFirst) {
-                const double snr = layer_snr(p, host, weight, input);
                 double& worst = out[b].snr_db[std::size_t(p)];
-                worst = std::isnan(worst) ? snr : std::min(worst, snr);
+                worst = std::isnan(worst) ? snr[std::size_t(p)] : std::min(worst, snr[std::size_t(p)]);
             }
         }
     }

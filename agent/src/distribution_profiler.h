@@ -3,10 +3,12 @@
 // each block's linear weights — and the inputs of those layers when the trainer hands them over
 // during that step's forward pass — are profiled and turned into an estimated SNR per format. With
 // the "sample" estimator and an input, that is the SNR of the layer's output on kInputTokens sampled
-// tokens, both operands quantized (output_snr_db); otherwise the weight's (and input's) profile
-// estimate (core/SNR.md). The block's SNR in a format is its worst layer's. Training-thread only.
+// tokens and kWeightRows sampled output rows, both operands quantized (output_snr_db); otherwise the
+// weight's (and input's) profile estimate (core/SNR.md). The block's SNR in a format is its worst
+// layer's. Training-thread only.
 #include <ATen/core/Tensor.h>
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <utility>
@@ -39,6 +41,9 @@ class DistributionProfiler {
     std::size_t layer_count(int block) const { return layers_[std::size_t(block)].size(); }
 
     static constexpr std::size_t kInputTokens = 32;
+    // Output rows of a weight that the "sample" estimator's output SNR is measured on (all of them
+    // in a smaller layer), drawn afresh at each profiling step.
+    static constexpr std::size_t kWeightRows = 128;
 
   private:
     struct InputSample {
@@ -48,9 +53,13 @@ class DistributionProfiler {
     };
     // `host`: fp32, contiguous, on the CPU. `input`: an activation (rows are its feature vectors).
     TensorProfile profile(const at::Tensor& host, bool input, std::int64_t step, std::uint64_t stream) const;
-    // One layer's SNR in `p`; `host` is its weight (fp32, contiguous, on the CPU).
-    double layer_snr(Precision p, const at::Tensor& host, const TensorProfile& w,
-                     const InputSample* in) const;
+    // The "sample" estimator's SNR per format (low formats only) of weight `w` (any device) on the
+    // input's sampled tokens, over kWeightRows sampled output rows.
+    std::array<double, kPrecisionCount> sampled_output_snr(const at::Tensor& w, const InputSample& input,
+                                                           std::int64_t step, std::uint64_t stream) const;
+    // One layer's estimated SNR in `p` from its weight's profile, and its input's when one was seen
+    // (every estimator but "sample" with an input, which measures the output instead).
+    double layer_snr(Precision p, const TensorProfile& w, const InputSample* in) const;
 
     const std::vector<AgentBlock>& blocks_;
     SamplingConfig sampling_;

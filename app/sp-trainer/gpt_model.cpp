@@ -88,8 +88,11 @@ class BlockImpl : public torch::nn::Module {
             {"qkv", &qkv_}, {"attn_out", &attn_out_}, {"mlp_in", &mlp_in_}, {"mlp_out", &mlp_out_}};
         for (const auto& [name, layer] : layers) {
             const auto out = (*layer)->weight.size(0), in = (*layer)->weight.size(1);
-            auto a = torch::empty({rank, in}, (*layer)->weight.options())
-                         .normal_(0.0, 1.0 / std::sqrt(double(in)), generator);
+            // Drawn on the CPU (the generator is a CPU one, so a run on CUDA starts from the same
+            // adapters), then moved next to the weight.
+            auto a = torch::empty({rank, in}, (*layer)->weight.options().device(torch::kCPU))
+                         .normal_(0.0, 1.0 / std::sqrt(double(in)), generator)
+                         .to((*layer)->weight.device());
             adapter_a_.push_back(register_parameter(std::string(name) + "_adapter_a", a));
             adapter_b_.push_back(
                 register_parameter(std::string(name) + "_adapter_b", torch::zeros({out, rank}, a.options())));

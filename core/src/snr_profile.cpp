@@ -167,10 +167,10 @@ TensorProfile profile_tensor(const float* x, std::size_t rows, std::size_t cols,
     return t;
 }
 
-std::vector<float> sample_rows(const float* x, std::size_t rows, std::size_t cols, std::size_t count,
-                               std::uint64_t seed, std::uint64_t stream) {
-    std::vector<float> out;
-    out.reserve(std::min(rows, count) * cols);
+std::vector<std::size_t> sample_row_indices(std::size_t rows, std::size_t count, std::uint64_t seed,
+                                            std::uint64_t stream) {
+    std::vector<std::size_t> out;
+    out.reserve(std::min(rows, count));
     // Selection sampling (Knuth's algorithm S): each row is taken with probability
     // (still needed) / (still left), which yields exactly min(rows, count) distinct rows in order.
     SplitMix64 rng = generator_for(seed, stream);
@@ -178,10 +178,19 @@ std::vector<float> sample_rows(const float* x, std::size_t rows, std::size_t col
     for (std::size_t r = 0; r < rows && needed > 0; ++r) {
         const double u = double(rng.next() >> 11) * 0x1.0p-53;
         if (u * double(rows - r) < double(needed)) {
-            out.insert(out.end(), x + r * cols, x + (r + 1) * cols);
+            out.push_back(r);
             --needed;
         }
     }
+    return out;
+}
+
+std::vector<float> sample_rows(const float* x, std::size_t rows, std::size_t cols, std::size_t count,
+                               std::uint64_t seed, std::uint64_t stream) {
+    std::vector<float> out;
+    out.reserve(std::min(rows, count) * cols);
+    for (std::size_t r : sample_row_indices(rows, count, seed, stream))
+        out.insert(out.end(), x + r * cols, x + (r + 1) * cols);
     return out;
 }
 

@@ -146,6 +146,10 @@ double output_snr_db(Precision p, const float* w, std::size_t out, std::size_t i
 // uniformly with splitmix64 seeded by (seed, stream), in their original order, copied out.
 std::vector<float> sample_rows(const float* x, std::size_t rows, std::size_t cols, std::size_t count,
                                std::uint64_t seed, std::uint64_t stream);
+// The indices sample_rows takes, ascending (so a caller can gather the rows where they are, on a
+// device, and copy only those).
+std::vector<std::size_t> sample_row_indices(std::size_t rows, std::size_t count, std::uint64_t seed,
+                                            std::uint64_t stream);
 
 // Spearman's rank correlation: Pearson correlation of the ranks, ties get their average rank
 // (+inf ranks above every finite value, infinities tie with each other). NaN when fewer than two
