@@ -116,10 +116,11 @@ std::array<double, kPrecisionCount> DistributionProfiler::sampled_output_snr(con
     }
     const at::Tensor host = host_float(rows);
     const auto cols = std::size_t(host.size(1));
+    const std::vector<Precision> formats(kLowFormatsCheapestFirst.begin(), kLowFormatsCheapestFirst.end());
+    const std::vector<double> measured = output_snr_db(formats, host.data_ptr<float>(), std::size_t(host.size(0)),
+                                                       cols, input.tokens.data(), input.count, int4_group_);
     std::array<double, kPrecisionCount> snr{};
-    for (Precision p : kLowFormatsCheapestFirst)
-        snr[std::size_t(p)] = output_snr_db(p, host.data_ptr<float>(), std::size_t(host.size(0)), cols,
-                                            input.tokens.data(), input.count, int4_group_);
+    for (std::size_t f = 0; f < formats.size(); ++f) snr[std::size_t(formats[f])] = measured[f];
     return snr;
 }
 

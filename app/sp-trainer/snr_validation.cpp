@@ -13,8 +13,9 @@
 namespace sp::trainer {
 namespace {
 
-constexpr const char* kEstimators[] = {"zeroing", "zeroing_tensor_absmax", "sample", "output_sample"};
-constexpr std::size_t kEstimatorCount = 4;
+constexpr const char* kEstimators[] = {"zeroing", "zeroing_tensor_absmax", "sample", "output_sample",
+                                       "output_sample_rows"};
+constexpr std::size_t kEstimatorCount = 5;
 constexpr const char* kWeightEstimators[] = {"zeroing", "zeroing_tensor_absmax", "sample"};
 constexpr SnrEstimator kWeightEstimatorIds[] = {SnrEstimator::zeroing, SnrEstimator::zeroing_tensor_absmax,
                                                 SnrEstimator::sample};
@@ -37,6 +38,7 @@ std::string agreement(const char* format, const char* estimator, const std::vect
     return line;
 }
 constexpr std::size_t kOutputTokens = 32;  // the agent's token sample (DistributionProfiler::kInputTokens)
+constexpr std::size_t kOutputRows = 128;   // and its weight-row sample (DistributionProfiler::kWeightRows)
 
 struct Matrix {
     at::Tensor host;  // fp32, contiguous, on the CPU
@@ -88,6 +90,8 @@ void SnrValidation::evaluate(std::int64_t step, int block, int layer, const at::
     const TensorProfile xp = profile_tensor(x.data(), x.rows, x.cols, cfg, stream + 1, group);
     const std::vector<float> tokens =
         sample_rows(x.data(), x.rows, x.cols, kOutputTokens, cfg.seed, stream + 1);
+    // What the agent measures: those tokens through kOutputRows sampled output rows.
+    const std::vector<float> rows = sample_rows(w.data(), w.rows, w.cols, kOutputRows, cfg.seed, stream);
     for (Precision p : kLowFormatsCheapestFirst) {
         Row r;
         r.format = p;
@@ -98,7 +102,9 @@ void SnrValidation::evaluate(std::int64_t step, int block, int layer, const at::
             estimated_pair_snr_db(p, wp, xp, SnrEstimator::zeroing),
             estimated_pair_snr_db(p, wp, xp, SnrEstimator::zeroing_tensor_absmax),
             estimated_pair_snr_db(p, wp, xp, SnrEstimator::sample),
-            output_snr_db(p, w.data(), w.rows, w.cols, tokens.data(), tokens.size() / x.cols, group)};
+            output_snr_db(p, w.data(), w.rows, w.cols, tokens.data(), tokens.size() / x.cols, group),
+            output_snr_db(p, rows.data(), rows.size() / w.cols, w.cols, tokens.data(), tokens.size() / x.cols,
+                          group)};
         nlohmann::json line = {
             {"step", step},
             {"block", block},

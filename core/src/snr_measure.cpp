@@ -61,31 +61,60 @@ double measured_snr_db(Precision p, const float* x, std::size_t rows, std::size_
     return 10.0 * std::log10(signal / error);
 }
 
+namespace {
+
+// A dot product accumulated in double on four independent lanes: the additions of one lane do not
+// wait for each other's, which is most of what a long double accumulation costs.
+double dot(const float* a, const float* b, std::size_t n) {
+    double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    std::size_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        s0 += double(a[i]) * double(b[i]);
+        s1 += double(a[i + 1]) * double(b[i + 1]);
+        s2 += double(a[i + 2]) * double(b[i + 2]);
+        s3 += double(a[i + 3]) * double(b[i + 3]);
+    }
+    for (; i < n; ++i) s0 += double(a[i]) * double(b[i]);
+    return (s0 + s1) + (s2 + s3);
+}
+
+}  // namespace
+
+std::vector<double> output_snr_db(const std::vector<Precision>& formats, const float* w, std::size_t out,
+                                  std::size_t in, const float* x, std::size_t tokens, std::size_t int4_group) {
+    // The unquantized output once, for every format.
+    std::vector<double> y(tokens * out);
+    double signal = 0;
+    for (std::size_t t = 0; t < tokens; ++t)
+        for (std::size_t o = 0; o < out; ++o) {
+            y[t * out + o] = dot(w + o * in, x + t * in, in);
+            signal += y[t * out + o] * y[t * out + o];
+        }
+    std::vector<double> snr;
+    snr.reserve(formats.size());
+    std::vector<float> wq(out * in), xq(tokens * in);
+    for (Precision p : formats) {
+        roundtrip(p, w, out, in, wq.data(), int4_group);
+        roundtrip(p, x, tokens, in, xq.data(), int4_group);
+        double error = 0;
+        for (std::size_t t = 0; t < tokens; ++t)
+            for (std::size_t o = 0; o < out; ++o) {
+                const double d = y[t * out + o] - dot(wq.data() + o * in, xq.data() + t * in, in);
+                error += d * d;
+            }
+        if (!(signal > 0.0) || !std::isfinite(signal) || !std::isfinite(error))
+            snr.push_back(std::numeric_limits<double>::quiet_NaN());
+        else if (error == 0.0)
+            snr.push_back(std::numeric_limits<double>::infinity());
+        else
+            snr.push_back(10.0 * std::log10(signal / error));
+    }
+    return snr;
+}
+
 double output_snr_db(Precision p, const float* w, std::size_t out, std::size_t in, const float* x,
                      std::size_t tokens, std::size_t int4_group) {
-    std::vector<float> wq(out * in), xq(tokens * in);
-    roundtrip(p, w, out, in, wq.data(), int4_group);
-    roundtrip(p, x, tokens, in, xq.data(), int4_group);
-    double signal = 0, error = 0;
-    for (std::size_t t = 0; t < tokens; ++t) {
-        const float* xt = x + t * in;
-        const float* qt = xq.data() + t * in;
-        for (std::size_t o = 0; o < out; ++o) {
-            const float* wo = w + o * in;
-            const float* qo = wq.data() + o * in;
-            double y = 0, yq = 0;
-            for (std::size_t i = 0; i < in; ++i) {
-                y += double(wo[i]) * double(xt[i]);
-                yq += double(qo[i]) * double(qt[i]);
-            }
-            signal += y * y;
-            error += (y - yq) * (y - yq);
-        }
-    }
-    if (!(signal > 0.0) || !std::isfinite(signal) || !std::isfinite(error))
-        return std::numeric_limits<double>::quiet_NaN();
-    if (error == 0.0) return std::numeric_limits<double>::infinity();
-    return 10.0 * std::log10(signal / error);
+    return output_snr_db(std::vector<Precision>{p}, w, out, in, x, tokens, int4_group).front();
 }
 
 double spearman(const std::vector<double>& a, const std::vector<double>& b) {

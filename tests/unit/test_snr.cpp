@@ -318,6 +318,31 @@ class TestSnr : public QObject {
         QCOMPARE(sp::sample_rows(x.data(), 100, 3, 10, 7, 1), a);
         QVERIFY(sp::sample_rows(x.data(), 100, 3, 10, 7, 2) != a);
         QCOMPARE(sp::sample_rows(x.data(), 4, 3, 10, 7, 1), std::vector<float>(x.begin(), x.begin() + 12));
+        // The indices are the rows sample_rows copies (row r holds the value r).
+        const auto picked = sp::sample_row_indices(100, 10, 7, 1);
+        QCOMPARE(picked.size(), std::size_t(10));
+        for (std::size_t k = 0; k < picked.size(); ++k) QCOMPARE(a[k * 3], float(picked[k]));
+        QCOMPARE(sp::sample_row_indices(4, 10, 7, 1), (std::vector<std::size_t>{0, 1, 2, 3}));
+    }
+
+    // Every format scales a weight row on its own, so the output SNR measured through some rows is
+    // the same whether those rows are quantized alone or inside the whole matrix: the agent quantizes
+    // only its sampled rows.
+    void output_snr_of_sampled_rows_is_theirs_in_the_whole_matrix() {
+        const std::size_t out = 300, in = 70, tokens = 5;
+        std::vector<float> w(out * in), x(tokens * in);
+        for (std::size_t i = 0; i < w.size(); ++i) w[i] = std::sin(0.37f * float(i)) * (1.0f + float(i % 11));
+        for (std::size_t i = 0; i < x.size(); ++i) x[i] = std::cos(0.11f * float(i));
+        const auto picked = sp::sample_row_indices(out, 16, 3, 9);
+        const auto rows = sp::sample_rows(w.data(), out, in, 16, 3, 9);
+        for (sp::Precision p : sp::kLowFormatsCheapestFirst) {
+            std::vector<float> whole(w.size());
+            sp::roundtrip(p, w.data(), out, in, whole.data(), 32);
+            std::vector<float> alone(rows.size());
+            sp::roundtrip(p, rows.data(), picked.size(), in, alone.data(), 32);
+            for (std::size_t k = 0; k < picked.size(); ++k)
+                for (std::size_t c = 0; c < in; ++c) QCOMPARE(alone[k * in + c], whole[picked[k] * in + c]);
+        }
     }
 
     void spearman_known_ranks() {

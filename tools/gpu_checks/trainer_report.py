@@ -26,7 +26,7 @@ def load(path):
         "precision": s["precision"],
         "steps": steps,
         "step_ms": 1e3 * s["train_step_s"] / steps,
-        "agent_ms": 1e3 * s["agent_overhead_s"] / steps,
+        "agent_ms": 1e3 * s["agent_s"] / steps,
         "collect_ms": 1e3 * s["agent_collect_s"] / steps,
         "hints_ms": 1e3 * s["agent_hints_s"] / steps,
         "mb_per_step": s["bytes_copied_per_step"] / 1e6,

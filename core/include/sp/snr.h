@@ -141,6 +141,11 @@ double measured_snr_db(Precision p, const float* x, std::size_t rows, std::size_
 // carry little of the output but set every token's scale, or the small weight columns they meet.
 double output_snr_db(Precision p, const float* w, std::size_t out, std::size_t in, const float* x,
                      std::size_t tokens, std::size_t int4_group = kDefaultInt4GroupSize);
+// The same for several formats at once (the unquantized output is computed once): one SNR per
+// entry of `formats`, in their order. The dot products are summed in double on four lanes.
+std::vector<double> output_snr_db(const std::vector<Precision>& formats, const float* w, std::size_t out,
+                                  std::size_t in, const float* x, std::size_t tokens,
+                                  std::size_t int4_group = kDefaultInt4GroupSize);
 
 // `count` distinct rows of a row-major [rows x cols] tensor (all of them when rows <= count), chosen
 // uniformly with splitmix64 seeded by (seed, stream), in their original order, copied out.
