@@ -1,5 +1,6 @@
 // The control subcommands: pin, release, release-all, mode, snapshot, ping (one request each on the
 // agent's control socket, agent/PROTOCOL.md §4) and keygen (a CURVE key pair for §9).
+#include <cctype>
 #include <charconv>
 #include <chrono>
 #include <cmath>
@@ -98,7 +99,7 @@ std::string describe(const sp::Command& cmd) {
             return "pin blocks " + join_blocks(cmd.blocks) + " -> " +
                    std::string(sp::to_string(cmd.precision)) +
                    (cmd.for_steps > 0 ? " for " + std::to_string(cmd.for_steps) + " steps" : "") +
-                   (cmd.release_on_spike ? ", released by a loss spike" : "");
+                   (cmd.release_on_spike ? " (ends at a loss spike)" : "");
         case sp::Command::Kind::release:
             return "release blocks " + join_blocks(cmd.blocks);
         case sp::Command::Kind::release_all:
@@ -258,7 +259,10 @@ int run_pin(const Args& args) {
         usage, [](const ParsedArgs& p, nlohmann::json& r) {
             if (!require("pin", p, "--blocks") || !require("pin", p, "--precision")) return false;
             r["cmd"] = "pin";
-            r["precision"] = p.value("--precision");
+            // As the dashboard writes them too ("INT8"): the protocol's names are lower case.
+            std::string precision = p.value("--precision");
+            for (char& ch : precision) ch = char(std::tolower(static_cast<unsigned char>(ch)));
+            r["precision"] = precision;
             if (p.has("--for-steps")) {
                 long long steps = 0;
                 const std::string text = p.value("--for-steps");

@@ -1,7 +1,7 @@
 // sp-trainer: the reference integration of Selective Precision. Trains a small byte-level GPT on a
-// text file; the agent watches every block's gradients and routes the blocks to BF16 or INT8, and
-// the reference precision runtime makes that routing real (the weights the forward pass uses are
-// materialized in the routed precision after every optimizer step). Exit codes: 0 done, 1 a
+// text file; the agent watches every block's gradients and routes the blocks to BF16, INT8, FP8 or
+// INT4, and the reference precision runtime makes that routing real (the weights the forward pass
+// uses are materialized in the routed precision after every optimizer step). Exit codes: 0 done, 1 a
 // failure while running, 2 a bad command line or config (nothing written).
 #include <ATen/core/grad_mode.h>
 

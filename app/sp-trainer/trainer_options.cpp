@@ -376,7 +376,8 @@ std::string usage_text(const std::string& program) {
     std::ostringstream u;
     u << "Usage: " << program << " [options]\n"
       << "Trains a small byte-level GPT on a text file while Selective Precision routes its transformer\n"
-         "blocks to BF16 or INT8 from their gradient statistics.\n\n"
+         "blocks to BF16, INT8, FP8 (E4M3, E5M2) or INT4 from their gradient statistics and the SNR\n"
+         "of each format.\n\n"
          "Model and training:\n"
       << "  --steps N            training steps (default " << d.steps << "; 0: evaluate and exit)\n"
       << "  --blocks N           transformer blocks, the units the agent routes (default " << d.blocks

@@ -210,6 +210,19 @@ const LossFeedback& Policy::observe_loss(std::int64_t step, double loss) {
     return fb;
 }
 
+// A release of a block that holds no pin would change nothing, and an operator told "applied"
+// would believe a pin had ended (POLICY.md rule 9): the whole command is refused, naming the
+// blocks. A pin that expired at this very boundary counts as gone.
+std::string Policy::unpinned_in(const std::vector<int>& blocks) const {
+    std::string unpinned;
+    for (int b : blocks) {
+        if (pins_[std::size_t(b)]) continue;
+        unpinned += (unpinned.empty() ? "" : ", ") + layout_[std::size_t(b)].name + " (" + std::to_string(b) + ")";
+    }
+    if (unpinned.empty()) return {};
+    return "release: not pinned, nothing to release: " + unpinned;
+}
+
 CommandOutcome Policy::apply(const Command& command, std::int64_t step) {
     CommandOutcome out;
     out.error = check_command(command);
@@ -220,6 +233,7 @@ CommandOutcome Policy::apply(const Command& command, std::int64_t step) {
         out.error = "set_budget: the policy is in mode " + std::string(to_string(mode_)) +
                     ", and a budget target acts only in mode budget; switch first (sp-ctl mode budget, or "
                     "Control > Mode: budget in the dashboard)";
+    if (out.error.empty() && command.kind == Command::Kind::release) out.error = unpinned_in(command.blocks);
     if (!out.error.empty()) return out;
     out.ok = true;
 

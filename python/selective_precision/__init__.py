@@ -175,7 +175,10 @@ class Agent:
 
     def command(self, command):
         """Queues a command dict (``{"cmd": "pin", "blocks": [0], "precision": "int8"}``, core's
-        command.h). Returns the step it will be applied at; ``ValueError`` when it would be rejected."""
+        command.h). Returns the step it will be applied at; ``ValueError`` when it would be rejected.
+        A command refused only where it applies (``set_budget`` outside mode budget, ``release`` of a
+        block with no pin: POLICY.md rules 9 and 18) is written as a ``command`` event with
+        ``"ok": false`` and its error, and logged; nothing changes."""
         return self._core.enqueue(json.dumps(command))
 
     def pin(self, blocks, precision, *, for_steps=0, release_on_spike=False):

@@ -94,7 +94,7 @@ class TestPinTerms : public QObject {
         agent.publish_update(pinned);
         QTRY_VERIFY_WITH_TIMEOUT((w.refreshViews(), forcedText(w, 2).contains("until")), 5000);
         QCOMPARE(forcedText(w, 2), QStringLiteral("pin: int8 (until step 221 or a loss spike)"));
-        QVERIFY(logHas(*s, QStringLiteral("pin blocks.2 → int8 for 200 steps, released by a loss spike")));
+        QVERIFY(logHas(*s, QStringLiteral("pin blocks.2 → int8 for 200 steps (ends at a loss spike)")));
 
         // A loss spike ends it: the agent's event, then an update without the pin.
         sp::EventRecord release;

@@ -163,11 +163,11 @@ class TestSpCtlLive : public QObject {
     void a_pin_with_a_lifetime_and_spike_release() {
         QTemporaryDir dir;
         const auto agent = cycling_agent(dir);
-        const Run r = sp_ctl(routed(*agent, {"pin", "--blocks", "2", "--precision", "int8", "--for-steps",
+        const Run r = sp_ctl(routed(*agent, {"pin", "--blocks", "2", "--precision", "INT8", "--for-steps",
                                              "300", "--release-on-spike"}));
         QVERIFY2(r.exit_code == 0, r.err.constData());
         QCOMPARE(r.out,
-                 QByteArray("applied: pin blocks 2 -> int8 for 300 steps, released by a loss spike at step "
+                 QByteArray("applied: pin blocks 2 -> int8 for 300 steps (ends at a loss spike) at step "
                             "121 (1 change)\n"));
         const auto requests = agent->parsed_requests();
         QCOMPARE(requests.size(), std::size_t(1));

@@ -478,7 +478,21 @@ void TestPolicy::rule9_release_returns_to_config_force() {
     QVERIFY(out.ok);
     QCOMPARE(p.precisions()[0], Precision::int8);
     QCOMPARE(out.changes[0].reason, Reason::config);
-    QVERIFY(p.apply(release({1}), 2).ok);  // releasing an unpinned block is a no-op
+    // Releasing a block without a pin would change nothing: refused, naming it, and nothing moves;
+    // one unpinned block among pinned ones refuses the whole command.
+    const std::vector<Precision> before = p.precisions();
+    CommandOutcome none = p.apply(release({1}), 2);
+    QVERIFY(!none.ok);
+    QVERIFY2(none.error.find("not pinned, nothing to release: blocks.1 (1)") != std::string::npos,
+             none.error.c_str());
+    QVERIFY(p.apply(pin({1}, Precision::bf16), 2).ok);
+    none = p.apply(release({0, 1}), 3);
+    QVERIFY(!none.ok);
+    QVERIFY2(none.error.find("blocks.0 (0)") != std::string::npos, none.error.c_str());
+    QCOMPARE(p.pins()[1], std::optional<Precision>(Precision::bf16));
+    QVERIFY(p.apply(release({1}), 3).ok);
+    QCOMPARE(p.precisions()[0], before[0]);
+    QVERIFY(p.apply(all, 4).ok);  // release_all with nothing pinned asks for a state that holds
 }
 
 void TestPolicy::rule9_invalid_commands_change_nothing() {

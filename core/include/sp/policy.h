@@ -188,6 +188,8 @@ class Policy {
     std::vector<Precision> recorded_;                // as in the previous record
     std::vector<Precision> recorded_before_update_;  // recorded_ before the latest update (for adopt)
     std::vector<std::optional<Precision>> pins_;
+    // The error for a release naming blocks without a pin ("" when every one is pinned).
+    std::string unpinned_in(const std::vector<int>& blocks) const;
     std::vector<std::int64_t> pin_until_;  // the step a pin ends at, kForever: until released
     std::vector<char> pin_on_spike_;       // the pin's release_on_spike
     PinExpiry expiry_;

@@ -16,12 +16,13 @@ using namespace session_text;
 
 namespace {
 
-// A pin's terms in words: " for 200 steps, released by a loss spike"; "" for a plain pin.
+// A pin's terms in words: " for 200 steps (ends at a loss spike)"; "" for a plain pin. The spike
+// term is in parentheses so that a step number after it cannot read as the step of a spike.
 QString pinTermsText(const sp::Command& c) {
-    QStringList terms;
-    if (c.for_steps > 0) terms << QStringLiteral("for %1 steps").arg(c.for_steps);
-    if (c.release_on_spike) terms << QStringLiteral("released by a loss spike");
-    return terms.isEmpty() ? QString() : QStringLiteral(" ") + terms.join(QStringLiteral(", "));
+    QString terms;
+    if (c.for_steps > 0) terms += QStringLiteral(" for %1 steps").arg(c.for_steps);
+    if (c.release_on_spike) terms += QStringLiteral(" (ends at a loss spike)");
+    return terms;
 }
 
 QString describe(const sp::Command& c, const std::function<QString(int)>& name) {
