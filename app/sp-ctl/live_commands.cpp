@@ -212,6 +212,12 @@ int run_routing(const char* command, const Args& args, std::vector<OptionSpec> e
     // Subscribed before the request goes out, so the command event cannot slip past.
     CommandWatch watch;
     if (std::string error; follow && !watch.open(f.telemetry, error)) {
+        // Silence on the telemetry side: ask the control side whether any agent is there at all, so
+        // that a user with no trainer running is told that, not to check --telemetry-endpoint.
+        const Outcome probe = exchange(command, c, false, [](const std::string& id) {
+            return protocol::make_request(id, protocol::Request::Kind::ping);
+        });
+        if (!probe.reply) return report_no_answer(command, c, probe);
         std::fprintf(stderr, "sp-ctl %s: %s\n", command, error.c_str());
         return kExitNoAnswer;
     }

@@ -231,7 +231,16 @@ class TestSpCtlLive : public QObject {
                                  "--telemetry-endpoint", "ipc://" + dir.filePath("nobody-publishes-here")});
         QCOMPARE(none.exit_code, 3);
         QVERIFY2(none.err.contains("nothing from the telemetry endpoint"), none.err.constData());
-        QVERIFY(agent->requests().empty());
+        // The command was not sent: the agent was only asked whether it is there.
+        for (const sp::protocol::Request& r : agent->parsed_requests())
+            QVERIFY(r.kind == sp::protocol::Request::Kind::ping);
+        // No agent at all: that is what the user hears, not a telemetry hint.
+        const QString nobody = "ipc://" + dir.filePath("nobody-listens-here");
+        const Run alone = sp_ctl({"pin", "--blocks", "1", "--precision", "int8", "--endpoint", nobody, "--timeout",
+                                  "1", "--telemetry-endpoint", "ipc://" + dir.filePath("nobody-publishes-here")});
+        QCOMPARE(alone.exit_code, 3);
+        QVERIFY2(alone.err.contains(QByteArray("no answer from ") + nobody.toUtf8()), alone.err.constData());
+        QVERIFY2(!alone.err.contains("telemetry endpoint"), alone.err.constData());
     }
 
     void bad_local_flags_contact_nobody() {
