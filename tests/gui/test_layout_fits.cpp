@@ -4,7 +4,9 @@
 // not), the status bar's labels hold their text, and the toolbar shows every action without its
 // overflow arrow. Widths are measured against what the header and the delegate ask for, computed
 // from the text and the style, not against what the view happened to give.
+#include <QComboBox>
 #include <QHeaderView>
+#include <QStyleOptionComboBox>
 #include <QLabel>
 #include <QStatusBar>
 #include <QTableView>
@@ -120,6 +122,44 @@ class TestLayoutFits : public QObject {
                 clipped << QStringLiteral("toolbar '%1' overflows").arg(bar->windowTitle());
         }
         QVERIFY2(clipped.isEmpty(), qPrintable(clipped.join(QLatin1Char('\n'))));
+    }
+
+    // The run picker: a long file name is elided at its start, the state and its step number are
+    // shown whole (a combo box clips without an ellipsis: "finished at step 5999" once read
+    // "finished at step 5"), and the whole text fits the box's edit field.
+    void runPickerShowsTheWholeState_data() {
+        QTest::addColumn<QSize>("size");
+        QTest::newRow("1600x1000") << QSize(1600, 1000);
+        QTest::newRow("1280x800") << QSize(1280, 800);
+    }
+
+    void runPickerShowsTheWholeState() {
+        QFETCH(QSize, size);
+        const QString file =
+            dir_.filePath(QStringLiteral("a-fine-tune-of-the-cluster-run-with-a-very-long-name-%1.jsonl").arg(size.width()));
+        sp::test::writeDashboardFixture(file.toStdString(), 6, 600);
+        MainWindow w;
+        w.resize(size);
+        w.show();
+        w.openFile(file);
+        QTRY_VERIFY_WITH_TIMEOUT(w.currentSession()->state() == SourceState::loaded, 10000);
+        auto* picker = w.findChild<QComboBox*>(QStringLiteral("runPicker"));
+        QVERIFY(picker != nullptr);
+        const QString state = w.currentSession()->shortStateText();
+        QVERIFY2(state.contains(QStringLiteral("6000")), qPrintable(state));  // the last update's step
+        const QString text = picker->currentText();
+        QVERIFY2(text.endsWith(QStringLiteral(" — ") + state), qPrintable(text));
+        QVERIFY2(text.contains(QChar(0x2026)), qPrintable(text));  // the name, elided
+        QStyleOptionComboBox option;
+        option.initFrom(picker);
+        const QRect field =
+            picker->style()->subControlRect(QStyle::CC_ComboBox, &option, QStyle::SC_ComboBoxEditField, picker);
+        QVERIFY2(picker->fontMetrics().horizontalAdvance(text) <= field.width(),
+                 qPrintable(QStringLiteral("'%1' needs %2 px, has %3")
+                                .arg(text)
+                                .arg(picker->fontMetrics().horizontalAdvance(text))
+                                .arg(field.width())));
+        QVERIFY(picker->itemData(picker->currentIndex(), Qt::ToolTipRole).toString().contains(file));
     }
 };
 

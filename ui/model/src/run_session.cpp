@@ -93,6 +93,18 @@ QString RunSession::stateText() const {
            QStringLiteral(": cut at step %1 (no run_end record)").arg(run_end_.last_step().value_or(-1));
 }
 
+QString RunSession::shortStateText() const {
+    if (const std::optional<sp::RunEnd>& end = runEnd()) {
+        // "error: TypeError: ..." is said in full by stateText(); here its first word.
+        const std::string& reason = end->reason;
+        const QString word = end->reason == sp::kRunEndCompleted ? QStringLiteral("finished")
+                                                                 : qs(reason.substr(0, reason.find(':')));
+        return QStringLiteral("%1 at step %2").arg(word).arg(end->step);
+    }
+    if (cutMessage().isEmpty()) return toString(state_);
+    return QStringLiteral("cut at step %1").arg(run_end_.last_step().value_or(-1));
+}
+
 // ---- Events ----
 
 void RunSession::logEvent(EventEntry e) {

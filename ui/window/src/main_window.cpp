@@ -221,6 +221,19 @@ void MainWindow::openFile(const QString& path) {
     addSession(std::make_unique<ReplaySource>(path));
 }
 
+// A combo box clips its text without an ellipsis, which once turned "finished at step 5999" into
+// "finished at step 5": the state is always shown whole, and the run's label is elided at its start
+// to the room left (its end tells runs apart; the full text is the item's tooltip).
+void MainWindow::setRunPickerText(int index, const RunSession& session) {
+    const QString state = QStringLiteral(" — ") + session.shortStateText();
+    const QFontMetrics fm = runs_->fontMetrics();
+    const int room = fm.averageCharWidth() * runs_->minimumContentsLength() - fm.horizontalAdvance(state);
+    const QString label = fm.elidedText(session.source().label(), Qt::ElideLeft, std::max(room, 0));
+    runs_->setItemText(index, label + state);
+    runs_->setItemData(index, session.source().label() + QStringLiteral(" — ") + session.stateText(),
+                       Qt::ToolTipRole);
+}
+
 void MainWindow::addSession(std::unique_ptr<TelemetrySource> source) {
     auto* session = new RunSession(std::move(source), this);
     sessions_.push_back(session);
@@ -230,8 +243,7 @@ void MainWindow::addSession(std::unique_ptr<TelemetrySource> source) {
     jobs_.push_back(nullptr);  // connectTo sets a job's
     connect(session, &RunSession::stateChanged, this, [this, session] {
         const auto index = std::find(sessions_.begin(), sessions_.end(), session) - sessions_.begin();
-        runs_->setItemText(static_cast<int>(index),
-                           session->source().label() + QStringLiteral(" — ") + session->stateText());
+        setRunPickerText(static_cast<int>(index), *session);
         control_->updateEnabled();
         updateStatus();
     });
@@ -241,7 +253,8 @@ void MainWindow::addSession(std::unique_ptr<TelemetrySource> source) {
             shown_revision_ = UINT64_MAX;
         }
     });
-    runs_->addItem(session->source().label());
+    runs_->addItem(QString());
+    setRunPickerText(runs_->count() - 1, *session);
     setCurrentSession(session);
     runs_->setCurrentIndex(runs_->count() - 1);
     session->start();

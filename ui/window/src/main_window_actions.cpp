@@ -83,7 +83,8 @@ void MainWindow::buildActions() {
     bar->addAction(open_action_);
     bar->addAction(connect_action_);
     bar->addSeparator();
-    runs_->setMinimumContentsLength(28);
+    runs_->setObjectName(QStringLiteral("runPicker"));
+    runs_->setMinimumContentsLength(44);  // setRunPickerText fits the label into this
     runs_->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
     runs_->setToolTip(tr("The run shown (one per file or agent)"));
     bar->addWidget(runs_);

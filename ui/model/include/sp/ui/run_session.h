@@ -56,6 +56,9 @@ class RunSession : public QObject {
     // The state as the status bar words it: "finished at step N" once the run ended, otherwise the
     // source's state ("loaded: cut at step N (no run_end record)" for a replayed file that was cut).
     QString stateText() const;
+    // The state in a few words, for the run picker: "finished at step 5999", "interrupted at step 80",
+    // "cut at step 5140", or the source state ("loading", "live", ...).
+    QString shortStateText() const;
     // Per-step stats records seen (the dashboard does not show them yet).
     std::uint64_t stepStatsSeen() const { return step_stats_; }
 

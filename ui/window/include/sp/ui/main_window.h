@@ -78,6 +78,7 @@ class MainWindow : public QMainWindow {
     void buildActions();
     void buildMenus();
     void addSession(std::unique_ptr<TelemetrySource> source);
+    void setRunPickerText(int index, const RunSession& session);
     void onSelectionChanged(const std::vector<int>& blocks);
     void showContextMenu(const std::vector<int>& blocks, const QPoint& global_pos);
     void updateStatus();
