@@ -206,6 +206,17 @@ class TestBlockTableModel : public QObject {
         QCOMPARE(rig.text(0, BlockTableModel::WhyColumn), QString());
         QCOMPARE(rig.text(1, BlockTableModel::WhyColumn),
                  QString("held at bf16 since the pin was released at step 30"));
+        // Back at an earlier update (a replay moved back) the sentence is gone, but Why still says
+        // which rule decided, and the story that holds there.
+        rig.model->setUpdate(1);
+        QCOMPARE(rig.text(1, BlockTableModel::WhyColumn), QString("reason: pin"));
+        QVERIFY(!rig.text(0, BlockTableModel::WhyColumn).isEmpty());
+        rig.model->setUpdate(BlockTableModel::kFollowLatest);
+        // The columns an operator reads first come first.
+        QCOMPARE(int(BlockTableModel::NameColumn), 0);
+        QCOMPARE(int(BlockTableModel::PrecisionColumn), 1);
+        QCOMPARE(int(BlockTableModel::WhyColumn), 2);
+        QCOMPARE(rig.model->headerData(2, Qt::Horizontal).toString(), QString("Why"));
         // A header says what each column measures.
         QVERIFY(rig.model->headerData(BlockTableModel::ErrorScoreColumn, Qt::Horizontal, Qt::ToolTipRole)
                     .toString()

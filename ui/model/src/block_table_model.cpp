@@ -90,6 +90,10 @@ BlockTableModel::RowState BlockTableModel::readRow(int block, std::size_t update
     r.pending = session_->pendingFor(block);
     if (r.pin) r.pin_terms = session_->pinTermsFor(block);
     r.why = store.reasonText(block, update);
+    // The sentence is kept for the latest update only; at an earlier one (a replay moved back) the
+    // cell's reason says which rule decided, and the hold history and cooldown say the rest.
+    if (r.why.empty() && r.cell.present && update + 1 < store.updateCount())
+        r.why = "reason: " + std::string(sp::to_string(r.cell.reason));
     r.history = holdHistory(store, block, update);
     r.may_switch_at = maySwitchAt(store, block, update, session_->runConfig().min_steps_between_switches);
     r.snr = store.snr(block, update);

@@ -25,7 +25,7 @@ BlockTablePanel::BlockTablePanel(QWidget* parent)
     filter_->setClearButtonEnabled(true);
     view_->setModel(proxy_);
     view_->setSortingEnabled(true);
-    view_->sortByColumn(0, Qt::AscendingOrder);
+    view_->sortByColumn(BlockTableModel::IdColumn, Qt::AscendingOrder);
     view_->setSelectionBehavior(QAbstractItemView::SelectRows);
     view_->setSelectionMode(QAbstractItemView::ExtendedSelection);
     view_->setAlternatingRowColors(true);

@@ -24,10 +24,12 @@ class RunSession;
 class BlockTableModel : public QAbstractTableModel {
     Q_OBJECT
   public:
+    // Name, Precision and Why first: what an operator reads, in sight in a narrow dock.
     enum Column {
-        IdColumn,
         NameColumn,
         PrecisionColumn,
+        WhyColumn,
+        IdColumn,
         SensitivityColumn,
         GradScoreColumn,
         ErrorScoreColumn,
@@ -35,7 +37,6 @@ class BlockTableModel : public QAbstractTableModel {
         ForcedColumn,
         LastChangeColumn,
         SwitchesColumn,
-        WhyColumn,
         ColumnCount
     };
     enum Role { SortRole = Qt::UserRole };
@@ -73,7 +74,7 @@ class BlockTableModel : public QAbstractTableModel {
         std::optional<Precision> pin;  // forced == pin: the pinned precision
         QString pending;               // our commands on the block not yet applied (RunSession::pendingFor)
         QString pin_terms;             // how the pin ends besides a release (RunSession::pinTermsFor)
-        std::string why;               // reason_text (latest update only)
+        std::string why;               // reason_text (latest update only), else "reason: " + the cell's
         std::string history;           // why a hold holds (decision_history.h), any update
         std::optional<std::int64_t> may_switch_at;  // the cooldown's end, while it runs
         PerFormat snr = kNoSnr;
