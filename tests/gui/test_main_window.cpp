@@ -9,6 +9,7 @@
 #include <QSettings>
 #include <QTableView>
 #include <QTemporaryDir>
+#include <QStatusBar>
 #include <QtTest>
 
 #include "dashboard_fixture.h"
@@ -289,15 +290,31 @@ class TestMainWindow : public QObject {
                                  5000);
         auto* control = w.findChild<sp::ui::ControlActions*>();
         QVERIFY(control != nullptr);
-        control->setTargetPrompt([](double& target) {
+        // Once applied, the Mode menu checks budget (and nothing else).
+        QTRY_VERIFY_WITH_TIMEOUT(last_command()->state == CommandState::applied, 5000);
+        w.refreshViews();
+        QVERIFY(actionNamed(w, QStringLiteral("Mode: budget"))->isChecked());
+        QVERIFY(!actionNamed(w, QStringLiteral("Mode: dynamic"))->isChecked());
+        double offered = -1;
+        control->setTargetPrompt([&offered](double& target) {
+            offered = target;  // the dialog opens at the agent's target, not at a constant
             target = 62.5;
             return true;
         });
         actionNamed(w, QStringLiteral("Budget target…"))->trigger();
+        QCOMPARE(offered, s->budgetTargetPct());
         QTRY_VERIFY_WITH_TIMEOUT(agent.requests().back().find("\"cmd\":\"set_budget\"") != std::string::npos,
                                  5000);
         QVERIFY2(agent.requests().back().find("\"target_pct\":62.5") != std::string::npos,
                  agent.requests().back().c_str());
+        // Applied: the status bar names the mode and the target in force.
+        QTRY_VERIFY_WITH_TIMEOUT(last_command()->state == CommandState::applied, 5000);
+        w.refreshViews();
+        QCOMPARE(s->budgetTargetPct(), 62.5);
+        QStringList status;
+        for (const QLabel* label : w.statusBar()->findChildren<QLabel*>()) status << label->text();
+        QVERIFY2(status.join(QLatin1Char('|')).contains(QStringLiteral("mode budget, target 62.5%")),
+                 qPrintable(status.join(QLatin1Char('|'))));
 
         agent.set_command_behaviour(sp::test::FakeAgent::CommandBehaviour::reject, "block 2 is busy");
         actionNamed(w, QStringLiteral("Pin BF16"))->trigger();

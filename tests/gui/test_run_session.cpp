@@ -134,6 +134,35 @@ class TestRunSession : public QObject {
         QCOMPARE(rig.entryOf(id).detail, QString("this build routes BF16 and INT8 only"));
     }
 
+    // The mode and budget target the dashboard shows (status bar, checked Mode menu, the budget
+    // dialog's default): the header's config, then what the run says (update records), then
+    // applied commands only: a rejected set_budget changes nothing.
+    void policyModeAndBudgetTargetFollowTheRun() {
+        Rig rig;
+        rig.source->state(SourceState::live);
+        sp::RunHeader h = runHeader("run-A", 4);
+        h.config_json = R"({"mode": "dynamic", "budget_target_pct": 40})";
+        rig.source->header(h);
+        QCOMPARE(int(rig.session->policyMode()), int(sp::Mode::dynamic));
+        QCOMPARE(rig.session->budgetTargetPct(), 40.0);
+        rig.source->records({eventRecord(
+            "command", 101, R"({"command":{"cmd":"set_budget","target_pct":70},"ok":false,"error":"mode"})")});
+        QCOMPARE(rig.session->budgetTargetPct(), 40.0);
+        rig.source->records({eventRecord("command", 102, R"({"command":{"cmd":"set_mode","mode":"budget"},"ok":true})"),
+                             eventRecord("command", 102, R"({"command":{"cmd":"set_budget","target_pct":65},"ok":true})")});
+        QCOMPARE(int(rig.session->policyMode()), int(sp::Mode::budget));
+        QCOMPARE(rig.session->budgetTargetPct(), 65.0);
+        sp::UpdateRecord r = uniformUpdate(110, 4);
+        r.mode = sp::Mode::budget;
+        r.budget_target_pct = 60.0;
+        rig.source->records({r});
+        QCOMPARE(rig.session->budgetTargetPct(), 60.0);
+        r = uniformUpdate(120, 4);
+        r.mode = sp::Mode::static_;
+        rig.source->records({r});
+        QCOMPARE(int(rig.session->policyMode()), int(sp::Mode::static_));
+    }
+
     void cannotSend() {
         Rig rig;
         rig.liveRun();

@@ -149,6 +149,8 @@ void RunSession::startOver(const sp::RunHeader& header, const QString& why) {
     header_ = header;
     store_.reset(header.blocks);
     snapshot_pins_.clear();
+    mode_seen_.reset();
+    target_seen_.reset();
     snapshot_updates_ = 0;
     reserved_updates_ = 0;
     emit reset();
@@ -197,6 +199,8 @@ void RunSession::onSnapshot(const sp::protocol::Snapshot& snapshot) {
     header_.blocks = snapshot.layout;
     header_.config_json = snapshot.config_json;
     snapshot_pins_ = snapshot.pins;
+    mode_seen_ = snapshot.mode;
+    if (snapshot.budget_target_pct) target_seen_ = snapshot.budget_target_pct;
     // The pins' terms as the agent holds them now (a late joiner missed the pins' command events).
     if (snapshot.pin_until.size() == snapshot.pins.size() &&
         snapshot.pin_release_on_spike.size() == snapshot.pins.size()) {
@@ -252,6 +256,8 @@ void RunSession::onRecords(const RecordBatch& batch) {
                 using T = std::decay_t<decltype(r)>;
                 if constexpr (std::is_same_v<T, sp::UpdateRecord>) {
                     store_.append(r);
+                    mode_seen_ = r.mode;
+                    if (r.budget_target_pct) target_seen_ = r.budget_target_pct;
                 } else if constexpr (std::is_same_v<T, sp::RunHeader>) {
                     flush_updates();
                     onHeader(r);

@@ -212,7 +212,11 @@ void RunSession::onCommandEvent(const sp::EventRecord& rec, const QString& paylo
     if (ok && cmd != j.end()) {
         sp::Command c;
         std::string parse_error;
-        if (sp::parse_command(*cmd, c, parse_error)) notePinTerms(c, rec.step);
+        if (sp::parse_command(*cmd, c, parse_error)) {
+            notePinTerms(c, rec.step);
+            if (c.kind == sp::Command::Kind::set_mode) mode_seen_ = c.mode;
+            if (c.kind == sp::Command::Kind::set_budget) target_seen_ = c.target_pct;
+        }
     }
     if (ok) {
         const auto changes = j.find("changes");

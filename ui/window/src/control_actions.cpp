@@ -55,6 +55,9 @@ ControlActions::ControlActions(SelectionProvider selection, QObject* parent)
         const QString name = QString::fromUtf8(std::string(to_string(m)).c_str());
         QAction* a = new QAction(tr("Mode: %1").arg(name), this);
         a->setToolTip(tr("Switch the policy to mode %1 (sp-ctl mode %1)").arg(name));
+        // Checked: the mode in force, as the run last said it (updateEnabled keeps it so; a click
+        // that is refused or not yet applied is undone there).
+        a->setCheckable(true);
         connect(a, &QAction::triggered, this, [this, m] {
             sp::Command c;
             c.kind = sp::Command::Kind::set_mode;
@@ -67,8 +70,9 @@ ControlActions::ControlActions(SelectionProvider selection, QObject* parent)
     budget_->setToolTip(
         tr("Set the budget mode's target saving against all-BF16, in percent (sp-ctl budget)"));
     connect(budget_, &QAction::triggered, this, [this] {
-        double target = 50.0;
-        if (session_ == nullptr || !prompt_ || !prompt_(target)) return;
+        if (session_ == nullptr || !prompt_) return;
+        double target = session_->budgetTargetPct();  // the dialog opens at the agent's target
+        if (!prompt_(target)) return;
         sp::Command c;
         c.kind = sp::Command::Kind::set_budget;
         c.target_pct = target;
@@ -155,6 +159,8 @@ void ControlActions::updateEnabled() {
     release_->setEnabled(selected);
     release_all_->setEnabled(control);
     for (QAction* a : modes_) a->setEnabled(control);
+    for (sp::Mode m : {sp::Mode::dynamic, sp::Mode::budget, sp::Mode::static_, sp::Mode::off})
+        modes_[std::size_t(m)]->setChecked(session_ != nullptr && session_->policyMode() == m);
     budget_->setEnabled(control);
     const QString why = session_ == nullptr   ? tr("No run open")
                         : !session_->isLive() ? tr("Replay is read-only")
