@@ -122,6 +122,12 @@ class TestRankStatus : public QObject {
         QCOMPARE(rig.cell(0, RankStatusModel::BehindColumn), QStringLiteral("0"));
         QCOMPARE(rig.cell(1, RankStatusModel::UpdateColumn), QStringLiteral("40"));
         QCOMPARE(rig.cell(1, RankStatusModel::LossColumn), QStringLiteral("2.75"));
+        // The loss every rank reports is the job's all-reduced mean, and the column says so.
+        QCOMPARE(rig.model->headerData(RankStatusModel::LossColumn, Qt::Horizontal).toString(),
+                 QStringLiteral("Job loss"));
+        QVERIFY(rig.model->headerData(RankStatusModel::LossColumn, Qt::Horizontal, Qt::ToolTipRole)
+                    .toString()
+                    .contains(QStringLiteral("all-reduces")));
         QCOMPARE(rig.cell(0, RankStatusModel::MapColumn), QStringLiteral("reference"));
         QCOMPARE(rig.cell(1, RankStatusModel::MapColumn), QStringLiteral("agrees (step 40)"));
         QCOMPARE(rig.cell(2, RankStatusModel::MapColumn), QStringLiteral("—"));

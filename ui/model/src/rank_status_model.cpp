@@ -374,7 +374,7 @@ QVariant RankStatusModel::data(const QModelIndex& index, int role) const {
 QVariant RankStatusModel::headerData(int section, Qt::Orientation orientation, int role) const {
     if (orientation != Qt::Horizontal || section < 0 || section >= ColumnCount) return {};
     static const char* const kTitles[ColumnCount] = {"Rank",   "Endpoint", "State", "Run",       "Step",
-                                                     "Behind", "Update",   "Map",   "Train loss"};
+                                                     "Behind", "Update",   "Map",   "Job loss"};
     static const char* const kTips[ColumnCount] = {
         "The rank's index in the job (rank 0 decides and takes commands)",
         "The rank's telemetry endpoint",
@@ -384,7 +384,8 @@ QVariant RankStatusModel::headerData(int section, Qt::Orientation orientation, i
         "Steps behind the furthest rank",
         "The step of the rank's latest update record",
         "Whether the rank's map at its latest comparable update step equals rank 0's (map checksum)",
-        "The train loss of the rank's latest update (its own batch)"};
+        "The job's mean train loss at the rank's latest update: the agent all-reduces every step's loss "
+        "over the ranks, so each rank reports the same value (not its own batch's)"};
     if (role == Qt::DisplayRole) return tr(kTitles[section]);
     if (role == Qt::ToolTipRole) return tr(kTips[section]);
     return {};
