@@ -207,9 +207,13 @@ class TestRunSession : public QObject {
         QCOMPARE(states.first().at(1).toString(), QString("finished at step 120"));
         QVERIFY(rig.session->events().at(rig.session->events().size() - 1).text ==
                 "run finished at step 120: completed");
-        // Live, silence after the end is expected: the state stays "finished", not "disconnected".
-        rig.source->state(SourceState::disconnected, "no message for 10 s");
+        // Live, silence after the end is expected: the state stays "finished", not "disconnected",
+        // and the log does not contradict the clean end with "stale" or "disconnected" lines.
+        const std::size_t logged = rig.session->events().size();
+        rig.source->state(SourceState::stale, "no message for 3 s");
+        rig.source->state(SourceState::disconnected, "no message for 10 s; reconnecting");
         QCOMPARE(rig.session->stateText(), QString("finished at step 120"));
+        QCOMPARE(rig.session->events().size(), logged);
         QVERIFY(rig.session->cutMessage().isEmpty());  // only a file read to its end is judged cut
 
         rig.source->header(runHeader("run-B", 4));

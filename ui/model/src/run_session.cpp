@@ -347,7 +347,12 @@ void RunSession::onEvent(const sp::EventRecord& rec) {
 void RunSession::onState(SourceState state, const QString& detail) {
     const bool changed = state != state_;
     state_ = state;
-    if (changed) {
+    // After run_end the agent is expected to fall silent: the source still says stale, then
+    // disconnected, but logging that would contradict the clean end the log just showed. A new
+    // run on the endpoint (a restart) is seen by its header, not here.
+    const bool silence_after_end =
+        runEnd() && (state == SourceState::stale || state == SourceState::disconnected);
+    if (changed && !silence_after_end) {
         logLocal(EventCategory::connection,
                  detail.isEmpty() ? toString(state) : QStringLiteral("%1: %2").arg(toString(state), detail),
                  source_->label());
