@@ -43,7 +43,9 @@ void print_summary(const TrainerOptions& o, const agent::Agent& agent,
                   100.0 * t.low_share())
         << format("  switches         %lld block precision changes (%llu loss-feedback rollbacks)\n",
                   static_cast<long long>(t.switches), static_cast<unsigned long long>(agent.rollbacks()))
-        << format("  measured saving  %.2f%% average per step (%.2f%% of all bytes copied vs all-BF16)\n",
+        << format("  measured saving  %.2f%% average per step (%.2f%% of all bytes copied vs all-BF16; bytes "
+                  "the runtime copied, scales included: the records' estimated saving counts element "
+                  "widths only)\n",
                   t.saving_pct_sum / double(std::max<std::int64_t>(t.steps_done, 1)),
                   runtime.total_bytes().saving_pct())
         << format(

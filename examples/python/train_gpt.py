@@ -141,7 +141,8 @@ def main(argv=None):
     print("  eval loss        %.4f -> %.4f (initial -> final)" % (first_eval, final_eval))
     print("  precision        block-steps: %s" % ", ".join("%d %s" % (n, f) for f, n in sorted(s["block_steps"].items())))
     print("  switches         %d block precision changes" % s["switches"])
-    print("  measured saving  %.2f%% of all bytes copied vs all-BF16" % s["saving_pct"])
+    print("  measured saving  %.2f%% of all bytes copied vs all-BF16 (bytes the runtime copied, scales "
+          "included: the records' estimated saving counts element widths only)" % s["saving_pct"])
     print("  agent overhead   %.3f s" % s["overhead"]["total_s"])
     print("  telemetry        %s" % (a.telemetry or "off"))
     return 0

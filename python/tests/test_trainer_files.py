@@ -38,6 +38,8 @@ def run_example(tmp_path, config, *extra, steps=60):
 def test_file_validates_and_resimulates_to_the_same_decisions(tmp_path, config):
     telemetry, out = run_example(tmp_path, config)
     assert "summary" in out and "measured saving" in out
+    # Two savings are printed in different places: each says which it is.
+    assert "scales included" in out
     validate = sp_ctl("validate", telemetry)
     assert validate.returncode == 0, validate.stdout + validate.stderr
     assert "clean" in validate.stdout
@@ -49,6 +51,7 @@ def test_file_validates_and_resimulates_to_the_same_decisions(tmp_path, config):
     assert low, "the run never routed a block below BF16: the replay would prove little"
     sim = sp_ctl("simulate", "--stats", telemetry)
     assert sim.returncode == 0, sim.stderr
+    assert "estimated bandwidth saving" in sim.stderr and "from element widths" in sim.stderr
     replayed = [json.loads(line) for line in sim.stdout.splitlines() if line.strip()]
     assert len(replayed) == len(updates)
     for recorded, again in zip(updates, replayed):
