@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "config_section.h"
+#include "id_list.h"
 
 namespace sp {
 namespace {
@@ -448,21 +449,28 @@ std::vector<Issue> check(const Config& c, const std::string& prefix) {
             add({name}, about(prefix, name) + "too long: " + std::to_string(s->size()) +
                             " bytes (the limit is " + std::to_string(kMaxStringBytes) + ")");
 
+    // One problem per key (or pair of keys), however many ids are wrong: detail::id_list.
     std::map<int, std::string_view> forced;  // block -> the first list naming it
     for (Precision p : kAllPrecisions) {
         const std::vector<int>& ids = c.force_list(p);
         const auto& name = force_key_names()[std::size_t(p)];
+        std::vector<int> negative;
+        std::map<std::string_view, std::vector<int>> in_both;  // the earlier key -> shared ids
         for (int id : std::set<int>(ids.begin(), ids.end())) {
             if (id < 0) {
-                add({name}, about(prefix, name) + "block ids must be >= 0, got " + std::to_string(id));
+                negative.push_back(id);
                 continue;
             }
             const auto [it, fresh] = forced.emplace(id, name);
-            if (!fresh)
-                add({it->second, name}, "keys " + quoted(prefix, it->second) + " and " +
-                                            quoted(prefix, name) + ": block " + std::to_string(id) +
-                                            " is in both; a block can be forced to one precision only");
+            if (!fresh) in_both[it->second].push_back(id);
         }
+        if (!negative.empty())
+            add({name}, about(prefix, name) + "block ids must be >= 0, got " + detail::id_list(negative));
+        for (const auto& [earlier, shared] : in_both)
+            add({earlier, name}, "keys " + quoted(prefix, earlier) + " and " + quoted(prefix, name) + ": " +
+                                     (shared.size() == 1 ? "block " : "blocks ") + detail::id_list(shared) +
+                                     (shared.size() == 1 ? " is" : " are") +
+                                     " in both; a block can be forced to one precision only");
     }
 
     if (c.telemetry_enabled && c.telemetry_file.empty())

@@ -6,6 +6,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "id_list.h"
+
 namespace sp {
 namespace {
 
@@ -52,12 +54,15 @@ Policy::Policy(Config config, BlockLayout layout, std::vector<double> calibratio
         }
     }
     auto check_ids = [&](const std::vector<int>& ids, const char* key) {
-        for (int id : ids) {
-            if (id >= int(n)) {
-                problems.push_back(std::string("key '") + key + "': block " + std::to_string(id) +
-                                   " does not exist (" + block_range(n) + ")");
-            }
-        }
+        std::vector<int> missing;
+        for (int id : ids)
+            if (id >= int(n)) missing.push_back(id);
+        if (missing.size() == 1)
+            problems.push_back(std::string("key '") + key + "': block " + std::to_string(missing[0]) +
+                               " does not exist (" + block_range(n) + ")");
+        else if (!missing.empty())
+            problems.push_back(std::string("key '") + key + "': blocks " + detail::id_list(missing) +
+                               " do not exist (" + block_range(n) + ")");
     };
     for (Precision p : kAllPrecisions) check_ids(config_.force_list(p), Config::force_key(p).c_str());
     if (!calibration_errors_.empty()) {

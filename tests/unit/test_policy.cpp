@@ -579,6 +579,26 @@ void TestPolicy::construction_rejects_config_that_does_not_fit_layout() {
     QVERIFY_THROWS_EXCEPTION(ConfigError, Policy(both, uniform_layout(2)));
     Policy ok(Config{}, uniform_layout(2));
     QVERIFY_THROWS_EXCEPTION(std::invalid_argument, ok.observe(0, stat(2, 1.0)));
+
+    // Two hundred thousand wrong ids make one bounded line per key, not one line per id.
+    Config many;
+    for (int id = 0; id < 200'000; ++id) {
+        many.force_bf16_blocks.push_back(id);
+        many.force_int8_blocks.push_back(id);
+        many.force_int4_blocks.push_back(-1 - id);
+    }
+    try {
+        Policy p(many, uniform_layout(48));
+        QFAIL("expected ConfigError");
+    } catch (const ConfigError& e) {
+        const std::string what = e.what();
+        QVERIFY2(e.problems().size() <= 8, what.substr(0, 2000).c_str());
+        QVERIFY2(what.size() < 4000, what.substr(0, 4000).c_str());
+        QVERIFY2(what.find("blocks 48, 49, 50") != std::string::npos && what.find("and 199942 more") != std::string::npos,
+                 what.c_str());
+        QVERIFY2(what.find("are in both") != std::string::npos, what.c_str());
+        QVERIFY2(what.find("block ids must be >= 0, got -200000, -199999") != std::string::npos, what.c_str());
+    }
 }
 
 QTEST_APPLESS_MAIN(TestPolicy)
