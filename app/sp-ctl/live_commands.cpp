@@ -1,5 +1,6 @@
 // The control subcommands: pin, release, release-all, mode, snapshot, ping (one request each on the
 // agent's control socket, agent/PROTOCOL.md §4) and keygen (a CURVE key pair for §9).
+#include <algorithm>
 #include <cctype>
 #include <charconv>
 #include <chrono>
@@ -7,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <variant>
@@ -47,8 +49,9 @@ std::string routing_usage(const char* synopsis, const char* what) {
            "it applied) or the run ended first, 2 bad usage, 3 no answer or no outcome within the wait.\n";
 }
 
-// "3,4" -> [3,4]. Tokens must be integers; their range is the protocol layer's to judge, so a
-// negative id gets the same message the agent would send.
+// "3,4" -> [3,4]; "blocks.3,4" -> ["blocks.3",4]: a token that is not an integer is a block name,
+// which resolve_block_names() turns into its id from the agent's layout. The ids' range is the
+// protocol layer's to judge, so a negative id gets the same message the agent would send.
 bool parse_blocks(const char* command, const std::string& text, nlohmann::json& out) {
     out = nlohmann::json::array();
     std::size_t start = 0;
@@ -56,17 +59,58 @@ bool parse_blocks(const char* command, const std::string& text, nlohmann::json& 
         const std::size_t comma = text.find(',', start);
         const std::string token =
             text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-        long long id = 0;
-        const auto [ptr, ec] = std::from_chars(token.data(), token.data() + token.size(), id);
-        if (token.empty() || ec != std::errc() || ptr != token.data() + token.size()) {
-            std::fprintf(stderr, "sp-ctl %s: --blocks: '%s' is not a block id (expected e.g. --blocks 3,4)\n",
-                         command, token.c_str());
+        if (token.empty()) {
+            std::fprintf(stderr,
+                         "sp-ctl %s: --blocks: an empty entry in '%s' (expected ids or names, e.g. --blocks "
+                         "3,4 or --blocks blocks.3)\n",
+                         command, text.c_str());
             return false;
         }
-        out.push_back(id);
+        long long id = 0;
+        const auto [ptr, ec] = std::from_chars(token.data(), token.data() + token.size(), id);
+        if (ec == std::errc() && ptr == token.data() + token.size())
+            out.push_back(id);
+        else
+            out.push_back(token);
         if (comma == std::string::npos) return true;
         start = comma + 1;
     }
+}
+
+// Block names in the request's "blocks" become ids, from the layout of the agent's snapshot (the
+// names the dashboard shows, e.g. "blocks.4"). Returns an exit code on failure: no answer (3) or
+// a name the run does not have (2, with the names it has).
+std::optional<int> resolve_block_names(const char* command, const Connection& c, nlohmann::json& request) {
+    auto blocks = request.find("blocks");
+    if (blocks == request.end() ||
+        std::none_of(blocks->begin(), blocks->end(), [](const nlohmann::json& b) { return b.is_string(); }))
+        return std::nullopt;
+    const Outcome outcome = exchange(command, c, true, [](const std::string& id) {
+        return protocol::make_request(id, protocol::Request::Kind::snapshot);
+    });
+    if (!outcome.reply) return report_no_answer(command, c, outcome);
+    protocol::Snapshot s;
+    std::string error;
+    if (!outcome.reply->ok || !protocol::parse_snapshot(outcome.reply->text, s, error)) {
+        std::fprintf(stderr, "sp-ctl %s: --blocks: cannot read the agent's block names: %s\n", command,
+                     outcome.reply->ok ? error.c_str() : outcome.reply->error.c_str());
+        return kExitFailed;
+    }
+    for (nlohmann::json& b : *blocks) {
+        if (!b.is_string()) continue;
+        const std::string name = b.get<std::string>();
+        const auto it = std::find_if(s.layout.begin(), s.layout.end(),
+                                     [&](const sp::BlockInfo& info) { return info.name == name; });
+        if (it == s.layout.end()) {
+            const std::string range =
+                s.layout.empty() ? "none" : s.layout.front().name + " .. " + s.layout.back().name;
+            std::fprintf(stderr, "sp-ctl %s: --blocks: run %s has no block named '%s' (its blocks: %s)\n",
+                         command, s.run_id.c_str(), name.c_str(), range.c_str());
+            return kExitUsage;
+        }
+        b = it->id;
+    }
+    return std::nullopt;
 }
 
 std::string json_number(double v) {
@@ -203,6 +247,7 @@ int run_routing(const char* command, const Args& args, std::vector<OptionSpec> e
     if (follow && !read_follow(command, parsed, c, f)) return kExitUsage;
     nlohmann::json request = {{"id", "local-check"}};
     if (!fill(parsed, request)) return kExitUsage;
+    if (const std::optional<int> rc = resolve_block_names(command, c, request)) return *rc;
     const auto checked = protocol::parse_request(request.dump(), protocol::kUnknownBlockCount);
     if (const auto* bad = std::get_if<protocol::RequestError>(&checked)) {
         std::fprintf(stderr, "sp-ctl %s: %s\n", command, bad->error.c_str());
@@ -253,7 +298,7 @@ std::string json_scalar(const nlohmann::json& j, const char* key) {
 int run_pin(const Args& args) {
     const std::string usage =
         routing_usage("pin --blocks IDS --precision P [--for-steps N] [--release-on-spike] [options]",
-                      "Pins blocks (e.g. --blocks 3,4) to a precision: bf16, int8, fp8_e4m3, "
+                      "Pins blocks (ids or names: --blocks 3,4 or --blocks blocks.3) to a precision: bf16, int8, fp8_e4m3, "
                       "fp8_e5m2, int4.\nThe agent applies it at the next step boundary; a format its "
                       "runtime cannot materialize is rejected.\n"
                       "  --for-steps N          the pin ends by itself N steps after it applied\n"
@@ -287,7 +332,7 @@ int run_pin(const Args& args) {
 
 int run_release(const Args& args) {
     const std::string usage = routing_usage("release --blocks IDS [options]",
-                                            "Releases operator pins of blocks (e.g. --blocks 3,4).");
+                                            "Releases operator pins of blocks (ids or names: --blocks 3,4 or --blocks blocks.3).");
     return run_routing("release", args, {{"--blocks", true}}, 0, usage,
                        [](const ParsedArgs& p, nlohmann::json& r) {
                            if (!require("release", p, "--blocks")) return false;

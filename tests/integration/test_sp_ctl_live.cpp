@@ -248,7 +248,7 @@ class TestSpCtlLive : public QObject {
         const auto agent = cycling_agent(dir);
         const QList<QStringList> bad = {
             {"pin", "--blocks", "3", "--precision", "fp4"},
-            {"pin", "--blocks", "x", "--precision", "int8"},
+            {"pin", "--blocks", "1,,2", "--precision", "int8"},
             {"pin", "--blocks", "1,-2", "--precision", "int8"},
             {"pin", "--precision", "int8"},
             {"pin", "--blocks", "3", "--precision", "int8", "--for-steps", "0"},
@@ -268,6 +268,28 @@ class TestSpCtlLive : public QObject {
         const Run zero = sp_ctl({"pin", "--blocks", "3", "--precision", "int8", "--for-steps", "0"});
         QVERIFY2(zero.err.contains("field 'for_steps': must be a positive integer"), zero.err.constData());
         QCOMPARE(agent->requests().size(), std::size_t(0));
+    }
+
+    // Blocks by name, as the dashboard shows them: resolved from the agent's snapshot; a name the
+    // run does not have is bad usage (exit 2) and sends no command.
+    void blocks_by_name() {
+        QTemporaryDir dir;
+        const auto agent = cycling_agent(dir);
+        const Run r = sp_ctl(routed(*agent, {"pin", "--blocks", "blocks.2,3", "--precision", "int8"}));
+        QVERIFY2(r.exit_code == 0, r.err.constData());
+        const auto commands = [&agent] {
+            std::vector<sp::protocol::Request> out;
+            for (const auto& q : agent->parsed_requests())
+                if (q.kind == sp::protocol::Request::Kind::command) out.push_back(q);
+            return out;
+        };
+        QCOMPARE(commands().size(), std::size_t(1));
+        QCOMPARE(commands().back().command.blocks, (std::vector<int>{2, 3}));
+        QVERIFY(agent->snapshot_requests() >= 1);  // the names came from the agent's layout
+        const Run unknown = sp_ctl(routed(*agent, {"release", "--blocks", "blocks.99"}));
+        QCOMPARE(unknown.exit_code, 2);
+        QVERIFY2(unknown.err.contains("has no block named 'blocks.99'"), unknown.err.constData());
+        QCOMPARE(commands().size(), std::size_t(1));
     }
 
     void no_server_is_exit_3_within_the_timeout() {
