@@ -2,6 +2,7 @@
 
 #include <QApplication>
 #include <cstdio>
+#include <cstdlib>
 
 #include "sp/ui/export.h"
 #include "sp/ui/main_window.h"
@@ -63,7 +64,14 @@ void HeadlessRun::poll() {
         std::fprintf(stderr, "sp-dashboard: timed out after %d s waiting for telemetry\n",
                      options_.timeout_seconds);
         if (!options_.screenshot.isEmpty()) sp::ui::exportPng(window_->renderWindow(), options_.screenshot);
-        finish(3);
+        // A source that never delivered may be blocked where no one can stop it: the open() of a
+        // FIFO without a writer, a read of a device that never ends. Returning from main would join
+        // its thread and hang, so a timed-out headless run ends the process here; it has nothing
+        // left to save (the screenshot is written).
+        poll_.stop();
+        std::fflush(stdout);
+        std::fflush(stderr);
+        std::_Exit(3);
     }
 }
 

@@ -5,6 +5,8 @@
 #include <QTemporaryDir>
 #include <QtTest>
 
+#include <sys/stat.h>
+
 #include <fstream>
 
 #include "dashboard_fixture.h"
@@ -159,6 +161,21 @@ class TestDashboardApp : public QObject {
         QCOMPARE(r.code, 3);
         QVERIFY2(r.err.contains(QStringLiteral("timed out")), qPrintable(r.err));
         QFile::remove(big);
+    }
+
+    // A replay source that blocks for good (a FIFO no one writes to, a device that never ends)
+    // still lets --timeout end the run with exit 3: the blocked reader is not waited for.
+    void timeoutEndsARunWhoseSourceBlocks() {
+        const QString fifo = dir_.filePath(QStringLiteral("no-writer.fifo"));
+        QVERIFY(::mkfifo(fifo.toLocal8Bit().constData(), 0600) == 0);
+        for (const QString& source : {fifo, QStringLiteral("/dev/zero")}) {
+            const Result r = runDashboard({QStringLiteral("--replay"), source, QStringLiteral("--screenshot"),
+                                           dir_.filePath(QStringLiteral("blocked.png")), QStringLiteral("--timeout"),
+                                           QStringLiteral("1")},
+                                          30000);
+            QVERIFY2(r.code == 3, qPrintable(source + QStringLiteral(": ") + r.err));
+            QVERIFY2(r.err.contains(QStringLiteral("timed out")), qPrintable(r.err));
+        }
     }
 
     // --help and --version answer without a display (no platform plugin is loaded for them).
