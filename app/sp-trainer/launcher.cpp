@@ -9,9 +9,11 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <climits>
 #include <cstring>
 #include <iostream>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -131,6 +133,47 @@ bool reap(std::vector<Rank>& ranks, int flags, int& first_failure) {
     return true;
 }
 
+// Once a rank has failed, the others cannot finish: one stalled in a collective, or stopped
+// (SIGSTOP), would keep the launcher waiting for good. They get SIGTERM (and SIGCONT, so that a
+// stopped one can take it) at once, and SIGKILL after this grace period.
+constexpr auto kStopGrace = std::chrono::seconds(10);
+
+class Survivors {
+  public:
+    // Called on every turn of the launcher's loop.
+    void stop_after_failure(const std::vector<Rank>& ranks, int first_failure) {
+        if (first_failure == 0) return;
+        const auto now = std::chrono::steady_clock::now();
+        if (!since_) {
+            since_ = now;
+            if (signal_live(ranks, SIGTERM))
+                std::cout << "[launcher] stopping the other ranks (SIGTERM; SIGKILL after "
+                          << kStopGrace.count() << " s)" << std::endl;
+        } else if (!killed_ && now - *since_ > kStopGrace) {
+            killed_ = true;
+            if (signal_live(ranks, SIGKILL))
+                std::cout << "[launcher] killed the ranks still running after " << kStopGrace.count() << " s"
+                          << std::endl;
+        }
+    }
+
+  private:
+    // Signals every rank not yet reaped; whether there was one.
+    static bool signal_live(const std::vector<Rank>& ranks, int sig) {
+        bool any = false;
+        for (const Rank& r : ranks) {
+            if (r.status != -1) continue;
+            ::kill(r.pid, sig);
+            if (sig == SIGTERM) ::kill(r.pid, SIGCONT);
+            any = true;
+        }
+        return any;
+    }
+
+    std::optional<std::chrono::steady_clock::time_point> since_;
+    bool killed_ = false;
+};
+
 }  // namespace
 
 int spawn_ranks(const std::vector<std::string>& args, const TrainerOptions& o) {
@@ -144,6 +187,7 @@ int spawn_ranks(const std::vector<std::string>& args, const TrainerOptions& o) {
 
     bool forwarded = false;
     int first_failure = 0;
+    Survivors survivors;
     for (std::size_t open = ranks.size(); open > 0;) {
         if (const int sig = stop_signal(); sig && !forwarded) {  // the operator stops the whole job
             for (const Rank& r : ranks) ::kill(r.pid, sig);
@@ -168,6 +212,7 @@ int spawn_ranks(const std::vector<std::string>& args, const TrainerOptions& o) {
         }
         while (reap(ranks, WNOHANG, first_failure)) {
         }
+        survivors.stop_after_failure(ranks, first_failure);
     }
     while (reap(ranks, 0, first_failure)) {
     }

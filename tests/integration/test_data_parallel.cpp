@@ -4,12 +4,15 @@
 // commands naming rank 0's endpoint, and killing rank 1 stops rank 0 with a clear error.
 #include <QtTest>
 
+#include <QDir>
+#include <QElapsedTimer>
 #include <QFile>
 #include <QProcess>
 #include <QTemporaryDir>
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -115,6 +118,7 @@ class TestDataParallel : public QObject {
   private slots:
     void shardedStatisticsMatchOneProcessAndMapsAgree();
     void pinReachesBothRanksAndKillingRank1StopsRank0();
+    void launcherStopsAStalledRankAfterAFailure();
 };
 
 void TestDataParallel::shardedStatisticsMatchOneProcessAndMapsAgree() {
@@ -308,6 +312,68 @@ void TestDataParallel::pinReachesBothRanksAndKillingRank1StopsRank0() {
     QCOMPARE(records.back().value("kind", ""), std::string("run_end"));
     QVERIFY2(records.back().value("reason", "").rfind("error: rank 0 of 2", 0) == 0,
              records.back().dump().c_str());
+}
+
+
+namespace {
+
+// The pid of the launcher's child that runs `--rank R` (its command line holds "--rank\0R\0"), or
+// -1 while there is none.
+pid_t rank_child(qint64 launcher, int rank) {
+    const QByteArray wanted = QByteArray("--rank") + '\0' + QByteArray::number(rank) + '\0';
+    for (const QString& entry : QDir("/proc").entryList(QDir::Dirs)) {
+        bool numeric = false;
+        const qint64 pid = entry.toLongLong(&numeric);
+        if (!numeric) continue;
+        QFile stat("/proc/" + entry + "/stat"), cmdline("/proc/" + entry + "/cmdline");
+        if (!stat.open(QIODevice::ReadOnly) || !cmdline.open(QIODevice::ReadOnly)) continue;
+        // "pid (comm) state ppid ...": the ppid is the second field after the closing parenthesis.
+        const QByteArray text = stat.readAll();
+        const QList<QByteArray> after = text.mid(text.lastIndexOf(')') + 2).split(' ');
+        if (after.size() > 1 && after[1].toLongLong() == launcher && cmdline.readAll().contains(wanted))
+            return pid_t(pid);
+    }
+    return -1;
+}
+
+}  // namespace
+
+// One rank stalls (SIGSTOP) in the middle of a job: the other fails its collective within
+// process_group_timeout_s, and the launcher then stops the stalled rank instead of waiting for it
+// for good, and exits with the first failure.
+void TestDataParallel::launcherStopsAStalledRankAfterAFailure() {
+    QTemporaryDir dir;
+    QProcess launcher;
+    launcher.setProcessChannelMode(QProcess::MergedChannels);
+    launcher.start(SP_TRAINER_PATH,
+                   QStringList{"--spawn", "2", "--steps", "1000000", "--eval-every", "1000000", "--threads", "1",
+                               "--no-network", "--no-telemetry", "--config",
+                               write_config(dir, "stall.json", {{"process_group_timeout_s", 3}})} +
+                       sp::test::small_model_args());
+    QVERIFY(launcher.waitForStarted(10000));
+    QByteArray out;
+    // Both ranks train: each has printed a progress line.
+    QElapsedTimer clock;
+    clock.start();
+    while (!(out.contains("[rank 0] step") && out.contains("[rank 1] step")) && clock.elapsed() < 120000) {
+        launcher.waitForReadyRead(1000);
+        out += launcher.readAll();
+    }
+    QVERIFY2(out.contains("[rank 1] step"), out.constData());
+    const pid_t stalled = rank_child(launcher.processId(), 1);
+    QVERIFY(stalled > 0);
+    QCOMPARE(::kill(stalled, SIGSTOP), 0);
+    // Rank 0 times out (3 s), the launcher stops rank 1 (SIGTERM + SIGCONT, SIGKILL after 10 s).
+    const bool finished = launcher.waitForFinished(90000);
+    out += launcher.readAll();
+    if (!finished) {
+        ::kill(stalled, SIGKILL);
+        launcher.kill();
+        launcher.waitForFinished();
+    }
+    QVERIFY2(finished, ("the launcher waited for the stalled rank: " + out.right(2000)).constData());
+    QVERIFY2(launcher.exitCode() != 0, out.right(2000).constData());
+    QVERIFY2(out.contains("[launcher] stopping the other ranks"), out.right(2000).constData());
 }
 
 QTEST_GUILESS_MAIN(TestDataParallel)
