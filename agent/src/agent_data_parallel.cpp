@@ -90,6 +90,13 @@ std::vector<Agent::CommandItem> Agent::exchange_commands(std::int64_t step, std:
     // A follower: the refusal its own queue answers with (nothing reaches it but a direct enqueue).
     for (CommandItem& item : local)
         if (item.done) item.done(CommandOutcome{false, commands_->check(item.command), {}}, step);
+    // Everything rank 0 sends at this boundary is received before it is judged: a follower that
+    // threw between the two broadcasts would leave rank 0 waiting out its timeout in the second
+    // one, blaming the wrong collective.
+    if (header[kHeaderBytes] > 0) {
+        bytes.assign(std::size_t(header[kHeaderBytes]), '\0');
+        link->broadcast(bytes, "broadcast of the operator's commands", step);
+    }
     if (header[kHeaderStep] != step)
         throw DistributedError("rank " + std::to_string(link->rank()) + " is at step " +
                                std::to_string(step) + " but rank 0 at step " +
@@ -102,8 +109,6 @@ std::vector<Agent::CommandItem> Agent::exchange_commands(std::int64_t step, std:
             "loss feedback disagree. Stopping: the replicas would diverge");
     std::vector<CommandItem> received;
     if (header[kHeaderBytes] == 0) return received;
-    bytes.assign(std::size_t(header[kHeaderBytes]), '\0');
-    link->broadcast(bytes, "broadcast of the operator's commands", step);
     for (const nlohmann::json& entry : nlohmann::json::parse(bytes)) {
         CommandItem item;
         std::string error;
