@@ -10,6 +10,7 @@
 #include <QTableView>
 #include <QTemporaryDir>
 #include <QStatusBar>
+#include <QToolButton>
 #include <QtTest>
 
 #include "dashboard_fixture.h"
@@ -26,6 +27,7 @@
 #include "sp/ui/export.h"
 #include "sp/ui/heatmap_view.h"
 #include "sp/ui/main_window.h"
+#include "sp/ui/replay_bar.h"
 #include "sp/ui/run_session.h"
 #include "sp/ui/telemetry_source.h"
 #include "sp/ui/timeline.h"
@@ -87,6 +89,26 @@ class TestMainWindow : public QObject {
             QVERIFY2(a != nullptr, name);
             QVERIFY2(!a->isEnabled(), name);
         }
+        // ... and so are the Pin menu button and the pins' terms, which look usable otherwise.
+        auto* pin_button = w.findChild<QToolButton*>(QStringLiteral("pinButton"));
+        QVERIFY(pin_button != nullptr);
+        QVERIFY(!pin_button->isEnabled());
+        QVERIFY(!actionNamed(w, QStringLiteral("Pins release on a loss spike"))->isEnabled());
+
+        // Play, then pause: the button shows the pause icon while playing and the play icon once
+        // paused, although a pause moves nothing the repaint would redraw for.
+        QToolButton* play = nullptr;
+        for (QToolButton* b : w.findChild<ReplayBar*>()->findChildren<QToolButton*>())
+            if (b->toolTip().startsWith(QStringLiteral("Play / pause"))) play = b;
+        QVERIFY(play != nullptr);
+        const auto shows = [play](QStyle::StandardPixmap icon) {
+            return play->icon().pixmap(16).toImage() == play->style()->standardIcon(icon).pixmap(16).toImage();
+        };
+        w.refreshViews();
+        play->click();
+        QVERIFY(shows(QStyle::SP_MediaPause));
+        play->click();
+        QVERIFY(shows(QStyle::SP_MediaPlay));
     }
 
     // Double-clicking an event moves the timeline to its step; away from the live edge the event

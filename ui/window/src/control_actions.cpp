@@ -159,6 +159,9 @@ void ControlActions::updateEnabled() {
     release_->setEnabled(selected);
     release_all_->setEnabled(control);
     for (QAction* a : modes_) a->setEnabled(control);
+    // The pins' terms only shape pins sent from here: off where no pin can be sent (a replay).
+    lifetime_->setEnabled(control);
+    on_spike_->setEnabled(control);
     for (sp::Mode m : {sp::Mode::dynamic, sp::Mode::budget, sp::Mode::static_, sp::Mode::off})
         modes_[std::size_t(m)]->setChecked(session_ != nullptr && session_->policyMode() == m);
     budget_->setEnabled(control);

@@ -44,6 +44,9 @@ ReplayBar::ReplayBar(Timeline* timeline, QWidget* parent)
     row->addWidget(speed_);
 
     connect(play_, &QToolButton::clicked, timeline_, &Timeline::togglePlay);
+    // A pause moves nothing, so the repaint tick (which redraws on new data or a new position)
+    // would leave the pause icon up: the icon follows the timeline's own signal.
+    connect(timeline_, &Timeline::playingChanged, this, &ReplayBar::refresh);
     connect(back_, &QToolButton::clicked, timeline_, &Timeline::stepBack);
     connect(forward_, &QToolButton::clicked, timeline_, &Timeline::stepForward);
     connect(slider_, &QSlider::valueChanged, this,
