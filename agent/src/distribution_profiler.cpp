@@ -99,9 +99,9 @@ double DistributionProfiler::layer_snr(Precision p, const TensorProfile& w, cons
 }
 
 std::array<double, kPrecisionCount> DistributionProfiler::sampled_output_snr(const at::Tensor& w,
-                                                                            const InputSample& input,
-                                                                            std::int64_t step,
-                                                                            std::uint64_t stream) const {
+                                                                             const InputSample& input,
+                                                                             std::int64_t step,
+                                                                             std::uint64_t stream) const {
     // Every format scales each output row on its own (a row scale, or groups within the row), so
     // the sampled rows are quantized exactly as in the whole matrix: only they are gathered (on the
     // weight's device), copied to the host and quantized, which bounds the cost per layer however
@@ -109,16 +109,17 @@ std::array<double, kPrecisionCount> DistributionProfiler::sampled_output_snr(con
     const auto out_rows = std::size_t(w.size(0));
     at::Tensor rows = w.detach().reshape({w.size(0), -1});
     if (out_rows > kWeightRows) {
-        const std::vector<std::size_t> picked =
-            sample_row_indices(out_rows, kWeightRows, seed_ ^ (std::uint64_t(step) * 0x9E3779B97F4A7C15ull), stream);
+        const std::vector<std::size_t> picked = sample_row_indices(
+            out_rows, kWeightRows, seed_ ^ (std::uint64_t(step) * 0x9E3779B97F4A7C15ull), stream);
         std::vector<std::int64_t> index(picked.begin(), picked.end());
         rows = rows.index_select(0, at::tensor(index, at::kLong).to(w.device()));
     }
     const at::Tensor host = host_float(rows);
     const auto cols = std::size_t(host.size(1));
     const std::vector<Precision> formats(kLowFormatsCheapestFirst.begin(), kLowFormatsCheapestFirst.end());
-    const std::vector<double> measured = output_snr_db(formats, host.data_ptr<float>(), std::size_t(host.size(0)),
-                                                       cols, input.tokens.data(), input.count, int4_group_);
+    const std::vector<double> measured =
+        output_snr_db(formats, host.data_ptr<float>(), std::size_t(host.size(0)), cols, input.tokens.data(),
+                      input.count, int4_group_);
     std::array<double, kPrecisionCount> snr{};
     for (std::size_t f = 0; f < formats.size(); ++f) snr[std::size_t(formats[f])] = measured[f];
     return snr;
@@ -141,7 +142,8 @@ std::vector<BlockSnr> DistributionProfiler::finish(std::int64_t step) {
             } else {
                 const at::Tensor host = host_float(w);  // once per layer, for the profile and every format
                 const TensorProfile weight = profile(host, false, step, stream);
-                for (Precision p : kLowFormatsCheapestFirst) snr[std::size_t(p)] = layer_snr(p, weight, input);
+                for (Precision p : kLowFormatsCheapestFirst)
+                    snr[std::size_t(p)] = layer_snr(p, weight, input);
             }
             for (Precision p : kLowFormatsCheapestFirst) {
                 double& worst = out[b].snr_db[std::size_t(p)];

@@ -76,7 +76,8 @@ at::Tensor int4_codes(const at::Tensor& bytes, std::int64_t rows, std::int64_t c
 }  // namespace
 
 PayloadExpander::PayloadExpander(c10::Device device)
-    : fp8_e4m3_(decode_table(Precision::fp8_e4m3, device)), fp8_e5m2_(decode_table(Precision::fp8_e5m2, device)) {}
+    : fp8_e4m3_(decode_table(Precision::fp8_e4m3, device)),
+      fp8_e5m2_(decode_table(Precision::fp8_e5m2, device)) {}
 
 void PayloadExpander::expand(const at::Tensor& values, const at::Tensor& scales, const Payload& meta,
                              const at::Tensor& param) const {

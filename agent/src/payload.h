@@ -25,9 +25,9 @@ namespace sp::agent::detail {
 struct Payload {
     Precision precision = Precision::bf16;
     std::int64_t rows = 0, cols = 0;
-    std::size_t group = 0;               // INT4 only
-    std::vector<std::uint8_t> values;    // bf16 bits, or the codes
-    std::vector<float> scales;           // empty for BF16
+    std::size_t group = 0;             // INT4 only
+    std::vector<std::uint8_t> values;  // bf16 bits, or the codes
+    std::vector<float> scales;         // empty for BF16
     // Optional, set by CudaStagedUploader::pin for a payload that is streamed again and again (a
     // frozen weight): the same bytes in page-locked host memory, values then scales at
     // pinned_scales_offset, which the upload copies to the device directly (DMA, no host copy).

@@ -77,7 +77,8 @@ bool ReferencePrecisionRuntime::frozen(std::size_t block, std::size_t k) const {
     return !blocks_[block].streamed()[k].requires_grad();
 }
 
-const detail::Payload& ReferencePrecisionRuntime::frozen_payload(std::size_t block, std::size_t k, Precision p) {
+const detail::Payload& ReferencePrecisionRuntime::frozen_payload(std::size_t block, std::size_t k,
+                                                                 Precision p) {
     std::shared_ptr<detail::Payload>& cached = frozen_payloads_[block][k];
     if (cached && cached->precision == p) return *cached;
 #if SP_AGENT_HAVE_CUDA
@@ -105,14 +106,16 @@ TransferBytes ReferencePrecisionRuntime::materialize(std::size_t block) {
             // Packed once, expanded every time: the same values as materialized(), without quantizing
             // an unchanging master again at every step.
             const detail::Payload& payload = frozen_payload(block, k, p);
-            if (!host_expander_) host_expander_ = std::make_shared<detail::PayloadExpander>(c10::Device(c10::kCPU));
+            if (!host_expander_)
+                host_expander_ = std::make_shared<detail::PayloadExpander>(c10::Device(c10::kCPU));
             auto* values = const_cast<std::uint8_t*>(payload.values.data());
             auto* scales = const_cast<float*>(payload.scales.data());
             host_expander_->expand(at::from_blob(values, {std::int64_t(payload.values.size())}, at::kByte),
                                    at::from_blob(scales, {std::int64_t(payload.scales.size())}, at::kFloat),
                                    payload, params[k]);
         } else {
-            detail::assign(params[k], detail::materialized(master, p, blocks_[block].harsh_int8_step, int4_group_));
+            detail::assign(params[k],
+                           detail::materialized(master, p, blocks_[block].harsh_int8_step, int4_group_));
         }
         bytes.copied += detail::materialized_bytes(master, p, int4_group_);
         bytes.bf16 += detail::materialized_bytes(master, Precision::bf16);
@@ -133,7 +136,8 @@ TransferBytes ReferencePrecisionRuntime::materialize_uploaded([[maybe_unused]] s
         const at::Tensor& master = masters_[block][k];
         bytes.bf16 += detail::materialized_bytes(master, Precision::bf16);
         if (!params[k].is_cuda() || planted) {
-            detail::assign(params[k], detail::materialized(master, p, blocks_[block].harsh_int8_step, int4_group_));
+            detail::assign(params[k],
+                           detail::materialized(master, p, blocks_[block].harsh_int8_step, int4_group_));
             bytes.copied += detail::materialized_bytes(master, p, int4_group_);
         } else if (frozen(block, k)) {
             uploader_->add(params[k], frozen_payload(block, k, p));

@@ -296,14 +296,14 @@ std::string json_scalar(const nlohmann::json& j, const char* key) {
 }  // namespace
 
 int run_pin(const Args& args) {
-    const std::string usage =
-        routing_usage("pin --blocks IDS --precision P [--for-steps N] [--release-on-spike] [options]",
-                      "Pins blocks (ids or names: --blocks 3,4 or --blocks blocks.3) to a precision: bf16, int8, fp8_e4m3, "
-                      "fp8_e5m2, int4.\nThe agent applies it at the next step boundary; a format its "
-                      "runtime cannot materialize is rejected.\n"
-                      "  --for-steps N          the pin ends by itself N steps after it applied\n"
-                      "  --release-on-spike     a loss spike ends the pin (a block pinned below BF16 goes\n"
-                      "                         back to BF16, as a rollback would move it)");
+    const std::string usage = routing_usage(
+        "pin --blocks IDS --precision P [--for-steps N] [--release-on-spike] [options]",
+        "Pins blocks (ids or names: --blocks 3,4 or --blocks blocks.3) to a precision: bf16, int8, fp8_e4m3, "
+        "fp8_e5m2, int4.\nThe agent applies it at the next step boundary; a format its "
+        "runtime cannot materialize is rejected.\n"
+        "  --for-steps N          the pin ends by itself N steps after it applied\n"
+        "  --release-on-spike     a loss spike ends the pin (a block pinned below BF16 goes\n"
+        "                         back to BF16, as a rollback would move it)");
     return run_routing(
         "pin", args,
         {{"--blocks", true}, {"--precision", true}, {"--for-steps", true}, {"--release-on-spike", false}}, 0,
@@ -331,8 +331,9 @@ int run_pin(const Args& args) {
 }
 
 int run_release(const Args& args) {
-    const std::string usage = routing_usage("release --blocks IDS [options]",
-                                            "Releases operator pins of blocks (ids or names: --blocks 3,4 or --blocks blocks.3).");
+    const std::string usage =
+        routing_usage("release --blocks IDS [options]",
+                      "Releases operator pins of blocks (ids or names: --blocks 3,4 or --blocks blocks.3).");
     return run_routing("release", args, {{"--blocks", true}}, 0, usage,
                        [](const ParsedArgs& p, nlohmann::json& r) {
                            if (!require("release", p, "--blocks")) return false;

@@ -130,7 +130,8 @@ int run_simulate(const Args& args) {
             std::fprintf(stderr,
                          "sp-ctl simulate: %zu blocks, %llu steps, %zu updates, %llu commands, %zu "
                          "rollbacks, %zu pin releases; at "
-                         "step %lld: %d bf16, %d int8, %d fp8, %d int4, estimated bandwidth saving %.2f%% (from element "
+                         "step %lld: %d bf16, %d int8, %d fp8, %d int4, estimated bandwidth saving %.2f%% "
+                         "(from element "
                          "widths; a runtime's measured saving also counts its scales)\n",
                          result.layout.size(), static_cast<unsigned long long>(result.steps),
                          result.records.size(), static_cast<unsigned long long>(result.commands),

@@ -460,7 +460,8 @@ int run(const TrainerOptions& o) {
     }
 
     agent::ReferencePrecisionRuntime runtime(agent.blocks(), std::size_t(o.config.int4_group_size));
-    runtime.set_weight_residency(o.resident ? agent::WeightResidency::resident : agent::WeightResidency::streamed);
+    runtime.set_weight_residency(o.resident ? agent::WeightResidency::resident
+                                            : agent::WeightResidency::streamed);
     model.set_compute_formats(runtime.precisions(), std::size_t(o.config.int4_group_size));
     std::unique_ptr<SnrValidation> validation;
     if (!o.snr_validation.empty()) validation = std::make_unique<SnrValidation>(o.snr_validation, o.config);

@@ -43,11 +43,12 @@ void print_summary(const TrainerOptions& o, const agent::Agent& agent,
                   100.0 * t.low_share())
         << format("  switches         %lld block precision changes (%llu loss-feedback rollbacks)\n",
                   static_cast<long long>(t.switches), static_cast<unsigned long long>(agent.rollbacks()))
-        << format("  measured saving  %.2f%% average per step (%.2f%% of all bytes copied vs all-BF16; bytes "
-                  "the runtime copied, scales included: the records' estimated saving counts element "
-                  "widths only)\n",
-                  t.saving_pct_sum / double(std::max<std::int64_t>(t.steps_done, 1)),
-                  runtime.total_bytes().saving_pct())
+        << format(
+               "  measured saving  %.2f%% average per step (%.2f%% of all bytes copied vs all-BF16; bytes "
+               "the runtime copied, scales included: the records' estimated saving counts element "
+               "widths only)\n",
+               t.saving_pct_sum / double(std::max<std::int64_t>(t.steps_done, 1)),
+               runtime.total_bytes().saving_pct())
         << format(
                "  agent overhead   %.3f s = %.2f%% of training-step time (collect %.3f s, hints %.3f s, "
                "bookkeeping %.3f s, distribution statistics %.3f s)\n",
@@ -116,8 +117,10 @@ void write_summary_json(const TrainerOptions& o, const agent::Agent& agent,
         {"agent_collect_s", agent.overhead().collect_s},
         {"agent_hints_s", agent.overhead().hints_s},
         {"profiling_s", agent.overhead().distribution_s},
-        {"bytes_copied_per_step", t.steps_done > 0 ? double(t.bytes_copied_in_steps) / double(t.steps_done) : 0.0},
-        {"bytes_bf16_per_step", t.steps_done > 0 ? double(t.bytes_bf16_in_steps) / double(t.steps_done) : 0.0},
+        {"bytes_copied_per_step",
+         t.steps_done > 0 ? double(t.bytes_copied_in_steps) / double(t.steps_done) : 0.0},
+        {"bytes_bf16_per_step",
+         t.steps_done > 0 ? double(t.bytes_bf16_in_steps) / double(t.steps_done) : 0.0},
         {"calibration", t.calibration},
     };
     std::ofstream out(o.summary_json);

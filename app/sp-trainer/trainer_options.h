@@ -65,7 +65,7 @@ struct TrainerOptions {
     bool resident = false;
     bool adapter_rank_given = false;
     // Live telemetry and control (agent/PROTOCOL.md).
-    bool no_network = false;  // --no-network: bind no sockets
+    bool no_network = false;           // --no-network: bind no sockets
     bool network_unavailable = false;  // built without the transport: no_network implied
     std::string telemetry_endpoint = "tcp://127.0.0.1:5556";
     std::string control_endpoint = "tcp://127.0.0.1:5557";

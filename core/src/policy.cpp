@@ -222,7 +222,8 @@ std::string Policy::unpinned_in(const std::vector<int>& blocks) const {
     std::string unpinned;
     for (int b : blocks) {
         if (pins_[std::size_t(b)]) continue;
-        unpinned += (unpinned.empty() ? "" : ", ") + layout_[std::size_t(b)].name + " (" + std::to_string(b) + ")";
+        unpinned +=
+            (unpinned.empty() ? "" : ", ") + layout_[std::size_t(b)].name + " (" + std::to_string(b) + ")";
     }
     if (unpinned.empty()) return {};
     return "release: not pinned, nothing to release: " + unpinned;

@@ -81,7 +81,8 @@ double dot(const float* a, const float* b, std::size_t n) {
 }  // namespace
 
 std::vector<double> output_snr_db(const std::vector<Precision>& formats, const float* w, std::size_t out,
-                                  std::size_t in, const float* x, std::size_t tokens, std::size_t int4_group) {
+                                  std::size_t in, const float* x, std::size_t tokens,
+                                  std::size_t int4_group) {
     // The unquantized output once, for every format.
     std::vector<double> y(tokens * out);
     double signal = 0;

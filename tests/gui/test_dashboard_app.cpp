@@ -170,8 +170,8 @@ class TestDashboardApp : public QObject {
         QVERIFY(::mkfifo(fifo.toLocal8Bit().constData(), 0600) == 0);
         for (const QString& source : {fifo, QStringLiteral("/dev/zero")}) {
             const Result r = runDashboard({QStringLiteral("--replay"), source, QStringLiteral("--screenshot"),
-                                           dir_.filePath(QStringLiteral("blocked.png")), QStringLiteral("--timeout"),
-                                           QStringLiteral("1")},
+                                           dir_.filePath(QStringLiteral("blocked.png")),
+                                           QStringLiteral("--timeout"), QStringLiteral("1")},
                                           30000);
             QVERIFY2(r.code == 3, qPrintable(source + QStringLiteral(": ") + r.err));
             QVERIFY2(r.err.contains(QStringLiteral("timed out")), qPrintable(r.err));

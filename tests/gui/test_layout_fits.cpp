@@ -6,9 +6,9 @@
 // from the text and the style, not against what the view happened to give.
 #include <QComboBox>
 #include <QHeaderView>
-#include <QStyleOptionComboBox>
 #include <QLabel>
 #include <QStatusBar>
+#include <QStyleOptionComboBox>
 #include <QTableView>
 #include <QTemporaryDir>
 #include <QToolBar>
@@ -136,7 +136,8 @@ class TestLayoutFits : public QObject {
     void runPickerShowsTheWholeState() {
         QFETCH(QSize, size);
         const QString file =
-            dir_.filePath(QStringLiteral("a-fine-tune-of-the-cluster-run-with-a-very-long-name-%1.jsonl").arg(size.width()));
+            dir_.filePath(QStringLiteral("a-fine-tune-of-the-cluster-run-with-a-very-long-name-%1.jsonl")
+                              .arg(size.width()));
         sp::test::writeDashboardFixture(file.toStdString(), 6, 600);
         MainWindow w;
         w.resize(size);
@@ -152,8 +153,8 @@ class TestLayoutFits : public QObject {
         QVERIFY2(text.contains(QChar(0x2026)), qPrintable(text));  // the name, elided
         QStyleOptionComboBox option;
         option.initFrom(picker);
-        const QRect field =
-            picker->style()->subControlRect(QStyle::CC_ComboBox, &option, QStyle::SC_ComboBoxEditField, picker);
+        const QRect field = picker->style()->subControlRect(QStyle::CC_ComboBox, &option,
+                                                            QStyle::SC_ComboBoxEditField, picker);
         QVERIFY2(picker->fontMetrics().horizontalAdvance(text) <= field.width(),
                  qPrintable(QStringLiteral("'%1' needs %2 px, has %3")
                                 .arg(text)

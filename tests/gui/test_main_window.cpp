@@ -7,9 +7,9 @@
 #include <QLineEdit>
 #include <QScreen>
 #include <QSettings>
+#include <QStatusBar>
 #include <QTableView>
 #include <QTemporaryDir>
-#include <QStatusBar>
 #include <QToolButton>
 #include <QtTest>
 
@@ -102,7 +102,8 @@ class TestMainWindow : public QObject {
             if (b->toolTip().startsWith(QStringLiteral("Play / pause"))) play = b;
         QVERIFY(play != nullptr);
         const auto shows = [play](QStyle::StandardPixmap icon) {
-            return play->icon().pixmap(16).toImage() == play->style()->standardIcon(icon).pixmap(16).toImage();
+            return play->icon().pixmap(16).toImage() ==
+                   play->style()->standardIcon(icon).pixmap(16).toImage();
         };
         w.refreshViews();
         play->click();

@@ -145,11 +145,13 @@ class TestRunSession : public QObject {
         rig.source->header(h);
         QCOMPARE(int(rig.session->policyMode()), int(sp::Mode::dynamic));
         QCOMPARE(rig.session->budgetTargetPct(), 40.0);
-        rig.source->records({eventRecord(
-            "command", 101, R"({"command":{"cmd":"set_budget","target_pct":70},"ok":false,"error":"mode"})")});
+        rig.source->records(
+            {eventRecord("command", 101,
+                         R"({"command":{"cmd":"set_budget","target_pct":70},"ok":false,"error":"mode"})")});
         QCOMPARE(rig.session->budgetTargetPct(), 40.0);
-        rig.source->records({eventRecord("command", 102, R"({"command":{"cmd":"set_mode","mode":"budget"},"ok":true})"),
-                             eventRecord("command", 102, R"({"command":{"cmd":"set_budget","target_pct":65},"ok":true})")});
+        rig.source->records(
+            {eventRecord("command", 102, R"({"command":{"cmd":"set_mode","mode":"budget"},"ok":true})"),
+             eventRecord("command", 102, R"({"command":{"cmd":"set_budget","target_pct":65},"ok":true})")});
         QCOMPARE(int(rig.session->policyMode()), int(sp::Mode::budget));
         QCOMPARE(rig.session->budgetTargetPct(), 65.0);
         sp::UpdateRecord r = uniformUpdate(110, 4);

@@ -314,7 +314,6 @@ void TestDataParallel::pinReachesBothRanksAndKillingRank1StopsRank0() {
              records.back().dump().c_str());
 }
 
-
 namespace {
 
 // The pid of the launcher's child that runs `--rank R` (its command line holds "--rank\0R\0"), or
@@ -346,8 +345,8 @@ void TestDataParallel::launcherStopsAStalledRankAfterAFailure() {
     QProcess launcher;
     launcher.setProcessChannelMode(QProcess::MergedChannels);
     launcher.start(SP_TRAINER_PATH,
-                   QStringList{"--spawn", "2", "--steps", "1000000", "--eval-every", "1000000", "--threads", "1",
-                               "--no-network", "--no-telemetry", "--config",
+                   QStringList{"--spawn", "2", "--steps", "1000000", "--eval-every", "1000000", "--threads",
+                               "1", "--no-network", "--no-telemetry", "--config",
                                write_config(dir, "stall.json", {{"process_group_timeout_s", 3}})} +
                        sp::test::small_model_args());
     QVERIFY(launcher.waitForStarted(10000));

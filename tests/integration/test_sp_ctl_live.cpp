@@ -236,8 +236,9 @@ class TestSpCtlLive : public QObject {
             QVERIFY(r.kind == sp::protocol::Request::Kind::ping);
         // No agent at all: that is what the user hears, not a telemetry hint.
         const QString nobody = "ipc://" + dir.filePath("nobody-listens-here");
-        const Run alone = sp_ctl({"pin", "--blocks", "1", "--precision", "int8", "--endpoint", nobody, "--timeout",
-                                  "1", "--telemetry-endpoint", "ipc://" + dir.filePath("nobody-publishes-here")});
+        const Run alone =
+            sp_ctl({"pin", "--blocks", "1", "--precision", "int8", "--endpoint", nobody, "--timeout", "1",
+                    "--telemetry-endpoint", "ipc://" + dir.filePath("nobody-publishes-here")});
         QCOMPARE(alone.exit_code, 3);
         QVERIFY2(alone.err.contains(QByteArray("no answer from ") + nobody.toUtf8()), alone.err.constData());
         QVERIFY2(!alone.err.contains("telemetry endpoint"), alone.err.constData());

@@ -226,7 +226,8 @@ class TestSpTrainer : public QObject {
         const auto checks = read_jsonl(validation);
         QCOMPARE(checks.size(), std::size_t(6 * 3 * 4 * 4));
         for (const auto& c : checks)
-            for (const char* key : {"truth", "zeroing", "sample", "output_sample", "output_sample_rows", "weight_measured"})
+            for (const char* key :
+                 {"truth", "zeroing", "sample", "output_sample", "output_sample_rows", "weight_measured"})
                 QVERIFY2(c.contains(key), c.dump().c_str());
         QVERIFY2(r.out.contains("SNR validation: layer outputs"), r.out.constData());
         std::vector<nlohmann::json> updates;

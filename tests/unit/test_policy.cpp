@@ -594,10 +594,12 @@ void TestPolicy::construction_rejects_config_that_does_not_fit_layout() {
         const std::string what = e.what();
         QVERIFY2(e.problems().size() <= 8, what.substr(0, 2000).c_str());
         QVERIFY2(what.size() < 4000, what.substr(0, 4000).c_str());
-        QVERIFY2(what.find("blocks 48, 49, 50") != std::string::npos && what.find("and 199942 more") != std::string::npos,
+        QVERIFY2(what.find("blocks 48, 49, 50") != std::string::npos &&
+                     what.find("and 199942 more") != std::string::npos,
                  what.c_str());
         QVERIFY2(what.find("are in both") != std::string::npos, what.c_str());
-        QVERIFY2(what.find("block ids must be >= 0, got -200000, -199999") != std::string::npos, what.c_str());
+        QVERIFY2(what.find("block ids must be >= 0, got -200000, -199999") != std::string::npos,
+                 what.c_str());
     }
 }
 

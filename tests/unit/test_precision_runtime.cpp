@@ -6,8 +6,8 @@
 
 #include <cstdint>
 #include <limits>
-#include <string>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "../common/torch_reference.h"
@@ -306,22 +306,24 @@ class TestPrecisionRuntime : public QObject {
                     }
                     const auto payload = sp::agent::detail::pack_payload(master, p, group);
                     QCOMPARE(payload.bytes(), sp::agent::detail::materialized_bytes(master, p, group));
-                    torch::Tensor values = torch::from_blob(const_cast<std::uint8_t*>(payload.values.data()),
-                                                            {std::int64_t(payload.values.size())}, torch::kByte);
-                    torch::Tensor scales = torch::from_blob(const_cast<float*>(payload.scales.data()),
-                                                            {std::int64_t(payload.scales.size())}, torch::kFloat);
+                    torch::Tensor values =
+                        torch::from_blob(const_cast<std::uint8_t*>(payload.values.data()),
+                                         {std::int64_t(payload.values.size())}, torch::kByte);
+                    torch::Tensor scales =
+                        torch::from_blob(const_cast<float*>(payload.scales.data()),
+                                         {std::int64_t(payload.scales.size())}, torch::kFloat);
                     torch::Tensor param = torch::full(shape, 42.0f);
                     expander.expand(values, scales, payload, param);
                     const torch::Tensor expected = sp::agent::detail::materialized(master, p, 0.0, group);
                     QVERIFY2(torch::equal(param, expected),
-                             (std::string(sp::to_string(p)) + " group " + std::to_string(group) + " shape of " +
-                              std::to_string(master.numel()))
+                             (std::string(sp::to_string(p)) + " group " + std::to_string(group) +
+                              " shape of " + std::to_string(master.numel()))
                                  .c_str());
                 }
         torch::Tensor param = torch::zeros({3});
         const auto payload = sp::agent::detail::pack_payload(torch::ones({4}), Precision::int8);
-        QVERIFY_THROWS_EXCEPTION(std::invalid_argument,
-                                 expander.expand(torch::zeros({4}, torch::kByte), torch::ones({1}), payload, param));
+        QVERIFY_THROWS_EXCEPTION(std::invalid_argument, expander.expand(torch::zeros({4}, torch::kByte),
+                                                                        torch::ones({1}), payload, param));
     }
 
     // A frozen block (a fine-tune's base) is streamed every step by default and sent once when
@@ -332,7 +334,8 @@ class TestPrecisionRuntime : public QObject {
         torch::nn::Linear frozen_layer(64, 32), trained_layer(64, 32);
         for (auto& p : frozen_layer->parameters()) p.requires_grad_(false);
         const torch::Tensor original = frozen_layer->weight.detach().clone();
-        ReferencePrecisionRuntime rt({block_of(0, "frozen", *frozen_layer), block_of(1, "trained", *trained_layer)});
+        ReferencePrecisionRuntime rt(
+            {block_of(0, "frozen", *frozen_layer), block_of(1, "trained", *trained_layer)});
         rt.on_hints(hints_of({Precision::int8, Precision::bf16}));
         auto step = [&](bool restore_frozen) {
             rt.before_optimizer_step(restore_frozen);
@@ -358,9 +361,10 @@ class TestPrecisionRuntime : public QObject {
         rt.before_optimizer_step(false);
         rt.on_hints(hints_of({Precision::int4, Precision::bf16}));  // a new format inside the window
         rt.after_optimizer_step();
-        QCOMPARE(rt.step_bytes().copied, sp::agent::detail::materialized_bytes(frozen_layer->weight, Precision::int4) +
-                                             sp::agent::detail::materialized_bytes(frozen_layer->bias, Precision::int4) +
-                                             kLinearBf16);
+        QCOMPARE(rt.step_bytes().copied,
+                 sp::agent::detail::materialized_bytes(frozen_layer->weight, Precision::int4) +
+                     sp::agent::detail::materialized_bytes(frozen_layer->bias, Precision::int4) +
+                     kLinearBf16);
         QVERIFY(same(frozen_layer->weight, ref_format(original, Precision::int4)));
         rt.before_optimizer_step();
         QVERIFY(same(frozen_layer->weight, original));  // the master is the pristine weight

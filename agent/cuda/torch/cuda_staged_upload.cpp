@@ -9,7 +9,6 @@
 #include <cstring>
 #include <stdexcept>
 
-
 namespace sp::agent::detail {
 namespace {
 
@@ -53,9 +52,11 @@ void CudaStagedUploader::reserve(std::size_t staged, std::size_t arena) {
     // Growing: the old buffers may still be in use (staging by the copy, arena by the expansion).
     if (in_flight_) C10_CUDA_CHECK(cudaEventSynchronize(consumed_));
     if (!staging_fits)
-        staging_ = at::empty({static_cast<std::int64_t>(staged)}, at::TensorOptions().dtype(at::kByte).pinned_memory(true));
+        staging_ = at::empty({static_cast<std::int64_t>(staged)},
+                             at::TensorOptions().dtype(at::kByte).pinned_memory(true));
     if (!arena_fits)
-        arena_ = at::empty({static_cast<std::int64_t>(arena)}, at::TensorOptions().dtype(at::kByte).device(device_));
+        arena_ = at::empty({static_cast<std::int64_t>(arena)},
+                           at::TensorOptions().dtype(at::kByte).device(device_));
 }
 
 void CudaStagedUploader::begin() {
@@ -70,12 +71,14 @@ void CudaStagedUploader::wait_for_copy() {
 
 void CudaStagedUploader::pin(Payload& payload) {
     payload.pinned_scales_offset = align16(payload.values.size());
-    const auto n = static_cast<std::int64_t>(payload.pinned_scales_offset + payload.scales.size() * sizeof(float));
+    const auto n =
+        static_cast<std::int64_t>(payload.pinned_scales_offset + payload.scales.size() * sizeof(float));
     payload.pinned = at::empty({n}, at::TensorOptions().dtype(at::kByte).pinned_memory(true));
     auto* bytes = static_cast<unsigned char*>(payload.pinned.data_ptr());
     if (!payload.values.empty()) std::memcpy(bytes, payload.values.data(), payload.values.size());
     if (!payload.scales.empty())
-        std::memcpy(bytes + payload.pinned_scales_offset, payload.scales.data(), payload.scales.size() * sizeof(float));
+        std::memcpy(bytes + payload.pinned_scales_offset, payload.scales.data(),
+                    payload.scales.size() * sizeof(float));
 }
 
 void CudaStagedUploader::add(const at::Tensor& param, const Payload& payload) {
@@ -100,9 +103,11 @@ void CudaStagedUploader::add(const at::Tensor& param, const Payload& payload) {
     it.values_offset = align16(packing_.size());
     it.scales_offset = align16(it.values_offset + it.values_bytes);
     packing_.resize(it.scales_offset + it.scales_count * sizeof(float));
-    if (it.values_bytes) std::memcpy(packing_.data() + it.values_offset, payload.values.data(), it.values_bytes);
+    if (it.values_bytes)
+        std::memcpy(packing_.data() + it.values_offset, payload.values.data(), it.values_bytes);
     if (it.scales_count)
-        std::memcpy(packing_.data() + it.scales_offset, payload.scales.data(), it.scales_count * sizeof(float));
+        std::memcpy(packing_.data() + it.scales_offset, payload.scales.data(),
+                    it.scales_count * sizeof(float));
     items_.push_back(std::move(it));
 }
 
@@ -128,7 +133,8 @@ std::uint64_t CudaStagedUploader::finish() {
     // The side stream may overwrite the device arena only after the compute stream has read it.
     if (in_flight_) C10_CUDA_CHECK(cudaStreamWaitEvent(side, consumed_, 0));
     auto* arena = static_cast<unsigned char*>(arena_.data_ptr());
-    if (staged) C10_CUDA_CHECK(cudaMemcpyAsync(arena, staging_.data_ptr(), staged, cudaMemcpyHostToDevice, side));
+    if (staged)
+        C10_CUDA_CHECK(cudaMemcpyAsync(arena, staging_.data_ptr(), staged, cudaMemcpyHostToDevice, side));
     for (const Item& it : items_)
         if (it.pinned && it.pinned->numel() > 0)
             C10_CUDA_CHECK(cudaMemcpyAsync(arena + it.values_offset, it.pinned->data_ptr(),

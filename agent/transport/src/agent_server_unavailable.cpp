@@ -15,7 +15,8 @@ bool transport_available() {
 
 // NOLINTNEXTLINE(performance-unnecessary-value-param): agent_server.h's signature
 AgentServer::AgentServer(ServerOptions options, ServerBackend& /*backend*/) {
-    throw std::runtime_error("cannot serve " + options.telemetry_endpoint + " and " + options.control_endpoint +
+    throw std::runtime_error("cannot serve " + options.telemetry_endpoint + " and " +
+                             options.control_endpoint +
                              ": this build has no network transport (configured with "
                              "SP_BUILD_TRANSPORT=OFF); telemetry goes to the file only");
 }

@@ -373,7 +373,7 @@ QVariant RankStatusModel::data(const QModelIndex& index, int role) const {
 
 QVariant RankStatusModel::headerData(int section, Qt::Orientation orientation, int role) const {
     if (orientation != Qt::Horizontal || section < 0 || section >= ColumnCount) return {};
-    static const char* const kTitles[ColumnCount] = {"Rank",   "Endpoint", "State", "Run",       "Step",
+    static const char* const kTitles[ColumnCount] = {"Rank",   "Endpoint", "State", "Run",     "Step",
                                                      "Behind", "Update",   "Map",   "Job loss"};
     static const char* const kTips[ColumnCount] = {
         "The rank's index in the job (rank 0 decides and takes commands)",

@@ -360,9 +360,10 @@ void MainWindow::updateStatus() {
     const TelemetryStore& store = current_->store();
     // The policy's mode, and the budget target where it acts (it does nothing in another mode).
     const sp::Mode mode = current_->policyMode();
-    QString counts = mode == sp::Mode::budget
-                         ? tr("mode budget, target %1% · ").arg(current_->budgetTargetPct(), 0, 'f', 1)
-                         : tr("mode %1 · ").arg(QString::fromLatin1(to_string(mode).data(), int(to_string(mode).size())));
+    QString counts =
+        mode == sp::Mode::budget
+            ? tr("mode budget, target %1% · ").arg(current_->budgetTargetPct(), 0, 'f', 1)
+            : tr("mode %1 · ").arg(QString::fromLatin1(to_string(mode).data(), int(to_string(mode).size())));
     counts += tr("%1 blocks · %2 updates").arg(store.blockCount()).arg(store.updateCount());
     if (!store.empty()) {
         // The cursor's step: in replay (or a paused live view) the status follows the timeline.

@@ -99,7 +99,8 @@ void MainWindow::buildActions() {
     auto* pin_button = new QToolButton(bar);
     pin_button->setObjectName(QStringLiteral("pinButton"));
     // Enabled with the pin actions it opens (a replay, or no selection: nothing to pin).
-    connect(control_->pin(sp::Precision::int8), &QAction::enabledChanged, pin_button, &QToolButton::setEnabled);
+    connect(control_->pin(sp::Precision::int8), &QAction::enabledChanged, pin_button,
+            &QToolButton::setEnabled);
     pin_button->setEnabled(control_->pin(sp::Precision::int8)->isEnabled());
     pin_button->setText(tr("Pin"));
     pin_button->setToolTip(tr("Pin the selected blocks to a format (Ctrl+I INT8, Ctrl+B BF16, …)"));

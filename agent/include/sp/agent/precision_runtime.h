@@ -36,7 +36,7 @@ namespace detail {
 class CudaStagedUploader;
 class PayloadExpander;
 struct Payload;
-}
+}  // namespace detail
 
 enum class WeightResidency { streamed, resident };
 

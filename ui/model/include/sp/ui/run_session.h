@@ -140,8 +140,8 @@ class RunSession : public QObject {
     void notePinTerms(const sp::Command& command, std::int64_t step);
     void onPinRelease(const sp::EventRecord& rec, const nlohmann::json& payload, EventEntry& entry);
     std::vector<std::optional<sp::Precision>> snapshot_pins_;
-    std::optional<sp::Mode> mode_seen_;    // policyMode() beyond the header's config
-    std::optional<double> target_seen_;    // budgetTargetPct() beyond the header's config
+    std::optional<sp::Mode> mode_seen_;  // policyMode() beyond the header's config
+    std::optional<double> target_seen_;  // budgetTargetPct() beyond the header's config
     std::uint64_t step_stats_ = 0;
     sp::RunEndTracker run_end_;
     mutable std::optional<std::string> config_json_seen_;  // the header config run_config_ is for
