@@ -60,8 +60,7 @@ TensorProfile DistributionProfiler::profile(const at::Tensor& host, bool input, 
                                             std::uint64_t stream) const {
     const auto [rows, cols] = rows_cols(host, input);
     SamplingConfig cfg = sampling_;
-    // A fresh, reproducible draw per step: the same seed and step sample the same elements.
-    cfg.seed = seed_ ^ (std::uint64_t(step) * 0x9E3779B97F4A7C15ull);
+    cfg.seed = step_seed(step);
     return profile_tensor(host.data_ptr<float>(), rows, cols, cfg, stream, int4_group_);
 }
 
@@ -109,8 +108,8 @@ std::array<double, kPrecisionCount> DistributionProfiler::sampled_output_snr(con
     const auto out_rows = std::size_t(w.size(0));
     at::Tensor rows = w.detach().reshape({w.size(0), -1});
     if (out_rows > kWeightRows) {
-        const std::vector<std::size_t> picked = sample_row_indices(
-            out_rows, kWeightRows, seed_ ^ (std::uint64_t(step) * 0x9E3779B97F4A7C15ull), stream);
+        const std::vector<std::size_t> picked =
+            sample_row_indices(out_rows, kWeightRows, step_seed(step), stream);
         std::vector<std::int64_t> index(picked.begin(), picked.end());
         rows = rows.index_select(0, at::tensor(index, at::kLong).to(w.device()));
     }

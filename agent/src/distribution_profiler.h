@@ -57,6 +57,10 @@ class DistributionProfiler {
     // input's sampled tokens, over kWeightRows sampled output rows.
     std::array<double, kPrecisionCount> sampled_output_snr(const at::Tensor& w, const InputSample& input,
                                                            std::int64_t step, std::uint64_t stream) const;
+    // A fresh, reproducible draw per step: the same seed and step sample the same elements and rows.
+    std::uint64_t step_seed(std::int64_t step) const {
+        return seed_ ^ (std::uint64_t(step) * 0x9E3779B97F4A7C15ull);
+    }
     // One layer's estimated SNR in `p` from its weight's profile, and its input's when one was seen
     // (every estimator but "sample" with an input, which measures the output instead).
     double layer_snr(Precision p, const TensorProfile& w, const InputSample* in) const;

@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "config_section.h"
+#include "edit_distance.h"
 #include "id_list.h"
 
 namespace sp {
@@ -257,23 +258,6 @@ const std::vector<Key>& keys() {
     return kKeys;
 }
 
-// Optimal string alignment distance (Levenshtein plus adjacent transpositions), so that both
-// "treshold" and "thresohld" count as one or two slips.
-std::size_t edit_distance(std::string_view a, std::string_view b) {
-    std::vector<std::vector<std::size_t>> d(a.size() + 1, std::vector<std::size_t>(b.size() + 1));
-    for (std::size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
-    for (std::size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
-    for (std::size_t i = 1; i <= a.size(); ++i) {
-        for (std::size_t j = 1; j <= b.size(); ++j) {
-            const std::size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
-            d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost});
-            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1])
-                d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
-        }
-    }
-    return d[a.size()][b.size()];
-}
-
 std::string lower(std::string_view s) {
     std::string out(s);
     for (char& ch : out) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
@@ -288,7 +272,7 @@ std::string_view suggestion(std::string_view unknown) {
     std::size_t best_distance = std::numeric_limits<std::size_t>::max();
     for (const Key& k : keys()) {
         const std::size_t limit = std::min<std::size_t>(3, std::max<std::size_t>(1, k.name.size() / 3));
-        const std::size_t dist = edit_distance(u, k.name);
+        const std::size_t dist = detail::edit_distance(u, k.name);
         if (dist <= limit && dist < best_distance) {
             best = k.name;
             best_distance = dist;
