@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 #include "update_record_parser.h"
+#include "utf8.h"
 
 namespace sp {
 
@@ -115,46 +116,6 @@ const char* kind_of(char c) {
     if (c == 't' || c == 'f') return "boolean";
     if (c == 'n') return "null";
     return "number";
-}
-
-void append_utf8(std::string& s, unsigned cp) {
-    if (cp < 0x80) {
-        s += char(cp);
-    } else if (cp < 0x800) {
-        s += char(0xC0 | (cp >> 6));
-        s += char(0x80 | (cp & 0x3F));
-    } else if (cp < 0x10000) {
-        s += char(0xE0 | (cp >> 12));
-        s += char(0x80 | ((cp >> 6) & 0x3F));
-        s += char(0x80 | (cp & 0x3F));
-    } else {
-        s += char(0xF0 | (cp >> 18));
-        s += char(0x80 | ((cp >> 12) & 0x3F));
-        s += char(0x80 | ((cp >> 6) & 0x3F));
-        s += char(0x80 | (cp & 0x3F));
-    }
-}
-
-// Length of the well-formed UTF-8 sequence at p (RFC 3629's table, as nlohmann checks it), 0 when
-// it is ill-formed: a telemetry file is UTF-8, and the writer could not write such a string back.
-std::size_t utf8_length(const char* p, const char* end) {
-    const auto in = [&](std::ptrdiff_t i, unsigned lo, unsigned hi) {
-        const auto c = static_cast<unsigned char>(p[i]);
-        return i < end - p && c >= lo && c <= hi;
-    };
-    const auto c = static_cast<unsigned char>(*p);
-    if (c >= 0xC2 && c <= 0xDF) return in(1, 0x80, 0xBF) ? 2 : 0;
-    if (c >= 0xE0 && c <= 0xEF) {
-        const unsigned lo = c == 0xE0 ? 0xA0 : 0x80,
-                       hi = c == 0xED ? 0x9F : 0xBF;  // no overlong, no surrogate
-        return in(1, lo, hi) && in(2, 0x80, 0xBF) ? 3 : 0;
-    }
-    if (c >= 0xF0 && c <= 0xF4) {
-        const unsigned lo = c == 0xF0 ? 0x90 : 0x80,
-                       hi = c == 0xF4 ? 0x8F : 0xBF;  // no overlong, <= U+10FFFF
-        return in(1, lo, hi) && in(2, 0x80, 0xBF) && in(3, 0x80, 0xBF) ? 4 : 0;
-    }
-    return 0;
 }
 
 class UpdateParser {
@@ -274,7 +235,7 @@ bool UpdateParser::string(std::string_view& out) {
         if (c == '\\') return escaped_string(start, out);
         if (c < 0x20) return syntax("control character in string");
         if (c >= 0x80) {
-            const std::size_t n = utf8_length(p_, end_);
+            const std::size_t n = detail::utf8_length(p_, end_);
             if (n == 0) return syntax("invalid UTF-8 in string");
             p_ += n;
             continue;
@@ -312,7 +273,7 @@ bool UpdateParser::escaped_string(const char* start, std::string_view& out) {
         }
         if (static_cast<unsigned char>(c) < 0x20) return syntax("control character in string");
         if (static_cast<unsigned char>(c) >= 0x80) {
-            const std::size_t n = utf8_length(p_, end_);
+            const std::size_t n = detail::utf8_length(p_, end_);
             if (n == 0) return syntax("invalid UTF-8 in string");
             scratch_.append(p_, n);
             p_ += n;
@@ -343,7 +304,7 @@ bool UpdateParser::escaped_string(const char* start, std::string_view& out) {
             if (low < 0xDC00 || low > 0xDFFF) return syntax("invalid surrogate pair");
             cp = 0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00);
         }
-        append_utf8(scratch_, cp);
+        detail::append_utf8(scratch_, cp);
     }
     return syntax("");
 }
