@@ -92,11 +92,19 @@ const detail::Payload& ReferencePrecisionRuntime::frozen_payload(std::size_t blo
     return *cached;
 }
 
+TransferBytes ReferencePrecisionRuntime::block_bytes(std::size_t block, Precision p) const {
+    TransferBytes bytes;
+    for (const at::Tensor& master : masters_.at(block)) {
+        bytes.copied += detail::materialized_bytes(master, p, int4_group_);
+        bytes.bf16 += detail::materialized_bytes(master, Precision::bf16);
+    }
+    return bytes;
+}
+
 TransferBytes ReferencePrecisionRuntime::materialize(std::size_t block) {
 #if SP_AGENT_HAVE_CUDA
     if (uploader_) return materialize_uploaded(block);
 #endif
-    TransferBytes bytes;
     const Precision p = precision_[block];
     const std::vector<at::Tensor>& params = blocks_[block].streamed();
     const bool planted = p == Precision::int8 && blocks_[block].harsh_int8_step > 0.0;
@@ -117,10 +125,8 @@ TransferBytes ReferencePrecisionRuntime::materialize(std::size_t block) {
             detail::assign(params[k],
                            detail::materialized(master, p, blocks_[block].harsh_int8_step, int4_group_));
         }
-        bytes.copied += detail::materialized_bytes(master, p, int4_group_);
-        bytes.bf16 += detail::materialized_bytes(master, Precision::bf16);
     }
-    return bytes;
+    return block_bytes(block, p);
 }
 
 TransferBytes ReferencePrecisionRuntime::materialize_uploaded([[maybe_unused]] std::size_t block) {

@@ -20,6 +20,7 @@
 
 #include "data_parallel.h"
 #include "gpt_model.h"
+#include "map_probe.h"
 #include "run_summary.h"
 #include "snr_validation.h"
 #include "sp/agent/agent.h"
@@ -54,6 +55,7 @@ std::string model_identity(const TrainerOptions& o, std::size_t text_bytes) {
     std::string id =
         format("sp-trainer gpt v2 blocks=%d d=%d heads=%d seq=%d seed=%llu batch=%d text=%zu", o.blocks,
                o.d_model, o.heads, o.seq_len, static_cast<unsigned long long>(o.seed), o.batch, text_bytes);
+    if (o.text_part != TextPart::all) id += " part=" + std::string(to_string(o.text_part));
     if (o.harsh_block) id += format(" harsh=%d:%.17g", *o.harsh_block, o.harsh_step);
     if (o.outlier_block) id += format(" outliers=%d:%.17g", *o.outlier_block, o.outlier_scale);
     // The weights come from a checkpoint: which one, as of when it was written.
@@ -156,9 +158,11 @@ void announce(const TrainerOptions& o, const GptModel& model, const TextData& te
                o.blocks, o.d_model, o.heads, o.seq_len, o.batch,
                static_cast<long long>(model.parameter_count()),
                static_cast<long long>(model.block_parameter_count())));
-    say(format("text: %s, %zu bytes (%zu train, %zu held out); device %s, %s", o.text_path.c_str(),
-               text.size(), text.split_size(Split::train), text.split_size(Split::heldout), o.device.c_str(),
-               threads.c_str()));
+    say(format(
+        "text: %s%s, %zu bytes (%zu train, %zu held out); device %s, %s", o.text_path.c_str(),
+        o.text_part == TextPart::all ? "" : (" (" + std::string(to_string(o.text_part)) + " part)").c_str(),
+        text.size(), text.split_size(Split::train), text.split_size(Split::heldout), o.device.c_str(),
+        threads.c_str()));
     if (!o.init_checkpoint.empty()) say("checkpoint: " + o.init_checkpoint);
     if (o.adapters)
         say(format("fine-tune: adapters of rank %d on a frozen base stored in each block's format",
@@ -231,14 +235,15 @@ std::unique_ptr<agent::Agent> start_agent(const TrainerOptions& o, std::size_t t
 class TrainingLoop {
   public:
     TrainingLoop(const TrainerOptions& o, const TextData& text, GptModel& model, agent::Agent& agent,
-                 agent::ReferencePrecisionRuntime& runtime, SnrValidation* validation, RunTotals& totals,
-                 agent::ProcessGroupLink* link)
+                 agent::ReferencePrecisionRuntime& runtime, SnrValidation* validation, MapProbe* probe,
+                 RunTotals& totals, agent::ProcessGroupLink* link)
         : o_(o),
           text_(text),
           model_(model),
           agent_(agent),
           runtime_(runtime),
           validation_(validation),
+          probe_(probe),
           totals_(totals),
           link_(link),
           optimizer_(model, o.lr),
@@ -289,6 +294,7 @@ class TrainingLoop {
         last_print_ = Clock::now();
         const auto loop_start = Clock::now();
         for (std::int64_t step = 0; step < o_.steps && !stop_requested(step); ++step) {
+            probe_maps_due(step);
             const auto step_start = Clock::now();
             const at::Tensor loss = train_step(step);
             const agent::TransferBytes bytes = runtime_.step_bytes();
@@ -313,7 +319,16 @@ class TrainingLoop {
                 print_progress(step, eval_step, low_blocks, bytes.saving_pct());
             totals_.steps_done = step + 1;
         }
+        if (totals_.steps_done == o_.steps) probe_maps_due(o_.steps);
         return seconds_since(loop_start);
+    }
+
+    // --probe-maps: the maps due after `step` updates, on the held-out batches (not training time).
+    void probe_maps_due(std::int64_t step) {
+        if (!probe_) return;
+        const auto t0 = Clock::now();
+        probe_->run_due(step, model_, runtime_, eval_set_, std::size_t(o_.config.int4_group_size));
+        totals_.eval_s += seconds_since(t0);
     }
 
     // A signal stops the run between two steps; in a data-parallel job every rank stops at the same
@@ -418,6 +433,7 @@ class TrainingLoop {
     agent::Agent& agent_;
     agent::ReferencePrecisionRuntime& runtime_;
     SnrValidation* validation_;
+    MapProbe* probe_;  // null: no --probe-maps
     RunTotals& totals_;
     agent::ProcessGroupLink* link_;  // null: a single process
     AdamW optimizer_;
@@ -436,7 +452,15 @@ int run(const TrainerOptions& o) {
     totals.threads = agent::configure_threads(o.threads);  // sp/agent/threads.h
     const Say say{o.quiet};
 
-    TextData text(o.text_path, std::size_t(o.seq_len) * 20);
+    TextData text(o.text_path, std::size_t(o.seq_len) * 20, o.text_part);
+    std::unique_ptr<MapProbe> probe;
+    if (!o.probe_maps.empty()) {
+        try {
+            probe = std::make_unique<MapProbe>(o.probe_maps, o.probe_out, o.blocks, o.steps);
+        } catch (const ProbeMapsError& e) {
+            throw UsageError(e.what());
+        }
+    }
     GptModel model(model_shape(o), o.seed, o.device);
     if (!o.init_checkpoint.empty()) {
         try {
@@ -467,7 +491,7 @@ int run(const TrainerOptions& o) {
     if (!o.snr_validation.empty()) validation = std::make_unique<SnrValidation>(o.snr_validation, o.config);
     agent.add_hint_sink(&runtime);
 
-    TrainingLoop loop(o, text, model, agent, runtime, validation.get(), totals, link.get());
+    TrainingLoop loop(o, text, model, agent, runtime, validation.get(), probe.get(), totals, link.get());
     loop.evaluate_before_training();
     say(format("setup %.2f s; initial eval loss %.4f", seconds_since(run_start), totals.initial_eval));
     // Only now: until here a signal keeps its default action and ends the process at once, even in

@@ -8,13 +8,19 @@
 
 namespace sp::trainer {
 
-TextData::TextData(const std::string& path, std::size_t min_bytes) {
+TextData::TextData(const std::string& path, std::size_t min_bytes, TextPart part) {
     std::ifstream in(path, std::ios::binary);
     if (!in) throw std::runtime_error("cannot read '" + path + "'");
     bytes_.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
     if (in.bad()) throw std::runtime_error("error reading '" + path + "'");
+    const auto split_at = std::size_t(pretrain_end(bytes_.size()));
+    if (part == TextPart::pretrain) bytes_.resize(split_at);
+    if (part == TextPart::finetune) bytes_.erase(bytes_.begin(), bytes_.begin() + std::ptrdiff_t(split_at));
+    const char* what = part == TextPart::all        ? ""
+                       : part == TextPart::pretrain ? "'s pretrain part"
+                                                    : "'s fine-tune part";
     if (bytes_.size() < min_bytes)
-        throw std::runtime_error("'" + path + "' holds " + std::to_string(bytes_.size()) +
+        throw std::runtime_error("'" + path + "'" + what + " holds " + std::to_string(bytes_.size()) +
                                  " bytes, at least " + std::to_string(min_bytes) + " are needed");
     // The held-out part is the end of the file: contiguous text the model never trains on.
     train_end_ = bytes_.size() - bytes_.size() / 10;

@@ -1,13 +1,15 @@
 #pragma once
-// The byte-level text dataset: the whole file in memory, the first 90% of the bytes for training
-// and the last 10% held out. Batches are random windows; the offsets come from a caller-owned,
-// seeded std::mt19937_64 so every run with the same seed sees the same batches.
+// The byte-level text dataset: the whole file in memory, or one part of it (TextPart), the first
+// 90% of those bytes for training and the last 10% held out. Batches are random windows; the offsets come
+// from a caller-owned, seeded std::mt19937_64 so every run with the same seed sees the same batches.
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
 #include <random>
 #include <string>
 #include <vector>
+
+#include "text_part.h"
 
 namespace sp::trainer {
 
@@ -20,9 +22,9 @@ struct Batch {
 
 class TextData {
   public:
-    // Reads the whole file. Throws std::runtime_error when it cannot be read or holds fewer than
-    // `min_bytes` bytes.
-    TextData(const std::string& path, std::size_t min_bytes);
+    // Reads the whole file and keeps `part` of it. Throws std::runtime_error when it cannot be read
+    // or the part holds fewer than `min_bytes` bytes.
+    TextData(const std::string& path, std::size_t min_bytes, TextPart part = TextPart::all);
 
     std::size_t size() const { return bytes_.size(); }
     std::size_t split_size(Split split) const;

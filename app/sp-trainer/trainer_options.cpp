@@ -101,10 +101,14 @@ void validate_text(const TrainerOptions& o) {
     const auto size = fs::file_size(o.text_path, ec);
     // 20 windows: the held-out 10% then still holds two windows, enough for distinct eval batches.
     const std::uintmax_t needed = std::uintmax_t(o.seq_len) * 20;
-    if (ec || size < needed)
-        throw UsageError("--text: " + quoted(o.text_path) + " holds " + std::to_string(ec ? 0 : size) +
-                         " bytes; --seq-len " + std::to_string(o.seq_len) + " needs at least " +
-                         std::to_string(needed));
+    const std::uintmax_t part = part_size(o.text_part, ec ? 0 : size);
+    if (part < needed)
+        throw UsageError("--text: " + quoted(o.text_path) +
+                         (o.text_part == TextPart::all
+                              ? ""
+                              : " (--text-part " + std::string(to_string(o.text_part)) + ")") +
+                         " holds " + std::to_string(part) + " bytes; --seq-len " + std::to_string(o.seq_len) +
+                         " needs at least " + std::to_string(needed));
 }
 
 // A checkpoint to start from must be a readable regular file (a FIFO would hang the load); one to
@@ -133,17 +137,16 @@ void validate_checkpoint_paths(const TrainerOptions& o) {
 // symlink is refused (the agent opens with O_NOFOLLOW anyway, and says less), and so is a FIFO,
 // socket or block device: opening a FIFO for writing waits for a reader, so sp-trainer would hang
 // silently. A character device (/dev/null, /dev/full) is taken as given.
-void validate_telemetry_path(const TrainerOptions& o) {
+// A file the trainer writes (telemetry, probe results): never through a symlink, never a FIFO, a
+// socket or a device (opening one would block or write somewhere else), in a folder that exists.
+void validate_output_path(const std::string& source, const std::string& path) {
     namespace fs = std::filesystem;
-    if (!o.config.telemetry_enabled) return;
-    const std::string source = o.telemetry_path ? "--telemetry" : "--config: telemetry_file";
-    const std::string& path = o.config.telemetry_file;
     const fs::path file(path);
     std::error_code ec;
     const fs::file_status status = fs::symlink_status(file, ec);
     if (fs::is_symlink(status))
         throw UsageError(source + ": " + quoted(path) +
-                         " is a symbolic link; telemetry is never written through one (give the file "
+                         " is a symbolic link; sp-trainer never writes through one (give the file "
                          "itself, or a new name)");
     if (fs::is_directory(status)) throw UsageError(source + ": " + quoted(path) + " is a directory");
     if (fs::is_fifo(status) || fs::is_socket(status) || fs::is_block_file(status))
@@ -155,6 +158,28 @@ void validate_telemetry_path(const TrainerOptions& o) {
     const fs::path folder = file.has_parent_path() ? file.parent_path() : fs::path(".");
     if (!fs::is_directory(folder, ec))
         throw UsageError(source + ": the folder " + quoted(folder.string()) + " does not exist");
+}
+
+void validate_telemetry_path(const TrainerOptions& o) {
+    if (!o.config.telemetry_enabled) return;
+    validate_output_path(o.telemetry_path ? "--telemetry" : "--config: telemetry_file",
+                         o.config.telemetry_file);
+}
+
+// The maps to probe are read whole before training: a regular file of bounded size.
+void validate_probe_paths(const TrainerOptions& o) {
+    namespace fs = std::filesystem;
+    if (o.probe_maps.empty()) return;
+    std::error_code ec;
+    const fs::file_status status = fs::status(o.probe_maps, ec);
+    if (ec || !fs::exists(status))
+        throw UsageError("--probe-maps: " + quoted(o.probe_maps) + " does not exist");
+    if (!fs::is_regular_file(status))
+        throw UsageError("--probe-maps: " + quoted(o.probe_maps) + " is not a regular file");
+    if (fs::file_size(o.probe_maps, ec) > TrainerOptions::kMaxProbeMapsBytes)
+        throw UsageError("--probe-maps: " + quoted(o.probe_maps) + " is larger than " +
+                         std::to_string(TrainerOptions::kMaxProbeMapsBytes >> 20) + " MiB");
+    validate_output_path("--probe-out", o.probe_out);
 }
 
 // Key files are read when the agent starts; one that is not a regular file (a FIFO would block
@@ -255,6 +280,16 @@ std::map<std::string, ValueHandler> value_flags(TrainerOptions& o) {
              }
          }},
         {"--text", [&](auto&, auto& v) { o.text_path = v; }},
+        {"--text-part",
+         [&](auto& f, auto& v) {
+             if (v != "all" && v != "pretrain" && v != "finetune")
+                 throw UsageError(f + ": expected all, pretrain or finetune, got " + quoted(v));
+             o.text_part = v == "all"        ? TextPart::all
+                           : v == "pretrain" ? TextPart::pretrain
+                                             : TextPart::finetune;
+         }},
+        {"--probe-maps", [&](auto& f, auto& v) { o.probe_maps = non_empty(f, v); }},
+        {"--probe-out", [&](auto& f, auto& v) { o.probe_out = non_empty(f, v); }},
         {"--telemetry-endpoint", [&](auto& f, auto& v) { o.telemetry_endpoint = non_empty(f, v); }},
         {"--control-endpoint", [&](auto& f, auto& v) { o.control_endpoint = non_empty(f, v); }},
         {"--server-key", [&](auto& f, auto& v) { o.server_key = non_empty(f, v); }},
@@ -347,6 +382,11 @@ void check_options(TrainerOptions& o) {
                          ")");
     if (o.adapter_rank_given && !o.adapters)
         throw UsageError("--adapter-rank needs --finetune-mode adapters (a full fine-tune has no adapters)");
+    if (o.probe_maps.empty() != o.probe_out.empty())
+        throw UsageError(o.probe_maps.empty() ? "--probe-out needs --probe-maps (the maps to probe)"
+                                              : "--probe-maps needs --probe-out (where the results go)");
+    if (!o.probe_maps.empty() && (o.world_size > 1 || o.spawn > 0))
+        throw UsageError("--probe-maps runs in a single process (no --world-size or --spawn)");
     validate_text(o);
     validate_checkpoint_paths(o);
     if (!o.config_path.empty()) {
@@ -359,6 +399,7 @@ void check_options(TrainerOptions& o) {
     apply_flags_to_config(o);
     apply_data_parallel(o);
     validate_telemetry_path(o);
+    validate_probe_paths(o);
     if (!o.no_network && !o.server_key.empty()) validate_key_file("--server-key", o.server_key);
     if (!o.no_network && !o.allowed_clients.empty())
         validate_key_file("--allowed-clients", o.allowed_clients);
@@ -392,6 +433,8 @@ std::string usage_text(const std::string& program) {
       << "  --eval-every N       held-out loss every N steps (default " << d.eval_every << ")\n"
       << "  --eval-batches N     held-out batches per evaluation (default " << d.eval_batches << ")\n"
       << "  --text FILE          training text, >= 20 * seq-len bytes (default: the bundled KJV Torah)\n"
+         "  --text-part P        all (default) | pretrain (the text's first 60%) | finetune (the rest);\n"
+         "                       the last 10% of the part is held out for evaluation\n"
          "  --device cpu|cuda    where to train (default cpu)\n"
          "  --init-checkpoint FILE  start from a checkpoint's weights and optimizer state (the shape\n"
          "                       flags must match it, else exit 2)\n"
@@ -448,6 +491,10 @@ std::string usage_text(const std::string& program) {
          "                       estimates next to the truth (output SNR over the batch) to F (JSONL),\n"
          "                       and print their agreement after the summary\n"
          "  --summary-json FILE  write the run's summary and eval-loss curve as JSON\n"
+         "  --probe-maps FILE    JSONL of {\"step\": S, \"name\": N, \"map\": [format per block]}: after S\n"
+         "                       updates, each map's held-out loss and gradient against all-BF16's, on\n"
+         "                       the same weights and batches (training continues unchanged)\n"
+         "  --probe-out FILE     where the probes' results go (JSONL; with --probe-maps)\n"
          "Output:\n"
          "  --quiet              no progress lines, only the summary\n"
          "  --help               this text\n\n"

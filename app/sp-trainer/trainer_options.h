@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "sp/config.h"
+#include "text_part.h"
 
 namespace sp::trainer {
 
@@ -40,8 +41,9 @@ struct TrainerOptions {
     int eval_batches = 8;
     std::string device = "cpu";  // "cpu" or "cuda"
     PrecisionChoice precision;
-    std::string text_path;       // defaults to the bundled corpus
-    std::optional<int> threads;  // at::set_num_threads; unset -> LibTorch's default
+    std::string text_path;               // defaults to the bundled corpus
+    TextPart text_part = TextPart::all;  // --text-part
+    std::optional<int> threads;          // at::set_num_threads; unset -> LibTorch's default
     bool quiet = false;
     bool help = false;
     // Experiments (tools/experiment): a block made INT8-hostile on purpose, and a
@@ -52,6 +54,11 @@ struct TrainerOptions {
     std::optional<int> outlier_block;  // --outlier-block B: outlier features planted in block B
     double outlier_scale = 64.0;       // --outlier-scale S
     std::string snr_validation;        // --snr-validation FILE: estimators against the truth (JSONL)
+    // --probe-maps FILE / --probe-out FILE (map_probe.h): at the steps the file names, the loss and
+    // gradient under other precision maps, on the held-out batches, against all-BF16.
+    std::string probe_maps;
+    std::string probe_out;
+    static constexpr std::uintmax_t kMaxProbeMapsBytes = std::uintmax_t(16) << 20;
     // Checkpoints (gpt_model.h): the model and optimizer state written at the end, or started from.
     std::string save_checkpoint;  // --save-checkpoint FILE
     std::string init_checkpoint;  // --init-checkpoint FILE

@@ -93,6 +93,9 @@ class ReferencePrecisionRuntime : public HintSink {
     void after_optimizer_step();
 
     const std::vector<Precision>& precisions() const { return precision_; }
+    // What materializing `block` in `p` copies, and the same copies in BF16 (the bytes a step
+    // counts for that block), whatever the block's current precision.
+    TransferBytes block_bytes(std::size_t block, Precision p) const;
     // Bytes of the last completed step, in all and per block (zero before the first one).
     const TransferBytes& step_bytes() const { return step_total_; }
     const std::vector<TransferBytes>& step_bytes_per_block() const { return step_per_block_; }
