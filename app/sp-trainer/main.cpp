@@ -295,6 +295,7 @@ class TrainingLoop {
         const auto loop_start = Clock::now();
         for (std::int64_t step = 0; step < o_.steps && !stop_requested(step); ++step) {
             probe_maps_due(step);
+            record_map(step);
             const auto step_start = Clock::now();
             const at::Tensor loss = train_step(step);
             const agent::TransferBytes bytes = runtime_.step_bytes();
@@ -320,7 +321,14 @@ class TrainingLoop {
             totals_.steps_done = step + 1;
         }
         if (totals_.steps_done == o_.steps) probe_maps_due(o_.steps);
+        record_map(totals_.steps_done);
         return seconds_since(loop_start);
+    }
+
+    // The map step `step` computes with, when it differs from the last one recorded.
+    void record_map(std::int64_t step) {
+        if (totals_.maps.empty() || totals_.maps.back().second != runtime_.precisions())
+            totals_.maps.emplace_back(step, runtime_.precisions());
     }
 
     // --probe-maps: the maps due after `step` updates, on the held-out batches (not training time).

@@ -80,6 +80,15 @@ void write_summary_json(const TrainerOptions& o, const agent::Agent& agent,
         for (Precision p : kAllPrecisions) j[std::string(to_string(p))] = steps[std::size_t(p)];
         return j;
     };
+    auto maps_json = [](const RunTotals& totals) {
+        nlohmann::json maps = nlohmann::json::array();
+        for (const auto& [step, formats] : totals.maps) {
+            nlohmann::json names = nlohmann::json::array();
+            for (Precision p : formats) names.push_back(std::string(to_string(p)));
+            maps.push_back({{"step", step}, {"map", names}});
+        }
+        return maps;
+    };
     nlohmann::json per_block = nlohmann::json::array();
     for (const auto& steps : t.block_steps_per_block) per_block.push_back(by_format(steps));
     nlohmann::json j = {
@@ -98,6 +107,7 @@ void write_summary_json(const TrainerOptions& o, const agent::Agent& agent,
         {"initial_eval_loss", t.initial_eval},
         {"final_eval_loss", t.final_eval},
         {"eval_curve", t.eval_curve},
+        {"maps", maps_json(t)},
         {"train_loss", t.train_losses},
         {"bytes_copied", runtime.total_bytes().copied},
         {"bytes_bf16", runtime.total_bytes().bf16},

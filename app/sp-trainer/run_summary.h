@@ -32,6 +32,9 @@ struct RunTotals {
     std::string threads;                                      // who runs the matrix products
     std::vector<std::pair<std::int64_t, double>> eval_curve;  // (step, held-out loss)
     std::vector<double> train_losses;                         // per step
+    // The map each step computed with, where it changed: (step, format per block); the last entry
+    // at --steps is the map the final weights are in.
+    std::vector<std::pair<std::int64_t, std::vector<Precision>>> maps;
 
     // The share of block-steps spent below BF16.
     double low_share() const {
