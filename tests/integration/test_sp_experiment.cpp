@@ -1,6 +1,7 @@
-// sp-experiment, short: two schemes, one seed, a few steps of a tiny model, so that the driver of
-// the precision experiment (tools/experiment) cannot rot. The real thing runs for minutes and its
-// results live in docs/experiment.
+// sp-experiment, short: a tiny model pretrained for a few steps, fine-tuned under two schemes in
+// both modes with one seed, and its paired measures, so that the driver of the precision experiment
+// (tools/experiment) cannot rot. The real thing runs for minutes and its results live in
+// docs/experiment.
 #include <QtTest>
 
 #include <QImage>
@@ -14,8 +15,9 @@ using sp::test::Run;
 using sp::test::run;
 
 QStringList short_run(const QString& out) {
-    return {"--out",   out, "--steps",      "12", "--blocks",        "2", "--d-model", "32",
-            "--seeds", "5", "--eval-every", "6",  "--outlier-block", "1", "--schemes", "int8,sp_tiers"};
+    return {"--out",          out, "--pretrain-steps", "20", "--finetune-steps", "10",
+            "--probe-points", "2", "--blocks",         "2",  "--d-model",        "32",
+            "--seeds",        "5", "--outlier-block",  "1",  "--schemes",        "int8,sp_tiers"};
 }
 
 QString read(const QString& path) {
@@ -34,23 +36,35 @@ class TestSpExperiment : public QObject {
         QVERIFY(dir.isValid());
         const Run first = run(SP_EXPERIMENT_PATH, short_run(dir.path()));
         QVERIFY2(first.exit_code == 0, first.err.constData());
-        // All-BF16 joins the two chosen schemes: every comparison is against it.
-        QCOMPARE(first.out.count("seed 5: eval"), 3);
+        // All-BF16 joins the two chosen schemes: every comparison is against it; both modes.
+        QCOMPARE(first.out.count("seed 5: eval"), 6);
         QCOMPARE(first.out.count("(cached)"), 0);
+        QVERIFY(first.out.contains("pretrain: 20 steps"));
+        QVERIFY(first.out.contains("paired measures, adapters:"));
 
         const QString md = read(dir.filePath("results.md"));
-        for (const char* row : {"| All BF16 |", "| All INT8 |", "| SP, SNR tiers |", "## Against the goals",
-                                "The SNR tiers never route the planted block 1"})
+        for (const char* row :
+             {"| All BF16 |", "| All INT8 |", "| SP, SNR tiers |", "## Fine-tune: full",
+              "## Fine-tune: adapters", "## Against the goals", "The planted block 1 never spends a step",
+              "## Paired measures", "| Oracle (greedy, step 10) |", "## What the saved bytes buy"})
             QVERIFY2(md.contains(row), row);
         const QStringList csv = read(dir.filePath("results.csv")).split('\n', Qt::SkipEmptyParts);
-        QCOMPARE(csv.size(), 4);  // header + three runs
-        QVERIFY(
-            csv[0].startsWith("scheme,label,family,seed,final_eval_loss,delta_vs_bf16_pct,bytes_saved_pct"));
-        const QStringList int8 = csv[2].split(',');
-        QCOMPARE(int8[0], QString("int8"));
-        QVERIFY2(int8[6].toDouble() > 30.0, qPrintable(csv[2]));  // bytes saved: INT8 really materialized
-        QVERIFY(csv[1].startsWith("bf16,") && csv[1].split(',')[5].toDouble() == 0.0);
-        for (const char* png : {"frontier.png", "eval_loss.png"}) {
+        QCOMPARE(csv.size(), 8);  // header, the pretraining, three schemes in two modes
+        QVERIFY(csv[0].startsWith("phase,mode,scheme,label,family,seed,initial_eval_loss,final_eval_loss"));
+        QVERIFY(csv[0].endsWith(",gap_pct"));
+        QVERIFY(csv[1].startsWith("pretrain,,bf16,"));
+        const QStringList int8 = csv[3].split(',');
+        QCOMPARE(int8[0] + "," + int8[1] + "," + int8[2], QString("finetune,full,int8"));
+        QVERIFY2(int8[9].toDouble() > 30.0, qPrintable(csv[3]));  // bytes saved: INT8 really materialized
+        QVERIFY(!int8.last().isEmpty());                          // the paired gap of seed 5's map
+        QVERIFY(csv[2].startsWith("finetune,full,bf16,") && csv[2].split(',')[8].toDouble() == 0.0);
+        // Every checkpoint eval is the pretrained model's on the fine-tune part: the same in every row.
+        QCOMPARE(csv[3].split(',')[6], csv[2].split(',')[6]);
+        const QStringList paired = read(dir.filePath("paired.csv")).split('\n', Qt::SkipEmptyParts);
+        QVERIFY(paired[0].startsWith("mode,seed,step,map_name,map,saving_pct,gap_pct"));
+        QVERIFY(paired.filter(",oracle:").size() >= 4);  // a path per mode and step
+        for (const char* png : {"frontier_full.png", "eval_loss_adapters.png", "pretrain.png",
+                                "paired_full.png", "paired_adapters.png"}) {
             const QImage image(dir.filePath(png));
             QVERIFY2(!image.isNull() && image.width() >= 1000, png);
         }
@@ -60,10 +74,10 @@ class TestSpExperiment : public QObject {
         again.last() = "int8,sp_tiers,fp8_e4m3";
         const Run second = run(SP_EXPERIMENT_PATH, again);
         QVERIFY2(second.exit_code == 0, second.err.constData());
-        QCOMPARE(second.out.count("(cached)"), 3);
+        QCOMPARE(second.out.count("(cached)"), 7);  // the pretraining and six fine-tunes
         QVERIFY(second.out.contains("All FP8 E4M3"));
-        QCOMPARE(read(dir.filePath("results.csv")).split('\n', Qt::SkipEmptyParts).size(), 5);
-        QCOMPARE(read(dir.filePath("results.csv")).split('\n')[2], csv[2]);  // the cached INT8 row, unchanged
+        QCOMPARE(read(dir.filePath("results.csv")).split('\n', Qt::SkipEmptyParts).size(), 10);
+        QCOMPARE(read(dir.filePath("results.csv")).split('\n')[3], csv[3]);  // the cached INT8 row, unchanged
     }
 
     void bad_flags_exit_2_naming_the_problem() {
@@ -75,7 +89,10 @@ class TestSpExperiment : public QObject {
             run(SP_EXPERIMENT_PATH, {"--out", dir.path(), "--blocks", "2", "--outlier-block", "2"});
         QCOMPARE(block.exit_code, 2);
         QVERIFY2(block.err.contains("--outlier-block"), block.err.constData());
-        const Run no_out = run(SP_EXPERIMENT_PATH, {"--steps", "12"});
+        const Run modes = run(SP_EXPERIMENT_PATH, {"--out", dir.path(), "--modes", "full,lora"});
+        QCOMPARE(modes.exit_code, 2);
+        QVERIFY2(modes.err.contains("--modes: expected full and/or adapters"), modes.err.constData());
+        const Run no_out = run(SP_EXPERIMENT_PATH, {"--finetune-steps", "12"});
         QCOMPARE(no_out.exit_code, 2);
         QVERIFY2(no_out.err.contains("--out DIR is required"), no_out.err.constData());
     }

@@ -1,11 +1,15 @@
 #pragma once
-// sp-experiment: trains the same model, data and seeds under every precision scheme and reports
-// what each one costs in loss and saves in bytes (README.md next to this file). This header holds
-// what the runner measures and the report prints:
-//   experiment_main.cpp    flags, the job queue, the console;
-//   experiment_runs.cpp    the schemes and one sp-trainer run (with its cache);
-//   experiment_report.cpp  results.md (table and verdict) and results.csv;
-//   experiment_plots.cpp   frontier.png and eval_loss.png.
+// sp-experiment: pretrains sp-trainer's model once in BF16, fine-tunes it under every precision
+// scheme, in two fine-tuning modes and with several seeds, measures every scheme's maps against
+// all-BF16 on the same weights and batches (paired, noise-free), and reports what each scheme costs
+// in loss and saves in bytes (README.md next to this file). This header holds what the runner
+// measures and the report prints:
+//   experiment_main.cpp          flags, the job queue, the console;
+//   experiment_runs.cpp          the schemes and one sp-trainer run (with its cache);
+//   experiment_paired.cpp        the probed maps, the oracle's greedy and the probe runs;
+//   experiment_report.cpp        results.md's fine-tune tables and verdicts, results.csv;
+//   experiment_paired_report.cpp results.md's paired measures and transfer-time table, paired.csv;
+//   experiment_plots.cpp         the PNGs.
 #include <QString>
 #include <QStringList>
 
@@ -22,17 +26,28 @@ namespace sp::experiment {
 struct Settings {
     QString out_dir;
     QString trainer;  // the sp-trainer executable
-    std::vector<std::uint64_t> seeds = {1, 2, 3};
-    std::int64_t steps = 350;
+    std::vector<std::uint64_t> seeds = {1, 2, 3, 4, 5};
+    std::uint64_t pretrain_seed = 1;     // the pretrained model's initial weights and batches
+    std::int64_t pretrain_steps = 3000;  // BF16, on the text's pretrain part
+    std::int64_t finetune_steps = 150;   // per scheme and seed, on the fine-tune part
+    QStringList modes = {"full", "adapters"};
+    int adapter_rank = 8;
+    double finetune_lr = 1e-3;
     int blocks = 8;
     int d_model = 128;
     std::optional<int> outlier_block = 3;  // sp-trainer --outlier-block; unset: no plant
     double outlier_scale = 64.0;           // sp-trainer --outlier-scale
-    std::int64_t eval_every = 50;
+    int probe_points = 5;                  // paired measures at this many steps of the fine-tune
+    int probe_batches = 4;                 // held-out batches per paired measure
     int jobs = 2;
     QStringList schemes;  // keys to run; empty: all
     bool rerun = false;   // ignore cached runs
+    // Set per fine-tuning mode by the driver: "full" or "adapters".
+    QString mode;
 };
+
+// The steps at which the paired measures are taken: probe_points evenly spaced, the last at the end.
+std::vector<std::int64_t> probe_steps(const Settings& s);
 
 // How a scheme routes: every block in one format, or the policy.
 enum class Family : std::uint8_t { uniform, selective };
@@ -47,6 +62,7 @@ struct Variant {
 };
 
 using BlockSteps = std::array<std::int64_t, kPrecisionCount>;  // block-steps per format
+using PrecisionMap = std::vector<Precision>;
 
 // What one sp-trainer run measured (from its --summary-json and its telemetry).
 struct RunResult {
@@ -54,6 +70,7 @@ struct RunResult {
     bool ok = false;
     bool cached = false;  // read back from an earlier run with the same settings
     QString error;
+    double initial_eval = 0.0;  // before the first step: the checkpoint's loss on this run's eval set
     double final_eval = 0.0;
     double saving_pct = 0.0;  // bytes copied vs the same copies in BF16, whole run
     double wall_s = 0.0;      // the process, as the driver timed it
@@ -63,6 +80,8 @@ struct RunResult {
     BlockSteps outlier_steps{};  // the planted block alone (zero without a plant)
     std::vector<std::pair<std::int64_t, double>> eval_curve;
     std::vector<std::int64_t> rollback_steps;
+    // The map each probe step's weights were computed with (probe_steps order; from the telemetry).
+    std::vector<PrecisionMap> maps_at_probes;
 };
 
 struct VariantResult {
@@ -70,16 +89,52 @@ struct VariantResult {
     std::vector<RunResult> runs;  // one per seed, in Settings::seeds order
 };
 
+// One map measured against all-BF16 on the BF16 fine-tune's weights (sp-trainer --probe-maps).
+struct Probe {
+    std::int64_t step = 0;
+    QString name;  // a scheme key, "single:B:FORMAT" or "oracle:K"
+    PrecisionMap map;
+    double gap_pct = 0, grad_rel_error = 0, grad_cosine = 0, saving_pct = 0;
+};
+
+// The paired measures of one fine-tuning mode.
+struct Paired {
+    std::uint64_t seed = 0;  // the BF16 fine-tune whose weights were probed
+    std::vector<Probe> probes;
+    bool ok = false;
+    QString error;
+};
+
+struct ModeResult {
+    QString mode;
+    std::vector<VariantResult> schemes;
+    Paired paired;
+};
+
+// The BF16 pretraining run: the checkpoint every fine-tune starts from.
+struct Pretrain {
+    RunResult run;
+    QString checkpoint;
+};
+
 // Every scheme, in table order.
 std::vector<Variant> make_variants(const Settings& s);
 // Writes the scheme's config file into OUT/runs (once per scheme, before the runs).
 void write_config(const Settings& s, const Variant& v);
-// Runs sp-trainer for one scheme and seed, or reads the result back when OUT/runs holds a run with
-// exactly these settings (the trainer's bytes, its arguments and the config) and --rerun is off.
-RunResult run_one(const Settings& s, const Variant& v, std::uint64_t seed);
+// The pretraining run (cached like the others); run.ok false with run.error when it failed.
+Pretrain run_pretrain(const Settings& s);
+// Fine-tunes the checkpoint under one scheme, mode (s.mode) and seed, or reads the result back when
+// OUT/runs holds a run with exactly these settings (the trainer's bytes, its arguments, the config
+// and the checkpoint's bytes) and --rerun is off.
+RunResult run_finetune(const Settings& s, const Pretrain& pretrain, const Variant& v, std::uint64_t seed);
+// The paired measures of mode s.mode on seed `seed`'s BF16 fine-tune: the uniform formats, every
+// single-block map, the schemes' maps at the probe steps, then the oracle's greedy maps.
+Paired run_paired(const Settings& s, const Pretrain& pretrain, const std::vector<VariantResult>& schemes,
+                  std::uint64_t seed);
 
-// Writes results.md, results.csv, frontier.png and eval_loss.png into s.out_dir; returns the table.
-QString write_report(const Settings& s, const std::vector<VariantResult>& results, double total_wall_s);
+// Writes results.md, results.csv, paired.csv and the PNGs into s.out_dir; returns the tables.
+QString write_report(const Settings& s, const Pretrain& pretrain, const std::vector<ModeResult>& modes,
+                     double total_wall_s);
 
 // ---- shared by the report and the plots ----
 struct Spread {
@@ -99,7 +154,14 @@ Spread spread(const std::vector<RunResult>& runs, F value) {
 const VariantResult* find(const std::vector<VariantResult>& results, const QString& key);
 // Per-seed relative difference of the final eval loss to all-BF16 with the same seed, in percent.
 double delta_pct(const RunResult& r, const VariantResult& bf16);
+QString mode_label(const QString& mode);
+// The probes at `step` whose name starts with `prefix`.
+std::vector<const Probe*> probes_at(const std::vector<Probe>& probes, std::int64_t step,
+                                    const QString& prefix);
+
 void write_frontier_png(const QString& path, const Settings& s, const std::vector<VariantResult>& results);
 void write_eval_png(const QString& path, const Settings& s, const std::vector<VariantResult>& results);
+void write_pretrain_png(const QString& path, const Settings& s, const Pretrain& pretrain);
+void write_paired_png(const QString& path, const Settings& s, const ModeResult& mode);
 
 }  // namespace sp::experiment

@@ -119,7 +119,8 @@ void write_frontier_png(const QString& path, const Settings& s, const std::vecto
     const double ypad = 0.08 * (y1 - y0);
     const Axes a =
         draw_axes(p, QRectF(0, 0, 1400, 900),
-                  QString("Bytes saved against eval-loss change, %1 seed(s) (bars: range between seeds)")
+                  QString("Fine-tune (%1): bytes saved against eval-loss change, %2 seed(s) (bars: range)")
+                      .arg(s.mode)
                       .arg(s.seeds.size()),
                   "bytes saved vs all-BF16 (%)", "final eval loss vs all-BF16, same seed (%)", 0, x1 * 1.05,
                   y0 - ypad, y1 + ypad);
@@ -203,7 +204,7 @@ void write_eval_png(const QString& path, const Settings& s, const std::vector<Va
             c.loss.emplace_back(x, loss);
             c.delta.emplace_back(x, delta);
             // The first fifth is the steep descent every scheme shares: left off the scales.
-            if (x >= double(s.steps) / 5.0) {
+            if (x >= double(s.finetune_steps) / 5.0) {
                 l0 = std::min(l0, loss), l1 = std::max(l1, loss);
                 d0 = std::min(d0, delta), d1 = std::max(d1, delta);
             }
@@ -211,11 +212,12 @@ void write_eval_png(const QString& path, const Settings& s, const std::vector<Va
         curves.push_back(std::move(c));
     }
     const Axes left =
-        draw_axes(p, QRectF(0, 0, 850, 750), "Held-out loss (mean over seeds)", "training step", "eval loss",
-                  0, double(s.steps), l0 - 0.03 * (l1 - l0), l1 + 0.03 * (l1 - l0));
-    const Axes right =
-        draw_axes(p, QRectF(850, 0, 850, 750), "Held-out loss vs all-BF16 (mean of per-seed changes)",
-                  "training step", "eval loss vs all-BF16 (%)", 0, double(s.steps), d0 - 0.1, d1 + 0.1);
+        draw_axes(p, QRectF(0, 0, 850, 750), "Fine-tune (" + s.mode + "): held-out loss (mean over seeds)",
+                  "fine-tuning step", "eval loss", 0, double(s.finetune_steps), l0 - 0.03 * (l1 - l0),
+                  l1 + 0.03 * (l1 - l0));
+    const Axes right = draw_axes(
+        p, QRectF(850, 0, 850, 750), "Held-out loss vs all-BF16 (mean of per-seed changes)",
+        "fine-tuning step", "eval loss vs all-BF16 (%)", 0, double(s.finetune_steps), d0 - 0.1, d1 + 0.1);
     for (std::size_t i = 0; i < curves.size(); ++i) {
         const bool uniform = curves[i].v->variant.family == Family::uniform;
         const QPen pen(kPalette[i % 12], 2.2, uniform ? Qt::DashLine : Qt::SolidLine);
@@ -241,6 +243,134 @@ void write_eval_png(const QString& path, const Settings& s, const std::vector<Va
         p.setPen(Qt::black);
         p.drawText(row.adjusted(48, 0, 0, 0), Qt::AlignVCenter, curves[i].v->variant.label);
     }
+    p.end();
+    save(image, path);
+}
+
+// The pretraining's held-out loss: the whole run, and its second half on its own scale, where the
+// flattening shows.
+void write_pretrain_png(const QString& path, const Settings& s, const Pretrain& pretrain) {
+    QImage image = white_image(1700, 650);
+    QPainter p(&image);
+    p.setRenderHint(QPainter::Antialiasing);
+    const auto& curve = pretrain.run.eval_curve;
+    const double steps = double(s.pretrain_steps);
+    for (const bool zoom : {false, true}) {
+        double l0 = 1e300, l1 = -1e300;
+        for (const auto& [step, loss] : curve)
+            if (!zoom || double(step) >= steps / 2) l0 = std::min(l0, loss), l1 = std::max(l1, loss);
+        if (l1 <= l0) l1 = l0 + 0.01;
+        const double x0 = zoom ? steps / 2 : 0;
+        const Axes a = draw_axes(p, QRectF(zoom ? 850 : 0, 0, 850, 650),
+                                 zoom ? "Pretraining, second half" : "Pretraining (BF16): held-out loss",
+                                 "pretraining step", "eval loss", x0, steps, l0 - 0.05 * (l1 - l0),
+                                 l1 + 0.05 * (l1 - l0));
+        p.save();
+        p.setClipRect(a.plot);
+        p.setPen(QPen(kSelectiveColor, 2.2));
+        QPainterPath line;
+        bool first = true;
+        for (const auto& [step, loss] : curve) {
+            if (double(step) < x0) continue;
+            const QPointF at = a.map(double(step), loss);
+            first ? line.moveTo(at) : line.lineTo(at);
+            first = false;
+        }
+        p.drawPath(line);
+        p.restore();
+    }
+    p.end();
+    save(image, path);
+}
+
+// The paired measures at the last probe step: the oracle's measured path, every single-block map,
+// the uniform formats and the schemes' maps, as (bytes saved, gap).
+void write_paired_png(const QString& path, const Settings& s, const ModeResult& m) {
+    const std::int64_t step = probe_steps(s).back();
+    const std::vector<const Probe*> probes = probes_at(m.paired.probes, step, "");
+    double x1 = 10, y0 = 0, y1 = 0.05;
+    for (const Probe* pr : probes) {
+        x1 = std::max(x1, pr->saving_pct);
+        y0 = std::min(y0, pr->gap_pct);
+        y1 = std::max(y1, pr->gap_pct);
+    }
+    QImage image = white_image(1400, 900);
+    QPainter p(&image);
+    p.setRenderHint(QPainter::Antialiasing);
+    const double pad = 0.06 * (y1 - y0);
+    const Axes a =
+        draw_axes(p, QRectF(0, 0, 1400, 900),
+                  QString("Paired measures (%1), step %2: bytes saved against the loss gap under the map")
+                      .arg(m.mode)
+                      .arg(step),
+                  "bytes saved vs all-BF16 (%)", "eval-loss gap vs all-BF16, same weights (%)", 0, x1 * 1.05,
+                  y0 - pad, y1 + pad);
+    p.save();
+    p.setClipRect(a.plot);
+    std::vector<std::pair<double, double>> oracle = {{0, 0}};
+    for (const Probe* pr : probes)
+        if (pr->name.startsWith("oracle:")) oracle.emplace_back(pr->saving_pct, pr->gap_pct);
+    std::sort(oracle.begin(), oracle.end());
+    p.setPen(QPen(QColor(44, 160, 44), 2.2));
+    QPainterPath line;
+    for (std::size_t i = 0; i < oracle.size(); ++i)
+        i == 0 ? line.moveTo(a.map(oracle[i].first, oracle[i].second))
+               : line.lineTo(a.map(oracle[i].first, oracle[i].second));
+    p.drawPath(line);
+    std::vector<QRectF> taken;
+    std::vector<std::pair<QPointF, QString>> labels;
+    for (const Probe* pr : probes) {
+        const QPointF at = a.map(pr->saving_pct, pr->gap_pct);
+        if (pr->name.startsWith("single:")) {
+            p.setPen(Qt::NoPen);
+            p.setBrush(QColor(190, 190, 190));
+            p.drawEllipse(at, 3, 3);
+            continue;
+        }
+        if (pr->name.startsWith("oracle:")) continue;
+        const VariantResult* v = find(m.schemes, pr->name);
+        const bool uniform = !v || v->variant.family == Family::uniform;
+        const QColor c = uniform ? kUniformColor : kSelectiveColor;
+        p.setPen(c);
+        p.setBrush(c);
+        uniform ? p.drawRect(QRectF(at.x() - 6, at.y() - 6, 12, 12)) : p.drawEllipse(at, 6.5, 6.5);
+        taken.push_back(QRectF(at.x() - 7, at.y() - 7, 14, 14));
+        labels.emplace_back(at, v ? v->variant.label : pr->name);
+    }
+    const QFontMetricsF metrics(p.font());
+    p.setPen(Qt::black);
+    for (const auto& [at, label] : labels) {
+        QRectF box(at.x() + 10, at.y() - 9, metrics.horizontalAdvance(label) + 4, 18);
+        for (int k = 1; k < 40; ++k) {
+            if (std::none_of(taken.begin(), taken.end(), [&](const QRectF& t) { return t.intersects(box); }))
+                break;
+            box.moveTop(at.y() - 9 + (k % 2 == 1 ? 1 : -1) * 18.0 * int((k + 1) / 2));
+        }
+        taken.push_back(box);
+        p.drawText(box, Qt::AlignLeft | Qt::AlignVCenter, label);
+    }
+    p.restore();
+    const QRectF legend(a.plot.left() + 12, a.plot.top() + 12, 330, 100);
+    p.fillRect(legend, QColor(255, 255, 255, 235));
+    p.setPen(QColor(170, 170, 170));
+    p.setBrush(Qt::NoBrush);
+    p.drawRect(legend);
+    p.setPen(QPen(QColor(44, 160, 44), 2.2));
+    p.drawLine(QPointF(legend.left() + 8, legend.top() + 18), QPointF(legend.left() + 28, legend.top() + 18));
+    p.setPen(kUniformColor);
+    p.setBrush(kUniformColor);
+    p.drawRect(QRectF(legend.left() + 12, legend.top() + 34, 12, 12));
+    p.setPen(kSelectiveColor);
+    p.setBrush(kSelectiveColor);
+    p.drawEllipse(QPointF(legend.left() + 18, legend.top() + 62), 6.5, 6.5);
+    p.setPen(Qt::NoPen);
+    p.setBrush(QColor(190, 190, 190));
+    p.drawEllipse(QPointF(legend.left() + 18, legend.top() + 84), 3, 3);
+    p.setPen(Qt::black);
+    p.drawText(QRectF(legend.left() + 34, legend.top() + 9, 290, 18), "oracle (greedy per byte, measured)");
+    p.drawText(QRectF(legend.left() + 34, legend.top() + 31, 290, 18), "uniform format (every block)");
+    p.drawText(QRectF(legend.left() + 34, legend.top() + 53, 290, 18), "Selective Precision map");
+    p.drawText(QRectF(legend.left() + 34, legend.top() + 75, 290, 18), "one block alone in a low format");
     p.end();
     save(image, path);
 }
