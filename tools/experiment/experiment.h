@@ -28,8 +28,8 @@ struct Settings {
     QString trainer;  // the sp-trainer executable
     std::vector<std::uint64_t> seeds = {1, 2, 3, 4, 5};
     std::uint64_t pretrain_seed = 1;     // the pretrained model's initial weights and batches
-    std::int64_t pretrain_steps = 3000;  // BF16, on the text's pretrain part
-    std::int64_t finetune_steps = 150;   // per scheme and seed, on the fine-tune part
+    std::int64_t pretrain_steps = 5000;  // BF16, on the text's pretrain part
+    std::int64_t finetune_steps = 100;   // per scheme and seed, on the fine-tune part
     QStringList modes = {"full", "adapters"};
     int adapter_rank = 8;
     double finetune_lr = 1e-3;
