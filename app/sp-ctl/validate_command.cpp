@@ -2,8 +2,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <fstream>
 #include <map>
 #include <optional>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -16,6 +18,7 @@
 #include "sp/json_input.h"
 #include "sp/jsonl.h"
 #include "sp/run_end.h"
+#include "sp/simulator.h"
 
 namespace sp::ctl {
 namespace {
@@ -32,7 +35,9 @@ constexpr const char* kUsage =
     "details and the header's block sizes, a detail block the header's layout lacks, a run (with a\n"
     "header) that stops without its run_end record: the run was cut, and an event with a field that readers "
     "act on\n"
-    "of the wrong type (a precision_change whose block is not a block id).\n"
+    "of the wrong type (a precision_change whose block is not a block id). Step statistics lines are\n"
+    "judged by `sp-ctl simulate`'s rules (core/SIMULATOR.md): the first one simulate would reject is a\n"
+    "problem.\n"
     "Records of an unknown type (a newer producer) are counted, not problems.\n"
     "--json prints one JSON object instead.\n"
     "Exit codes: 0 clean, 1 problems found, 2 bad usage or unreadable file.\n";
@@ -68,6 +73,7 @@ struct Checker {
 
     void update(const sp::UpdateRecord& r, std::uint64_t line) {
         const std::string step = std::to_string(r.step_id);
+        if (r.step_id < 0) add(line, "step_id " + step + " is negative (a training step is >= 0)");
         if (last_step && r.step_id <= *last_step) {
             add(line, "step_id " + step + " does not increase (the previous update, line " +
                           std::to_string(last_step_line) + ", has step_id " + std::to_string(*last_step) +
@@ -147,6 +153,35 @@ struct Checker {
     }
 };
 
+// The header and the step statistics lines of the file, every other line left blank (the simulator
+// skips blank lines), so line numbers stay those of the file: what simulate's rules judge here are
+// the statistics, not the records validate judges itself.
+std::string statistics_only(const std::string& path) {
+    std::ifstream in(path);
+    std::string kept, text;
+    while (std::getline(in, text)) {
+        nlohmann::json j;
+        sp::JsonError bad;
+        const bool object = sp::parse_json(text, j, bad) && j.is_object();
+        const auto type = object ? j.find("type") : j.end();
+        const bool header = object && type != j.end() && (*type == "header" || *type == "layout");
+        const bool statistics = object && type == j.end() && !j.contains("step_id");
+        if (header || statistics) kept += text;
+        kept += '\n';
+    }
+    return kept;
+}
+
+// The first statistics line `sp-ctl simulate` would reject (core's check_simulation_input).
+void check_step_statistics(const std::string& path, Checker& check) {
+    std::istringstream in(statistics_only(path));
+    try {
+        sp::check_simulation_input(in, path);
+    } catch (const sp::SimulationError& e) {
+        check.add(e.line(), "sp-ctl simulate rejects this file here: " + e.reason());
+    }
+}
+
 }  // namespace
 
 int run_validate(const Args& args) {
@@ -192,6 +227,9 @@ int run_validate(const Args& args) {
         ++records;
     }
 
+    // Step statistics are judged by the simulator's own rules: what validate calls clean, simulate
+    // reads.
+    if (stats > 0) check_step_statistics(path, check);
     // Reported at the file's last line, where the missing record should have been.
     if (const std::string cut = run_end.cut_message(); !cut.empty()) check.add(reader->lines_read(), cut);
     // Parse problems and consistency problems, in file order.

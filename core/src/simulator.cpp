@@ -300,7 +300,13 @@ class LineParser {
 
 SimulationError::SimulationError(const std::string& source, std::uint64_t line, const std::string& message)
     : std::runtime_error(source + (line > 0 ? ":" + std::to_string(line) : std::string()) + ": " + message),
-      line_(line) {}
+      line_(line),
+      reason_(message) {}
+
+void check_simulation_input(std::istream& stats, const std::string& source) {
+    ParsedInput input;
+    LineParser(source).parse(stats, input);
+}
 
 std::map<int, double> parse_calibration(std::istream& in, const std::string& source) {
     const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};

@@ -231,6 +231,44 @@ class TestSpCtlLogs : public QObject {
                  r.err.constData());
     }
 
+    // Issue 30, defect 8: validate called step statistics clean that simulate rejects. Both now
+    // judge them by the simulator's rules (tests/fuzz/regressions/fuzz_simulator holds the lines).
+    void validate_judges_step_statistics_by_simulates_rules() {
+        QTemporaryDir dir;
+        const std::string ok = R"({"id":0,"l2_norm":1,"max_abs":1,"variance":1})";
+        const std::pair<std::string, const char*> cases[] = {
+            {R"({"step":0,"blocks":[{"id":0,"max_abs":1,"variance":1}]})", "missing field 'l2_norm'"},
+            {R"({"step":0,"blocks":[{"id":0,"l2_norm":1,"max_abs":1,"variance":-1}]})",
+             "field 'variance': must be >= 0"},
+            {R"({"step":0,"blocks":[{"id":0,"l2_norm":1,"max_abs":1,"variance":1,"numel":-1}]})",
+             "field 'numel': out of range"},
+            {R"({"step":5,"blocks":[)" + ok + "]}\n" + R"({"step":3,"blocks":[)" + ok + "]}",
+             "step 3 comes after step 5"},
+            // The reader's own rule catches this one first ("integer out of range").
+            {R"({"step":9223372036854775808,"blocks":[)" + ok + "]}", "field 'step': "},
+        };
+        for (const auto& [text, reason] : cases) {
+            const QString path = write_file(dir, "stats.jsonl", text + "\n");
+            const Run validate = sp_ctl({"validate", path});
+            QCOMPARE(validate.exit_code, 1);
+            QVERIFY2(validate.out.contains(reason), validate.out.constData());
+            const Run simulate = sp_ctl({"simulate", "--stats", path});
+            QCOMPARE(simulate.exit_code, 2);
+            QVERIFY2(simulate.err.contains(reason), simulate.err.constData());
+        }
+        const QString clean = write_file(dir, "clean.jsonl", R"({"step":0,"blocks":[)" + ok + "]}\n");
+        QCOMPARE(sp_ctl({"validate", clean}).exit_code, 0);
+        QCOMPARE(sp_ctl({"simulate", "--stats", clean}).exit_code, 0);
+        // An update record's step is a training step: never negative.
+        const QString update = write_file(
+            dir, "update.jsonl",
+            R"({"step_id":-9223372036854775808,"timestamp":1,"blocks_bf16":0,"blocks_int8":0,"mean_sensitivity":0,"max_sensitivity":0,"min_sensitivity":0,"precision_changes":0,"estimated_bandwidth_saving_pct":0,"block_details":{}})"
+            "\n");
+        const Run negative = sp_ctl({"validate", update});
+        QCOMPARE(negative.exit_code, 1);
+        QVERIFY2(negative.out.contains("step_id -9223372036854775808 is negative"), negative.out.constData());
+    }
+
     // The line that killed every dashboard following a run (issue 30, defect 1): a precision_change
     // whose block is not a block id. validate names it; the dashboard logs it (test_run_session).
     void validate_flags_a_precision_change_without_a_block_id() {

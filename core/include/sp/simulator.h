@@ -23,9 +23,12 @@ class SimulationError : public std::runtime_error {
   public:
     SimulationError(const std::string& source, std::uint64_t line, const std::string& message);
     std::uint64_t line() const { return line_; }
+    // The message alone, without the "source:line: " that what() starts with.
+    const std::string& reason() const { return reason_; }
 
   private:
     std::uint64_t line_;
+    std::string reason_;
 };
 
 struct SimulationOptions {
@@ -71,5 +74,10 @@ std::map<int, double> parse_calibration(std::istream& in, const std::string& sou
 // telemetry_every_step (its header gives layout, config and calibration; recorded operator commands
 // are replayed; its update records are skipped). A calibration, when given, must cover every block.
 SimulationResult simulate(std::istream& stats, const std::string& source, const SimulationOptions& options);
+
+// The checks simulate() makes on each line of its input, without simulating: throws the
+// SimulationError simulate() would for the first line it rejects. `sp-ctl validate` runs it on files
+// with step statistics, so that one rule set judges those lines for both commands.
+void check_simulation_input(std::istream& stats, const std::string& source);
 
 }  // namespace sp
