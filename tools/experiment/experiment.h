@@ -26,7 +26,7 @@ namespace sp::experiment {
 struct Settings {
     QString out_dir;
     QString trainer;  // the sp-trainer executable
-    std::vector<std::uint64_t> seeds = {1, 2, 3, 4, 5};
+    std::vector<std::uint64_t> seeds = {6, 7, 8, 9, 10};
     std::uint64_t pretrain_seed = 1;     // the pretrained model's initial weights and batches
     std::int64_t pretrain_steps = 5000;  // BF16, on the text's pretrain part
     std::int64_t finetune_steps = 100;   // per scheme and seed, on the fine-tune part

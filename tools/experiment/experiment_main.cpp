@@ -29,7 +29,7 @@ constexpr const char* kUsage =
     "and batches (paired) with an oracle's frontier; writes DIR/results.md, results.csv, paired.csv and\n"
     "the plots. Runs are cached in DIR/runs by their settings: a rerun recomputes only what changed.\n\n"
     "  --out DIR             output folder (created); per-run files go to DIR/runs\n"
-    "  --seeds A,B,...       fine-tune seeds: batch order and sampling (default 1,2,3,4,5)\n"
+    "  --seeds A,B,...       fine-tune seeds: batch order and sampling (default 6,7,8,9,10)\n"
     "  --pretrain-steps N    BF16 pretraining steps (default 5000)\n"
     "  --finetune-steps M    fine-tuning steps per scheme and seed (default 100)\n"
     "  --modes M,...         full, adapters or both (default full,adapters)\n"

@@ -133,6 +133,10 @@ bool frontier_verdict(QTextStream& o, const std::vector<VariantResult>& results,
         else if (saving_as_much > 0)
             o << "**not dominated**: none of the " << saving_as_much
               << " schemes saving as much has a lower Δ on every seed.\n";
+        else if (u.variant.key == "int4")
+            o << "**not dominated**: no Selective Precision scheme saves as many bytes (that takes every "
+                 "block "
+                 "in INT4, the planted one included, which goal 4 rules out).\n";
         else
             o << "**not dominated**: no Selective Precision scheme saves as many bytes.\n";
     }
@@ -270,7 +274,9 @@ void write_intro(QTextStream& o, const Settings& s, const Pretrain& pretrain,
           << "`): the same function in BF16, but three of its four linear layers take inputs with 4 features "
           << s.outlier_scale << "× larger than the rest. ";
     o << "Two fine-tuning modes: " << mode_label("full") << "; and " << mode_label("adapters") << ", rank "
-      << s.adapter_rank << ", where a rounding error in the base is permanent.\n\n"
+      << s.adapter_rank << ", where a rounding error in the base is permanent. The Selective Precision "
+      << "schemes route from the first step (`warmup_steps: 0`, POLICY.md rule 21), a choice made on seeds "
+      << "1–5 (NOTES.md).\n\n"
       << "A block in a format computes in it: its weights, each linear layer's input and the gradient "
          "arriving at "
          "each linear layer's output are rounded to the format (NOTES.md). Values are the mean over the "
