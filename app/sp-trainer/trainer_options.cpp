@@ -139,15 +139,14 @@ void validate_checkpoint_paths(const TrainerOptions& o) {
 // silently. A character device (/dev/null, /dev/full) is taken as given.
 // A file the trainer writes (telemetry, probe results): never through a symlink, never a FIFO, a
 // socket or a device (opening one would block or write somewhere else), in a folder that exists.
-void validate_output_path(const std::string& source, const std::string& path) {
+void validate_output_path(const std::string& source, const std::string& path, const std::string& what) {
     namespace fs = std::filesystem;
     const fs::path file(path);
     std::error_code ec;
     const fs::file_status status = fs::symlink_status(file, ec);
     if (fs::is_symlink(status))
-        throw UsageError(source + ": " + quoted(path) +
-                         " is a symbolic link; sp-trainer never writes through one (give the file "
-                         "itself, or a new name)");
+        throw UsageError(source + ": " + quoted(path) + " is a symbolic link; " + what +
+                         " is never written through one (give the file itself, or a new name)");
     if (fs::is_directory(status)) throw UsageError(source + ": " + quoted(path) + " is a directory");
     if (fs::is_fifo(status) || fs::is_socket(status) || fs::is_block_file(status))
         throw UsageError(source + ": " + quoted(path) + " is not a regular file (" +
@@ -163,7 +162,7 @@ void validate_output_path(const std::string& source, const std::string& path) {
 void validate_telemetry_path(const TrainerOptions& o) {
     if (!o.config.telemetry_enabled) return;
     validate_output_path(o.telemetry_path ? "--telemetry" : "--config: telemetry_file",
-                         o.config.telemetry_file);
+                         o.config.telemetry_file, "telemetry");
 }
 
 // The maps to probe are read whole before training: a regular file of bounded size.
@@ -179,7 +178,7 @@ void validate_probe_paths(const TrainerOptions& o) {
     if (fs::file_size(o.probe_maps, ec) > TrainerOptions::kMaxProbeMapsBytes)
         throw UsageError("--probe-maps: " + quoted(o.probe_maps) + " is larger than " +
                          std::to_string(TrainerOptions::kMaxProbeMapsBytes >> 20) + " MiB");
-    validate_output_path("--probe-out", o.probe_out);
+    validate_output_path("--probe-out", o.probe_out, "a probe result");
 }
 
 // Key files are read when the agent starts; one that is not a regular file (a FIFO would block
