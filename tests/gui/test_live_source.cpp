@@ -134,6 +134,7 @@ class TestLiveSource : public QObject {
     void slowSnapshotIsAskedAgainAndTheLateAnswerTaken();
     void unansweredSnapshotsAreGivenUpAfterThreeRequests();
     void updatesStreamAndGapsAreCounted();
+    void lateJoinBufferIsBoundedInBytes();
     void pinReachesTheAgentAndTheReplyComesBack();
     void rejectionCarriesTheAgentsReason();
     void unansweredCommandTimesOut();
@@ -280,6 +281,34 @@ void TestLiveSource::slowSnapshotIsAskedAgainAndTheLateAnswerTaken() {
     QCOMPARE(rec.steps(), (std::vector<std::int64_t>{4}));
     QVERIFY2(rec.bad.isEmpty(), qPrintable(rec.bad.join("; ")));
     QCOMPARE(source->counters().snapshots, std::uint64_t(1));
+    source->stop();
+}
+
+// Issue 30, defect 11: the records held while a snapshot is on its way are bounded in bytes, not
+// only in count. While the agent is asked for its snapshot it publishes 40 updates and waits until
+// the source has received them all (an event, not a sleep); with a 4 KiB buffer the oldest are
+// dropped and counted as lost, where the count bound alone (100,000) kept every one.
+void TestLiveSource::lateJoinBufferIsBoundedInBytes() {
+    FakeAgent agent(path());
+    agent.start("run-bytes");
+    LiveOptions options = fastOptions();
+    options.late_join_buffer_bytes = 4096;
+    auto source = makeSource(agent, options);
+    LiveSource* observed = source.get();
+    agent.set_snapshot_hooks(
+        [&agent, observed] {
+            const std::uint64_t before = observed->counters().messages;
+            for (int s = 1; s <= 40; ++s) agent.publish_update(s);
+            const auto deadline = std::chrono::steady_clock::now() + 5s;
+            while (observed->counters().messages < before + 40 && std::chrono::steady_clock::now() < deadline)
+                std::this_thread::yield();
+        },
+        {});
+    Recorder rec(*source);
+    join(agent, *source, rec);
+    QTRY_COMPARE_WITH_TIMEOUT(rec.snapshots.size(), std::size_t(1), 5000);
+    const std::uint64_t lost = source->counters().lost;
+    QVERIFY2(lost > 0 && lost < 40, std::to_string(lost).c_str());
     source->stop();
 }
 

@@ -172,11 +172,14 @@ void LiveWorker::onRecord(std::uint64_t seq, std::string_view body, const char* 
         return;
     }
     if (!synced_) {
-        if (buffer_.size() >= kMaxBuffered) {
-            buffer_.erase(buffer_.begin());
+        while (!buffer_.empty() && (buffer_.size() >= kMaxBuffered ||
+                                    buffered_bytes_ + body.size() > options_.late_join_buffer_bytes)) {
+            buffered_bytes_ -= buffer_.front().bytes;
+            buffer_.pop_front();
             ++lost_;
         }
-        buffer_.emplace_back(seq, std::move(rec));
+        buffered_bytes_ += body.size();
+        buffer_.push_back({seq, std::move(rec), body.size()});
         return;
     }
     if (in_snapshot_through_ && seq <= *in_snapshot_through_) return;  // already in the snapshot
@@ -210,6 +213,7 @@ void LiveWorker::onRestart() {
     synced_ = false;
     forgetSnapshotRequests();
     buffer_.clear();
+    buffered_bytes_ = 0;
     in_snapshot_through_.reset();
     header_needed_ = true;
 }
@@ -267,12 +271,13 @@ void LiveWorker::giveUpSnapshot(const std::string& why) {
 }
 
 void LiveWorker::releaseBuffer(std::optional<std::uint64_t> after) {
-    for (auto& [seq, rec] : buffer_) {
-        if (after && seq <= *after) continue;
+    for (Buffered& b : buffer_) {
+        if (after && b.seq <= *after) continue;
         if (!batch_) batch_ = std::make_shared<std::vector<sp::TelemetryRecord>>();
-        batch_->push_back(std::move(rec));
+        batch_->push_back(std::move(b.record));
     }
     buffer_.clear();
+    buffered_bytes_ = 0;
     flush();
 }
 

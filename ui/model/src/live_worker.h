@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <mutex>
 #include <optional>
@@ -125,7 +126,14 @@ class LiveWorker {
     int snapshot_attempts_ = 0;
     Clock::time_point snapshot_deadline_, snapshot_retry_, snapshot_first_try_;
     bool snapshot_wanted_ = false;
-    std::vector<std::pair<std::uint64_t, sp::TelemetryRecord>> buffer_;
+    // Late join: (seq, record, message bytes), oldest first; a deque, so dropping the oldest is O(1).
+    struct Buffered {
+        std::uint64_t seq;
+        sp::TelemetryRecord record;
+        std::size_t bytes;
+    };
+    std::deque<Buffered> buffer_;
+    std::size_t buffered_bytes_ = 0;
     std::optional<std::uint64_t> in_snapshot_through_;  // records up to this seq are in the snapshot
     std::shared_ptr<std::vector<sp::TelemetryRecord>> batch_;
     Clock::time_point last_flush_{};

@@ -40,6 +40,8 @@ std::vector<PinRisk> riskyPins(const RunSession& session, const std::vector<int>
         r.bytes_pinned = info.bytes_at(precision);
         if (std::size_t(b) < errors.size() && std::isfinite(errors[std::size_t(b)]))
             r.calibrated_error = errors[std::size_t(b)];
+        if (const double snr = store.snr(b, last)[std::size_t(precision)]; std::isfinite(snr)) r.snr_db = snr;
+        r.snr_threshold_db = session.runConfig().snr_threshold_db[std::size_t(precision)];
         risks.push_back(std::move(r));
     }
     return risks;
@@ -54,13 +56,23 @@ std::string describeRisks(const std::vector<PinRisk>& risks, Precision precision
                   bf16_threshold, format.c_str());
     std::string text = line;
     for (const PinRisk& r : risks) {
-        char error[32] = "not calibrated";
-        if (r.calibrated_error) std::snprintf(error, sizeof error, "%.3g", *r.calibrated_error);
-        std::snprintf(line, sizeof line,
-                      "\n%s: sensitivity %.3f; %s -> %s per step; calibrated INT8 error %s", r.name.c_str(),
-                      r.sensitivity, bytesText(r.bytes_now).c_str(), bytesText(r.bytes_pinned).c_str(),
-                      error);
+        std::snprintf(line, sizeof line, "\n%s: sensitivity %.3f; %s -> %s per step", r.name.c_str(),
+                      r.sensitivity, bytesText(r.bytes_now).c_str(), bytesText(r.bytes_pinned).c_str());
         text += line;
+        // What the pin risks in its own format: the SNR estimate against the threshold the policy
+        // holds that format to; the calibrated INT8 error only where INT8 is what is asked.
+        if (r.snr_db) {
+            std::snprintf(line, sizeof line, "; estimated %s SNR %.1f dB (%s %.1f dB)", format.c_str(),
+                          *r.snr_db, *r.snr_db >= r.snr_threshold_db ? "threshold" : "below the threshold",
+                          r.snr_threshold_db);
+            text += line;
+        }
+        if (precision == Precision::int8 && r.calibrated_error) {
+            std::snprintf(line, sizeof line, "; calibrated INT8 error %.3g", *r.calibrated_error);
+            text += line;
+        } else if (precision == Precision::int8 && !r.snr_db) {
+            text += "; no calibrated INT8 error or SNR estimate in this run";
+        }
     }
     return text;
 }

@@ -55,6 +55,10 @@ struct LiveOptions {
     std::chrono::milliseconds command_timeout{5000};
     // Records that arrive in a burst are delivered together, at most one batch per window.
     std::chrono::milliseconds coalesce_window{30};
+    // Late join: the records held while the snapshot is on its way, at most this many bytes of
+    // messages (and 100,000 records); beyond it the oldest are dropped and counted as lost, so a
+    // silent control socket cannot grow memory without bound.
+    std::size_t late_join_buffer_bytes = std::size_t(64) << 20;
 };
 
 // Counters the worker keeps; readable from any thread (tests, benchmarks, a status bar).

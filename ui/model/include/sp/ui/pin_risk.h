@@ -18,7 +18,11 @@ struct PinRisk {
     std::string name;
     double sensitivity = 0;  // at the latest update
     double bytes_now = 0, bytes_pinned = 0;
-    std::optional<double> calibrated_error;  // the header's calibration, when it ran
+    std::optional<double> calibrated_error;  // the header's calibration (INT8), when it ran
+    // The pinned format's SNR estimate at the latest update and the threshold it is held to
+    // (snr_threshold_db), when the record carried estimates: what an INT4 or FP8 pin risks.
+    std::optional<double> snr_db;
+    double snr_threshold_db = 0;
 };
 
 // The blocks among `blocks` that a pin to `precision` would move below BF16 against the policy's
