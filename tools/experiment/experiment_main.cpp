@@ -197,6 +197,7 @@ bool run_finetunes(const Settings& settings, const Pretrain& pretrain, const std
 // The paired measures of every mode, on the first seed's BF16 fine-tune.
 bool run_all_paired(const Settings& settings, const Pretrain& pretrain, std::vector<ModeResult>& modes) {
     std::vector<std::function<void()>> tasks;
+    tasks.reserve(modes.size());
     for (ModeResult& m : modes)
         tasks.push_back([&, mode = &m] {
             Settings s = settings;

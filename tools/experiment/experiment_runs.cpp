@@ -43,7 +43,7 @@ QString file_digest(const QString& path) {
     QCryptographicHash hash(QCryptographicHash::Sha256);
     if (!f.open(QIODevice::ReadOnly) || !hash.addData(&f))
         throw std::runtime_error("cannot read " + path.toStdString());
-    const QString digest = QString::fromLatin1(hash.result().toHex());
+    QString digest = QString::fromLatin1(hash.result().toHex());
     known[path] = {modified, digest};
     return digest;
 }
