@@ -52,8 +52,16 @@ void block_sigpipe_in_this_thread() {
 
 }  // namespace
 
+namespace {
+TelemetrySink::Options capacity_options(std::size_t capacity) {
+    TelemetrySink::Options options;
+    options.capacity = capacity;
+    return options;
+}
+}  // namespace
+
 TelemetrySink::TelemetrySink(const std::string& path, std::size_t capacity)
-    : TelemetrySink(path, Options{capacity, std::size_t(1) << 20, std::chrono::milliseconds(1000), {}}) {}
+    : TelemetrySink(path, capacity_options(capacity)) {}
 
 TelemetrySink::TelemetrySink(const std::string& path, Options options)
     : path_(path), options_(std::move(options)) {
@@ -79,15 +87,17 @@ bool TelemetrySink::push(Item item) {
     // explains routing and is kept beyond the capacity.
     const std::size_t limit =
         std::holds_alternative<UpdateRecord>(item) ? options_.capacity : options_.ceiling;
+    const std::size_t bytes = estimated_bytes(item);
     bool was_empty = false;
     {
         std::lock_guard<std::mutex> lock(mutex_);
         ++offered_;
-        if (dead_ || queue_.size() >= limit) {
+        if (dead_ || queue_.size() >= limit || held_bytes_ + bytes > options_.ceiling_bytes) {
             ++queue_drops_;
             return false;  // `item` is freed after the lock is released
         }
         was_empty = queue_.empty();
+        held_bytes_ += bytes;
         queue_.push_back(Entry{std::move(item), queue_drops_});
     }
     // The writer only sleeps on an empty queue, so only the push that makes it non-empty needs to
@@ -95,6 +105,27 @@ bool TelemetrySink::push(Item item) {
     // not immediately block on the mutex we still hold.
     if (was_empty) wake_.notify_one();
     return true;
+}
+
+std::size_t TelemetrySink::estimated_bytes(const Item& item) {
+    struct Estimate {
+        std::size_t operator()(const UpdateRecord& r) const {
+            return sizeof(UpdateRecord) + r.block_details.size() * (sizeof(BlockDetail) + 64);
+        }
+        std::size_t operator()(const StepStatsRecord& r) const {
+            return sizeof(StepStatsRecord) + r.blocks.size() * sizeof(BlockGradStats) +
+                   r.snr.size() * sizeof(BlockSnr);
+        }
+        std::size_t operator()(const RunHeader& h) const {
+            return sizeof(RunHeader) + h.run_id.size() + h.producer.size() + h.config_json.size() +
+                   h.blocks.size() * (sizeof(BlockInfo) + 32) + h.calibration_errors.size() * sizeof(double) +
+                   h.admitted_formats.size() * sizeof(FormatMask);
+        }
+        std::size_t operator()(const EventRecord& e) const {
+            return sizeof(EventRecord) + e.kind.size() + e.payload_json.size();
+        }
+    };
+    return sizeof(Entry) + std::visit(Estimate{}, item);
 }
 
 void TelemetrySink::drain() {
@@ -144,11 +175,13 @@ void TelemetrySink::run() {
             wake_.wait(lock, [this] { return !queue_.empty() || stopping_; });
             if (queue_.empty()) break;  // stopping, and everything is written
             batch.swap(queue_);
+            const std::size_t batch_bytes = held_bytes_;  // all of it: the queue is empty now
             busy_ = true;
             lock.unlock();
             write_batch(batch);
             batch.clear();  // frees the records here, not on the training thread
             lock.lock();
+            held_bytes_ -= batch_bytes;
             busy_ = false;
             if (queue_.empty()) idle_.notify_all();
         }
@@ -165,6 +198,7 @@ void TelemetrySink::run() {
         busy_ = false;
         queue_drops_ += queue_.size();
         queue_.clear();
+        held_bytes_ = 0;
         dead_ = true;
     } catch (...) {
     }

@@ -4,7 +4,8 @@
 //  - the queue is full: an update record (a pure observation, which a re-simulation recomputes) is
 //    dropped and counted; every other record (the header, the step statistics, command,
 //    precision-change, rollback and other events: what a re-simulation needs to reach the same
-//    decisions) is kept beyond the capacity, up to a memory ceiling no run reaches;
+//    decisions) is kept beyond the capacity, up to a ceiling in records and one in bytes
+//    (Options::ceiling, ceiling_bytes) that bound the memory a stalled disk can take;
 //  - a write fails (a full disk, a pipe whose reader left): the first failure prints a warning
 //    naming the file and the system's reason, records are counted as lost while writes keep
 //    failing (one retry per retry_interval), and recovery prints a second line.
@@ -40,6 +41,11 @@ class TelemetrySink {
         // The most records of any kind waiting: beyond it even decisions are dropped (and counted),
         // so a disk that stalls for hours cannot take the trainer's memory with it.
         std::size_t ceiling = std::size_t(1) << 20;
+        // The most memory the waiting records may hold, in bytes (each record's estimate: its
+        // strings and per-block entries), the batch being written included: a record that would pass
+        // it is dropped and counted whatever its kind, so a stalled disk costs at most this much
+        // even when every step writes statistics of many blocks.
+        std::size_t ceiling_bytes = std::size_t(256) << 20;
         // While writes fail, records are counted as lost without touching the file, and a write is
         // tried again once per interval.
         std::chrono::milliseconds retry_interval{1000};
@@ -91,6 +97,8 @@ class TelemetrySink {
         Item item;
         std::uint64_t drops_before = 0;
     };
+    // What a queued record holds in memory, estimated from its content (Options::ceiling_bytes).
+    static std::size_t estimated_bytes(const Item& item);
 
     void run();
     void finish();
@@ -110,6 +118,7 @@ class TelemetrySink {
     std::condition_variable wake_;  // writer: records queued or stopping_
     std::condition_variable idle_;  // drain(): queue empty and writer idle
     std::deque<Entry> queue_;
+    std::size_t held_bytes_ = 0;  // estimated bytes of the queue and the batch being written
     bool stopping_ = false;
     bool busy_ = false;  // the writer holds a batch it has not finished
     bool dead_ = false;  // the writer thread ended unexpectedly: push() drops without queueing

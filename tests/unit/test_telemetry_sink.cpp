@@ -237,6 +237,7 @@ class TestTelemetrySink : public QObject {
     void full_queue_drops_without_blocking_and_reports_the_gap();
     void drops_at_the_end_are_reported_at_shutdown();
     void decisions_are_kept_when_the_queue_is_full();
+    void waiting_records_are_bounded_in_bytes();
     void concurrent_producers_account_for_every_record();
     void unopenable_path_throws_naming_it();
     void write_errors_are_loud_and_counted();
@@ -432,6 +433,44 @@ void TestTelemetrySink::decisions_are_kept_when_the_queue_is_full() {
     const auto& last = std::get<EventRecord>(back.records.back());
     QCOMPARE(QString::fromStdString(last.kind), QStringLiteral("dropped"));
     QCOMPARE(last.step, std::int64_t{-1});
+}
+
+// Issue 30, defect 11: the bound counts bytes, not only records. With the writer stalled on a 4 MiB
+// event, 100 KiB events fill a 4.5 MiB allowance after a handful, far below the record ceiling
+// (2^20); the rest are dropped and counted, and the file says so once the reader comes back.
+void TestTelemetrySink::waiting_records_are_bounded_in_bytes() {
+    const Watchdog watchdog(std::chrono::seconds(60));
+    QTemporaryDir dir;
+    QVERIFY(dir.isValid());
+    const std::string path = dir.filePath("t.fifo").toStdString();
+    QCOMPARE(::mkfifo(path.c_str(), 0600), 0);
+    FifoReader reader(path);
+    QVERIFY(reader.is_open());
+    TelemetrySink::Options options;
+    options.ceiling_bytes = (std::size_t(4) << 20) + (std::size_t(512) << 10);
+    auto sink = std::make_unique<TelemetrySink>(path, options);
+    const auto unstall = qScopeGuard([&] {
+        if (!reader.running()) reader.start();
+    });
+    QVERIFY(sink->push(big_event()));  // stalls the writer, and its 4 MiB count until written
+    QVERIFY(reader.wait_readable(10000));
+    int kept = 0;
+    for (int i = 0; i < 20; ++i)
+        kept +=
+            sink->push(make_event(1, "command", {{"id", i}, {"blob", std::string(100u << 10, 'y')}})) ? 1 : 0;
+    QVERIFY2(kept >= 1 && kept <= 5, std::to_string(kept).c_str());
+    QCOMPARE(sink->dropped(), std::uint64_t(20 - kept));
+
+    reader.start();
+    sink.reset();
+    reader.join();
+    const ReadBack back = read_records(reader.data());
+    QVERIFY(back.problems.empty());
+    // The big event, the kept commands, and at shutdown the report of the dropped ones.
+    QCOMPARE(back.records.size(), std::size_t(1 + kept + 1));
+    const auto& last = std::get<EventRecord>(back.records.back());
+    QCOMPARE(QString::fromStdString(last.kind), QStringLiteral("dropped"));
+    QCOMPARE(nlohmann::json::parse(last.payload_json).at("count").get<int>(), 20 - kept);
 }
 
 void TestTelemetrySink::drops_at_the_end_are_reported_at_shutdown() {
