@@ -44,7 +44,8 @@ constexpr int kMaxImplicitBlocks = 4096;  // SIMULATOR.md: blocks without a layo
 
 class LineParser {
   public:
-    LineParser(std::string source) : source_(std::move(source)) {}
+    explicit LineParser(std::string source, std::function<bool()> cancelled = {})
+        : source_(std::move(source)), cancelled_(std::move(cancelled)) {}
 
     [[noreturn]] void fail(const std::string& what) const { throw SimulationError(source_, line_, what); }
 
@@ -53,6 +54,7 @@ class LineParser {
         bool seen_content = false;
         while (std::getline(in, text)) {
             ++line_;
+            if (cancelled_ && line_ % 4096 == 0 && cancelled_()) throw SimulationCancelled();
             if (text.find_first_not_of(" \t\r") == std::string::npos) continue;
             json j;
             JsonError bad;
@@ -293,6 +295,7 @@ class LineParser {
     }
 
     std::string source_;
+    std::function<bool()> cancelled_;
     std::uint64_t line_ = 0;
 };
 
@@ -337,7 +340,7 @@ std::map<int, double> parse_calibration(std::istream& in, const std::string& sou
 
 SimulationResult simulate(std::istream& stats, const std::string& source, const SimulationOptions& options) {
     ParsedInput input;
-    LineParser(source).parse(stats, input);
+    LineParser(source, options.cancelled).parse(stats, input);
 
     SimulationResult result;
     result.config_from_header = !options.config && input.header_config;
@@ -377,6 +380,7 @@ SimulationResult simulate(std::istream& stats, const std::string& source, const 
         policy.set_admitted_formats(input.admitted_formats);
     }
     for (const StepInput& step : input.steps) {
+        if (options.cancelled && options.cancelled()) throw SimulationCancelled();
         // Lifetimes end at the boundary of a step the input has: a step the file lacks changes
         // nothing, since a released block keeps its precision until the next update (rule 9).
         if (const PinExpiry& expiry = policy.expire_pins(step.step); !expiry.blocks.empty())

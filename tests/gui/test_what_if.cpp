@@ -83,6 +83,48 @@ class TestWhatIf : public QObject {
         registerUiMetaTypes();
     }
 
+    // Issue 30, defect 10: a what-if still running when the run shown changes is cancelled, and
+    // its result (the old run's) is never presented on the new one. The worker's result reaches
+    // the panel through the GUI thread's event loop, so switching right after run() always comes
+    // first; `running()` turning false is the event that the result was handled.
+    void switchingRunsDropsTheRunningWhatIf() {
+        QTemporaryDir dir;
+        const QString first = dir.filePath("first.jsonl"), second = dir.filePath("second.jsonl");
+        writeRecordedRun(first.toStdString());
+        writeRecordedRun(second.toStdString());
+        RunSession a(std::make_unique<ReplaySource>(first)), b(std::make_unique<ReplaySource>(second));
+        for (RunSession* s : {&a, &b}) {
+            QSignalSpy loaded(s, &RunSession::loadFinished);
+            s->start();
+            QVERIFY(loaded.wait(20000));
+        }
+        WhatIfPanel panel;
+        panel.setSession(&a);
+        QSignalSpy finished(&panel, &WhatIfPanel::finished);
+        panel.run();
+        QVERIFY(panel.running());
+        panel.setSession(&b);
+        QTRY_VERIFY_WITH_TIMEOUT(!panel.running(), 20000);
+        QCOMPARE(finished.count(), 0);
+        QVERIFY(!panel.result().has_value());
+        // The new run re-simulates normally.
+        panel.run();
+        QVERIFY(finished.wait(20000));
+        QVERIFY(panel.result().has_value() && panel.result()->error.empty());
+    }
+
+    // Cancelling stops the simulation itself, not only its presentation.
+    void aCancelledSimulationStops() {
+        QTemporaryDir dir;
+        const QString file = dir.filePath("recorded.jsonl");
+        writeRecordedRun(file.toStdString());
+        auto cancel = std::make_shared<std::atomic<bool>>(true);
+        const WhatIfResult r = simulateWhatIf(file.toStdString(), recordedConfig(), cancel);
+        QVERIFY(r.cancelled);
+        QVERIFY(r.records.empty());
+        QVERIFY2(r.error.find("cancelled") != std::string::npos, r.error.c_str());
+    }
+
     void routingEqualsSpCtlSimulateUnderTheSameSettings() {
         QTemporaryDir dir;
         const QString file = dir.filePath("recorded.jsonl");

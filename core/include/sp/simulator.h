@@ -35,6 +35,15 @@ struct SimulationOptions {
     std::optional<Config> config;                      // none: the input's header config, else defaults
     std::optional<std::map<int, double>> calibration;  // none: the input's header calibration, if any
     std::function<double()> now = [] { return 0.0; };  // timestamps for steps without one
+    // Polled while the input is read (every 4096 lines) and at every step simulated: returning true
+    // stops the simulation with SimulationCancelled. Empty: never.
+    std::function<bool()> cancelled;
+};
+
+// simulate() stopped because SimulationOptions::cancelled said so.
+class SimulationCancelled : public std::runtime_error {
+  public:
+    SimulationCancelled() : std::runtime_error("the simulation was cancelled") {}
 };
 
 // A rollback the loss feedback made during the simulation (from the recorded training losses).

@@ -52,7 +52,8 @@ RoutingSummary summarize(const TelemetryStore& store) {
     return s;
 }
 
-WhatIfResult simulateWhatIf(const std::string& path, const Config& config) {
+WhatIfResult simulateWhatIf(const std::string& path, const Config& config,
+                            const std::shared_ptr<const std::atomic<bool>>& cancel) {
     WhatIfResult out;
     if (const auto problems = validate(config); !problems.empty()) {
         out.error = problems.front();
@@ -66,9 +67,13 @@ WhatIfResult simulateWhatIf(const std::string& path, const Config& config) {
     try {
         SimulationOptions options;
         options.config = config;
+        if (cancel) options.cancelled = [cancel] { return cancel->load(); };
         SimulationResult sim = simulate(in, path, options);
         out.records = std::move(sim.records);
         out.config = sim.config;
+    } catch (const SimulationCancelled& e) {
+        out.error = e.what();
+        out.cancelled = true;
     } catch (const std::exception& e) {  // SimulationError, ConfigError: the file's problem, in words
         out.error = e.what();
     }

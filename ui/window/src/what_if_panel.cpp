@@ -66,10 +66,18 @@ WhatIfPanel::WhatIfPanel(QWidget* parent)
 }
 
 WhatIfPanel::~WhatIfPanel() {
-    if (worker_.joinable()) worker_.join();
+    cancelRunning();
+    if (worker_.joinable()) worker_.join();  // quick: the simulation polls its cancel flag
+}
+
+// The run in flight, if any, is for a session no longer shown: stop it, and drop what it returns.
+void WhatIfPanel::cancelRunning() {
+    ++generation_;
+    if (cancel_) cancel_->store(true);
 }
 
 void WhatIfPanel::setSession(const RunSession* session) {
+    cancelRunning();
     session_ = session;
     result_.reset();
     table_->setRowCount(0);
@@ -108,17 +116,24 @@ void WhatIfPanel::run() {
     const Config config = applyWhatIf(session_->runConfig(), settings());
     run_->setEnabled(false);
     summary_->setText(tr("Re-simulating…"));
-    // The result comes back on the GUI thread; a panel destroyed first joins the worker, and the
-    // queued call to it is dropped with it.
-    worker_ = std::thread([this, path, config] {
-        WhatIfResult r = simulateWhatIf(path, config);
+    // The result comes back on the GUI thread, tagged with the session it was for; a panel
+    // destroyed first cancels and joins the worker, and the queued call to it is dropped with it.
+    cancel_ = std::make_shared<std::atomic<bool>>(false);
+    worker_ = std::thread([this, path, config, cancel = cancel_, generation = generation_] {
+        WhatIfResult r = simulateWhatIf(path, config, cancel);
         QMetaObject::invokeMethod(
-            this, [this, r = std::move(r)]() mutable { present(std::move(r)); }, Qt::QueuedConnection);
+            this, [this, r = std::move(r), generation]() mutable { present(std::move(r), generation); },
+            Qt::QueuedConnection);
     });
 }
 
-void WhatIfPanel::present(WhatIfResult r) {
+void WhatIfPanel::present(WhatIfResult r, std::uint64_t generation) {
     if (worker_.joinable()) worker_.join();
+    cancel_.reset();
+    if (generation != generation_) {  // another run is shown now: this result is not its
+        refresh();
+        return;
+    }
     result_ = std::move(r);
     refresh();
     if (!result_->error.empty()) {

@@ -4,7 +4,9 @@
 // statistics exactly as `sp-ctl simulate --config` does (core/SIMULATOR.md). Qt-free; the panel
 // runs it off the GUI thread.
 #include <array>
+#include <atomic>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -40,8 +42,11 @@ struct WhatIfResult {
     std::vector<UpdateRecord> records;  // one per update, as sp-ctl simulate writes them
     Config config;                      // what the policy ran with
     std::string error;                  // set when the file cannot be re-simulated
+    bool cancelled = false;             // stopped by `cancel` (error says so too)
 };
-// Blocking: reads and re-simulates `path` with `config`. Never throws.
-WhatIfResult simulateWhatIf(const std::string& path, const Config& config);
+// Blocking: reads and re-simulates `path` with `config`. Never throws. When `cancel` becomes true
+// (from any thread) it stops within 4096 lines or one step.
+WhatIfResult simulateWhatIf(const std::string& path, const Config& config,
+                            const std::shared_ptr<const std::atomic<bool>>& cancel = {});
 
 }  // namespace sp::ui

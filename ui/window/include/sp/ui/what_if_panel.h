@@ -3,6 +3,8 @@
 // in process (what_if.h, on a worker thread) and compare with what was recorded: the mean estimated
 // saving, the switches, and each block's final precision side by side. Needs a replayed file written
 // with per-step statistics (sp-trainer --every-step-stats); otherwise it says so.
+#include <atomic>
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <thread>
@@ -24,9 +26,10 @@ class WhatIfPanel : public QWidget {
     Q_OBJECT
   public:
     explicit WhatIfPanel(QWidget* parent = nullptr);
-    ~WhatIfPanel() override;  // waits for a re-simulation in flight
+    ~WhatIfPanel() override;  // cancels a re-simulation in flight and waits for it to stop
 
-    // The run to try thresholds on; the boxes take its config's values.
+    // The run to try thresholds on; the boxes take its config's values. A re-simulation of the
+    // previous run still in flight is cancelled, and its result never shown.
     void setSession(const RunSession* session);
     void setSettings(const WhatIfSettings& s);
     WhatIfSettings settings() const;
@@ -34,6 +37,7 @@ class WhatIfPanel : public QWidget {
     void run();
     // Whether it can run now (the session's file may have finished loading).
     void refresh();
+    bool running() const { return worker_.joinable(); }
     // The last re-simulation that finished, if any.
     const std::optional<WhatIfResult>& result() const { return result_; }
     QTableWidget* table() const { return table_; }
@@ -43,7 +47,8 @@ class WhatIfPanel : public QWidget {
     void finished();
 
   private:
-    void present(WhatIfResult result);
+    void present(WhatIfResult result, std::uint64_t generation);
+    void cancelRunning();
 
     const RunSession* session_ = nullptr;
     QDoubleSpinBox* bf16_;
@@ -54,6 +59,8 @@ class WhatIfPanel : public QWidget {
     QLabel* summary_;
     QTableWidget* table_;
     std::thread worker_;
+    std::shared_ptr<std::atomic<bool>> cancel_;  // the worker's; set to stop it
+    std::uint64_t generation_ = 0;               // a result from an older generation is dropped
     std::optional<WhatIfResult> result_;
 };
 
