@@ -128,6 +128,7 @@ const CalibrationResult& Agent::calibrate(const CalibrationHooks& hooks) {
         sp::agent::calibrate(blocks_, hooks, config_.calibration_samples, options_.model_identity, dir);
     policy_ = std::make_unique<Policy>(config_, layout_of(blocks_), calibration_.errors);
     configure_policy();
+    if (server_) server_->set_calibration(calibration_.errors);  // live clients learn it from `hello`
     return calibration_;
 }
 

@@ -314,7 +314,8 @@ std::string snapshot_reply(const Request& r, const Snapshot& s) {
 }
 
 std::string hello(std::uint64_t seq, const std::string& run_id, int rank, const BlockLayout& layout,
-                  const std::string& config_json, double time) {
+                  const std::string& config_json, double time,
+                  const std::vector<double>& calibration_errors) {
     ojson j;
     j["seq"] = seq;
     j["protocol"] = kVersion;
@@ -327,6 +328,11 @@ std::string hello(std::uint64_t seq, const std::string& run_id, int rank, const 
     j["time"] = time;
     j["blocks"] = layout_json(layout);
     j["config"] = config_object(config_json, "hello");
+    if (!calibration_errors.empty()) {
+        ojson errors = ojson::array();
+        for (double e : calibration_errors) errors.push_back(std::isfinite(e) ? ojson(e) : ojson(nullptr));
+        j["calibration_errors"] = std::move(errors);
+    }
     return dump(j);
 }
 

@@ -103,11 +103,16 @@ std::uint64_t FakeAgent::next_seq() {
     return ++seq_;
 }
 
+void FakeAgent::set_calibration(std::vector<double> errors) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    calibration_errors_ = std::move(errors);
+}
+
 void FakeAgent::publish_hello() {
     std::lock_guard<std::mutex> lock(mutex_);
     if (!pub_) return;
-    const std::string body =
-        protocol::hello(next_seq(), run_id_, 0, layout_, "{\"mode\":\"dynamic\"}", now());
+    const std::string body = protocol::hello(next_seq(), run_id_, 0, layout_, "{\"mode\":\"dynamic\"}", now(),
+                                             calibration_errors_);
     pub_->send(zmq::buffer(std::string("hello")), zmq::send_flags::sndmore);
     pub_->send(zmq::buffer(body), zmq::send_flags::none);
 }

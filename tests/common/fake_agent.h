@@ -65,6 +65,9 @@ class FakeAgent {
 
     // Binds both sockets and starts the thread; seq starts again at 1. Throws zmq::error_t.
     void start(const std::string& run_id);
+    // From the next hello on, it carries these calibration errors (as the real agent's does once
+    // it has calibrated).
+    void set_calibration(std::vector<double> errors);
     // Joins the thread and closes both sockets (the endpoints can be bound again).
     void stop();
     bool running() const { return thread_.joinable(); }
@@ -117,6 +120,7 @@ class FakeAgent {
     sp::BlockLayout layout_;
     std::vector<sp::Precision> precision_;
     std::vector<std::optional<sp::Precision>> pins_;
+    std::vector<double> calibration_errors_;              // in hello once set
     std::vector<std::optional<std::int64_t>> pin_until_;  // the pins' terms, reported in snapshots
     std::vector<bool> pin_on_spike_;
     std::optional<sp::UpdateRecord> last_update_;

@@ -10,6 +10,9 @@
 #include <QTemporaryDir>
 #include <QtTest>
 
+#include <cmath>
+#include <limits>
+
 #include <zmq.h>
 
 #include "fake_agent.h"
@@ -135,6 +138,7 @@ class TestLiveSource : public QObject {
     void unansweredSnapshotsAreGivenUpAfterThreeRequests();
     void updatesStreamAndGapsAreCounted();
     void lateJoinBufferIsBoundedInBytes();
+    void calibrationArrivesWithALaterHello();
     void pinReachesTheAgentAndTheReplyComesBack();
     void rejectionCarriesTheAgentsReason();
     void unansweredCommandTimesOut();
@@ -309,6 +313,33 @@ void TestLiveSource::lateJoinBufferIsBoundedInBytes() {
     QTRY_COMPARE_WITH_TIMEOUT(rec.snapshots.size(), std::size_t(1), 5000);
     const std::uint64_t lost = source->counters().lost;
     QVERIFY2(lost > 0 && lost < 40, std::to_string(lost).c_str());
+    source->stop();
+}
+
+// Issue 29, item 4: the agent calibrates after it starts announcing the run, so its first hellos
+// carry no calibration errors; the first hello that does is announced as the run's header again
+// (same run: the session keeps its data), so a live dashboard has them as a replay does.
+void TestLiveSource::calibrationArrivesWithALaterHello() {
+    FakeAgent agent(path());
+    agent.start("run-calibrated");
+    auto source = makeSource(agent);
+    Recorder rec(*source);
+    join(agent, *source, rec);
+    QTRY_VERIFY_WITH_TIMEOUT(!rec.headers.empty(), 5000);
+    QVERIFY(rec.headers.back().calibration_errors.empty());
+    agent.set_calibration({0.004, 0.09, std::numeric_limits<double>::quiet_NaN(), 0.006});
+    agent.publish_hello();
+    QTRY_COMPARE_WITH_TIMEOUT(rec.headers.size(), std::size_t(2), 5000);
+    const sp::RunHeader& h = rec.headers.back();
+    QCOMPARE(h.run_id, std::string("run-calibrated"));
+    QCOMPARE(h.calibration_errors.size(), std::size_t(4));
+    QCOMPARE(h.calibration_errors[1], 0.09);
+    QVERIFY(std::isnan(h.calibration_errors[2]));  // null: no finite error for that block
+    // Later hellos repeat it: nothing new to announce.
+    agent.publish_hello();
+    agent.publish_update(1);
+    QTRY_VERIFY_WITH_TIMEOUT(!rec.updates.empty(), 5000);
+    QCOMPARE(rec.headers.size(), std::size_t(2));
     source->stop();
 }
 

@@ -456,6 +456,11 @@ class TestProtocol : public QObject {
         QVERIFY(j.contains("version"));
         QCOMPARE(proto::seq_of(h).value_or(0), std::uint64_t(1));
         QVERIFY_THROWS_EXCEPTION(std::invalid_argument, proto::hello(1, "r", 0, {}, "nope", 0.0));
+        // No calibration yet: no key; once calibrated, one error per block, null where not finite.
+        QVERIFY(!j.contains("calibration_errors"));
+        const json c = json::parse(proto::hello(2, "run-7", 0, sp::uniform_layout(3, 8), "", 5.5,
+                                                {0.01, std::numeric_limits<double>::infinity(), 0.03}));
+        QCOMPARE(c["calibration_errors"], json::parse("[0.01, null, 0.03]"));
 
         const std::string b = proto::heartbeat(9, 300, 6.5);
         QCOMPARE(json::parse(b), json::parse(q("{'seq':9,'step':300,'time':6.5}")));

@@ -97,6 +97,7 @@ struct AgentServer::Impl {
     std::optional<PendingSnapshot> pending_snapshot;
     std::string run_id, config_json;
     BlockLayout layout;
+    std::vector<double> calibration_errors;  // empty until calibration ran
     bool run_set = false;
     bool hello_due = true;
     std::atomic<std::int64_t> step{0};
@@ -234,14 +235,16 @@ void AgentServer::Impl::send_pub(protocol::Topic topic, std::string body) {
 void AgentServer::Impl::send_hello() {
     std::string id, config;
     BlockLayout blocks;
+    std::vector<double> errors;
     {
         std::lock_guard lock(mutex);
         id = run_id;
         config = config_json;
         blocks = layout;
+        errors = calibration_errors;
     }
-    send_pub(protocol::Topic::hello,
-             protocol::hello(++seq, id, options.rank, blocks, config.empty() ? "{}" : config, wall_now()));
+    send_pub(protocol::Topic::hello, protocol::hello(++seq, id, options.rank, blocks,
+                                                     config.empty() ? "{}" : config, wall_now(), errors));
 }
 
 void AgentServer::Impl::drain_queue() {
@@ -525,6 +528,15 @@ AgentServer::~AgentServer() {
     if (impl_->thread.joinable()) impl_->thread.join();
     ::close(impl_->wake_read);
     ::close(impl_->wake_write);
+}
+
+void AgentServer::set_calibration(std::vector<double> errors) {
+    {
+        std::lock_guard lock(impl_->mutex);
+        impl_->calibration_errors = std::move(errors);
+        impl_->hello_due = true;
+    }
+    impl_->wake();
 }
 
 void AgentServer::set_run(const std::string& run_id, const BlockLayout& layout,

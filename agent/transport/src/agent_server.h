@@ -37,6 +37,8 @@ class AgentServer {
 
     // What `hello` announces and how many blocks commands may name. Call before the first publish.
     void set_run(const std::string& run_id, const BlockLayout& layout, const std::string& config_json);
+    // The calibrated INT8 errors per block, once calibration ran: `hello` carries them from then on.
+    void set_calibration(std::vector<double> errors);
 
     // Non-blocking: queues the record for the I/O thread (update/event/stats topics by kind; headers are
     // not published: `hello` carries the same). Returns false and counts a drop when the queue is full;

@@ -27,6 +27,9 @@ void AgentServer::set_run(const std::string& /*run_id*/, const BlockLayout& /*la
                           const std::string& /*config_json*/) {}
 
 // NOLINTNEXTLINE(performance-unnecessary-value-param): agent_server.h's signature
+void AgentServer::set_calibration(std::vector<double> /*errors*/) {}
+
+// NOLINTNEXTLINE(performance-unnecessary-value-param): agent_server.h's signature
 bool AgentServer::publish(TelemetryRecord /*record*/) {
     return false;
 }

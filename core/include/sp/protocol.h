@@ -101,8 +101,11 @@ struct Snapshot {
 std::string snapshot_reply(const Request& r, const Snapshot& s);
 
 // ---- Telemetry message bodies (the second frame); "seq" is always the first key ----
+// `calibration_errors` (per block id, the calibrated relative INT8 output error) is written once
+// calibration ran; empty: left out.
 std::string hello(std::uint64_t seq, const std::string& run_id, int rank, const BlockLayout& layout,
-                  const std::string& config_json, double time);
+                  const std::string& config_json, double time,
+                  const std::vector<double>& calibration_errors = {});
 std::string heartbeat(std::uint64_t seq, std::int64_t step, double time);
 // Adds "seq" as the first key of a record line from to_json_line (update, stats or event) by
 // splicing text, without a DOM round trip. The line must be a JSON object without a top-level

@@ -1,5 +1,7 @@
 // LiveWorker, the telemetry half: reading the SUB socket, seq gaps and restarts, the late-join
 // snapshot (PROTOCOL.md §5) and the batches of records for the GUI thread.
+#include <limits>
+
 #include <nlohmann/json.hpp>
 
 #include "sp/json_input.h"
@@ -55,6 +57,11 @@ std::optional<sp::RunHeader> parseHello(std::string_view body, std::string& erro
         }
         const auto config = j.find("config");
         h.config_json = config != j.end() && config->is_object() ? config->dump() : "{}";
+        // Additive: present once the agent calibrated; null for a block without a finite error.
+        if (const auto errors = j.find("calibration_errors"); errors != j.end() && errors->is_array())
+            for (const json& e : *errors)
+                h.calibration_errors.push_back(e.is_number() ? e.get<double>()
+                                                             : std::numeric_limits<double>::quiet_NaN());
         return h;
     } catch (const std::exception& e) {
         error = std::string("hello: ") + e.what();
@@ -135,10 +142,14 @@ void LiveWorker::onTelemetry(const zmq::message_t& topic_frame, const zmq::messa
         return;
     }
 
-    if (hello && (hello->run_id != run_id_ || header_needed_)) {
+    // Hello repeats every 2 s; it is news for a new run, and when it first carries the calibration
+    // (the agent calibrates after it starts announcing the run).
+    const bool calibration_news = hello && !hello->calibration_errors.empty() && !header_calibrated_;
+    if (hello && (hello->run_id != run_id_ || header_needed_ || calibration_news)) {
         flush();
         run_id_ = hello->run_id;
         header_needed_ = false;
+        header_calibrated_ = !hello->calibration_errors.empty();
         post([h = std::move(*hello)](TelemetrySource& s) { emit s.headerReceived(h); });
     }
     if (!synced_ && !snapshot_id_ && !snapshot_wanted_) {
@@ -216,6 +227,7 @@ void LiveWorker::onRestart() {
     buffered_bytes_ = 0;
     in_snapshot_through_.reset();
     header_needed_ = true;
+    header_calibrated_ = false;
 }
 
 void LiveWorker::requestSnapshot(Clock::time_point now) {

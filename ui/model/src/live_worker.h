@@ -120,6 +120,7 @@ class LiveWorker {
     std::uint64_t deferred_gap_ = 0;                 // missing seqs not reported yet (see onTelemetry)
     std::string run_id_;                             // the run of the last header emitted
     bool header_needed_ = true;                      // the next snapshot must also announce its header
+    bool header_calibrated_ = false;                 // the header last emitted carried calibration errors
     bool synced_ = false;                            // snapshot applied (or given up) for the current run
     std::optional<std::string> snapshot_id_;         // the request in flight
     std::vector<std::string> earlier_snapshot_ids_;  // timed out, but a late answer is still taken
