@@ -50,14 +50,12 @@ void block_sigpipe_in_this_thread() {
 #endif
 }
 
-}  // namespace
-
-namespace {
 TelemetrySink::Options capacity_options(std::size_t capacity) {
     TelemetrySink::Options options;
     options.capacity = capacity;
     return options;
 }
+
 }  // namespace
 
 TelemetrySink::TelemetrySink(const std::string& path, std::size_t capacity)

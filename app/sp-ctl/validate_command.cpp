@@ -5,7 +5,6 @@
 #include <fstream>
 #include <map>
 #include <optional>
-#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -153,28 +152,9 @@ struct Checker {
     }
 };
 
-// The header and the step statistics lines of the file, every other line left blank (the simulator
-// skips blank lines), so line numbers stay those of the file: what simulate's rules judge here are
-// the statistics, not the records validate judges itself.
-std::string statistics_only(const std::string& path) {
-    std::ifstream in(path);
-    std::string kept, text;
-    while (std::getline(in, text)) {
-        nlohmann::json j;
-        sp::JsonError bad;
-        const bool object = sp::parse_json(text, j, bad) && j.is_object();
-        const auto type = object ? j.find("type") : j.end();
-        const bool header = object && type != j.end() && (*type == "header" || *type == "layout");
-        const bool statistics = object && type == j.end() && !j.contains("step_id");
-        if (header || statistics) kept += text;
-        kept += '\n';
-    }
-    return kept;
-}
-
 // The first statistics line `sp-ctl simulate` would reject (core's check_simulation_input).
 void check_step_statistics(const std::string& path, Checker& check) {
-    std::istringstream in(statistics_only(path));
+    std::ifstream in(path, std::ios::binary);
     try {
         sp::check_simulation_input(in, path);
     } catch (const sp::SimulationError& e) {

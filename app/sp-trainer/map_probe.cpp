@@ -8,21 +8,31 @@
 
 #include "gpt_model.h"
 #include "sp/agent/precision_runtime.h"
+#include "sp/json_input.h"
 #include "text_data.h"
 
 namespace sp::trainer {
 namespace {
 
+// The value of `key`, which must be there with the type `is` checks (named `type` in the message).
+const nlohmann::json& field(const nlohmann::json& j, const char* key,
+                            bool (nlohmann::json::*is)() const noexcept, const char* type) {
+    const auto it = j.find(key);
+    if (it == j.end() || !((*it).*is)())
+        throw std::invalid_argument(std::string("\"") + key + "\" must be " + type);
+    return *it;
+}
+
 ProbeMap parse_map(const nlohmann::json& j, int blocks) {
     ProbeMap m;
-    m.name = j.at("name").get<std::string>();
-    const auto& formats = j.at("map");
-    if (!formats.is_array() || formats.size() != std::size_t(blocks))
+    m.name = field(j, "name", &nlohmann::json::is_string, "a string").get<std::string>();
+    const auto& formats = field(j, "map", &nlohmann::json::is_array, "an array of formats");
+    if (formats.size() != std::size_t(blocks))
         throw std::invalid_argument("\"map\" must list " + std::to_string(blocks) +
                                     " formats, one per block");
     for (const auto& f : formats) {
-        const auto p = parse_precision(f.get<std::string>());
-        if (!p) throw std::invalid_argument("unknown format \"" + f.get<std::string>() + "\"");
+        const auto p = f.is_string() ? parse_precision(f.get<std::string>()) : std::nullopt;
+        if (!p) throw std::invalid_argument("unknown format " + f.dump());
         m.formats.push_back(*p);
     }
     return m;
@@ -76,12 +86,18 @@ MapProbe::MapProbe(const std::string& maps_path, const std::string& out_path, in
     for (std::size_t number = 1; std::getline(in, line); ++number) {
         if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
         try {
-            const auto j = nlohmann::json::parse(line);
-            const auto step = j.at("step").get<std::int64_t>();
-            if (step < 0 || step > steps)
-                throw std::invalid_argument("\"step\" " + std::to_string(step) + " is outside 0.." +
+            // The project's one JSON entry point: bounded nesting, no number turned into infinity.
+            nlohmann::json j;
+            JsonError bad;
+            if (!parse_json(line, j, bad)) throw std::invalid_argument("not valid JSON: " + bad.message());
+            if (!j.is_object()) throw std::invalid_argument("expected a JSON object");
+            const auto& step = field(j, "step", &nlohmann::json::is_number_integer, "an integer");
+            // Compared as written: a value beyond int64 must not wrap into range.
+            if (step.is_number_unsigned() ? step.get<std::uint64_t>() > std::uint64_t(steps)
+                                          : step.get<std::int64_t>() < 0 || step.get<std::int64_t>() > steps)
+                throw std::invalid_argument("\"step\" " + step.dump() + " is outside 0.." +
                                             std::to_string(steps) + " (--steps)");
-            due_[step].push_back(parse_map(j, blocks));
+            due_[step.get<std::int64_t>()].push_back(parse_map(j, blocks));
         } catch (const std::exception& e) {
             throw ProbeMapsError("--probe-maps: " + maps_path + ":" + std::to_string(number) + ": " +
                                  e.what());

@@ -133,12 +133,11 @@ void validate_checkpoint_paths(const TrainerOptions& o) {
     }
 }
 
-// The agent opens the telemetry file when it starts; a bad path is a bad value, found here. A
-// symlink is refused (the agent opens with O_NOFOLLOW anyway, and says less), and so is a FIFO,
-// socket or block device: opening a FIFO for writing waits for a reader, so sp-trainer would hang
-// silently. A character device (/dev/null, /dev/full) is taken as given.
-// A file the trainer writes (telemetry, probe results): never through a symlink, never a FIFO, a
-// socket or a device (opening one would block or write somewhere else), in a folder that exists.
+// A file the trainer writes (the telemetry, the probe results) is opened later; a bad path is a bad
+// value, found here. A symlink is refused (the agent opens telemetry with O_NOFOLLOW anyway, and says
+// less), and so is a FIFO, socket or block device: opening a FIFO for writing waits for a reader,
+// so sp-trainer would hang silently. A character device (/dev/null, /dev/full) is taken as given.
+// `what` names the file in the symlink message.
 void validate_output_path(const std::string& source, const std::string& path, const std::string& what) {
     namespace fs = std::filesystem;
     const fs::path file(path);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <iterator>
 #include <limits>
 #include <optional>
@@ -42,10 +43,22 @@ struct ParsedInput {
 
 constexpr int kMaxImplicitBlocks = 4096;  // SIMULATOR.md: blocks without a layout line
 
+// What a parse reads: every line (simulate), or only the layout or header and the step statistics
+// (check_simulation_input: sp-ctl validate judges the other lines itself).
+enum class Scope : std::uint8_t { every_line, statistics };
+
+bool is_statistics_or_layout(const json& j) {
+    if (!j.is_object()) return false;
+    const auto type = j.find("type");
+    if (type == j.end()) return !j.contains("step_id");
+    return *type == "header" || *type == "layout";
+}
+
 class LineParser {
   public:
-    explicit LineParser(std::string source, std::function<bool()> cancelled = {})
-        : source_(std::move(source)), cancelled_(std::move(cancelled)) {}
+    explicit LineParser(std::string source, std::function<bool()> cancelled = {},
+                        Scope scope = Scope::every_line)
+        : source_(std::move(source)), cancelled_(std::move(cancelled)), scope_(scope) {}
 
     [[noreturn]] void fail(const std::string& what) const { throw SimulationError(source_, line_, what); }
 
@@ -58,7 +71,10 @@ class LineParser {
             if (text.find_first_not_of(" \t\r") == std::string::npos) continue;
             json j;
             JsonError bad;
-            if (!parse_json(text, j, bad)) {
+            const bool parsed = parse_json(text, j, bad);
+            // Skipped lines are not content: the header may still come first after them.
+            if (scope_ == Scope::statistics && !(parsed && is_statistics_or_layout(j))) continue;
+            if (!parsed) {
                 // A last line without its newline that does not parse was cut (a full disk, a
                 // killed writer): like the other readers, say so, skip it and use the rest.
                 if (in.eof()) {
@@ -296,6 +312,7 @@ class LineParser {
 
     std::string source_;
     std::function<bool()> cancelled_;
+    Scope scope_;
     std::uint64_t line_ = 0;
 };
 
@@ -308,7 +325,7 @@ SimulationError::SimulationError(const std::string& source, std::uint64_t line, 
 
 void check_simulation_input(std::istream& stats, const std::string& source) {
     ParsedInput input;
-    LineParser(source).parse(stats, input);
+    LineParser(source, {}, Scope::statistics).parse(stats, input);
 }
 
 std::map<int, double> parse_calibration(std::istream& in, const std::string& source) {

@@ -146,8 +146,7 @@ void write_paired_section(QTextStream& o, const Settings& s, const std::vector<M
     o << "\n" << (all ? "**Met.**" : "**Not met.**") << "\n\n";
 }
 
-void write_transfer_section(QTextStream& o, const Settings& s, const std::vector<ModeResult>& modes) {
-    (void)s;
+void write_transfer_section(QTextStream& o, const std::vector<ModeResult>& modes) {
     const ModeResult* m = nullptr;
     for (const ModeResult& mode : modes)
         if (!m || mode.mode == "adapters") m = &mode;

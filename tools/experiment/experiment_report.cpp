@@ -340,7 +340,7 @@ QString write_report(const Settings& s, const Pretrain& pretrain, const std::vec
         o << met(g4) << "\n\n";
     }
     write_paired_section(o, s, modes);
-    write_transfer_section(o, s, modes);
+    write_transfer_section(o, modes);
     md.close();
     write_csv(out.filePath("results.csv"), s, pretrain, modes);
     write_paired_csv(out.filePath("paired.csv"), modes);

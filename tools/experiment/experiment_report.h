@@ -16,7 +16,7 @@ QString format_shares(const std::vector<RunResult>& runs, BlockSteps RunResult::
 
 // results.md's "Paired measures" (goal 3) and "What the saved bytes buy"; paired.csv.
 void write_paired_section(QTextStream& o, const Settings& s, const std::vector<ModeResult>& modes);
-void write_transfer_section(QTextStream& o, const Settings& s, const std::vector<ModeResult>& modes);
+void write_transfer_section(QTextStream& o, const std::vector<ModeResult>& modes);
 void write_paired_csv(const QString& path, const std::vector<ModeResult>& modes);
 
 }  // namespace sp::experiment

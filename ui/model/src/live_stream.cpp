@@ -58,10 +58,13 @@ std::optional<sp::RunHeader> parseHello(std::string_view body, std::string& erro
         const auto config = j.find("config");
         h.config_json = config != j.end() && config->is_object() ? config->dump() : "{}";
         // Additive: present once the agent calibrated; null for a block without a finite error.
+        // One per block at most: entries beyond the layout name no block.
         if (const auto errors = j.find("calibration_errors"); errors != j.end() && errors->is_array())
-            for (const json& e : *errors)
+            for (std::size_t i = 0; i < errors->size() && i < h.blocks.size(); ++i) {
+                const json& e = (*errors)[i];
                 h.calibration_errors.push_back(e.is_number() ? e.get<double>()
                                                              : std::numeric_limits<double>::quiet_NaN());
+            }
         return h;
     } catch (const std::exception& e) {
         error = std::string("hello: ") + e.what();
@@ -223,8 +226,7 @@ void LiveWorker::onRestart() {
     last_seq_.reset();
     synced_ = false;
     forgetSnapshotRequests();
-    buffer_.clear();
-    buffered_bytes_ = 0;
+    clearBuffer();
     in_snapshot_through_.reset();
     header_needed_ = true;
     header_calibrated_ = false;
@@ -288,8 +290,7 @@ void LiveWorker::releaseBuffer(std::optional<std::uint64_t> after) {
         if (!batch_) batch_ = std::make_shared<std::vector<sp::TelemetryRecord>>();
         batch_->push_back(std::move(b.record));
     }
-    buffer_.clear();
-    buffered_bytes_ = 0;
+    clearBuffer();
     flush();
 }
 

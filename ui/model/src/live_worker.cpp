@@ -263,8 +263,7 @@ void LiveWorker::checkTimers(Clock::time_point now) {
         resetDealer();
         synced_ = false;
         forgetSnapshotRequests();
-        buffer_.clear();
-        buffered_bytes_ = 0;
+        clearBuffer();
     } else if (s == SourceState::live && quiet >= options_.stale_timeout) {
         setState(SourceState::stale, "no message for " + seconds(options_.stale_timeout));
     } else if (s == SourceState::connecting && quiet >= options_.disconnect_timeout) {

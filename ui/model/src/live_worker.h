@@ -134,7 +134,11 @@ class LiveWorker {
         std::size_t bytes;
     };
     std::deque<Buffered> buffer_;
-    std::size_t buffered_bytes_ = 0;
+    std::size_t buffered_bytes_ = 0;  // the messages' sizes, summed over buffer_
+    void clearBuffer() {
+        buffer_.clear();
+        buffered_bytes_ = 0;
+    }
     std::optional<std::uint64_t> in_snapshot_through_;  // records up to this seq are in the snapshot
     std::shared_ptr<std::vector<sp::TelemetryRecord>> batch_;
     Clock::time_point last_flush_{};
