@@ -310,7 +310,9 @@ class TrainingLoop {
             totals_.train_losses.push_back(loss_value);
             // The evaluation is not part of the training step the agent's overhead is compared with.
             totals_.eval_s += eval_s;
-            totals_.train_step_s += seconds_since(step_start) - eval_s;
+            const double step_s = seconds_since(step_start) - eval_s;
+            totals_.train_step_s += step_s;
+            totals_.step_s.push_back(step_s);
 
             const int low_blocks = count_precisions();
             totals_.saving_pct_sum += bytes.saving_pct();

@@ -21,6 +21,7 @@ struct RunTotals {
     std::int64_t steps_done = 0;  // fewer than --steps when a signal stopped the run
     std::string end_reason;       // what the run_end record says
     double train_step_s = 0;      // begin_step .. end_step, summed (what the overhead is relative to)
+    std::vector<double> step_s;   // the same, per step: the first step's set-up and profiling show apart
     double eval_s = 0;
     std::array<std::int64_t, kPrecisionCount> block_steps{};                       // per format
     std::vector<std::array<std::int64_t, kPrecisionCount>> block_steps_per_block;  // [block][format]

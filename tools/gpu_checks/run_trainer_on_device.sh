@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole trainer on a lent GPU machine (or, with --cpu, the same runs on the CPU: CI's dry run).
 #
-#   bash tools/gpu_checks/run_trainer_on_device.sh [--cpu] [--steps N] [--no-kernel-checks]
+#   bash tools/gpu_checks/run_trainer_on_device.sh [--cpu] [--steps N] [--full-steps N]
+#        [--no-kernel-checks] [--deadline S]
 #   bash tools/gpu_checks/run_trainer_on_device.sh --prepare-carry   # here, before a device call
 #
 # 1. Builds the `device` CMake preset (agent + sp-trainer; no Qt, no ZeroMQ) into build/device:
@@ -12,31 +13,38 @@
 # 2. On a GPU, unless --no-kernel-checks, runs tools/gpu_checks/run_on_device.sh (the CUDA kernel
 #    checks, compute-sanitizer tools listed in SANITIZERS, default memcheck; the benchmark) while
 #    the trainer builds, into $OUT/kernels.
-# 3. Runs sp-trainer with --summary-json for every row of the report: fine-tune mode (full, adapters)
-#    x weight residency (streamed; resident for adapters) x precision (bf16, policy, int8, int4, and
-#    fp8_e4m3 for adapters), on a model large enough to matter on a GPU (24 blocks, d_model 1024)
-#    and a small one on the CPU.
-# 4. Writes $OUT/report.md (tools/gpu_checks/trainer_report.py): step time, the agent's overhead
-#    and its share of the step, bytes per step, and each format's speed-up over BF16 in the same mode;
-#    and $OUT/runs.tar.gz with every summary and log.
+# 3. Runs sp-trainer with --summary-json for every row of the report, the seeds' setting first:
+#    adapters streamed (bf16, int8, int4, fp8_e4m3, policy), adapters resident (bf16, int8), then
+#    full fine-tuning streamed (bf16, int8, int4, policy), on a model large enough to matter on a GPU
+#    (24 blocks, d_model 1024) and a small one on the CPU. --steps N (default 30 on a GPU, 20 on the
+#    CPU) for adapters, --full-steps N (default 8 on a GPU, where the host re-packs every weight
+#    every step; 20 on the CPU) for full. Each run gets RUN_TIMEOUT seconds (default 180), after which
+#    it is stopped by SIGTERM (between steps: its summary is still written). With --deadline S no run
+#    starts once S seconds have passed since the script started, so that a device call with a limit
+#    still gets its report back.
+# 4. Writes $OUT/report.md (tools/gpu_checks/trainer_report.py) after every run: step time, the
+#    agent's overhead and its share of the step, bytes per step, and each format's speed-up over BF16
+#    in the same mode; and $OUT/runs.tar.gz with every summary and log.
 # $OUT defaults to build/device/out. Exit status: non-zero when a build, a check or a run failed.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
 carry="$root/build/device-carry"
 
-cpu=0 steps="" kernel_checks=1
+cpu=0 steps="" full_steps="" kernel_checks=1 deadline=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --cpu) cpu=1 ;;
     --steps) steps=${2:?--steps needs a number}; shift ;;
+    --full-steps) full_steps=${2:?--full-steps needs a number}; shift ;;
+    --deadline) deadline=${2:?--deadline needs a number of seconds}; shift ;;
     --no-kernel-checks) kernel_checks=0 ;;
     --prepare-carry)
       mkdir -p "$carry/include"
       cp -r /usr/include/nlohmann "$carry/include/"
       echo "run_trainer_on_device: nlohmann_json headers in $carry/include ($(du -sh "$carry" | cut -f1))"
       exit 0 ;;
-    -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,31p' "$0"; exit 0 ;;
     *) echo "run_trainer_on_device: unknown argument '$1' (try --help)" >&2; exit 2 ;;
   esac
   shift
@@ -87,31 +95,44 @@ if [ -n "$kernels_pid" ]; then
 fi
 
 trainer="$root/build/device/app/sp-trainer/sp-trainer"
+report() {  # the report of the runs so far: a call cut short still brings back what ran
+  python3 tools/gpu_checks/trainer_report.py "$out/device.txt" "$out"/runs/*.json > "$out/report.md"
+}
 if [ "$status" = 0 ]; then
   if [ "$cpu" = 0 ]; then
     model=(--device cuda --blocks 24 --d-model 1024 --heads 16 --seq-len 256 --batch 8)
-    steps=${steps:-30}
+    steps=${steps:-30} full_steps=${full_steps:-8}
   else
     model=(--device cpu --blocks 4 --d-model 64 --heads 4 --seq-len 32 --batch 4)
-    steps=${steps:-20}
+    steps=${steps:-20} full_steps=${full_steps:-20}
   fi
-  common=(--steps "$steps" --eval-every 100000 --eval-batches 1 --no-telemetry --quiet --seed 1)
-  run() {  # NAME ARGS...: one row of the report
-    local name=$1; shift
-    if "$trainer" "${model[@]}" "${common[@]}" "$@" --summary-json "$out/runs/$name.json" \
-         > "$out/runs/$name.log" 2>&1; then
-      echo "ran $name"
+  common=(--eval-every 100000 --eval-batches 1 --no-telemetry --quiet --seed 1)
+  run() {  # NAME STEPS ARGS...: one row of the report
+    local name=$1 n=$2; shift 2
+    if [ "$deadline" -gt 0 ] && [ "$SECONDS" -ge "$deadline" ]; then
+      echo "skipped $name: --deadline $deadline s reached"; return
+    fi
+    local start=$SECONDS
+    if timeout -s TERM -k 30 "${RUN_TIMEOUT:-180}" "$trainer" "${model[@]}" "${common[@]}" --steps "$n" "$@" \
+         --summary-json "$out/runs/$name.json" > "$out/runs/$name.log" 2>&1; then
+      echo "ran $name ($((SECONDS - start)) s)"
+    elif [ -s "$out/runs/$name.json" ] && grep -q '"end": *"interrupted"' "$out/runs/$name.json"; then
+      echo "ran $name: stopped by RUN_TIMEOUT after $((SECONDS - start)) s (its summary counts the steps done)"
     else
       echo "run $name FAILED:"; tail -5 "$out/runs/$name.log"; status=1
     fi
+    report || status=1
   }
-  for p in bf16 policy int8 int4; do run "full-streamed-$p" --finetune-mode full --precision "$p"; done
-  for p in bf16 policy int8 int4 fp8_e4m3; do run "adapters-streamed-$p" --finetune-mode adapters --precision "$p"; done
-  for p in bf16 int8; do
-    run "adapters-resident-$p" --finetune-mode adapters --weight-residency resident --precision "$p"
+  for p in bf16 int8 int4 fp8_e4m3 policy; do
+    run "adapters-streamed-$p" "$steps" --finetune-mode adapters --precision "$p"
   done
-  python3 tools/gpu_checks/trainer_report.py "$out/device.txt" "$out"/runs/*.json > "$out/report.md" || status=1
-  cat "$out/report.md"
+  for p in bf16 int8; do
+    run "adapters-resident-$p" "$steps" --finetune-mode adapters --weight-residency resident --precision "$p"
+  done
+  for p in bf16 int8 int4 policy; do
+    run "full-streamed-$p" "$full_steps" --finetune-mode full --precision "$p"
+  done
+  [ -s "$out/report.md" ] && cat "$out/report.md"
 fi
 
 # At most a few files come back from a device machine: one archive for the details.

@@ -3,13 +3,15 @@
 
     trainer_report.py DEVICE_TXT SUMMARY.json...  > report.md
 
-Per run: the mean training step (train_step_s / steps: evaluations excluded), the agent's overhead
+Per run: the median training step after the first (step_s[1:]: the first carries the warm-up and
+step 0's profiling; evaluations excluded), the first step, the agent's overhead
 per step and its share of the step, the bytes sent to the compute copy per step (the initial load
 excluded) and their saving against BF16, and the speed-up of the step against the BF16 run of the
-same fine-tune mode and residency (bf16 step time / this step time). Exits 1 when a summary is
-missing a field or names no steps.
+same fine-tune mode and residency (BF16's median step / this median step). Exits 1 when a summary
+is missing a field; a run stopped before its first step is named under the table.
 """
 import json
+import statistics
 import sys
 from pathlib import Path
 
@@ -18,15 +20,19 @@ def load(path):
     s = json.loads(Path(path).read_text())
     steps = s["steps"]
     if steps <= 0:
-        raise ValueError(f"{path}: no steps ran")
+        return {"name": Path(path).stem, "steps": 0}
+    step_s = s["step_s"]
+    steady = step_s[1:] or step_s
     return {
         "name": Path(path).stem,
         "mode": s["finetune_mode"],
         "residency": s["weight_residency"],
         "precision": s["precision"],
         "steps": steps,
-        "step_ms": 1e3 * s["train_step_s"] / steps,
-        "agent_ms": 1e3 * s["agent_s"] / steps,
+        "step_ms": 1e3 * statistics.median(steady),
+        "first_ms": 1e3 * step_s[0],
+        "agent_ms": 1e3 * (s["agent_s"] - s["profiling_s"]) / steps,
+        "profiling_s": s["profiling_s"],
         "collect_ms": 1e3 * s["agent_collect_s"] / steps,
         "hints_ms": 1e3 * s["agent_hints_s"] / steps,
         "mb_per_step": s["bytes_copied_per_step"] / 1e6,
@@ -46,13 +52,15 @@ def main(argv):
     except (OSError, KeyError, ValueError, IndexError) as e:
         print(f"trainer_report: {e}", file=sys.stderr)
         return 1
+    empty = [r["name"] for r in runs if r["steps"] == 0]
+    runs = [r for r in runs if r["steps"] > 0]
     bf16 = {(r["mode"], r["residency"]): r["step_ms"] for r in runs if r["precision"] == "bf16"}
     out = ["# sp-trainer on the device: step time, agent overhead, bytes per step", ""]
     out += [f"- {line}" for line in device]
-    out += ["", "| mode | residency | precision | steps | step (ms) | agent (ms) | agent share | "
-            "collect (ms) | hints (ms) | MB/step | BF16 MB/step | saving | low-precision share | "
-            "speed-up vs BF16 | last train loss |",
-            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    out += ["", "| mode | residency | precision | steps | step (ms) | first step (ms) | profiling (s) | "
+            "agent (ms) | agent share | collect (ms) | hints (ms) | MB/step | BF16 MB/step | saving | "
+            "low-precision share | speed-up vs BF16 | last train loss |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     order = {"bf16": 0, "policy": 1, "int8": 2, "fp8_e4m3": 3, "fp8_e5m2": 4, "int4": 5}
     for r in sorted(runs, key=lambda r: (r["mode"], r["residency"], order.get(r["precision"], 9))):
         base = bf16.get((r["mode"], r["residency"]))
@@ -60,14 +68,20 @@ def main(argv):
         saving = 100.0 * (1 - r["mb_per_step"] / r["mb_bf16_per_step"]) if r["mb_bf16_per_step"] else 0.0
         out.append(
             f"| {r['mode']} | {r['residency']} | {r['precision']} | {r['steps']} | {r['step_ms']:.2f} | "
-            f"{r['agent_ms']:.3f} | {100 * r['agent_ms'] / r['step_ms']:.2f}% | {r['collect_ms']:.3f} | "
-            f"{r['hints_ms']:.3f} | {r['mb_per_step']:.2f} | {r['mb_bf16_per_step']:.2f} | {saving:.1f}% | "
+            f"{r['first_ms']:.0f} | {r['profiling_s']:.2f} | {r['agent_ms']:.3f} | "
+            f"{100 * r['agent_ms'] / r['step_ms']:.2f}% | {r['collect_ms']:.3f} | {r['hints_ms']:.3f} | "
+            f"{r['mb_per_step']:.2f} | {r['mb_bf16_per_step']:.2f} | {saving:.1f}% | "
             f"{100 * r['low_share']:.0f}% | {speedup} | {r['final_train_loss']:.4f} |")
-    out += ["", "Step: mean of the training steps (forward, backward, the agent, the optimizer, the "
-            "runtime's materialization; evaluations excluded), host wall time, the GPU's work included "
-            "(the loss is read every step). Agent: collect + hints + bookkeeping + distribution "
-            "statistics, host time. MB/step: bytes sent to the compute copy per step in the blocks' "
+    out += ["", "Step: median of the training steps after the first (forward, backward, the agent, the "
+            "optimizer, the runtime's materialization; evaluations excluded), host wall time, the GPU's "
+            "work included (the loss is read every step); the first step carries the warm-up and step "
+            "0's distribution statistics. Profiling: the distribution statistics (SNR profiling) of the "
+            "run, in all (step 0, then every distribution_interval_steps). Agent: collect + hints + "
+            "bookkeeping, host time, mean per step, the profiling excluded; its share is of the median "
+            "step. MB/step: bytes sent to the compute copy per step in the blocks' "
             "formats; BF16 MB/step: the same sends in BF16."]
+    if empty:
+        out += ["", "Stopped before their first step (no row): " + ", ".join(empty) + "."]
     print("\n".join(out))
     return 0
 
