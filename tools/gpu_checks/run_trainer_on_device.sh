@@ -13,6 +13,8 @@
 # 2. On a GPU, unless --no-kernel-checks, runs tools/gpu_checks/run_on_device.sh (the CUDA kernel
 #    checks, compute-sanitizer tools listed in SANITIZERS, default memcheck; the benchmark) while
 #    the trainer builds, into $OUT/kernels.
+#    Then check_device_rounding (tools/rounding_check) on the device (on the CPU with --cpu): the
+#    rounding of activations and gradients, done there, bit for bit against the core reference.
 # 3. Runs sp-trainer with --summary-json for every row of the report, the seeds' setting first:
 #    adapters streamed (bf16, int8, int4, fp8_e4m3, policy), adapters resident (bf16, int8), then
 #    full fine-tuning streamed (bf16, int8, int4, policy), on a model large enough to matter on a GPU
@@ -44,7 +46,7 @@ while [ $# -gt 0 ]; do
       cp -r /usr/include/nlohmann "$carry/include/"
       echo "run_trainer_on_device: nlohmann_json headers in $carry/include ($(du -sh "$carry" | cut -f1))"
       exit 0 ;;
-    -h|--help) sed -n '2,31p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,/^# $OUT defaults/p' "$0"; exit 0 ;;
     *) echo "run_trainer_on_device: unknown argument '$1' (try --help)" >&2; exit 2 ;;
   esac
   shift
@@ -89,6 +91,17 @@ if ! { cmake "${config[@]}" && cmake --build --preset device -j "$(nproc)"; } > 
 fi
 echo "build: $((SECONDS - build_start)) s" | tee -a "$out/device.txt"
 
+# The activations' and gradients' rounding on the device, bit for bit against the core reference.
+if [ "$status" = 0 ]; then
+  rounding_device=cuda
+  [ "$cpu" = 1 ] && rounding_device=cpu
+  if "$root/build/device/tools/rounding_check/check_device_rounding" "$rounding_device" > "$out/rounding.txt" 2>&1; then
+    echo "rounding check: $(cat "$out/rounding.txt")" | tee -a "$out/device.txt"
+  else
+    echo "rounding check FAILED: $(cat "$out/rounding.txt")" | tee -a "$out/device.txt"; status=1
+  fi
+fi
+
 if [ -n "$kernels_pid" ]; then
   if wait "$kernels_pid"; then echo "kernel checks: passed"; else echo "kernel checks: FAILED"; status=1; fi
   tail -5 "$out/kernels.log"
@@ -106,20 +119,23 @@ if [ "$status" = 0 ]; then
     model=(--device cpu --blocks 4 --d-model 64 --heads 4 --seq-len 32 --batch 4)
     steps=${steps:-20} full_steps=${full_steps:-20}
   fi
-  common=(--eval-every 100000 --eval-batches 1 --no-telemetry --quiet --seed 1)
+  common=(--eval-every 100000 --eval-batches 1 --no-telemetry --seed 1)
   run() {  # NAME STEPS ARGS...: one row of the report
     local name=$1 n=$2; shift 2
     if [ "$deadline" -gt 0 ] && [ "$SECONDS" -ge "$deadline" ]; then
       echo "skipped $name: --deadline $deadline s reached"; return
     fi
-    local start=$SECONDS
+    local start=$SECONDS rc=0
     if timeout -s TERM -k 30 "${RUN_TIMEOUT:-180}" "$trainer" "${model[@]}" "${common[@]}" --steps "$n" "$@" \
          --summary-json "$out/runs/$name.json" > "$out/runs/$name.log" 2>&1; then
       echo "ran $name ($((SECONDS - start)) s)"
-    elif [ -s "$out/runs/$name.json" ] && grep -q '"end": *"interrupted"' "$out/runs/$name.json"; then
-      echo "ran $name: stopped by RUN_TIMEOUT after $((SECONDS - start)) s (its summary counts the steps done)"
     else
-      echo "run $name FAILED:"; tail -5 "$out/runs/$name.log"; status=1
+      rc=$?
+      if [ -s "$out/runs/$name.json" ] && grep -q '"end": *"interrupted"' "$out/runs/$name.json"; then
+        echo "ran $name: stopped by RUN_TIMEOUT after $((SECONDS - start)) s (its summary counts the steps done)"
+      else
+        echo "run $name FAILED (exit $rc after $((SECONDS - start)) s):"; tail -5 "$out/runs/$name.log"; status=1
+      fi
     fi
     report || status=1
   }
@@ -136,5 +152,5 @@ if [ "$status" = 0 ]; then
 fi
 
 # At most a few files come back from a device machine: one archive for the details.
-tar -czf "$out/runs.tar.gz" -C "$out" runs build.log $( [ -d "$out/kernels" ] && echo kernels kernels.log ) 2>/dev/null || true
+tar -czf "$out/runs.tar.gz" -C "$out" runs build.log rounding.txt $( [ -d "$out/kernels" ] && echo kernels kernels.log ) 2>/dev/null || true
 exit $status

@@ -13,9 +13,17 @@
 
 namespace sp::agent {
 
-// A new tensor with the shape, dtype and device of `x` holding its rows rounded to `format`. The
-// values are computed in float on the host (the reference works on float). No autograd history.
+// A new tensor with the shape, dtype and device of `x` holding its rows rounded to `format`, in
+// float. No autograd history. On the host the core reference itself computes them; on another device
+// rounded_rows_aten does, where the tensor is.
 at::Tensor rounded_rows(const at::Tensor& x, Precision format,
                         std::size_t int4_group = kDefaultInt4GroupSize);
+
+// The same values from ATen operations on x's own device, bit for bit the reference's (NaN payloads
+// aside): the reference's scales (float divisions), x / scale, round half to even, the FP8 grid
+// through exact powers of two. test_rounding checks it against the reference on the host; the GPU
+// checks (tools/gpu_checks) on a CUDA device.
+at::Tensor rounded_rows_aten(const at::Tensor& x, Precision format,
+                             std::size_t int4_group = kDefaultInt4GroupSize);
 
 }  // namespace sp::agent
