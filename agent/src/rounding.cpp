@@ -1,6 +1,7 @@
 #include "sp/agent/rounding.h"
 
 #include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
 
 #include <stdexcept>
 
@@ -47,7 +48,8 @@ at::Tensor fp8_roundtrip(const at::Tensor& rows, Precision format) {
     const at::Tensor scale = group_scale(rows, max_finite, kFp8MinScale);
     const at::Tensor v = rows.div(scale).clamp(-max_finite, max_finite);
     const at::Tensor magnitude = v.abs();
-    const at::Tensor exponent = magnitude.view(at::kInt).bitwise_right_shift(23).sub(127).clamp_min(min_normal_exp);
+    const at::Tensor exponent =
+        magnitude.view(at::kInt).bitwise_right_shift(23).sub(127).clamp_min(min_normal_exp);
     const at::Tensor quantum = exact_power_of_two(exponent.sub(mantissa_bits));
     const at::Tensor rounded = magnitude.div(quantum).round().mul(quantum).clamp_max(max_finite);
     return at::where(at::isnan(v), at::zeros({}, rows.options()), at::copysign(rounded, v).mul(scale));

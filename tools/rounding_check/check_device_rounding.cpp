@@ -23,7 +23,8 @@ int main(int argc, char** argv) {
     try {
         const std::string mismatch = sp::check::rounding_mismatch(c10::Device(name));
         if (!mismatch.empty()) {
-            std::cout << "FAIL  rounded_rows_aten on " << name << " against the reference: " << mismatch << '\n';
+            std::cout << "FAIL  rounded_rows_aten on " << name << " against the reference: " << mismatch
+                      << '\n';
             return 1;
         }
         std::cout << "PASS  rounded_rows_aten on " << name

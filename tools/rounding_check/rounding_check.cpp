@@ -39,8 +39,9 @@ std::string first_difference(const at::Tensor& got, const at::Tensor& want) {
         std::memcpy(&x, &a[i], 4);
         std::memcpy(&y, &b[i], 4);
         if (x != y)
-            return "element " + std::to_string(i) + ": " + std::to_string(a[i]) + " (bits " + std::to_string(x) +
-                   ") against the reference's " + std::to_string(b[i]) + " (bits " + std::to_string(y) + ")";
+            return "element " + std::to_string(i) + ": " + std::to_string(a[i]) + " (bits " +
+                   std::to_string(x) + ") against the reference's " + std::to_string(b[i]) + " (bits " +
+                   std::to_string(y) + ")";
     }
     return "";
 }
@@ -96,13 +97,14 @@ std::string rounding_mismatch(c10::Device device) {
                 const at::Tensor x = awkward_rows(std::max<std::int64_t>(rows, 7), shape.back())
                                          .narrow(0, 0, rows)
                                          .reshape(shape);
-                const std::string diff = first_difference(
-                    agent::rounded_rows_aten(x.to(device), p, group), reference(x, p, group));
+                const std::string diff = first_difference(agent::rounded_rows_aten(x.to(device), p, group),
+                                                          reference(x, p, group));
                 if (!diff.empty()) return case_name(p, group, shape.back()) + diff;
             }
     for (const Precision p : {Precision::fp8_e4m3, Precision::fp8_e5m2}) {
         const at::Tensor x = fp8_sweep(p);
-        const std::string diff = first_difference(agent::rounded_rows_aten(x.to(device), p), reference(x, p, 64));
+        const std::string diff =
+            first_difference(agent::rounded_rows_aten(x.to(device), p), reference(x, p, 64));
         if (!diff.empty()) return std::string(to_string(p)) + " sweep of every binade: " + diff;
     }
     return "";
