@@ -105,6 +105,7 @@ void Agent::register_blocks(std::vector<AgentBlock> blocks) {
     if (policy_) throw std::logic_error("Agent::register_blocks: blocks are already registered");
     blocks_ = std::move(blocks);
     policy_ = std::make_unique<Policy>(config_, layout_of(blocks_));  // ConfigError: force ids vs. layout
+    stepper_ = std::make_unique<PolicyStepper>(*policy_);
     admitted_ = admitted_by_gate();
     configure_policy();
     profiler_ = std::make_unique<detail::DistributionProfiler>(config_, blocks_);
@@ -127,6 +128,7 @@ const CalibrationResult& Agent::calibrate(const CalibrationHooks& hooks) {
     calibration_ =
         sp::agent::calibrate(blocks_, hooks, config_.calibration_samples, options_.model_identity, dir);
     policy_ = std::make_unique<Policy>(config_, layout_of(blocks_), calibration_.errors);
+    stepper_ = std::make_unique<PolicyStepper>(*policy_);
     configure_policy();
     if (server_) server_->set_calibration(calibration_.errors);  // live clients learn it from `hello`
     return calibration_;
@@ -267,7 +269,7 @@ void Agent::begin_step(std::int64_t step) {
     // Data-parallel: rank 0's commands, on every rank at this boundary (a follower's own are refused).
     const std::vector<CommandItem> applying = exchange_commands(step, commands_->take_at_boundary(step));
     for (const auto& [command, done, request_id] : applying) {
-        const CommandOutcome outcome = policy_->apply(command, step);
+        const CommandOutcome outcome = stepper_->apply(command);
         nlohmann::json payload = {{"command", to_json(command)}, {"ok", outcome.ok}};
         if (!request_id.empty()) payload["id"] = request_id;  // the control request's id (PROTOCOL.md 4.3)
         if (outcome.ok) {
@@ -296,21 +298,25 @@ void Agent::collect_block_grad_stats() {
 const PrecisionHints& Agent::compute_hints(std::int64_t step) {
     const auto t0 = Clock::now();
     const double collectives_before = overhead_.collectives_s;
+    if (!policy_) throw std::logic_error("Agent::compute_hints: register_blocks first");
+    if (!stepper_->in_step() || stepper_->step() != step)
+        throw std::logic_error("Agent::compute_hints(" + std::to_string(step) + "): call begin_step(" +
+                               std::to_string(step) + ") first, once per step");
     stats_ = options_.collector->results();  // a GPU collector waits for its event here, not earlier
     share_statistics(step);                  // sharded: every rank's slices, merged
-    for (const BlockGradStats& s : stats_) policy_->observe(step, s);
+    for (const BlockGradStats& s : stats_) stepper_->observe(s);
     step_snr_.clear();
     double profiling_s = 0;
     if (profiler_->due(step)) {
         const auto td = Clock::now();
         step_snr_ = profiler_->finish(step);
-        for (const BlockSnr& s : step_snr_) policy_->observe_snr(s);
+        for (const BlockSnr& s : step_snr_) stepper_->observe_snr(s);
         profiling_s = seconds_since(td);
         overhead_.distribution_s += profiling_s;
     }
     step_timestamp_ = now();
     stats_pending_ = (sink_ || server_) && config_.telemetry_every_step;
-    const UpdateRecord* rec = policy_->update(step, step_timestamp_);
+    const UpdateRecord* rec = stepper_->update(step_timestamp_);
     hints_.step = step;
     hints_.updated = rec != nullptr;
     if (rec) {
@@ -378,7 +384,7 @@ void Agent::end_run(std::string reason) {
 
 // A pin's for_steps ran out (POLICY.md rule 20): a pin_release event, before the step's commands.
 bool Agent::expire_pins(std::int64_t step) {
-    const PinExpiry& expiry = policy_->expire_pins(step);
+    const PinExpiry& expiry = stepper_->begin(step);
     if (expiry.blocks.empty()) return false;
     emit_pin_release(step, expiry.blocks, nullptr);
     for (const PrecisionChange& c : expiry.changes) log_change(step, c);
@@ -410,7 +416,7 @@ void Agent::emit_pin_release(std::int64_t step, const std::vector<int>& released
 void Agent::apply_loss_feedback(double loss) {
     if (step_ < 0) return;
     // Judged even with rollback off: a pin given release_on_spike listens to the same detector.
-    const LossFeedback& fb = policy_->observe_loss(step_, loss);
+    const LossFeedback& fb = stepper_->end(loss);
     if (!fb.alarm()) return;
     const bool nonfinite = fb.verdict.kind == LossVerdict::Kind::nonfinite;
     nlohmann::json payload = alarm_evidence(fb, config_);

@@ -150,7 +150,7 @@ void Agent::exchange_map(std::int64_t step) {
         throw DistributedError(rank + ": rank 0's map for step " + std::to_string(step) +
                                " arrived with a checksum that does not match it");
     const std::vector<Precision> own = policy_->precisions();
-    const std::vector<PrecisionChange> adopted = policy_->adopt(step, leader.precision, leader.reason);
+    const std::vector<PrecisionChange> adopted = stepper_->adopt(leader.precision, leader.reason);
     hints_.reason = leader.reason;
     if (!adopted.empty()) {
         std::vector<std::string> names;

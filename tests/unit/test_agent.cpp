@@ -235,6 +235,7 @@ class TestAgent : public QObject {
         Model model(3);
         Agent agent(small_config({}), fixed_clock());
         agent.register_blocks(model.named());
+        agent.begin_step(0);
         std::atomic<int> applied_at{-1};
         std::thread producer([&] {
             agent.enqueue(pin({1}, Precision::int8), [&](const CommandOutcome& o, std::int64_t step) {

@@ -32,6 +32,7 @@
 #include "sp/command.h"
 #include "sp/config.h"
 #include "sp/policy.h"
+#include "sp/policy_stepper.h"
 #include "sp/transport/server_options.h"
 
 namespace sp::transport {
@@ -186,6 +187,7 @@ class Agent {
     std::string config_json_;  // the effective config, serialized once
     std::vector<AgentBlock> blocks_;
     std::unique_ptr<Policy> policy_;
+    std::unique_ptr<PolicyStepper> stepper_;  // the per-step sequence, as simulate() drives it
     std::vector<double> calibration_errors_;
     CalibrationResult calibration_;
     std::vector<HintSink*> hint_sinks_;
