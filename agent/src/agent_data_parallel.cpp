@@ -155,13 +155,22 @@ void Agent::exchange_map(std::int64_t step) {
     if (!adopted.empty()) {
         std::vector<std::string> names;
         for (const AgentBlock& b : blocks_) names.push_back(b.name);
-        nlohmann::json blocks = nlohmann::json::array();
-        for (const PrecisionChange& c : adopted) blocks.push_back(c.block_id);
+        // Each block with the format and reason it took, so that a re-simulation of this rank's file
+        // adopts them at the same point of the step (sp::simulate).
+        nlohmann::json blocks = nlohmann::json::array(), to = nlohmann::json::array(),
+                       reasons = nlohmann::json::array();
+        for (const PrecisionChange& c : adopted) {
+            blocks.push_back(c.block_id);
+            to.push_back(to_string(c.to));
+            reasons.push_back(to_string(c.reason));
+        }
         // Not an error: inputs that differ by rank (the layer inputs of the SNR estimates) may tip a
         // decision; the job runs rank 0's, and the event says where this rank would have differed.
         emit_event(step, "map_adopted",
                    nlohmann::json{{"from_rank", 0},
                                   {"blocks", blocks},
+                                  {"to", to},
+                                  {"reasons", reasons},
                                   {"difference", describe_map_difference(own, leader.precision, names, 0)}}
                        .dump());
         for (const PrecisionChange& c : adopted) log_change(step, c);

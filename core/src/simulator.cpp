@@ -1,6 +1,7 @@
 #include "sp/simulator.h"
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <cstdint>
 #include <iterator>
@@ -8,12 +9,15 @@
 #include <optional>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 #include <nlohmann/json.hpp>
 
 #include "sp/command.h"
 #include "sp/json_input.h"
 #include "sp/policy.h"
+#include "sp/policy_stepper.h"
+#include "sp/telemetry.h"
 
 namespace sp {
 namespace {
@@ -28,6 +32,8 @@ struct StepInput {
     std::optional<double> loss;    // the recorded training loss (NaN: recorded as null, non-finite)
     std::vector<BlockSnr> snr;     // SNR estimates taken at this step
     std::vector<std::pair<Command, std::uint64_t>> commands;  // with their line numbers
+    // A data-parallel follower's map_adopted event: the blocks where it took rank 0's decision.
+    std::vector<std::tuple<int, Precision, Reason>> adopted;
 };
 
 struct ParsedInput {
@@ -92,7 +98,7 @@ class LineParser {
                 out.layout = parse_layout(j);
                 if (type == "header") read_header_settings(j, out);
             } else if (type == "event") {
-                add_command_event(j, out);  // a recorded operator command; other events are skipped
+                add_event(j, out);  // operator commands and adopted maps; other events are skipped
             } else if (!type.empty() || j.contains("type")) {
                 fail("unknown line type " + j["type"].dump() +
                      " (expected \"layout\", \"header\" or \"event\")");
@@ -221,16 +227,51 @@ class LineParser {
         return entries;
     }
 
-    void add_command_event(const json& j, ParsedInput& out) const {
+    void add_event(const json& j, ParsedInput& out) {
         // find, not value(): value() throws nlohmann's type_error when "kind" is not a string.
         const auto kind = j.find("kind");
-        if (kind == j.end() || !kind->is_string() || *kind != "command") return;
+        if (kind == j.end() || !kind->is_string()) return;
+        if (*kind == "map_adopted") add_adopted_map(j, out);
+        if (*kind != "command") return;
         const auto ok = j.find("ok");
         if (ok == j.end() || !ok->is_boolean() || !ok->get<bool>()) return;  // rejected: never applied
         const auto step = integer<std::int64_t>(j, "step", 0);
         const auto command = j.find("command");
         if (command == j.end()) fail("command event without 'command'");
         add_command(step, *command, out);
+    }
+
+    // map_adopted (agent/PROTOCOL.md §11): `blocks`, with `to` and `reasons` beside them, are rank
+    // 0's decisions this rank took after its own update. A file written before `to` and `reasons`
+    // existed cannot replay them: said once, and its own decisions stand.
+    void add_adopted_map(const json& j, ParsedInput& out) {
+        const auto step = integer<std::int64_t>(j, "step", 0);
+        const auto blocks = j.find("blocks"), to = j.find("to"), reasons = j.find("reasons");
+        if (blocks == j.end() || !blocks->is_array()) fail("map_adopted event: expected an array 'blocks'");
+        if (to == j.end() && reasons == j.end()) {
+            if (!warned_old_adoption_)
+                out.warnings.push_back(source_ + ":" + std::to_string(line_) +
+                                       ": map_adopted without 'to' and 'reasons' (an older agent): rank 0's "
+                                       "map is not replayed, this rank's own decisions stand");
+            warned_old_adoption_ = true;
+            return;
+        }
+        if (to == j.end() || reasons == j.end() || !to->is_array() || !reasons->is_array() ||
+            to->size() != blocks->size() || reasons->size() != blocks->size())
+            fail("map_adopted event: 'to' and 'reasons' must be arrays as long as 'blocks'");
+        StepInput& entry = step_entry(step, out);
+        for (std::size_t i = 0; i < blocks->size(); ++i) {
+            const json& id = (*blocks)[i];
+            if (!id.is_number_integer() || id.get<std::int64_t>() < 0 || id.get<std::int64_t>() > INT32_MAX)
+                fail("map_adopted event: a block id is a non-negative integer, got " + id.dump());
+            const auto p = (*to)[i].is_string() ? parse_precision((*to)[i].get<std::string>()) : std::nullopt;
+            const auto r =
+                (*reasons)[i].is_string() ? parse_reason((*reasons)[i].get<std::string>()) : std::nullopt;
+            if (!p) fail("map_adopted event: unknown format " + (*to)[i].dump());
+            if (!r) fail("map_adopted event: unknown reason " + (*reasons)[i].dump());
+            check_block(int(id.get<std::int64_t>()), out);
+            entry.adopted.emplace_back(int(id.get<std::int64_t>()), *p, *r);
+        }
     }
 
     void add_command(std::int64_t step, const json& command, ParsedInput& out) const {
@@ -311,10 +352,27 @@ class LineParser {
     }
 
     std::string source_;
+    bool warned_old_adoption_ = false;
     std::function<bool()> cancelled_;
     Scope scope_;
     std::uint64_t line_ = 0;
 };
+
+// Rank 0's map as a follower received it: its own map after the update, with the adopted blocks
+// (the only ones where the two differed) set to rank 0's formats; and rank 0's reasons for them.
+std::vector<Precision> adopted_map(const Policy& policy,
+                                   const std::vector<std::tuple<int, Precision, Reason>>& adopted) {
+    std::vector<Precision> map = policy.precisions();
+    for (const auto& [block, to, reason] : adopted) map[std::size_t(block)] = to;
+    return map;
+}
+
+std::vector<Reason> adopted_reasons(std::size_t blocks,
+                                    const std::vector<std::tuple<int, Precision, Reason>>& adopted) {
+    std::vector<Reason> reasons(blocks, Reason::hold);
+    for (const auto& [block, to, reason] : adopted) reasons[std::size_t(block)] = reason;
+    return reasons;
+}
 
 }  // namespace
 
@@ -396,25 +454,27 @@ SimulationResult simulate(std::istream& stats, const std::string& source, const 
                     " entries for " + std::to_string(n) + " blocks");
         policy.set_admitted_formats(input.admitted_formats);
     }
+    PolicyStepper stepper(policy);
     for (const StepInput& step : input.steps) {
         if (options.cancelled && options.cancelled()) throw SimulationCancelled();
         // Lifetimes end at the boundary of a step the input has: a step the file lacks changes
         // nothing, since a released block keeps its precision until the next update (rule 9).
-        if (const PinExpiry& expiry = policy.expire_pins(step.step); !expiry.blocks.empty())
+        if (const PinExpiry& expiry = stepper.begin(step.step); !expiry.blocks.empty())
             result.pin_releases.push_back({step.step, "expired", expiry.blocks});
         for (const auto& [command, line] : step.commands) {
-            const CommandOutcome outcome = policy.apply(command, step.step);
+            const CommandOutcome outcome = stepper.apply(command);
             if (!outcome.ok) throw SimulationError(source, line, "command rejected: " + outcome.error);
             ++result.commands;
         }
-        for (const BlockGradStats& s : step.stats) policy.observe(step.step, s);
-        for (const BlockSnr& s : step.snr) policy.observe_snr(s);
-        if (auto rec = policy.update(step.step, step.timestamp ? *step.timestamp : options.now())) {
-            result.records.push_back(*rec);  // a copy: the policy reuses its record
-        }
+        for (const BlockGradStats& s : step.stats) stepper.observe(s);
+        for (const BlockSnr& s : step.snr) stepper.observe_snr(s);
+        const UpdateRecord* rec = stepper.update(step.timestamp ? *step.timestamp : options.now());
+        if (!step.adopted.empty())
+            stepper.adopt(adopted_map(policy, step.adopted), adopted_reasons(n, step.adopted));
+        if (rec) result.records.push_back(*rec);  // a copy, the adoption in it: the policy reuses its record
         // Loss feedback after the update, as the agent's end_step does it.
         if (step.loss) {
-            const LossFeedback& fb = policy.observe_loss(step.step, *step.loss);
+            const LossFeedback& fb = stepper.end(*step.loss);
             if (fb.rolled_back()) result.rollbacks.push_back({step.step, fb.verdict, fb.suspects});
             if (!fb.released_pins.empty()) {
                 const bool nonfinite = fb.verdict.kind == LossVerdict::Kind::nonfinite;

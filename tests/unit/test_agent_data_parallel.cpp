@@ -1,6 +1,7 @@
 // The agent in a data-parallel job (agent/PROTOCOL.md §11), two ranks as two threads of this process
 // on a real Gloo process group: sharded statistics equal one collector's over the whole gradients,
-// a follower whose own policy decides otherwise adopts rank 0's map (event and record), followers
+// a follower whose own policy decides otherwise adopts rank 0's map (event and record) and its file
+// re-simulates to what it recorded, followers
 // refuse commands naming rank 0's endpoint, and the loss is the ranks' mean.
 // LibTorch before Qt: Qt's `slots` macro breaks LibTorch's headers when it comes first.
 #include <torch/torch.h>
@@ -19,6 +20,7 @@
 
 #include "sp/agent/agent.h"
 #include "sp/agent/process_group_link.h"
+#include "sp/simulator.h"
 
 using namespace sp;
 using namespace sp::agent;
@@ -206,6 +208,30 @@ void TestAgentDataParallel::a_follower_adopts_rank_0s_map_and_refuses_commands()
                 QCOMPARE(d["precision"].get<std::string>(), "bf16");
     }
     QVERIFY(adopted >= 1);
+
+    // Every rank's file re-simulates to what that rank recorded: the follower's adoptions replayed
+    // after its own update, as the agent took them (sp::PolicyStepper in both).
+    for (const char* file : {"r0.jsonl", "r1.jsonl"}) {
+        const std::string path = dir.filePath(file).toStdString();
+        std::ifstream in(path);
+        const SimulationResult sim = simulate(in, file, SimulationOptions{});
+        QVERIFY2(sim.warnings.empty(), file);
+        std::size_t u = 0;
+        for (const auto& r : read_jsonl(path)) {
+            if (!r.contains("step_id")) continue;
+            QVERIFY2(u < sim.records.size(), file);
+            for (const BlockDetail& d : sim.records[u].block_details) {
+                const auto& recorded = r["block_details"][std::to_string(d.id)];
+                const std::string where = std::string(file) + ", step " + r["step_id"].dump() + ", block " +
+                                          std::to_string(d.id) + ": " + recorded.dump();
+                QVERIFY2(to_string(d.precision) == recorded["precision"].get<std::string>(), where.c_str());
+                QVERIFY2(to_string(d.reason) == recorded["reason"].get<std::string>(), where.c_str());
+                QVERIFY2(d.reason_text == recorded["reason_text"].get<std::string>(), where.c_str());
+            }
+            ++u;
+        }
+        QCOMPARE(u, sim.records.size());
+    }
 }
 
 QTEST_GUILESS_MAIN(TestAgentDataParallel)

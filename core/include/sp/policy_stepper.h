@@ -1,6 +1,6 @@
 #pragma once
 // The policy's per-step sequence: the one both the agent and simulate() drive, so that a recorded
-// run re-simulates to exactly the decisions it recorded (POLICY.md, "One step"):
+// run re-simulates to exactly the decisions it recorded (POLICY.md, "Per step"):
 //
 //   begin(step)              pins whose for_steps ended are released (rule 20)
 //   apply(command) ...       the step's operator commands, in the order they were applied
