@@ -8,7 +8,8 @@ namespace sp {
 void PolicyStepper::require(bool in_order, const char* call, const char* expected) const {
     if (!in_order)
         throw std::logic_error(std::string("PolicyStepper::") + call + " out of order at step " +
-                               std::to_string(step_) + ": it comes " + expected + " (POLICY.md, \"Per step\")");
+                               std::to_string(step_) + ": it comes " + expected +
+                               " (POLICY.md, \"Per step\")");
 }
 
 const PinExpiry& PolicyStepper::begin(std::int64_t step) {

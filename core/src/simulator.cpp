@@ -49,14 +49,18 @@ struct ParsedInput {
 
 constexpr int kMaxImplicitBlocks = 4096;  // SIMULATOR.md: blocks without a layout line
 
-// What a parse reads: every line (simulate), or only the layout or header and the step statistics
-// (check_simulation_input: sp-ctl validate judges the other lines itself).
+// What a parse reads: every line (simulate), or only the layout or header, the step statistics and
+// map_adopted events (check_simulation_input: sp-ctl validate judges the other lines itself).
 enum class Scope : std::uint8_t { every_line, statistics };
 
 bool is_statistics_or_layout(const json& j) {
     if (!j.is_object()) return false;
     const auto type = j.find("type");
     if (type == j.end()) return !j.contains("step_id");
+    if (*type == "event") {  // map_adopted: only the simulator reads its to and reasons
+        const auto kind = j.find("kind");
+        return kind != j.end() && *kind == "map_adopted";
+    }
     return *type == "header" || *type == "layout";
 }
 
@@ -263,7 +267,7 @@ class LineParser {
         for (std::size_t i = 0; i < blocks->size(); ++i) {
             const json& id = (*blocks)[i];
             if (!id.is_number_integer() || id.get<std::int64_t>() < 0 || id.get<std::int64_t>() > INT32_MAX)
-                fail("map_adopted event: a block id is a non-negative integer, got " + id.dump());
+                fail("map_adopted event: a block id is an integer from 0 to 2^31 - 1, got " + id.dump());
             const auto p = (*to)[i].is_string() ? parse_precision((*to)[i].get<std::string>()) : std::nullopt;
             const auto r =
                 (*reasons)[i].is_string() ? parse_reason((*reasons)[i].get<std::string>()) : std::nullopt;

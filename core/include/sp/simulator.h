@@ -84,11 +84,11 @@ std::map<int, double> parse_calibration(std::istream& in, const std::string& sou
 // are replayed; its update records are skipped). A calibration, when given, must cover every block.
 SimulationResult simulate(std::istream& stats, const std::string& source, const SimulationOptions& options);
 
-// The checks simulate() makes on the step statistics lines of its input (and on the layout or
-// header they are judged against), without simulating: throws the SimulationError simulate() would
-// for the first of those lines it rejects. Every other line (events, update records, other types,
-// text that is not a JSON object) is skipped: `sp-ctl validate`, which runs it, judges those itself.
-// One rule set thus judges statistics lines for both commands.
+// The checks simulate() makes on the step statistics lines and map_adopted events of its input (and
+// on the layout or header they are judged against), without simulating: throws the SimulationError
+// simulate() would for the first of those lines it rejects. Every other line (other events, update
+// records, other types, text that is not a JSON object) is skipped: `sp-ctl validate`, which runs
+// it, judges those itself. One rule set thus judges those lines for both commands.
 void check_simulation_input(std::istream& stats, const std::string& source);
 
 }  // namespace sp
