@@ -41,6 +41,7 @@ struct Model {
     }
     std::vector<NamedModule> named() const {
         std::vector<NamedModule> out;
+        out.reserve(kBlocks);
         for (int i = 0; i < kBlocks; ++i)
             out.emplace_back("blocks." + std::to_string(i), blocks[std::size_t(i)].get());
         return out;
@@ -80,7 +81,7 @@ struct RankResult {
 };
 
 // One rank: its own Model copy (the same weights and gradients on both ranks), its own agent.
-void run_rank(int rank, const c10::intrusive_ptr<c10d::Store>& store, Config config, RankResult& out,
+void run_rank(int rank, const c10::intrusive_ptr<c10d::Store>& store, const Config& config, RankResult& out,
               const std::vector<double>& losses) {
     try {
         auto options = c10d::ProcessGroupGloo::Options::create(std::chrono::seconds(30));

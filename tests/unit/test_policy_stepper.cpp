@@ -40,6 +40,7 @@ struct Model {
     }
     std::vector<NamedModule> named() const {
         std::vector<NamedModule> out;
+        out.reserve(kBlocks);
         for (int i = 0; i < kBlocks; ++i)
             out.emplace_back("blocks." + std::to_string(i), blocks[std::size_t(i)].get());
         return out;
@@ -194,7 +195,7 @@ class TestPolicyStepper : public QObject {
     Q_OBJECT
 
   private slots:
-    void callsOutOfOrderAreRefused() {
+    void calls_out_of_order_are_refused() {
         Policy policy(Config{}, uniform_layout(3));
         PolicyStepper stepper(policy);
         QVERIFY_THROWS_EXCEPTION(std::logic_error, stepper.apply(Command{}));  // before begin
@@ -223,7 +224,7 @@ class TestPolicyStepper : public QObject {
     }
 
     // The property: over random runs, simulate(file) == what the agent recorded.
-    void randomRunsReSimulateExactly() {
+    void random_runs_re_simulate_exactly() {
         QTemporaryDir dir;
         int commands = 0, rollbacks = 0, releases = 0;
         for (std::uint64_t seed = 1; seed <= 24; ++seed) {

@@ -17,12 +17,12 @@ class TestRounding : public QObject {
     Q_OBJECT
 
   private slots:
-    void atenMatchesTheReferenceBitForBitOnTheHost() {
+    void aten_matches_the_reference_bit_for_bit_on_the_host() {
         const std::string mismatch = sp::check::rounding_mismatch(c10::Device(c10::kCPU));
         QVERIFY2(mismatch.empty(), mismatch.c_str());
     }
 
-    void keepsShapeDtypeAndRefusesAGroupOfZero() {
+    void keeps_shape_dtype_and_refuses_a_group_of_zero() {
         const torch::Tensor x = torch::randn({3, 8}).to(torch::kBFloat16);
         const torch::Tensor r = sp::agent::rounded_rows_aten(x, Precision::int8);
         QCOMPARE(r.scalar_type(), torch::kBFloat16);
@@ -33,7 +33,7 @@ class TestRounding : public QObject {
     }
 
     // rounded_rows of a CUDA tensor stays there and gives the host's bits.
-    void onCudaTheSameBitsAsOnTheHost() {
+    void on_cuda_the_same_bits_as_on_the_host() {
         if (!torch::cuda::is_available()) QSKIP("no CUDA device");
         const torch::Tensor x = torch::randn({16, 40}, torch::kCUDA);
         const torch::Tensor r = sp::agent::rounded_rows(x, Precision::fp8_e4m3);

@@ -53,7 +53,8 @@ at::Tensor awkward_rows(std::int64_t rows, std::int64_t cols) {
     if (cols < 4) return awkward_rows(rows, 4).narrow(1, 0, cols).contiguous();
     at::manual_seed(7);
     at::Tensor x = at::randn({rows, cols}) * at::exp(at::randn({rows, 1}) * 4.0f);
-    x[0].copy_(at::arange(cols).to(at::kFloat).sub(float(cols / 2)).mul(0.5f));  // ties
+    const std::int64_t middle = cols / 2;
+    x[0].copy_(at::arange(cols).to(at::kFloat).sub(static_cast<float>(middle)).mul(0.5f));  // ties
     x[1].copy_(at::randn({cols}) * 1e-6f);
     x[1][0].fill_(1000.0f);
     x[2].zero_();
