@@ -82,12 +82,26 @@ void DistributionProfiler::observe_input(std::int64_t step, int block, int layer
     if (inputs_step_ != step) inputs_.clear();
     inputs_step_ = step;
     const std::uint64_t stream = stream_of(block, std::size_t(layer), true);
-    const at::Tensor host = host_float(input);
+    const auto [rows, cols] = rows_cols(input, true);
+    const std::vector<std::size_t> picked =
+        sample_row_indices(rows, kInputTokens, seed_ ^ std::uint64_t(step), stream);
     InputSample s;
-    s.profile = profile(host, true, step, stream);
-    const auto [rows, cols] = rows_cols(host, true);
-    s.tokens =
-        sample_rows(host.data_ptr<float>(), rows, cols, kInputTokens, seed_ ^ std::uint64_t(step), stream);
+    if (estimator_ == SnrEstimator::sample && w.dim() >= 2) {
+        // The output is measured on the sampled tokens alone (finish): only they are gathered, on
+        // the input's device, and copied; the whole activation's profile would go unread.
+        const std::vector<std::int64_t> index(picked.begin(), picked.end());
+        const at::Tensor tokens =
+            host_float(input.detach()
+                           .reshape({std::int64_t(rows), std::int64_t(cols)})
+                           .index_select(0, at::tensor(index, at::kLong).to(input.device())));
+        s.tokens.assign(tokens.data_ptr<float>(), tokens.data_ptr<float>() + tokens.numel());
+    } else {
+        const at::Tensor host = host_float(input);
+        s.profile = profile(host, true, step, stream);
+        for (const std::size_t r : picked)
+            s.tokens.insert(s.tokens.end(), host.data_ptr<float>() + r * cols,
+                            host.data_ptr<float>() + (r + 1) * cols);
+    }
     s.count = cols == 0 ? 0 : s.tokens.size() / cols;
     inputs_[{block, layer}] = std::move(s);
 }
