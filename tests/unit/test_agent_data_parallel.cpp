@@ -18,6 +18,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "../common/jsonl_lines.h"
+
 #include "sp/agent/agent.h"
 #include "sp/agent/process_group_link.h"
 #include "sp/simulator.h"
@@ -115,14 +117,6 @@ void run_rank(int rank, const c10::intrusive_ptr<c10d::Store>& store, const Conf
     }
 }
 
-std::vector<nlohmann::json> read_jsonl(const std::string& path) {
-    std::ifstream in(path);
-    std::vector<nlohmann::json> out;
-    for (std::string line; std::getline(in, line);)
-        if (!line.empty()) out.push_back(nlohmann::json::parse(line));
-    return out;
-}
-
 // Both ranks to the end; fails the test when either threw.
 std::array<RankResult, 2> run_job(const Config& rank0, const Config& rank1) {
     auto store = c10::make_intrusive<c10d::HashStore>();
@@ -173,7 +167,7 @@ void TestAgentDataParallel::sharded_statistics_equal_one_collectors() {
     // The loss feedback and the records judge the mean loss of the ranks (2 and 4 at step 0).
     for (const char* file : {"r0.jsonl", "r1.jsonl"}) {
         bool seen = false;
-        for (const auto& r : read_jsonl(dir.filePath(file).toStdString()))
+        for (const auto& r : sp::test::read_jsonl(dir.filePath(file).toStdString()))
             if (r.contains("step_id") && r["step_id"] == 2) {
                 QCOMPARE(r["train_loss"].get<double>(), 5.0);  // (2 + 2) and (4 + 2), averaged
                 seen = true;
@@ -199,7 +193,7 @@ void TestAgentDataParallel::a_follower_adopts_rank_0s_map_and_refuses_commands()
         "tcp://leader:5557");
     // Rank 1's own decision differed: it says so, and its records hold rank 0's map.
     int adopted = 0;
-    for (const auto& r : read_jsonl(dir.filePath("r1.jsonl").toStdString())) {
+    for (const auto& r : sp::test::read_jsonl(dir.filePath("r1.jsonl").toStdString())) {
         if (r.value("kind", "") == "map_adopted") {
             ++adopted;
             QVERIFY(r["difference"].get<std::string>().find("bf16 on rank 0") != std::string::npos);
@@ -218,7 +212,7 @@ void TestAgentDataParallel::a_follower_adopts_rank_0s_map_and_refuses_commands()
         const SimulationResult sim = simulate(in, file, SimulationOptions{});
         QVERIFY2(sim.warnings.empty(), file);
         std::size_t u = 0;
-        for (const auto& r : read_jsonl(path)) {
+        for (const auto& r : sp::test::read_jsonl(path)) {
             if (!r.contains("step_id")) continue;
             QVERIFY2(u < sim.records.size(), file);
             for (const BlockDetail& d : sim.records[u].block_details) {

@@ -20,6 +20,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "../common/jsonl_lines.h"
+
 #include "sp/agent/agent.h"
 #include "sp/layout.h"
 #include "sp/policy_stepper.h"
@@ -140,14 +142,6 @@ int run_agent(const std::string& path, std::uint64_t seed, int steps) {
     return commands;
 }
 
-std::vector<nlohmann::json> lines_of(const std::string& path) {
-    std::ifstream in(path);
-    std::vector<nlohmann::json> out;
-    for (std::string line; std::getline(in, line);)
-        if (!line.empty()) out.push_back(nlohmann::json::parse(line));
-    return out;
-}
-
 // "" when the simulation of the file holds exactly the file's decisions, otherwise the first
 // difference.
 std::string compare(const std::vector<nlohmann::json>& lines, const SimulationResult& sim) {
@@ -232,7 +226,7 @@ class TestPolicyStepper : public QObject {
             commands += run_agent(path, seed, 80);
             std::ifstream in(path);
             const SimulationResult sim = simulate(in, path, SimulationOptions{});
-            const std::string diff = compare(lines_of(path), sim);
+            const std::string diff = compare(sp::test::read_jsonl(path), sim);
             QVERIFY2(diff.empty(), ("seed " + std::to_string(seed) + ": " + diff).c_str());
             rollbacks += int(sim.rollbacks.size());
             releases += int(sim.pin_releases.size());
