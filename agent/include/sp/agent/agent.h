@@ -107,6 +107,10 @@ class Agent {
     // be applied at (decided under the same lock begin_step takes, so it is exact).
     std::int64_t enqueue(Command command, CommandDone done = {}, std::string request_id = {});
 
+    // The step's calls go in the order of the header's example, one sp::PolicyStepper sequence
+    // (POLICY.md "Per step"), the one sp::simulate replays: compute_hints(step) throws
+    // std::logic_error unless begin_step(step) began that step, and end_step judges its loss only
+    // after compute_hints (an end_step without it is also a std::logic_error).
     void begin_step(std::int64_t step);
     void collect_block_grad_stats();
     const PrecisionHints& compute_hints(std::int64_t step);
