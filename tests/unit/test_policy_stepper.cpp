@@ -217,6 +217,25 @@ class TestPolicyStepper : public QObject {
         QCOMPARE(stepper.step(), std::int64_t(2));
     }
 
+    // The agent's calls follow the stepper: hints for a step it did not begin, or a loss before the
+    // step's hints, are programming errors, not silently another sequence.
+    void the_agent_refuses_calls_out_of_order() {
+        QTemporaryDir dir;
+        Model model;
+        Agent agent(run_config(dir.filePath("run.jsonl").toStdString()), fixed_clock());
+        agent.register_blocks(model.named());
+        QVERIFY_THROWS_EXCEPTION(std::logic_error, agent.compute_hints(0));  // no begin_step(0)
+        agent.begin_step(0);
+        QVERIFY_THROWS_EXCEPTION(std::logic_error, agent.compute_hints(1));  // another step
+        QVERIFY_THROWS_EXCEPTION(std::logic_error, agent.end_step(1.0));     // before its hints
+        agent.begin_step(1);
+        std::mt19937_64 rng(1);
+        model.set_grads(rng);
+        agent.collect_block_grad_stats();
+        agent.compute_hints(1);
+        agent.end_step(1.0);
+    }
+
     // The property: over random runs, simulate(file) == what the agent recorded.
     void random_runs_re_simulate_exactly() {
         QTemporaryDir dir;
