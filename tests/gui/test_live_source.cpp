@@ -277,9 +277,11 @@ void TestLiveSource::slowSnapshotIsAskedAgainAndTheLateAnswerTaken() {
     Recorder rec(*source);
     join(agent, *source, rec);
     QTRY_COMPARE_WITH_TIMEOUT(agent.snapshot_requests(), 2, 5000);
+    // Both answers handled (an event, not a wait), then a marker update: whatever the second
+    // answer caused would have reached the recorder before it. It must change nothing.
+    QTRY_VERIFY_WITH_TIMEOUT(source->counters().replies >= 2, 5000);
     agent.publish_update(4);
     QTRY_VERIFY_WITH_TIMEOUT(!rec.updates.empty(), 5000);
-    QTest::qWait(200);  // the second answer has arrived by now: it must change nothing
     QCOMPARE(rec.snapshots.size(), std::size_t(1));
     QCOMPARE(rec.snapshots[0].last_update->step_id, std::int64_t(3));
     QCOMPARE(rec.steps(), (std::vector<std::int64_t>{4}));
@@ -360,9 +362,10 @@ void TestLiveSource::unansweredSnapshotsAreGivenUpAfterThreeRequests() {
     QVERIFY2(rec.bad.front().contains("no snapshot (no answer to 3 requests within 0.4 s each)"),
              qPrintable(rec.bad.front()));
     // The stream goes on without the agent's earlier state; the late answers change nothing.
+    // The three late answers handled, then a marker update: nothing they caused may come first.
+    QTRY_VERIFY_WITH_TIMEOUT(source->counters().replies >= 3, 10000);
     agent.publish_update(2);
     QTRY_VERIFY_WITH_TIMEOUT(!rec.updates.empty() && rec.updates.back().step_id == 2, 5000);
-    QTest::qWait(2000);
     QVERIFY(rec.snapshots.empty());
     QCOMPARE(agent.snapshot_requests(), 3);
     source->stop();
@@ -455,8 +458,10 @@ void TestLiveSource::unansweredCommandTimesOut() {
     const auto* r = rec.replyTo("t-silent-1");
     QVERIFY(!r->ok);
     QCOMPARE(r->error, QString("no answer within 0.5 s"));
-    // Exactly one answer per request.
-    QTest::qWait(700);
+    // Exactly one answer per request: a second request's own timeout comes after any second
+    // answer to the first could have.
+    QVERIFY(source->sendCommand("t-silent-2", pin({0}, sp::Precision::int8)));
+    QTRY_VERIFY_WITH_TIMEOUT(rec.replyTo("t-silent-2"), 5000);
     QCOMPARE(std::count_if(rec.replies.begin(), rec.replies.end(),
                            [](const Recorder::Reply& x) { return x.id == "t-silent-1"; }),
              std::ptrdiff_t(1));
@@ -589,7 +594,9 @@ void TestLiveSource::nothingIsEmittedAfterStop() {
     source->stop();
     const qsizetype before = rec.order.size();
     for (int s = 51; s <= 60; ++s) agent.publish_update(s);
-    QTest::qWait(300);
+    // The worker has been joined: what it had posted is delivered now, and must be dropped.
+    QCoreApplication::sendPostedEvents();
+    QCoreApplication::processEvents();
     QCOMPARE(rec.order.size(), before);
     QVERIFY(!source->sendCommand("t-stopped", pin({0}, sp::Precision::int8)));
 }

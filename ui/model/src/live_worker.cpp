@@ -82,6 +82,7 @@ LiveCounters LiveWorker::counters() const {
     c.lost = lost_;
     c.snapshots = snapshots_;
     c.restarts = restarts_;
+    c.replies = replies_;
     return c;
 }
 
@@ -188,6 +189,11 @@ void LiveWorker::drainReplies() {
 }
 
 void LiveWorker::onReply(const std::string& frame) {
+    // Counted when handled: whatever the reply causes is emitted before a later message's records.
+    struct CountOnReturn {
+        std::atomic<std::uint64_t>& count;
+        ~CountOnReturn() { ++count; }
+    } counted{replies_};
     std::string error;
     const std::optional<protocol::Reply> r = protocol::parse_reply(frame, error);
     if (!r) {

@@ -109,7 +109,8 @@ class LiveWorker {
     int wake_read_ = -1, wake_write_ = -1;
     std::mutex queue_mutex_;
     std::vector<Queued> queue_;
-    std::atomic<std::uint64_t> messages_{0}, records_{0}, bad_{0}, lost_{0}, snapshots_{0}, restarts_{0};
+    std::atomic<std::uint64_t> messages_{0}, records_{0}, bad_{0}, lost_{0}, snapshots_{0}, restarts_{0},
+        replies_{0};
     std::atomic<double> final_cpu_{0.0};
     std::atomic<bool> running_{false};
 

@@ -69,6 +69,7 @@ struct LiveCounters {
     std::uint64_t lost = 0;          // missing seqs
     std::uint64_t snapshots = 0;     // snapshots applied
     std::uint64_t restarts = 0;      // agent restarts noticed
+    std::uint64_t replies = 0;       // control replies received: taken, late or bad (tests wait on it)
 };
 
 class LiveWorker;
