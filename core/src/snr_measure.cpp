@@ -1,6 +1,7 @@
 // Ground truth for the SNR estimators, and the rank correlation the validation reports.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <numeric>
 #include <stdexcept>
@@ -64,18 +65,63 @@ double measured_snr_db(Precision p, const float* x, std::size_t rows, std::size_
 namespace {
 
 // A dot product accumulated in double on four independent lanes: the additions of one lane do not
-// wait for each other's, which is most of what a long double accumulation costs.
-double dot(const float* a, const float* b, std::size_t n) {
-    double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+// wait for each other's, which is most of what a long double accumulation costs. The lanes are one
+// vector of four doubles (lane k sums the products of elements k, k + 4, ...; the tail goes to lane
+// 0), so the additions and their order are fixed whatever the vector width. On x86-64 it is compiled
+// twice, for AVX2 (one register) and for the baseline (two), and the loader picks one: both give the
+// same bits, since a product of two floats is exact in double (a fused multiply-add rounds as the
+// separate add does).
+using DoubleLanes = double __attribute__((vector_size(32)));
+using FloatLanes = float __attribute__((vector_size(16)));
+
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target_clones("avx2", "default")))
+#endif
+double
+dot(const float* a, const float* b, std::size_t n) {
+    DoubleLanes sum = {0, 0, 0, 0};
     std::size_t i = 0;
     for (; i + 4 <= n; i += 4) {
-        s0 += double(a[i]) * double(b[i]);
-        s1 += double(a[i + 1]) * double(b[i + 1]);
-        s2 += double(a[i + 2]) * double(b[i + 2]);
-        s3 += double(a[i + 3]) * double(b[i + 3]);
+        FloatLanes fa, fb;
+        std::memcpy(&fa, a + i, sizeof fa);
+        std::memcpy(&fb, b + i, sizeof fb);
+        sum += __builtin_convertvector(fa, DoubleLanes) * __builtin_convertvector(fb, DoubleLanes);
     }
+    double s0 = sum[0];
     for (; i < n; ++i) s0 += double(a[i]) * double(b[i]);
-    return (s0 + s1) + (s2 + s3);
+    return (s0 + sum[1]) + (sum[2] + sum[3]);
+}
+
+// dot() of four rows of `w` (row stride n) with `x`, each on its own lanes: the same bits as four
+// calls, with four independent chains of additions instead of one.
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target_clones("avx2", "default")))
+#endif
+void dot4(const float* w, const float* x, std::size_t n, double* out) {
+    DoubleLanes s[4] = {{0, 0, 0, 0}, {0, 0, 0, 0}, {0, 0, 0, 0}, {0, 0, 0, 0}};
+    std::size_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        FloatLanes fx;
+        std::memcpy(&fx, x + i, sizeof fx);
+        const DoubleLanes xi = __builtin_convertvector(fx, DoubleLanes);
+        for (std::size_t r = 0; r < 4; ++r) {
+            FloatLanes fw;
+            std::memcpy(&fw, w + r * n + i, sizeof fw);
+            s[r] += __builtin_convertvector(fw, DoubleLanes) * xi;
+        }
+    }
+    for (std::size_t r = 0; r < 4; ++r) {
+        double s0 = s[r][0];
+        for (std::size_t k = i; k < n; ++k) s0 += double(w[r * n + k]) * double(x[k]);
+        out[r] = (s0 + s[r][1]) + (s[r][2] + s[r][3]);
+    }
+}
+
+// y[o] = dot(w row o, x) for every output row o of an out x n matrix.
+void dots(const float* w, std::size_t out, const float* x, std::size_t n, double* y) {
+    std::size_t o = 0;
+    for (; o + 4 <= out; o += 4) dot4(w + o * n, x, n, y + o);
+    for (; o < out; ++o) y[o] = dot(w + o * n, x, n);
 }
 
 }  // namespace
@@ -86,23 +132,25 @@ std::vector<double> output_snr_db(const std::vector<Precision>& formats, const f
     // The unquantized output once, for every format.
     std::vector<double> y(tokens * out);
     double signal = 0;
-    for (std::size_t t = 0; t < tokens; ++t)
-        for (std::size_t o = 0; o < out; ++o) {
-            y[t * out + o] = dot(w + o * in, x + t * in, in);
-            signal += y[t * out + o] * y[t * out + o];
-        }
+    for (std::size_t t = 0; t < tokens; ++t) {
+        dots(w, out, x + t * in, in, y.data() + t * out);
+        for (std::size_t o = 0; o < out; ++o) signal += y[t * out + o] * y[t * out + o];
+    }
     std::vector<double> snr;
     snr.reserve(formats.size());
     std::vector<float> wq(out * in), xq(tokens * in);
+    std::vector<double> yq(out);
     for (Precision p : formats) {
         roundtrip(p, w, out, in, wq.data(), int4_group);
         roundtrip(p, x, tokens, in, xq.data(), int4_group);
         double error = 0;
-        for (std::size_t t = 0; t < tokens; ++t)
+        for (std::size_t t = 0; t < tokens; ++t) {
+            dots(wq.data(), out, xq.data() + t * in, in, yq.data());
             for (std::size_t o = 0; o < out; ++o) {
-                const double d = y[t * out + o] - dot(wq.data() + o * in, xq.data() + t * in, in);
+                const double d = y[t * out + o] - yq[o];
                 error += d * d;
             }
+        }
         if (!(signal > 0.0) || !std::isfinite(signal) || !std::isfinite(error))
             snr.push_back(std::numeric_limits<double>::quiet_NaN());
         else if (error == 0.0)
