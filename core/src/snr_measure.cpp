@@ -74,11 +74,23 @@ namespace {
 using DoubleLanes = double __attribute__((vector_size(32)));
 using FloatLanes = float __attribute__((vector_size(16)));
 
-#if defined(__x86_64__) && defined(__GNUC__)
-__attribute__((target_clones("avx2", "default")))
+// The load-time choice is an ifunc resolver, which runs before a sanitizer's runtime is set up and
+// crashes an instrumented binary (under ThreadSanitizer every program linking sp_core, at start): the
+// sanitizer builds keep the baseline version alone.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define SP_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || __has_feature(memory_sanitizer)
+#define SP_SANITIZED 1
 #endif
-double
-dot(const float* a, const float* b, std::size_t n) {
+#endif
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(SP_SANITIZED)
+#define SP_AVX2_AND_BASELINE __attribute__((target_clones("avx2", "default")))
+#else
+#define SP_AVX2_AND_BASELINE
+#endif
+
+SP_AVX2_AND_BASELINE double dot(const float* a, const float* b, std::size_t n) {
     DoubleLanes sum = {0, 0, 0, 0};
     std::size_t i = 0;
     for (; i + 4 <= n; i += 4) {
@@ -94,10 +106,7 @@ dot(const float* a, const float* b, std::size_t n) {
 
 // dot() of four rows of `w` (row stride n) with `x`, each on its own lanes: the same bits as four
 // calls, with four independent chains of additions instead of one.
-#if defined(__x86_64__) && defined(__GNUC__)
-__attribute__((target_clones("avx2", "default")))
-#endif
-void dot4(const float* w, const float* x, std::size_t n, double* out) {
+SP_AVX2_AND_BASELINE void dot4(const float* w, const float* x, std::size_t n, double* out) {
     DoubleLanes s[4] = {{0, 0, 0, 0}, {0, 0, 0, 0}, {0, 0, 0, 0}, {0, 0, 0, 0}};
     std::size_t i = 0;
     for (; i + 4 <= n; i += 4) {

@@ -14,6 +14,7 @@
 
 #include <fstream>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -83,16 +84,19 @@ struct RankResult {
 };
 
 // One rank: its own Model copy (the same weights and gradients on both ranks), its own agent.
+// `first_step`: where this rank's steps start (a rank out of step with the other: defect 7's test);
+// `command`: queued on this rank before its first step.
 void run_rank(int rank, const c10::intrusive_ptr<c10d::Store>& store, const Config& config, RankResult& out,
-              const std::vector<double>& losses) {
+              const std::vector<double>& losses, int first_step = 0, std::optional<Command> command = {}) {
     try {
-        auto options = c10d::ProcessGroupGloo::Options::create(std::chrono::seconds(30));
+        const auto timeout = std::chrono::milliseconds(std::int64_t(1000 * config.process_group_timeout_s));
+        auto options = c10d::ProcessGroupGloo::Options::create(timeout);
         options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
         auto group = c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, 2, options);
         Model model;
         AgentOptions agent_options;
         agent_options.run_id = "job";
-        agent_options.data_parallel = std::make_shared<ProcessGroupLink>(group, "tcp://leader:5557");
+        agent_options.data_parallel = std::make_shared<ProcessGroupLink>(group, "tcp://leader:5557", timeout);
         if (config.distributed_stats_mode == "sharded")
             agent_options.collector = make_cpu_grad_stats_collector({rank, 2});
         Agent agent(config, std::move(agent_options));
@@ -102,7 +106,8 @@ void run_rank(int rank, const c10::intrusive_ptr<c10d::Store>& store, const Conf
         pin.blocks = {0};
         pin.precision = Precision::bf16;
         out.refusal = agent.check_command(pin);
-        for (int step = 0; step < kSteps; ++step) {
+        if (command) agent.enqueue(*command);
+        for (int step = first_step; step < first_step + kSteps; ++step) {
             agent.begin_step(step);
             model.set_grads(step);
             agent.collect_block_grad_stats();
@@ -122,7 +127,8 @@ std::array<RankResult, 2> run_job(const Config& rank0, const Config& rank1) {
     auto store = c10::make_intrusive<c10d::HashStore>();
     std::array<RankResult, 2> results;
     const std::vector<double> losses = {2.0, 4.0};
-    std::thread other(run_rank, 1, store, rank1, std::ref(results[1]), std::cref(losses));
+    std::thread other(run_rank, 1, store, rank1, std::ref(results[1]), std::cref(losses), 0,
+                      std::optional<Command>{});
     run_rank(0, store, rank0, results[0], losses);
     other.join();
     return results;
@@ -135,7 +141,34 @@ class TestAgentDataParallel : public QObject {
   private slots:
     void sharded_statistics_equal_one_collectors();
     void a_follower_adopts_rank_0s_map_and_refuses_commands();
+    void a_follower_out_of_step_takes_rank_0s_commands_before_it_stops();
 };
+
+// Issue 30, defect 7: rank 1 is a step ahead while rank 0 sends a command. Rank 1 receives the
+// command's bytes before it judges the step (and stops, naming the mismatch), so rank 0 gets past the
+// commands' broadcast and fails later, at the next collective rank 1 no longer joins, instead of
+// waiting out its timeout in the second broadcast of the commands.
+void TestAgentDataParallel::a_follower_out_of_step_takes_rank_0s_commands_before_it_stops() {
+    QTemporaryDir dir;
+    Config leader = job_config(dir.filePath("r0.jsonl").toStdString(), "replicated");
+    Config follower = job_config(dir.filePath("r1.jsonl").toStdString(), "replicated");
+    leader.process_group_timeout_s = follower.process_group_timeout_s = 3;
+    Command pin;
+    pin.kind = Command::Kind::pin;
+    pin.blocks = {1};
+    pin.precision = Precision::int8;
+    auto store = c10::make_intrusive<c10d::HashStore>();
+    std::array<RankResult, 2> results;
+    const std::vector<double> losses = {2.0, 4.0};
+    std::thread other(run_rank, 1, store, std::cref(follower), std::ref(results[1]), std::cref(losses), 1,
+                      std::optional<Command>{});
+    run_rank(0, store, leader, results[0], losses, 0, pin);
+    other.join();
+    QVERIFY2(results[1].error.find("rank 1 is at step 1 but rank 0 at step 0") != std::string::npos,
+             results[1].error.c_str());
+    QVERIFY2(!results[0].error.empty(), "rank 0 ran on without rank 1");
+    QVERIFY2(results[0].error.find("operator's commands") == std::string::npos, results[0].error.c_str());
+}
 
 void TestAgentDataParallel::sharded_statistics_equal_one_collectors() {
     QTemporaryDir dir;
