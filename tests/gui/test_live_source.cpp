@@ -1,6 +1,6 @@
-// LiveSource against an in-test fake agent (tests/common/fake_agent.h) on ipc:// sockets: late join,
-// streaming, seq gaps, commands (ack, rejection, timeout), bad messages, an agent restart, and the
-// RunSession on top (pending -> applied, a rejection's reason in the event log).
+// LiveSource against an in-test fake agent (tests/common/fake_agent.h) on ipc:// sockets: endpoint
+// specs, late join, slow and unanswered snapshots, streaming and seq gaps, bad messages, agent
+// restarts, nothing after stop. Commands are in test_live_source_commands.cpp.
 #include <atomic>
 #include <memory>
 #include <thread>
@@ -16,105 +16,15 @@
 #include <zmq.h>
 
 #include "fake_agent.h"
+#include "live_source_recorder.h"
 #include "sp/keys/curve_key_file.h"
 #include "sp/ui/live_source.h"
 #include "sp/ui/run_session.h"
 
 using sp::test::FakeAgent;
 using namespace sp::ui;
+using namespace sp::test::live;
 using namespace std::chrono_literals;
-
-namespace {
-
-// Everything a source emitted, in order, with the payloads a test checks.
-struct Recorder {
-    QStringList order;  // "header", "snapshot", "records", "lost", "reply", "bad", "state:<s>"
-    std::vector<sp::RunHeader> headers;
-    std::vector<sp::protocol::Snapshot> snapshots;
-    std::vector<sp::UpdateRecord> updates;
-    std::vector<sp::EventRecord> events;
-    std::vector<quint64> lost;
-    struct Reply {
-        QString id;
-        bool ok;
-        QString error;
-        qint64 step;
-    };
-    std::vector<Reply> replies;
-    QStringList bad;
-    std::vector<SourceState> states;
-
-    explicit Recorder(TelemetrySource& s) {
-        QObject::connect(&s, &TelemetrySource::headerReceived, [this](const sp::RunHeader& h) {
-            order << "header";
-            headers.push_back(h);
-        });
-        QObject::connect(&s, &TelemetrySource::snapshotReceived, [this](const sp::protocol::Snapshot& snap) {
-            order << "snapshot";
-            snapshots.push_back(snap);
-        });
-        QObject::connect(&s, &TelemetrySource::recordsReceived, [this](const RecordBatch& batch) {
-            order << "records";
-            for (const sp::TelemetryRecord& r : *batch) {
-                if (auto* u = std::get_if<sp::UpdateRecord>(&r)) updates.push_back(*u);
-                if (auto* e = std::get_if<sp::EventRecord>(&r)) events.push_back(*e);
-            }
-        });
-        QObject::connect(&s, &TelemetrySource::messagesLost, [this](quint64 n) {
-            order << "lost";
-            lost.push_back(n);
-        });
-        QObject::connect(&s, &TelemetrySource::commandReplied,
-                         [this](const QString& id, bool ok, const QString& error, qint64 step) {
-                             order << "reply";
-                             replies.push_back({id, ok, error, step});
-                         });
-        QObject::connect(&s, &TelemetrySource::badMessage, [this](const QString& why) {
-            order << "bad";
-            bad << why;
-        });
-        QObject::connect(&s, &TelemetrySource::stateChanged, [this](SourceState st, const QString&) {
-            order << "state:" + toString(st);
-            states.push_back(st);
-        });
-    }
-
-    std::vector<std::int64_t> steps() const {
-        std::vector<std::int64_t> out;
-        for (const auto& u : updates) out.push_back(u.step_id);
-        return out;
-    }
-    const Reply* replyTo(const QString& id) const {
-        for (const Reply& r : replies)
-            if (r.id == id) return &r;
-        return nullptr;
-    }
-};
-
-LiveOptions fastOptions() {
-    LiveOptions o;
-    o.stale_timeout = 400ms;
-    o.disconnect_timeout = 1200ms;
-    o.command_timeout = 2000ms;
-    return o;
-}
-
-std::unique_ptr<LiveSource> makeSource(const FakeAgent& agent, LiveOptions options = fastOptions()) {
-    QString error;
-    auto endpoints = parseEndpointSpec(QString::fromStdString(agent.spec()), &error);
-    if (!endpoints) qFatal("bad spec: %s", qPrintable(error));
-    return std::make_unique<LiveSource>(*endpoints, options);
-}
-
-sp::Command pin(std::vector<int> blocks, sp::Precision p) {
-    sp::Command c;
-    c.kind = sp::Command::Kind::pin;
-    c.blocks = std::move(blocks);
-    c.precision = p;
-    return c;
-}
-
-}  // namespace
 
 class TestLiveSource : public QObject {
     Q_OBJECT
@@ -122,14 +32,6 @@ class TestLiveSource : public QObject {
   private:
     QTemporaryDir dir_{QDir::tempPath() + "/sp-live-XXXXXX"};
     std::string path() const { return dir_.path().toStdString(); }
-
-    // A source that has joined: live and synchronised with the agent.
-    void join(FakeAgent& agent, LiveSource& source, Recorder& rec) {
-        Q_UNUSED(agent);
-        source.start();
-        QTRY_VERIFY_WITH_TIMEOUT(!rec.snapshots.empty(), 10000);
-        QTRY_VERIFY_WITH_TIMEOUT(!rec.states.empty() && rec.states.back() == SourceState::live, 10000);
-    }
 
   private slots:
     void parsesEndpointSpecs();
@@ -139,17 +41,11 @@ class TestLiveSource : public QObject {
     void updatesStreamAndGapsAreCounted();
     void lateJoinBufferIsBoundedInBytes();
     void calibrationArrivesWithALaterHello();
-    void pinReachesTheAgentAndTheReplyComesBack();
-    void rejectionCarriesTheAgentsReason();
-    void unansweredCommandTimesOut();
     void badMessagesAreReportedNotFatal();
     void survivesAgentRestart();
     void agentNeverHeardIsReportedThenJoined();
     void quickRestartIsNoticedWithoutDisconnect();
     void nothingIsEmittedAfterStop();
-    void curveKeysAreUsed();
-    void sessionPinGoesPendingToApplied();
-    void sessionRejectionShowsReason();
 };
 
 void TestLiveSource::parsesEndpointSpecs() {
@@ -228,7 +124,7 @@ void TestLiveSource::lateJoinIsWholeBeforeLaterUpdates() {
                              });
     auto source = makeSource(agent);
     Recorder rec(*source);
-    join(agent, *source, rec);
+    join(*source, rec);
     QTRY_VERIFY_WITH_TIMEOUT(rec.updates.size() >= 2, 5000);
     agent.publish_update(9);
     QTRY_VERIFY_WITH_TIMEOUT(rec.updates.size() >= 3, 5000);
@@ -275,7 +171,7 @@ void TestLiveSource::slowSnapshotIsAskedAgainAndTheLateAnswerTaken() {
         {});
     auto source = makeSource(agent, slowSnapshotOptions());
     Recorder rec(*source);
-    join(agent, *source, rec);
+    join(*source, rec);
     QTRY_COMPARE_WITH_TIMEOUT(agent.snapshot_requests(), 2, 5000);
     // Both answers handled (an event, not a wait), then a marker update: whatever the second
     // answer caused would have reached the recorder before it. It must change nothing.
@@ -311,7 +207,7 @@ void TestLiveSource::lateJoinBufferIsBoundedInBytes() {
         },
         {});
     Recorder rec(*source);
-    join(agent, *source, rec);
+    join(*source, rec);
     QTRY_COMPARE_WITH_TIMEOUT(rec.snapshots.size(), std::size_t(1), 5000);
     const std::uint64_t lost = source->counters().lost;
     QVERIFY2(lost > 0 && lost < 40, std::to_string(lost).c_str());
@@ -326,7 +222,7 @@ void TestLiveSource::calibrationArrivesWithALaterHello() {
     agent.start("run-calibrated");
     auto source = makeSource(agent);
     Recorder rec(*source);
-    join(agent, *source, rec);
+    join(*source, rec);
     QTRY_VERIFY_WITH_TIMEOUT(!rec.headers.empty(), 5000);
     QVERIFY(rec.headers.back().calibration_errors.empty());
     agent.set_calibration({0.004, 0.09, std::numeric_limits<double>::quiet_NaN(), 0.006});
@@ -376,7 +272,7 @@ void TestLiveSource::updatesStreamAndGapsAreCounted() {
     agent.start("run-stream");
     auto source = makeSource(agent);
     Recorder rec(*source);
-    join(agent, *source, rec);
+    join(*source, rec);
     for (int s = 1; s <= 20; ++s) agent.publish_update(s);
     QTRY_COMPARE_WITH_TIMEOUT(rec.updates.size(), std::size_t(20), 5000);
     std::vector<std::int64_t> expected;
@@ -394,86 +290,12 @@ void TestLiveSource::updatesStreamAndGapsAreCounted() {
     source->stop();
 }
 
-void TestLiveSource::pinReachesTheAgentAndTheReplyComesBack() {
-    FakeAgent agent(path());
-    agent.start("run-pin");
-    auto source = makeSource(agent);
-    Recorder rec(*source);
-    join(agent, *source, rec);
-    agent.publish_update(41);
-    QTRY_COMPARE_WITH_TIMEOUT(rec.updates.size(), std::size_t(1), 5000);
-
-    QVERIFY(source->sendCommand("t-pin-1", pin({1, 2}, sp::Precision::int8)));
-    QTRY_VERIFY_WITH_TIMEOUT(rec.replyTo("t-pin-1"), 5000);
-    const auto* r = rec.replyTo("t-pin-1");
-    QVERIFY2(r->ok, qPrintable(r->error));
-    QCOMPARE(r->step, qint64(42));
-    // The exact request the agent's ROUTER received (after the snapshot request).
-    const auto requests = agent.requests();
-    QCOMPARE(requests.size(), std::size_t(2));
-    QVERIFY(requests[0].find("\"cmd\":\"snapshot\"") != std::string::npos);
-    QCOMPARE(QString::fromStdString(requests[1]),
-             QString(R"({"id":"t-pin-1","cmd":"pin","blocks":[1,2],"precision":"int8"})"));
-    // The agent announces the applied command with the request id. It acknowledges before it
-    // applies (as the real agent does, at the next step boundary), so its pins are read once the
-    // event has come: comparing them at the reply raced the agent's thread.
-    QTRY_COMPARE_WITH_TIMEOUT(rec.events.size(), std::size_t(1), 5000);
-    QCOMPARE(agent.pin_of(1), std::optional<sp::Precision>(sp::Precision::int8));
-    QCOMPARE(rec.events[0].kind, std::string("command"));
-    QVERIFY(rec.events[0].payload_json.find("\"id\":\"t-pin-1\"") != std::string::npos);
-    source->stop();
-}
-
-void TestLiveSource::rejectionCarriesTheAgentsReason() {
-    FakeAgent agent(path());
-    agent.start("run-reject");
-    const std::string reason = "field 'blocks': unknown block 12 (the model has 4 blocks: 0..3)";
-    agent.set_command_behaviour(FakeAgent::CommandBehaviour::reject, reason);
-    auto source = makeSource(agent);
-    Recorder rec(*source);
-    join(agent, *source, rec);
-    QVERIFY(source->sendCommand("t-rej-1", pin({3}, sp::Precision::bf16)));
-    QTRY_VERIFY_WITH_TIMEOUT(rec.replyTo("t-rej-1"), 5000);
-    const auto* r = rec.replyTo("t-rej-1");
-    QVERIFY(!r->ok);
-    QCOMPARE(r->error, QString::fromStdString(reason));
-    QCOMPARE(r->step, qint64(-1));
-    source->stop();
-}
-
-void TestLiveSource::unansweredCommandTimesOut() {
-    FakeAgent agent(path());
-    agent.start("run-silent");
-    agent.set_command_behaviour(FakeAgent::CommandBehaviour::silent);
-    LiveOptions o = fastOptions();
-    o.command_timeout = 500ms;
-    auto source = makeSource(agent, o);
-    Recorder rec(*source);
-    join(agent, *source, rec);
-    QElapsedTimer timer;
-    timer.start();
-    QVERIFY(source->sendCommand("t-silent-1", pin({0}, sp::Precision::int8)));
-    QTRY_VERIFY_WITH_TIMEOUT(rec.replyTo("t-silent-1"), 5000);
-    QVERIFY(timer.elapsed() >= 450);
-    const auto* r = rec.replyTo("t-silent-1");
-    QVERIFY(!r->ok);
-    QCOMPARE(r->error, QString("no answer within 0.5 s"));
-    // Exactly one answer per request: a second request's own timeout comes after any second
-    // answer to the first could have.
-    QVERIFY(source->sendCommand("t-silent-2", pin({0}, sp::Precision::int8)));
-    QTRY_VERIFY_WITH_TIMEOUT(rec.replyTo("t-silent-2"), 5000);
-    QCOMPARE(std::count_if(rec.replies.begin(), rec.replies.end(),
-                           [](const Recorder::Reply& x) { return x.id == "t-silent-1"; }),
-             std::ptrdiff_t(1));
-    source->stop();
-}
-
 void TestLiveSource::badMessagesAreReportedNotFatal() {
     FakeAgent agent(path());
     agent.start("run-bad");
     auto source = makeSource(agent);
     Recorder rec(*source);
-    join(agent, *source, rec);
+    join(*source, rec);
     agent.publish_raw("update", "this is not json");
     agent.publish_raw("gossip", "{}", true);
     agent.publish_raw("update", "{\"step_id\":\"x\"}", true);
@@ -500,7 +322,7 @@ void TestLiveSource::survivesAgentRestart() {
     o.command_timeout = 10s;  // longer than the disconnect: the disconnect answers it
     auto source = makeSource(agent, o);
     Recorder rec(*source);
-    join(agent, *source, rec);
+    join(*source, rec);
     agent.publish_update(5);
     QTRY_COMPARE_WITH_TIMEOUT(rec.updates.size(), std::size_t(1), 5000);
 
@@ -567,7 +389,7 @@ void TestLiveSource::quickRestartIsNoticedWithoutDisconnect() {
     o.disconnect_timeout = 10s;
     auto source = makeSource(agent, o);
     Recorder rec(*source);
-    join(agent, *source, rec);
+    join(*source, rec);
     for (int s = 1; s <= 30; ++s) agent.publish_update(s);
     QTRY_COMPARE_WITH_TIMEOUT(rec.updates.size(), std::size_t(30), 5000);
 
@@ -588,7 +410,7 @@ void TestLiveSource::nothingIsEmittedAfterStop() {
     agent.start("run-stop");
     auto source = makeSource(agent);
     Recorder rec(*source);
-    join(agent, *source, rec);
+    join(*source, rec);
     // Queue work for the worker right before stopping: its emissions must be dropped.
     for (int s = 1; s <= 50; ++s) agent.publish_update(s);
     source->stop();
@@ -599,82 +421,6 @@ void TestLiveSource::nothingIsEmittedAfterStop() {
     QCoreApplication::processEvents();
     QCOMPARE(rec.order.size(), before);
     QVERIFY(!source->sendCommand("t-stopped", pin({0}, sp::Precision::int8)));
-}
-
-void TestLiveSource::curveKeysAreUsed() {
-    if (!zmq_has("curve")) QSKIP("libzmq without CURVE");
-    char server_public[41], server_secret[41], client_public[41], client_secret[41];
-    QCOMPARE(zmq_curve_keypair(server_public, server_secret), 0);
-    QCOMPARE(zmq_curve_keypair(client_public, client_secret), 0);
-    FakeAgent::Options ao;
-    ao.curve_secret_key = server_secret;
-    FakeAgent agent(path(), ao);
-    agent.start("run-curve");
-
-    LiveEndpoints e = *parseEndpointSpec(QString::fromStdString(agent.spec()), nullptr);
-    e.server_public_key = server_public;
-    e.client_public_key = client_public;
-    e.client_secret_key = client_secret;
-    LiveSource source(e, fastOptions());
-    Recorder rec(source);
-    join(agent, source, rec);
-    QVERIFY(source.sendCommand("t-curve-1", pin({0}, sp::Precision::int8)));
-    QTRY_VERIFY_WITH_TIMEOUT(rec.replyTo("t-curve-1"), 5000);
-    QVERIFY(rec.replyTo("t-curve-1")->ok);
-    source.stop();
-
-    // Without the keys the encrypted agent is never heard.
-    LiveEndpoints plain = *parseEndpointSpec(QString::fromStdString(agent.spec()), nullptr);
-    LiveSource deaf(plain, fastOptions());
-    Recorder deaf_rec(deaf);
-    deaf.start();
-    QTest::qWait(600);
-    QCOMPARE(deaf.counters().messages, std::uint64_t(0));
-    QCOMPARE(toString(deaf_rec.states.back()), toString(SourceState::connecting));
-    deaf.stop();
-}
-
-void TestLiveSource::sessionPinGoesPendingToApplied() {
-    FakeAgent agent(path());
-    agent.start("run-session");
-    RunSession session(makeSource(agent));
-    session.start();
-    QTRY_VERIFY_WITH_TIMEOUT(session.canControl() && session.header().run_id == "run-session", 10000);
-    agent.publish_update(10);
-    QTRY_VERIFY_WITH_TIMEOUT(session.store().updateCount() >= 1, 5000);
-
-    const QString id = session.pin({1, 3}, sp::Precision::int8);
-    QVERIFY(!id.isEmpty());
-    auto entry = session.events().findCommand(id);
-    QVERIFY(entry);
-    QCOMPARE(toString(session.events().at(*entry).state), toString(CommandState::pending));
-    QTRY_COMPARE_WITH_TIMEOUT(toString(session.events().at(*entry).state), toString(CommandState::applied),
-                              5000);
-    const auto requests = agent.requests();
-    QVERIFY(!requests.empty());
-    QCOMPARE(QString::fromStdString(requests.back()),
-             QString(R"({"id":"%1","cmd":"pin","blocks":[1,3],"precision":"int8"})").arg(id));
-    session.stop();
-}
-
-void TestLiveSource::sessionRejectionShowsReason() {
-    FakeAgent agent(path());
-    agent.start("run-session-rej");
-    const QString reason =
-        "field 'precision': unknown precision \"fp4\"; valid: bf16, int8, fp8_e4m3, fp8_e5m2";
-    agent.set_command_behaviour(FakeAgent::CommandBehaviour::reject, reason.toStdString());
-    RunSession session(makeSource(agent));
-    session.start();
-    QTRY_VERIFY_WITH_TIMEOUT(session.canControl(), 10000);
-    const QString id = session.pin({0}, sp::Precision::int8);
-    QVERIFY(!id.isEmpty());
-    auto entry = session.events().findCommand(id);
-    QVERIFY(entry);
-    QTRY_COMPARE_WITH_TIMEOUT(toString(session.events().at(*entry).state), toString(CommandState::rejected),
-                              5000);
-    QVERIFY2(session.events().at(*entry).detail.contains(reason),
-             qPrintable(session.events().at(*entry).detail));
-    session.stop();
 }
 
 QTEST_MAIN(TestLiveSource)
