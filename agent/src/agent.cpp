@@ -299,9 +299,10 @@ const PrecisionHints& Agent::compute_hints(std::int64_t step) {
     const auto t0 = Clock::now();
     const double collectives_before = overhead_.collectives_s;
     if (!policy_) throw std::logic_error("Agent::compute_hints: register_blocks first");
-    if (!stepper_->in_step() || stepper_->step() != step)
+    // Checked before anything runs (the collector, a collective): a refused call changes nothing.
+    if (!stepper_->in_step() || stepper_->step() != step || stepper_->updated())
         throw std::logic_error("Agent::compute_hints(" + std::to_string(step) + "): call begin_step(" +
-                               std::to_string(step) + ") first, once per step");
+                               std::to_string(step) + ") first, and compute_hints once per step");
     stats_ = options_.collector->results();  // a GPU collector waits for its event here, not earlier
     share_statistics(step);                  // sharded: every rank's slices, merged
     for (const BlockGradStats& s : stats_) stepper_->observe(s);
@@ -346,6 +347,10 @@ void Agent::record_eval_loss(double loss, std::int64_t step) {
 }
 
 void Agent::end_step(double loss) {
+    // Checked before anything is written or reduced: a refused call changes nothing.
+    if (policy_ && step_ >= 0 && !stepper_->updated())
+        throw std::logic_error("Agent::end_step at step " + std::to_string(step_) +
+                               ": compute_hints first (once per step, after begin_step)");
     const auto t0 = Clock::now();
     const double collectives_before = overhead_.collectives_s;
     loss = reduce_loss(loss);  // data-parallel: the job's loss, the same on every rank

@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
 
+#include <algorithm>
 #include <stdexcept>
 
 namespace sp::agent {
@@ -23,9 +24,12 @@ at::Tensor group_scale(const at::Tensor& m, float max_code, float min_scale) {
 // and so does a -0 code (the reference rounds through an int, which has no negative zero).
 at::Tensor integer_roundtrip(const at::Tensor& rows, std::int64_t group, float max_code, float min_scale) {
     const std::int64_t n = rows.size(0), cols = rows.size(1);
+    group = std::min(group, cols);  // a group past the row's end is the row, as in the reference
     const std::int64_t groups = (cols + group - 1) / group;
-    // Padding with zeros changes no group's absmax and is cut off again at the end.
-    const at::Tensor padded = at::constant_pad_nd(rows, {0, groups * group - cols}).view({n * groups, group});
+    // Padding with zeros changes no group's absmax and is cut off again at the end. Contiguous
+    // first: a transposed input's padded copy keeps its strides, which no view can regroup.
+    const at::Tensor padded =
+        at::constant_pad_nd(rows.contiguous(), {0, groups * group - cols}).view({n * groups, group});
     const at::Tensor scale = group_scale(padded, max_code, min_scale);
     const at::Tensor codes = padded.div(scale).clamp(-max_code, max_code).round().add(0.0);
     const at::Tensor out = at::where(at::isnan(padded), at::zeros({}, rows.options()), codes.mul(scale));
@@ -83,7 +87,8 @@ at::Tensor rounded_rows_aten(const at::Tensor& x, Precision format, std::size_t 
         default:
             throw std::invalid_argument("rounded_rows: unknown precision");
     }
-    return out.reshape(x.sizes()).to(x.scalar_type());
+    // Contiguous, as the reference path's result is (a narrowed INT4 result is a view into padding).
+    return out.reshape(x.sizes()).to(x.scalar_type()).contiguous();
 }
 
 at::Tensor rounded_rows(const at::Tensor& x, Precision format, std::size_t int4_group) {

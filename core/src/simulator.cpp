@@ -274,6 +274,10 @@ class LineParser {
             if (!p) fail("map_adopted event: unknown format " + (*to)[i].dump());
             if (!r) fail("map_adopted event: unknown reason " + (*reasons)[i].dump());
             check_block(int(id.get<std::int64_t>()), out);
+            for (const auto& [seen, seen_to, seen_reason] : entry.adopted)
+                if (seen == int(id.get<std::int64_t>()))
+                    fail("map_adopted event: block " + id.dump() + " adopted twice at step " +
+                         std::to_string(step));
             entry.adopted.emplace_back(int(id.get<std::int64_t>()), *p, *r);
         }
     }

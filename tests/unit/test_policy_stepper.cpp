@@ -233,7 +233,12 @@ class TestPolicyStepper : public QObject {
         model.set_grads(rng);
         agent.collect_block_grad_stats();
         agent.compute_hints(1);
+        QVERIFY_THROWS_EXCEPTION(std::logic_error, agent.compute_hints(1));  // twice
         agent.end_step(1.0);
+        QVERIFY_THROWS_EXCEPTION(std::logic_error, agent.end_step(1.0));  // twice
+        agent.begin_step(2);
+        QVERIFY_THROWS_EXCEPTION(std::logic_error, agent.end_step(1.0));  // before the step's hints
+        QCOMPARE(agent.overhead().steps, std::uint64_t(1));               // the refused calls did nothing
     }
 
     // The property: over random runs, simulate(file) == what the agent recorded.

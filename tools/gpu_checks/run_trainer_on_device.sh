@@ -109,7 +109,10 @@ fi
 
 trainer="$root/build/device/app/sp-trainer/sp-trainer"
 report() {  # the report of the runs so far: a call cut short still brings back what ran
-  python3 tools/gpu_checks/trainer_report.py "$out/device.txt" "$out"/runs/*.json > "$out/report.md"
+  local summaries=("$out"/runs/*.json)
+  [ -e "${summaries[0]}" ] || return 0
+  python3 tools/gpu_checks/trainer_report.py "$out/device.txt" "${summaries[@]}" > "$out/report.md.new" &&
+    mv "$out/report.md.new" "$out/report.md"
 }
 if [ "$status" = 0 ]; then
   if [ "$cpu" = 0 ]; then
@@ -126,6 +129,7 @@ if [ "$status" = 0 ]; then
       echo "skipped $name: --deadline $deadline s reached"; return
     fi
     local start=$SECONDS rc=0
+    rm -f "$out/runs/$name.json" "$out/runs/$name.log"  # an earlier invocation's must not stand for this one
     if timeout -s TERM -k 30 "${RUN_TIMEOUT:-180}" "$trainer" "${model[@]}" "${common[@]}" --steps "$n" "$@" \
          --summary-json "$out/runs/$name.json" > "$out/runs/$name.log" 2>&1; then
       echo "ran $name ($((SECONDS - start)) s)"

@@ -8,7 +8,8 @@ step 0's profiling; evaluations excluded), the first step, the agent's overhead
 per step and its share of the step, the bytes sent to the compute copy per step (the initial load
 excluded) and their saving against BF16, and the speed-up of the step against the BF16 run of the
 same fine-tune mode and residency (BF16's median step / this median step). Exits 1 when a summary
-is missing a field; a run stopped before its first step is named under the table.
+is missing a field; a run stopped before its first step, and a summary that is not JSON (a run killed
+while writing it), are named under the table.
 """
 import json
 import statistics
@@ -47,11 +48,15 @@ def main(argv):
         print(__doc__, file=sys.stderr)
         return 2
     device = Path(argv[1]).read_text().strip().splitlines()
-    try:
-        runs = [load(p) for p in argv[2:]]
-    except (OSError, KeyError, ValueError, IndexError) as e:
-        print(f"trainer_report: {e}", file=sys.stderr)
-        return 1
+    runs, unreadable = [], []
+    for p in argv[2:]:
+        try:
+            runs.append(load(p))
+        except json.JSONDecodeError as e:  # a run killed while writing it: named, the rest reported
+            unreadable.append(f"{Path(p).stem} ({e})")
+        except (OSError, KeyError, ValueError, IndexError) as e:
+            print(f"trainer_report: {p}: {e}", file=sys.stderr)
+            return 1
     empty = [r["name"] for r in runs if r["steps"] == 0]
     runs = [r for r in runs if r["steps"] > 0]
     bf16 = {(r["mode"], r["residency"]): r["step_ms"] for r in runs if r["precision"] == "bf16"}
@@ -82,6 +87,8 @@ def main(argv):
             "formats; BF16 MB/step: the same sends in BF16."]
     if empty:
         out += ["", "Stopped before their first step (no row): " + ", ".join(empty) + "."]
+    if unreadable:
+        out += ["", "Summaries that are not JSON (no row): " + ", ".join(unreadable) + "."]
     print("\n".join(out))
     return 0
 

@@ -89,10 +89,14 @@ std::string case_name(Precision p, std::size_t group, std::int64_t cols) {
 }  // namespace
 
 std::string rounding_mismatch(c10::Device device) {
-    const std::vector<std::vector<std::int64_t>> shapes = {{9, 100}, {2, 5, 67}, {12, 1}, {64, 300}};
+    const std::vector<std::vector<std::int64_t>> shapes = {
+        {9, 100}, {2, 5, 67}, {12, 1}, {64, 300}, {8, 128}};
+    // INT4 groups: larger than a row (one group per row, without a padded copy of that size), not
+    // dividing it, dividing it, and of one element.
+    const std::size_t groups[] = {std::size_t(1) << 20, 64, 5, 1};
     for (const auto& shape : shapes)
         for (const Precision p : kFormats)
-            for (const std::size_t group : {std::size_t(64), std::size_t(5), std::size_t(1)}) {
+            for (const std::size_t group : groups) {
                 std::int64_t rows = 1;
                 for (std::size_t d = 0; d + 1 < shape.size(); ++d) rows *= shape[d];
                 const at::Tensor x = awkward_rows(std::max<std::int64_t>(rows, 7), shape.back())
@@ -101,6 +105,14 @@ std::string rounding_mismatch(c10::Device device) {
                 const std::string diff = first_difference(agent::rounded_rows_aten(x.to(device), p, group),
                                                           reference(x, p, group));
                 if (!diff.empty()) return case_name(p, group, shape.back()) + diff;
+                // The same rows as a transposed view (an activation's transpose, a weight's .t()).
+                const at::Tensor strided = x.reshape({-1, shape.back()}).t().contiguous().t();
+                const at::Tensor got = agent::rounded_rows_aten(strided.to(device), p, group);
+                const std::string strided_diff = first_difference(got, reference(strided, p, group));
+                if (!strided_diff.empty())
+                    return case_name(p, group, shape.back()) + "a transposed view: " + strided_diff;
+                if (!got.is_contiguous())
+                    return case_name(p, group, shape.back()) + "a non-contiguous result";
             }
     for (const Precision p : {Precision::fp8_e4m3, Precision::fp8_e5m2}) {
         const at::Tensor x = fp8_sweep(p);

@@ -36,6 +36,8 @@ class PolicyStepper {
     // The step begun last; -1 before the first.
     std::int64_t step() const { return step_; }
     bool in_step() const { return phase_ != Phase::between_steps; }
+    // The step has run its update (adopt and end may come; observe and update may not).
+    bool updated() const { return phase_ == Phase::updated; }
     const Policy& policy() const { return policy_; }
 
   private:
