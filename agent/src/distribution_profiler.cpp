@@ -83,12 +83,12 @@ void DistributionProfiler::observe_input(std::int64_t step, int block, int layer
     inputs_step_ = step;
     const std::uint64_t stream = stream_of(block, std::size_t(layer), true);
     const auto [rows, cols] = rows_cols(input, true);
-    const std::vector<std::size_t> picked =
-        sample_row_indices(rows, kInputTokens, seed_ ^ std::uint64_t(step), stream);
+    const std::uint64_t token_seed = seed_ ^ std::uint64_t(step);
     InputSample s;
     if (estimator_ == SnrEstimator::sample && w.dim() >= 2) {
         // The output is measured on the sampled tokens alone (finish): only they are gathered, on
         // the input's device, and copied; the whole activation's profile would go unread.
+        const std::vector<std::size_t> picked = sample_row_indices(rows, kInputTokens, token_seed, stream);
         const std::vector<std::int64_t> index(picked.begin(), picked.end());
         const at::Tensor tokens =
             host_float(input.detach()
@@ -98,9 +98,7 @@ void DistributionProfiler::observe_input(std::int64_t step, int block, int layer
     } else {
         const at::Tensor host = host_float(input);
         s.profile = profile(host, true, step, stream);
-        for (const std::size_t r : picked)
-            s.tokens.insert(s.tokens.end(), host.data_ptr<float>() + r * cols,
-                            host.data_ptr<float>() + (r + 1) * cols);
+        s.tokens = sample_rows(host.data_ptr<float>(), rows, cols, kInputTokens, token_seed, stream);
     }
     s.count = cols == 0 ? 0 : s.tokens.size() / cols;
     inputs_[{block, layer}] = std::move(s);

@@ -264,6 +264,8 @@ class LineParser {
             to->size() != blocks->size() || reasons->size() != blocks->size())
             fail("map_adopted event: 'to' and 'reasons' must be arrays as long as 'blocks'");
         StepInput& entry = step_entry(step, out);
+        std::set<int> adopted;  // at this step, earlier events included: a block is adopted once
+        for (const auto& [block, block_to, block_reason] : entry.adopted) adopted.insert(block);
         for (std::size_t i = 0; i < blocks->size(); ++i) {
             const json& id = (*blocks)[i];
             if (!id.is_number_integer() || id.get<std::int64_t>() < 0 || id.get<std::int64_t>() > INT32_MAX)
@@ -273,12 +275,12 @@ class LineParser {
                 (*reasons)[i].is_string() ? parse_reason((*reasons)[i].get<std::string>()) : std::nullopt;
             if (!p) fail("map_adopted event: unknown format " + (*to)[i].dump());
             if (!r) fail("map_adopted event: unknown reason " + (*reasons)[i].dump());
-            check_block(int(id.get<std::int64_t>()), out);
-            for (const auto& [seen, seen_to, seen_reason] : entry.adopted)
-                if (seen == int(id.get<std::int64_t>()))
-                    fail("map_adopted event: block " + id.dump() + " adopted twice at step " +
-                         std::to_string(step));
-            entry.adopted.emplace_back(int(id.get<std::int64_t>()), *p, *r);
+            const int block = int(id.get<std::int64_t>());
+            check_block(block, out);
+            if (!adopted.insert(block).second)
+                fail("map_adopted event: block " + id.dump() + " adopted twice at step " +
+                     std::to_string(step));
+            entry.adopted.emplace_back(block, *p, *r);
         }
     }
 
