@@ -7,7 +7,7 @@
 #
 # 1. Builds the `device` CMake preset (agent + sp-trainer; no Qt, no ZeroMQ) into build/device:
 #    against the pip LibTorch of python3 (torch.utils.cmake_prefix_path) on a GPU, against the
-#    system's LibTorch with --cpu. Where the system has no nlohmann_json, the headers come from
+#    system's LibTorch with --cpu. Where the system has no nlohmann_json or CLI11, the headers come from
 #    build/device-carry/include, which --prepare-carry fills on this machine (name build/device-carry
 #    in the device tool's carry).
 # 2. On a GPU, unless --no-kernel-checks, runs tools/gpu_checks/run_on_device.sh (the CUDA kernel
@@ -43,8 +43,8 @@ while [ $# -gt 0 ]; do
     --no-kernel-checks) kernel_checks=0 ;;
     --prepare-carry)
       mkdir -p "$carry/include"
-      cp -r /usr/include/nlohmann "$carry/include/"
-      echo "run_trainer_on_device: nlohmann_json headers in $carry/include ($(du -sh "$carry" | cut -f1))"
+      cp -r /usr/include/nlohmann /usr/include/CLI "$carry/include/"
+      echo "run_trainer_on_device: nlohmann_json and CLI11 headers in $carry/include ($(du -sh "$carry" | cut -f1))"
       exit 0 ;;
     -h|--help) sed -n '2,/^# $OUT defaults/p' "$0"; exit 0 ;;
     *) echo "run_trainer_on_device: unknown argument '$1' (try --help)" >&2; exit 2 ;;
@@ -73,6 +73,7 @@ if [ "$cpu" = 0 ]; then
   config+=(-DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_CUDA_ARCHITECTURES="${CUDA_ARCHS:-90}")
 fi
 [ -d "$carry/include/nlohmann" ] && config+=(-DSP_NLOHMANN_INCLUDE_DIR="$carry/include")
+[ -d "$carry/include/CLI" ] && config+=(-DSP_CLI11_INCLUDE_DIR="$carry/include")
 
 kernels_pid=""
 if [ "$cpu" = 0 ] && [ "$kernel_checks" = 1 ]; then
