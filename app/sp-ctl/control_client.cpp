@@ -9,6 +9,7 @@
 #include <stdexcept>
 
 #include "sp/keys/curve_key_file.h"
+#include "sp/transport/client_socket.h"
 
 namespace sp::ctl {
 namespace {
@@ -87,17 +88,9 @@ bool read_connection(const char* command, const ParsedArgs& args, const char* de
 
 zmq::socket_t open_socket(zmq::context_t& ctx, zmq::socket_type type, const Connection& c,
                           HandshakeMonitor* monitor) {
-    zmq::socket_t s(ctx, type);
-    // Closing a socket with an unsent request must not hang the command.
-    s.set(zmq::sockopt::linger, 0);
-    if (c.curve) {
-        s.set(zmq::sockopt::curve_serverkey, c.server_public);
-        s.set(zmq::sockopt::curve_publickey, c.client_public);
-        s.set(zmq::sockopt::curve_secretkey, c.client_secret);
-    }
-    if (monitor) monitor->watch(ctx, s, c.curve);
-    s.connect(c.endpoint);
-    return s;
+    sp::transport::ClientSocketOptions options;
+    if (c.curve) options.curve = sp::transport::ClientKeys{c.server_public, c.client_public, c.client_secret};
+    return sp::transport::open_client_socket(ctx, type, c.endpoint, options, monitor);
 }
 
 std::string next_request_id() {

@@ -10,10 +10,12 @@
 #include <zmq.hpp>
 
 #include "cli_util.h"
-#include "handshake_monitor.h"
 #include "sp/protocol.h"
+#include "sp/transport/handshake_monitor.h"
 
 namespace sp::ctl {
+
+using sp::transport::HandshakeMonitor;
 
 // Exit codes of the live commands (0 and 2 as everywhere in sp-ctl).
 inline constexpr int kExitFailed = 1;
@@ -38,9 +40,9 @@ struct Connection {
 bool read_connection(const char* command, const ParsedArgs& args, const char* default_endpoint,
                      std::optional<double> default_timeout, Connection& out);
 
-// A socket of `type` with linger 0 and, when configured, the CURVE client keys, connected to the
-// endpoint (watched by `monitor` from before the connect, when given). Throws zmq::error_t when the
-// endpoint is malformed.
+// sp::transport::open_client_socket with this connection's endpoint and CURVE keys (a one-shot
+// command: no fast reconnection, requests queue until the connection is up). Throws zmq::error_t
+// when the endpoint is malformed.
 zmq::socket_t open_socket(zmq::context_t& ctx, zmq::socket_type type, const Connection& c,
                           HandshakeMonitor* monitor = nullptr);
 

@@ -51,22 +51,18 @@ struct Printer {
         return it != names.end() ? it->second : "block " + id.dump();
     }
 
-    std::string line(protocol::Topic topic, const ojson& m) {
+    // `m` is `body` parsed; hello and heartbeat are read by sp::protocol, as the dashboard reads them.
+    std::string line(protocol::Topic topic, const ojson& m, std::string_view body) {
         switch (topic) {
             case protocol::Topic::hello: {
+                std::string error;
+                const std::optional<protocol::Hello> hello = protocol::parse_hello(body, error);
+                if (!hello) return "hello (unreadable: " + error + ")";
                 names.clear();
-                const auto blocks = m.find("blocks");
-                std::size_t n = 0;
-                if (blocks != m.end() && blocks->is_array()) {
-                    n = blocks->size();
-                    for (const auto& b : *blocks) {
-                        if (b.contains("id") && b["id"].is_number_integer() && b.contains("name") &&
-                            b["name"].is_string())
-                            names[b["id"].get<int>()] = b["name"].get<std::string>();
-                    }
-                }
-                return "hello: run " + text_of(m, "run_id") + ", rank " + text_of(m, "rank") + ", " +
-                       std::to_string(n) + " blocks, protocol " + text_of(m, "protocol");
+                for (const sp::BlockInfo& b : hello->header.blocks) names[b.id] = b.name;
+                return "hello: run " + hello->header.run_id + ", rank " + std::to_string(hello->rank) + ", " +
+                       std::to_string(hello->header.blocks.size()) + " blocks, protocol " +
+                       (hello->protocol ? std::to_string(*hello->protocol) : std::string("?"));
             }
             case protocol::Topic::update: {
                 std::string s = "step " + text_of(m, "step_id") + ": " + text_of(m, "blocks_bf16", "0") +
@@ -100,8 +96,12 @@ struct Printer {
             case protocol::Topic::stats:
                 return "stats: step " + text_of(m, "step") + ", " +
                        std::to_string(m.contains("blocks") ? m["blocks"].size() : 0) + " blocks";
-            case protocol::Topic::heartbeat:
-                return "heartbeat: step " + text_of(m, "step");
+            case protocol::Topic::heartbeat: {
+                std::string error;
+                const std::optional<protocol::Heartbeat> beat = protocol::parse_heartbeat(body, error);
+                return beat ? "heartbeat: step " + std::to_string(beat->step)
+                            : "heartbeat (unreadable: " + error + ")";
+            }
         }
         return m.dump();
     }
@@ -247,7 +247,7 @@ int run_tail(const Args& args) {
         if (c.json)
             out = ojson{{"topic", topic_text}, {"message", message}}.dump() + "\n";
         else if (topic)
-            out = printer.line(*topic, message) + "\n";
+            out = printer.line(*topic, message, body) + "\n";
         else
             out = topic_text + ": " + body + "\n";  // a topic newer than this build: shown as is
         if (!write_stdout(command, out)) return kExitFailed;

@@ -1,4 +1,5 @@
-// The wire protocol's message layer (agent/PROTOCOL.md). Requests arrive from the network, so
+// The wire protocol's message layer (agent/PROTOCOL.md), the agent's half: requests read, replies and
+// telemetry bodies written (the client's half is protocol_client.cpp). Requests arrive from the network, so
 // their parser is defensive: size is checked on the raw bytes, nesting while parsing (through
 // sp::parse_json), and every failure becomes a message that names the field. Replies and rare telemetry
 // messages are built with nlohmann's ordered DOM (readable key order); the per-record path
@@ -12,21 +13,18 @@
 
 #include <nlohmann/json.hpp>
 
+#include "protocol_json.h"
 #include "sp/json_input.h"
 #include "sp/jsonl.h"
 
 namespace sp::protocol {
 namespace {
 
-using json = nlohmann::json;
-using ojson = nlohmann::ordered_json;
+using detail::dump;
+using detail::json;
+using detail::ojson;
 
 constexpr std::string_view kRequestNames = "pin, release, release_all, set_mode, set_budget, snapshot, ping";
-
-// Replies must go out even when a client sent (and we echo) invalid UTF-8.
-std::string dump(const ojson& j) {
-    return j.dump(-1, ' ', false, ojson::error_handler_t::replace);
-}
 
 // A client-supplied string inside an error message: quoted and cut to a readable length.
 std::string single_quoted(std::string_view text) {
@@ -68,16 +66,6 @@ std::string check_block_range(const std::vector<int>& blocks, int block_count) {
     if (unknown.size() > kListed) list += ", ...";
     return std::string("field 'blocks': unknown block") + (unknown.size() > 1 ? "s " : " ") + list + " (" +
            model_blocks(block_count) + ")";
-}
-
-// The value after "[json.exception.parse_error.101] ".
-std::string strip_exception_prefix(const char* what) {
-    std::string_view w = what;
-    if (!w.empty() && w.front() == '[') {
-        const auto end = w.find("] ");
-        if (end != std::string_view::npos) w.remove_prefix(end + 2);
-    }
-    return std::string(w);
 }
 
 std::variant<Request, RequestError> parse_request_unchecked(std::string_view frame, int block_count) {
@@ -169,43 +157,6 @@ ojson reply_head(const std::optional<std::string>& id, bool ok) {
     j["id"] = id ? ojson(*id) : ojson(nullptr);
     j["ok"] = ok;
     return j;
-}
-
-// Snapshot parsing: a FieldError carries the message parse_snapshot returns.
-struct FieldError : std::runtime_error {
-    using std::runtime_error::runtime_error;
-};
-
-const json& field(const json& obj, const char* key, bool (json::*is)() const noexcept, const char* expected) {
-    const auto it = obj.find(key);
-    if (it == obj.end()) throw FieldError(std::string("field 'snapshot.") + key + "': missing");
-    if (!((*it).*is)()) {
-        throw FieldError(std::string("field 'snapshot.") + key + "': expected " + expected + ", got " +
-                         it->type_name());
-    }
-    return *it;
-}
-
-// b[key] as a T. get<T>() would convert a float out of T's range (undefined behaviour) and wrap an
-// integer out of range.
-template <typename T>
-T integer_of(const json& b, const char* key, const std::string& where) {
-    const json& v = b.at(key);
-    bool ok = false;
-    if (v.is_number_unsigned()) {
-        ok = v.get<std::uint64_t>() <= std::uint64_t(std::numeric_limits<T>::max());
-    } else if (v.is_number_integer()) {  // negative: the parser reads the others as unsigned
-        ok = v.get<std::int64_t>() >= std::int64_t(std::numeric_limits<T>::min());
-    }
-    if (!ok)
-        throw FieldError("field '" + where + "." + key + "': expected an integer in range, got " + v.dump());
-    return v.get<T>();
-}
-
-Precision precision_of(const json& v, const std::string& where) {
-    const auto p = v.is_string() ? parse_precision(v.get_ref<const std::string&>()) : std::nullopt;
-    if (!p) throw FieldError("field '" + where + "': expected a precision name, got " + v.dump());
-    return *p;
 }
 
 }  // namespace
@@ -388,149 +339,6 @@ std::optional<std::uint64_t> seq_of(std::string_view text) {
     const auto it = j.find("seq");
     if (it == j.end() || !it->is_number_unsigned()) return std::nullopt;
     return it->get<std::uint64_t>();
-}
-
-std::string make_request(const std::string& id, const Command& c) {
-    const json body = to_json(c);
-    ojson j;
-    j["id"] = id;
-    j["cmd"] = body.at("cmd").get<std::string>();
-    for (const auto& [key, value] : body.items()) {
-        if (key != "cmd") j[key] = value;
-    }
-    return dump(j);
-}
-
-std::string make_request(const std::string& id, Request::Kind kind) {
-    if (kind == Request::Kind::command) {
-        throw std::invalid_argument("make_request: a routing command needs its Command");
-    }
-    ojson j;
-    j["id"] = id;
-    j["cmd"] = kind == Request::Kind::ping ? "ping" : "snapshot";
-    return dump(j);
-}
-
-std::optional<Reply> parse_reply(std::string_view frame, std::string& error) {
-    json j;
-    JsonError bad;
-    if (!parse_json(frame, j, bad)) {
-        error = "reply is not valid JSON: " + bad.message();
-        return std::nullopt;
-    }
-    if (!j.is_object()) {
-        error = std::string("reply must be a JSON object, got ") + j.type_name();
-        return std::nullopt;
-    }
-    Reply r;
-    const auto id = j.find("id");
-    if (id == j.end() || !(id->is_string() || id->is_null())) {
-        error = id == j.end()
-                    ? "reply: field 'id': missing"
-                    : std::string("reply: field 'id': expected a string or null, got ") + id->type_name();
-        return std::nullopt;
-    }
-    if (id->is_string()) r.id = id->get<std::string>();
-    const auto ok = j.find("ok");
-    if (ok == j.end() || !ok->is_boolean()) {
-        error = "reply: field 'ok': missing or not a boolean";
-        return std::nullopt;
-    }
-    r.ok = ok->get<bool>();
-    if (!r.ok) {
-        const auto e = j.find("error");
-        if (e == j.end() || !e->is_string() || e->get_ref<const std::string&>().empty()) {
-            error = "reply: ok is false but field 'error' is missing or not a non-empty string";
-            return std::nullopt;
-        }
-        r.error = e->get<std::string>();
-    }
-    const auto step = j.find("effective_step");
-    if (step != j.end()) {
-        if (!step->is_number_integer()) {
-            error =
-                std::string("reply: field 'effective_step': expected an integer, got ") + step->type_name();
-            return std::nullopt;
-        }
-        r.effective_step = step->get<std::int64_t>();
-    }
-    r.text = std::string(frame);
-    error.clear();
-    return r;
-}
-
-bool parse_snapshot(std::string_view reply_text, Snapshot& out, std::string& error) {
-    try {
-        json j;
-        JsonError bad;
-        if (!parse_json(reply_text, j, bad)) throw FieldError("reply is not valid JSON: " + bad.message());
-        if (!j.is_object()) throw FieldError("reply is not a JSON object");
-        const auto ok = j.find("ok");
-        if (ok == j.end() || !ok->is_boolean() || !ok->get<bool>()) throw FieldError("reply is not ok");
-        const auto snap_it = j.find("snapshot");
-        if (snap_it == j.end() || !snap_it->is_object())
-            throw FieldError("field 'snapshot': missing or not an object");
-        const json& snap = *snap_it;
-
-        Snapshot s;
-        s.seq = field(snap, "seq", &json::is_number_unsigned, "an unsigned integer").get<std::uint64_t>();
-        s.step = field(snap, "step", &json::is_number_integer, "an integer").get<std::int64_t>();
-        s.run_id = field(snap, "run_id", &json::is_string, "a string").get<std::string>();
-        s.rank = field(snap, "rank", &json::is_number_integer, "an integer").get<int>();
-        if (!parse_mode(field(snap, "mode", &json::is_string, "a string").get<std::string>(), s.mode)) {
-            throw FieldError("field 'snapshot.mode': unknown mode");
-        }
-        if (const auto target = snap.find("budget_target_pct"); target != snap.end()) {
-            if (!target->is_number() || !(target->get<double>() >= 0.0 && target->get<double>() <= 100.0))
-                throw FieldError("field 'snapshot.budget_target_pct': expected a number in [0, 100]");
-            s.budget_target_pct = target->get<double>();
-        }
-        const json& blocks = field(snap, "blocks", &json::is_array, "an array");
-        for (std::size_t i = 0; i < blocks.size(); ++i) {
-            const json& b = blocks[i];
-            const std::string where = "snapshot.blocks[" + std::to_string(i) + "]";
-            if (!b.is_object()) throw FieldError("field '" + where + "': expected an object");
-            BlockInfo info;
-            info.id = integer_of<int>(b, "id", where);
-            info.name = b.at("name").get<std::string>();
-            info.bytes_bf16 = integer_of<std::uint64_t>(b, "bytes_bf16", where);
-            s.layout.push_back(std::move(info));
-            s.precision.push_back(precision_of(b.at("precision"), where + ".precision"));
-            const json& pin = b.at("pin");
-            s.pins.push_back(pin.is_null() ? std::nullopt
-                                           : std::optional<Precision>(precision_of(pin, where + ".pin")));
-            const auto until = b.find("pin_until");
-            s.pin_until.push_back(
-                until == b.end() || until->is_null()
-                    ? std::nullopt
-                    : std::optional<std::int64_t>(integer_of<std::int64_t>(b, "pin_until", where)));
-            const auto on_spike = b.find("pin_release_on_spike");
-            if (on_spike != b.end() && !on_spike->is_boolean())
-                throw FieldError("field '" + where + ".pin_release_on_spike': expected true or false");
-            s.pin_release_on_spike.push_back(on_spike != b.end() && on_spike->get<bool>());
-        }
-        s.config_json = field(snap, "config", &json::is_object, "an object").dump();
-        const auto last_it = snap.find("last_update");  // absent or null: no update yet
-        if (last_it != snap.end() && !last_it->is_null()) {
-            const json& last = *last_it;
-            TelemetryRecord rec;
-            std::string why;
-            if (parse_record(last.dump(), rec, why) != ParseStatus::ok ||
-                !std::holds_alternative<UpdateRecord>(rec)) {
-                throw FieldError("field 'snapshot.last_update': " +
-                                 (why.empty() ? "not an update record" : why));
-            }
-            s.last_update = std::get<UpdateRecord>(std::move(rec));
-        }
-        out = std::move(s);
-        error.clear();
-        return true;
-    } catch (const FieldError& e) {
-        error = e.what();
-    } catch (const std::exception& e) {  // nlohmann's at()/get() on a wrong shape
-        error = "snapshot: " + strip_exception_prefix(e.what());
-    }
-    return false;
 }
 
 std::string rank_endpoint(const std::string& base, int rank) {

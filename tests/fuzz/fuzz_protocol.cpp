@@ -1,7 +1,8 @@
 // The wire protocol's readers on an arbitrary frame: parse_request (for several model sizes),
-// parse_reply, parse_snapshot and seq_of. protocol.h promises that none throws on network input, so
-// nothing is caught here. What they accept must also be answerable: replies to a parsed request
-// build, and a parsed snapshot written again by snapshot_reply parses again.
+// parse_reply, parse_snapshot, parse_hello, parse_heartbeat and seq_of. protocol.h promises that none throws
+// on network input, so nothing is caught here. What they accept must also be answerable: replies to a parsed
+// request build, a parsed snapshot written again by snapshot_reply parses again, and so does a parsed hello
+// written again by hello().
 #include "fuzz_target.h"
 #include "sp/protocol.h"
 
@@ -32,5 +33,17 @@ extern "C" int SP_FUZZ_ENTRY(const std::uint8_t* data, std::size_t size) {
             sp::fuzz::finding("a parsed snapshot, written again, does not parse: " + error + "\n" + again);
         }
     }
+    if (const auto hello = proto::parse_hello(frame, error)) {
+        if (!error.empty()) sp::fuzz::finding("parse_hello: a hello with an error");
+        const std::string again =
+            proto::hello(1, hello->header.run_id, hello->rank, hello->header.blocks,
+                         hello->header.config_json, 0.5, hello->header.calibration_errors);
+        const auto back = proto::parse_hello(again, error);
+        if (!back || back->header.blocks.size() != hello->header.blocks.size())
+            sp::fuzz::finding("a parsed hello, written again, does not parse back: " + error + "\n" + again);
+    } else if (error.empty()) {
+        sp::fuzz::finding("parse_hello: refused without a message");
+    }
+    proto::parse_heartbeat(frame, error);
     return 0;
 }

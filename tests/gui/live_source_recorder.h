@@ -35,6 +35,7 @@ struct Recorder {
     std::vector<Reply> replies;
     QStringList bad;
     std::vector<SourceState> states;
+    QStringList state_details;  // beside states, the detail each change came with
 
     explicit Recorder(TelemetrySource& s) {
         QObject::connect(&s, &TelemetrySource::headerReceived, [this](const sp::RunHeader& h) {
@@ -65,9 +66,10 @@ struct Recorder {
             order << "bad";
             bad << why;
         });
-        QObject::connect(&s, &TelemetrySource::stateChanged, [this](SourceState st, const QString&) {
+        QObject::connect(&s, &TelemetrySource::stateChanged, [this](SourceState st, const QString& detail) {
             order << "state:" + toString(st);
             states.push_back(st);
+            state_details << detail;
         });
     }
 
@@ -91,7 +93,9 @@ inline LiveOptions fastOptions() {
     return o;
 }
 
-inline std::unique_ptr<LiveSource> makeSource(const FakeAgent& agent, LiveOptions options = fastOptions()) {
+// A source following `agent`: a FakeAgent or a ServedAgent (anything with spec()).
+template <typename Agent>
+std::unique_ptr<LiveSource> makeSource(const Agent& agent, LiveOptions options = fastOptions()) {
     QString error;
     auto endpoints = parseEndpointSpec(QString::fromStdString(agent.spec()), &error);
     if (!endpoints) qFatal("bad spec: %s", qPrintable(error));

@@ -10,7 +10,7 @@
 #include <fstream>
 
 #include "dashboard_fixture.h"
-#include "fake_agent.h"
+#include "served_agent.h"
 
 namespace {
 
@@ -105,7 +105,7 @@ class TestDashboardApp : public QObject {
     }
 
     void liveScreenshotAfterUpdates() {
-        sp::test::FakeAgent agent(dir_.path().toStdString());
+        sp::test::ServedAgent agent(dir_.path().toStdString());
         agent.start("live-run");
         QProcess p;
         const QString png = dir_.filePath(QStringLiteral("live.png"));

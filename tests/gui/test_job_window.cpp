@@ -8,7 +8,8 @@
 #include <QTemporaryDir>
 #include <QtTest>
 
-#include "fake_agent.h"
+#include "fake_agent.h"  // make_update
+#include "served_agent.h"
 #include "sp/ui/connection_dialog.h"
 #include "sp/ui/main_window.h"
 #include "sp/ui/rank_job.h"
@@ -22,7 +23,7 @@ namespace {
 
 // Two ranks of one job, each its own agent with its own sockets.
 struct TwoRanks {
-    TwoRanks() : rank0(dir0.path().toStdString()), rank1(dir1.path().toStdString()) {
+    TwoRanks() : rank0(dir0.path().toStdString(), {}), rank1(dir1.path().toStdString(), rank_one()) {
         rank0.start("dp-job");
         rank1.start("dp-job");
     }
@@ -41,8 +42,13 @@ struct TwoRanks {
         rank1.publish_update(other);
     }
 
+    static sp::test::ServedAgent::Options rank_one() {
+        sp::test::ServedAgent::Options o;
+        o.rank = 1;
+        return o;
+    }
     QTemporaryDir dir0, dir1;
-    sp::test::FakeAgent rank0, rank1;
+    sp::test::ServedAgent rank0, rank1;
 };
 
 QString logText(const RunSession& s) {
@@ -142,7 +148,7 @@ class TestJobWindow : public QObject {
     // A single agent is no job: no Ranks panel, no warning bar.
     void singleAgentShowsNoRankPanel() {
         QTemporaryDir dir;
-        sp::test::FakeAgent agent(dir.path().toStdString());
+        sp::test::ServedAgent agent(dir.path().toStdString());
         agent.start("solo");
         MainWindow w;
         w.show();

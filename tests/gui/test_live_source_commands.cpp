@@ -1,6 +1,7 @@
-// LiveSource's commands against an in-test fake agent (tests/common/fake_agent.h) on ipc:// sockets:
-// a pin's reply, a rejection's reason, an unanswered command's timeout, CURVE keys, and the
-// RunSession on top (pending -> applied, a rejection's reason in the event log).
+// LiveSource's commands on ipc:// sockets: a pin's reply and CURVE keys against the agent's real
+// server (tests/common/served_agent.h); a rejection's reason and an unanswered command's timeout
+// against a fake agent that misbehaves on purpose (tests/common/fake_agent.h); and the RunSession
+// on top (pending -> applied on the real server, a rejection's reason in the event log).
 #include <atomic>
 #include <memory>
 #include <thread>
@@ -17,11 +18,13 @@
 
 #include "fake_agent.h"
 #include "live_source_recorder.h"
+#include "served_agent.h"
 #include "sp/keys/curve_key_file.h"
 #include "sp/ui/live_source.h"
 #include "sp/ui/run_session.h"
 
 using sp::test::FakeAgent;
+using sp::test::ServedAgent;
 using namespace sp::ui;
 using namespace sp::test::live;
 using namespace std::chrono_literals;
@@ -43,7 +46,7 @@ class TestLiveSourceCommands : public QObject {
 };
 
 void TestLiveSourceCommands::pinReachesTheAgentAndTheReplyComesBack() {
-    FakeAgent agent(path());
+    ServedAgent agent(path());
     agent.start("run-pin");
     auto source = makeSource(agent);
     Recorder rec(*source);
@@ -56,15 +59,14 @@ void TestLiveSourceCommands::pinReachesTheAgentAndTheReplyComesBack() {
     const auto* r = rec.replyTo("t-pin-1");
     QVERIFY2(r->ok, qPrintable(r->error));
     QCOMPARE(r->step, qint64(42));
-    // The exact request the agent's ROUTER received (after the snapshot request).
-    const auto requests = agent.requests();
-    QCOMPARE(requests.size(), std::size_t(2));
-    QVERIFY(requests[0].find("\"cmd\":\"snapshot\"") != std::string::npos);
-    QCOMPARE(QString::fromStdString(requests[1]),
-             QString(R"({"id":"t-pin-1","cmd":"pin","blocks":[1,2],"precision":"int8"})"));
-    // The agent announces the applied command with the request id. It acknowledges before it
-    // applies (as the real agent does, at the next step boundary), so its pins are read once the
-    // event has come: comparing them at the reply raced the agent's thread.
+    // What the server handed to the training loop: the request's id and command, whole.
+    const auto submitted = agent.submitted();
+    QCOMPARE(submitted.size(), std::size_t(1));
+    QCOMPARE(submitted[0].first, std::string("t-pin-1"));
+    QCOMPARE(submitted[0].second.blocks, (std::vector<int>{1, 2}));
+    QCOMPARE(submitted[0].second.precision, sp::Precision::int8);
+    // Applied at the next step boundary, announced by a "command" event with the request id.
+    agent.publish_update(42);
     QTRY_COMPARE_WITH_TIMEOUT(rec.events.size(), std::size_t(1), 5000);
     QCOMPARE(agent.pin_of(1), std::optional<sp::Precision>(sp::Precision::int8));
     QCOMPARE(rec.events[0].kind, std::string("command"));
@@ -118,19 +120,28 @@ void TestLiveSourceCommands::unansweredCommandTimesOut() {
 
 void TestLiveSourceCommands::curveKeysAreUsed() {
     if (!zmq_has("curve")) QSKIP("libzmq without CURVE");
-    char server_public[41], server_secret[41], client_public[41], client_secret[41];
-    QCOMPARE(zmq_curve_keypair(server_public, server_secret), 0);
-    QCOMPARE(zmq_curve_keypair(client_public, client_secret), 0);
-    FakeAgent::Options ao;
-    ao.curve_secret_key = server_secret;
-    FakeAgent agent(path(), ao);
+    // The real server with CURVE and an allow-list that admits `ops` only.
+    const std::string server = path() + "/agent", ops = path() + "/ops", stranger = path() + "/stranger";
+    const std::string server_public = sp::keys::write_key_pair(server, sp::keys::Replace::no);
+    sp::keys::write_key_pair(ops, sp::keys::Replace::no);
+    sp::keys::write_key_pair(stranger, sp::keys::Replace::no);
+    QVERIFY(QFile::copy(QString::fromStdString(ops + ".pub"), QString::fromStdString(path() + "/allowed")));
+    ServedAgent::Options ao;
+    ao.server_secret_key_file = server + ".key";
+    ao.allowed_clients_file = path() + "/allowed";
+    ServedAgent agent(path(), ao);
     agent.start("run-curve");
 
-    LiveEndpoints e = *parseEndpointSpec(QString::fromStdString(agent.spec()), nullptr);
-    e.server_public_key = server_public;
-    e.client_public_key = client_public;
-    e.client_secret_key = client_secret;
-    LiveSource source(e, fastOptions());
+    auto endpoints_with = [&](const std::string& client) {
+        LiveEndpoints e = *parseEndpointSpec(QString::fromStdString(agent.spec()), nullptr);
+        if (client.empty()) return e;
+        const sp::keys::SecretKey key = sp::keys::read_secret_key(client + ".key");
+        e.server_public_key = QByteArray::fromStdString(server_public);
+        e.client_public_key = QByteArray::fromStdString(key.public_z85);
+        e.client_secret_key = QByteArray::fromStdString(key.secret_z85);
+        return e;
+    };
+    LiveSource source(endpoints_with(ops), fastOptions());
     Recorder rec(source);
     join(source, rec);
     QVERIFY(source.sendCommand("t-curve-1", pin({0}, sp::Precision::int8)));
@@ -138,19 +149,27 @@ void TestLiveSourceCommands::curveKeysAreUsed() {
     QVERIFY(rec.replyTo("t-curve-1")->ok);
     source.stop();
 
-    // Without the keys the encrypted agent is never heard.
-    LiveEndpoints plain = *parseEndpointSpec(QString::fromStdString(agent.spec()), nullptr);
-    LiveSource deaf(plain, fastOptions());
-    Recorder deaf_rec(deaf);
-    deaf.start();
-    QTest::qWait(600);
-    QCOMPARE(deaf.counters().messages, std::uint64_t(0));
-    QCOMPARE(toString(deaf_rec.states.back()), toString(SourceState::connecting));
-    deaf.stop();
+    // A client the agent cannot admit hears nothing; the source says so (an event, not a wait).
+    // A key outside the allow-list is refused by the agent in the handshake, which the socket's
+    // monitor reports at once. A plain client's refusal may look like a closed connection instead
+    // (whichever side reads the other's greeting first), so it is judged by the silence alone.
+    const std::pair<std::string, QString> refused[] = {
+        {stranger, "refused this client's key (authentication failed)"}, {std::string(), QString()}};
+    for (const auto& [client, why] : refused) {
+        LiveSource deaf(endpoints_with(client), fastOptions());
+        Recorder deaf_rec(deaf);
+        deaf.start();
+        QTRY_VERIFY_WITH_TIMEOUT(
+            !deaf_rec.states.empty() && deaf_rec.states.back() == SourceState::disconnected, 5000);
+        QVERIFY2(deaf_rec.state_details.back().contains(why),
+                 qPrintable(QString::fromStdString(client) + ": " + deaf_rec.state_details.join(" | ")));
+        QCOMPARE(deaf.counters().messages, std::uint64_t(0));
+        deaf.stop();
+    }
 }
 
 void TestLiveSourceCommands::sessionPinGoesPendingToApplied() {
-    FakeAgent agent(path());
+    ServedAgent agent(path());
     agent.start("run-session");
     RunSession session(makeSource(agent));
     session.start();
@@ -163,12 +182,13 @@ void TestLiveSourceCommands::sessionPinGoesPendingToApplied() {
     auto entry = session.events().findCommand(id);
     QVERIFY(entry);
     QCOMPARE(toString(session.events().at(*entry).state), toString(CommandState::pending));
+    // Acknowledged by the server, applied at the agent's next step boundary.
+    QTRY_VERIFY_WITH_TIMEOUT(!agent.submitted().empty(), 5000);
+    QCOMPARE(QString::fromStdString(agent.submitted().back().first), id);
+    QCOMPARE(agent.submitted().back().second.blocks, (std::vector<int>{1, 3}));
+    agent.publish_update(11);
     QTRY_COMPARE_WITH_TIMEOUT(toString(session.events().at(*entry).state), toString(CommandState::applied),
                               5000);
-    const auto requests = agent.requests();
-    QVERIFY(!requests.empty());
-    QCOMPARE(QString::fromStdString(requests.back()),
-             QString(R"({"id":"%1","cmd":"pin","blocks":[1,3],"precision":"int8"})").arg(id));
     session.stop();
 }
 

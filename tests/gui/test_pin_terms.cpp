@@ -6,8 +6,9 @@
 #include <QTemporaryDir>
 #include <QtTest>
 
-#include "fake_agent.h"
+#include "fake_agent.h"  // make_update
 #include "find_action.h"
+#include "served_agent.h"
 #include "sp/ui/block_table_model.h"
 #include "sp/ui/block_table_panel.h"
 #include "sp/ui/connection_dialog.h"
@@ -25,11 +26,10 @@ QString forcedText(MainWindow& w, int block) {
     return model->index(block, BlockTableModel::ForcedColumn).data().toString();
 }
 
-// The routing commands the agent received, in order (snapshots left out).
-std::vector<sp::Command> commandsSent(const sp::test::FakeAgent& agent) {
+// The routing commands the agent's server accepted, in order.
+std::vector<sp::Command> commandsSent(const sp::test::ServedAgent& agent) {
     std::vector<sp::Command> out;
-    for (const auto& r : agent.parsed_requests())
-        if (r.kind == sp::protocol::Request::Kind::command) out.push_back(r.command);
+    for (const auto& [id, command] : agent.submitted()) out.push_back(command);
     return out;
 }
 
@@ -53,7 +53,7 @@ class TestPinTerms : public QObject {
     }
 
     void termsAreSetSentShownAndEndedByTheAgent() {
-        sp::test::FakeAgent agent(dir_.path().toStdString());
+        sp::test::ServedAgent agent(dir_.path().toStdString());
         agent.start("terms-run");
         MainWindow w;
         w.show();
@@ -86,7 +86,7 @@ class TestPinTerms : public QObject {
         QCOMPARE(sent.for_steps, std::int64_t(200));
         QVERIFY(sent.release_on_spike);
 
-        // Applied at step 21 (the fake agent's next boundary): the table says how it ends.
+        // Applied at the agent's next boundary: the table says how it ends.
         sp::UpdateRecord pinned = sp::test::make_update(4, 30);
         pinned.block_details[2].precision = sp::Precision::int8;
         pinned.block_details[2].forced = sp::ForcedBy::pin;

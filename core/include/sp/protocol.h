@@ -4,7 +4,8 @@
 // the dashboard) build and read messages only through these functions, so the format lives in
 // one place. The protocol is documented in agent/PROTOCOL.md.
 //
-// Nothing here throws on input from the network: parse_request, parse_reply and seq_of report
+// Nothing here throws on input from the network: parse_request, parse_reply, parse_snapshot,
+// parse_hello, parse_heartbeat and seq_of report
 // problems as values. The builders throw std::invalid_argument only on a caller's own bad data
 // (e.g. a config_json that is not an object).
 #include <cstddef>
@@ -135,5 +136,24 @@ std::optional<Reply> parse_reply(std::string_view frame, std::string& error);
 // Reads the "snapshot" of a snapshot reply's text back into a Snapshot (the dashboard's late
 // join). False with `error` set when the text is not an ok snapshot reply.
 bool parse_snapshot(std::string_view reply_text, Snapshot& out, std::string& error);
+
+// A `hello` body read back. The version is reported, not judged: a client decides whether it
+// can follow that protocol (the dashboard refuses another; sp-ctl tail just prints it).
+struct Hello {
+    std::optional<int> protocol;  // nullopt: the body does not say
+    int rank = 0;                 // 0 when the body does not say
+    RunHeader header;             // producer "hello"; config_json "{}" when the body has none
+};
+// Reads one hello body; nullopt with `error` naming the field when it is not a hello. Block
+// entries must be objects with an integer id, a string name and an unsigned bytes_bf16;
+// calibration_errors beyond the layout are ignored and a null error reads as NaN.
+std::optional<Hello> parse_hello(std::string_view body, std::string& error);
+
+struct Heartbeat {
+    std::int64_t step = 0;
+    std::optional<double> time;  // nullopt: the body does not say
+};
+// Reads one heartbeat body; nullopt with `error` when it has no integer "step".
+std::optional<Heartbeat> parse_heartbeat(std::string_view body, std::string& error);
 
 }  // namespace sp::protocol

@@ -1,17 +1,10 @@
 // LiveWorker, the telemetry half: reading the SUB socket, seq gaps and restarts, the late-join
 // snapshot (PROTOCOL.md §5) and the batches of records for the GUI thread.
-#include <limits>
-
-#include <nlohmann/json.hpp>
-
-#include "sp/json_input.h"
-
 #include "live_worker.h"
 
 namespace sp::ui {
 namespace {
 
-using json = nlohmann::json;
 namespace protocol = sp::protocol;
 
 // A batch this large is delivered at once, whatever the coalescing window says.
@@ -26,50 +19,15 @@ constexpr int kSnapshotAttempts = 3;
 
 }  // namespace
 
-std::optional<sp::RunHeader> parseHello(std::string_view body, std::string& error) {
-    json j;
-    sp::JsonError bad;
-    if (!sp::parse_json(body, j, bad)) {
-        error = "hello is not valid JSON: " + bad.message();
+std::optional<sp::RunHeader> followableHello(std::string_view body, std::string& error) {
+    std::optional<protocol::Hello> hello = protocol::parse_hello(body, error);
+    if (!hello) return std::nullopt;
+    if (hello->protocol && *hello->protocol != protocol::kVersion) {
+        error = "the agent speaks protocol " + std::to_string(*hello->protocol) + "; this dashboard knows " +
+                std::to_string(protocol::kVersion);
         return std::nullopt;
     }
-    if (!j.is_object()) {
-        error = "hello is not a JSON object";
-        return std::nullopt;
-    }
-    try {
-        const auto proto = j.find("protocol");
-        if (proto != j.end() && proto->is_number_integer() && proto->get<int>() != protocol::kVersion) {
-            error = "the agent speaks protocol " + proto->dump() + "; this dashboard knows " +
-                    std::to_string(protocol::kVersion);
-            return std::nullopt;
-        }
-        sp::RunHeader h;
-        h.producer = "hello";
-        h.run_id = j.at("run_id").get<std::string>();
-        h.schema_version = j.value("telemetry_schema", sp::kTelemetrySchemaVersion);
-        for (const json& b : j.at("blocks")) {
-            sp::BlockInfo info;
-            info.id = b.at("id").get<int>();
-            info.name = b.at("name").get<std::string>();
-            info.bytes_bf16 = b.at("bytes_bf16").get<std::uint64_t>();
-            h.blocks.push_back(std::move(info));
-        }
-        const auto config = j.find("config");
-        h.config_json = config != j.end() && config->is_object() ? config->dump() : "{}";
-        // Additive: present once the agent calibrated; null for a block without a finite error.
-        // One per block at most: entries beyond the layout name no block.
-        if (const auto errors = j.find("calibration_errors"); errors != j.end() && errors->is_array())
-            for (std::size_t i = 0; i < errors->size() && i < h.blocks.size(); ++i) {
-                const json& e = (*errors)[i];
-                h.calibration_errors.push_back(e.is_number() ? e.get<double>()
-                                                             : std::numeric_limits<double>::quiet_NaN());
-            }
-        return h;
-    } catch (const std::exception& e) {
-        error = std::string("hello: ") + e.what();
-        return std::nullopt;
-    }
+    return std::move(hello->header);
 }
 
 void LiveWorker::drainTelemetry(Clock::time_point now) {
@@ -105,6 +63,7 @@ void LiveWorker::onTelemetry(const zmq::message_t& topic_frame, const zmq::messa
     // Any message, even one we cannot read, shows that the agent is there.
     heard_ = true;
     last_message_ = now;
+    refusal_shown_.clear();
     if (state_.load() != SourceState::live)
         setState(SourceState::live, "receiving from " + endpoints_.telemetry);
 
@@ -119,7 +78,7 @@ void LiveWorker::onTelemetry(const zmq::message_t& topic_frame, const zmq::messa
     }
     std::optional<sp::RunHeader> hello;
     std::string bad_hello;
-    if (topic == protocol::Topic::hello) hello = parseHello(body, bad_hello);
+    if (topic == protocol::Topic::hello) hello = followableHello(body, bad_hello);
 
     // (After a restart noticed from the seq, header_needed_ holds until the new run announces
     // itself: its hello is then the news, not a second restart.)
@@ -141,7 +100,7 @@ void LiveWorker::onTelemetry(const zmq::message_t& topic_frame, const zmq::messa
         return;
     }
     if (*topic == protocol::Topic::hello && !hello) {
-        bad(bad_hello);
+        bad("hello seq " + std::to_string(*seq) + ": " + bad_hello);
         return;
     }
 
@@ -202,12 +161,10 @@ void LiveWorker::onRecord(std::uint64_t seq, std::string_view body, const char* 
 }
 
 void LiveWorker::onHeartbeat(std::string_view body) {
-    json j;
-    sp::JsonError bad_json;
-    if (!sp::parse_json(body, j, bad_json) || !j.is_object()) return;  // liveness was noted already
-    const auto step = j.find("step");
-    if (step == j.end() || !step->is_number_integer()) return;
-    post([s = step->get<qint64>()](TelemetrySource& source) { emit source.heartbeatReceived(s); });
+    std::string error;
+    const std::optional<protocol::Heartbeat> beat = protocol::parse_heartbeat(body, error);
+    if (!beat) return;  // liveness was noted already
+    post([s = qint64(beat->step)](TelemetrySource& source) { emit source.heartbeatReceived(s); });
 }
 
 void LiveWorker::reportGap() {

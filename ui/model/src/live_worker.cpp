@@ -1,5 +1,7 @@
 #include "live_worker.h"
 
+#include "sp/transport/client_socket.h"
+
 #include <fcntl.h>
 #include <pthread.h>
 #include <time.h>
@@ -94,23 +96,18 @@ double LiveWorker::cpuSeconds() const {
     return threadCpuSeconds(clock);
 }
 
-zmq::socket_t LiveWorker::openSocket(zmq::socket_type type, const QString& endpoint) {
-    zmq::socket_t s(*ctx_, type);
-    s.set(zmq::sockopt::linger, 0);
-    s.set(zmq::sockopt::reconnect_ivl, 100);
-    s.set(zmq::sockopt::reconnect_ivl_max, 1000);
-    if (!endpoints_.server_public_key.isEmpty()) {
-        s.set(zmq::sockopt::curve_serverkey, endpoints_.server_public_key.toStdString());
-        s.set(zmq::sockopt::curve_publickey, endpoints_.client_public_key.toStdString());
-        s.set(zmq::sockopt::curve_secretkey, endpoints_.client_secret_key.toStdString());
-    }
-    if (type == zmq::socket_type::dealer) {
-        // Requests are refused at once while no agent is connected instead of waiting in the
-        // socket to be delivered (and applied) long after the operator gave up on them.
-        s.set(zmq::sockopt::immediate, 1);
-    }
-    s.connect(endpoint.toStdString());
-    return s;
+zmq::socket_t LiveWorker::openSocket(zmq::socket_type type, const QString& endpoint,
+                                     sp::transport::HandshakeMonitor* monitor) {
+    sp::transport::ClientSocketOptions options;
+    options.follow_restarts = true;
+    // Requests are refused at once while no agent is connected instead of waiting in the socket
+    // to be delivered (and applied) long after the operator gave up on them.
+    options.refuse_while_disconnected = true;
+    if (!endpoints_.server_public_key.isEmpty())
+        options.curve = sp::transport::ClientKeys{endpoints_.server_public_key.toStdString(),
+                                                  endpoints_.client_public_key.toStdString(),
+                                                  endpoints_.client_secret_key.toStdString()};
+    return sp::transport::open_client_socket(*ctx_, type, endpoint.toStdString(), options, monitor);
 }
 
 void LiveWorker::resetDealer() {
@@ -122,12 +119,13 @@ void LiveWorker::run() {
     started_ = last_flush_ = bad_window_ = Clock::now();
     try {
         ctx_.emplace(1);
-        sub_.emplace(openSocket(zmq::socket_type::sub, endpoints_.telemetry));
+        sub_.emplace(openSocket(zmq::socket_type::sub, endpoints_.telemetry, &sub_monitor_));
         sub_->set(zmq::sockopt::subscribe, "");
         resetDealer();
         setState(SourceState::connecting, "connecting to " + endpoints_.telemetry);
     } catch (const zmq::error_t& e) {
         setState(SourceState::disconnected, "cannot connect: " + q(e.what()));
+        sub_monitor_ = {};
         sub_.reset();
         dealer_.reset();
         ctx_.reset();
@@ -135,10 +133,11 @@ void LiveWorker::run() {
         return;
     }
     while (!stop_) {
-        zmq_pollitem_t items[3] = {{sub_->handle(), 0, ZMQ_POLLIN, 0},
+        zmq_pollitem_t items[4] = {{sub_->handle(), 0, ZMQ_POLLIN, 0},
                                    {dealer_->handle(), 0, ZMQ_POLLIN, 0},
-                                   {nullptr, wake_read_, ZMQ_POLLIN, 0}};
-        const int rc = zmq_poll(items, 3, pollTimeoutMs(Clock::now()));
+                                   {nullptr, wake_read_, ZMQ_POLLIN, 0},
+                                   sub_monitor_.poll_item()};
+        const int rc = zmq_poll(items, 4, pollTimeoutMs(Clock::now()));
         if (rc < 0 && zmq_errno() != EINTR) break;
         if (stop_) break;
         if (items[2].revents & ZMQ_POLLIN) {
@@ -146,16 +145,34 @@ void LiveWorker::run() {
             while (::read(wake_read_, sink, sizeof sink) > 0) {
             }
         }
+        if (items[3].revents & ZMQ_POLLIN) onHandshakeEvents();
         const auto now = Clock::now();
         if (items[0].revents & ZMQ_POLLIN) drainTelemetry(now);
         if (items[1].revents & ZMQ_POLLIN) drainReplies();
         drainCommands(now);
         checkTimers(Clock::now());
     }
+    sub_monitor_ = {};
     sub_.reset();
     dealer_.reset();
     ctx_.reset();
     final_cpu_ = threadCpuSeconds(CLOCK_THREAD_CPUTIME_ID);
+}
+
+void LiveWorker::onHandshakeEvents() {
+    // A refused key (or CURVE on one side only) is certain and the same on every retry, so the
+    // operator is told at once instead of watching "connecting" forever. libzmq keeps retrying:
+    // an agent restarted with the right keys makes the source live with its first message.
+    const std::string refusal = sub_monitor_.read(endpoints_.telemetry.toStdString());
+    if (refusal.empty() || refusal == refusal_shown_) return;
+    refusal_shown_ = refusal;
+    const SourceState s = state_.load();
+    if (s != SourceState::connecting && s != SourceState::disconnected) return;
+    flush();
+    state_ = SourceState::disconnected;
+    post([detail = q(refusal)](TelemetrySource& src) {
+        emit src.stateChanged(SourceState::disconnected, detail);
+    });
 }
 
 long LiveWorker::pollTimeoutMs(Clock::time_point now) const {
@@ -275,9 +292,11 @@ void LiveWorker::checkTimers(Clock::time_point now) {
     } else if (s == SourceState::connecting && quiet >= options_.disconnect_timeout) {
         // Never heard at all (a wrong endpoint, an agent not started yet): say so rather than show
         // "connecting" forever. The sockets keep trying; the first message makes the source live.
-        setState(SourceState::disconnected, "nothing heard from " + endpoints_.telemetry + " in " +
-                                                seconds(options_.disconnect_timeout) +
-                                                "; still trying (is an agent publishing there?)");
+        const std::string& hint = sub_monitor_.hint();
+        setState(SourceState::disconnected,
+                 "nothing heard from " + endpoints_.telemetry + " in " +
+                     seconds(options_.disconnect_timeout) + "; still trying (" +
+                     (hint.empty() ? QStringLiteral("is an agent publishing there?") : q(hint)) + ")");
     }
 
     if (bad_suppressed_ > 0 && now - bad_window_ >= std::chrono::seconds(1)) {

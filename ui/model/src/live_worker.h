@@ -16,6 +16,7 @@
 
 #include <zmq.hpp>
 
+#include "sp/transport/handshake_monitor.h"
 #include "sp/ui/live_source.h"
 
 namespace sp::ui {
@@ -33,9 +34,9 @@ inline QString seconds(std::chrono::milliseconds ms) {
     return QString::number(double(ms.count()) / 1000.0, 'g', 4) + " s";
 }
 
-// Builds the RunHeader of a `hello` body (producer "hello"); nullopt with `error` when the body
-// is not a hello this client understands.
-std::optional<sp::RunHeader> parseHello(std::string_view body, std::string& error);
+// The RunHeader of a `hello` body (sp::protocol::parse_hello) when this dashboard can follow its
+// protocol; nullopt with `error` otherwise.
+std::optional<sp::RunHeader> followableHello(std::string_view body, std::string& error);
 
 class LiveWorker {
   public:
@@ -69,8 +70,10 @@ class LiveWorker {
     };
 
     void run();
-    zmq::socket_t openSocket(zmq::socket_type type, const QString& endpoint);
+    zmq::socket_t openSocket(zmq::socket_type type, const QString& endpoint,
+                             sp::transport::HandshakeMonitor* monitor = nullptr);
     void resetDealer();
+    void onHandshakeEvents();
     long pollTimeoutMs(Clock::time_point now) const;
 
     void drainTelemetry(Clock::time_point now);
@@ -117,6 +120,8 @@ class LiveWorker {
     // Worker thread only.
     std::optional<zmq::context_t> ctx_;
     std::optional<zmq::socket_t> sub_, dealer_;
+    sp::transport::HandshakeMonitor sub_monitor_;  // the telemetry socket's handshakes
+    std::string refusal_shown_;                    // the handshake refusal last reported ("" after a message)
     std::optional<std::uint64_t> last_seq_;
     std::uint64_t deferred_gap_ = 0;                 // missing seqs not reported yet (see onTelemetry)
     std::string run_id_;                             // the run of the last header emitted

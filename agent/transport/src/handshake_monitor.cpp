@@ -1,10 +1,11 @@
-#include "handshake_monitor.h"
+#include "sp/transport/handshake_monitor.h"
 
+#include <atomic>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
 
-namespace sp::ctl {
+namespace sp::transport {
 namespace {
 
 // A client key the agent's ZAP handler did not admit, or one side speaking CURVE and the other not:
@@ -27,8 +28,10 @@ std::string refusal(std::uint16_t event, std::uint32_t value, const std::string&
 }  // namespace
 
 void HandshakeMonitor::watch(zmq::context_t& ctx, zmq::socket_t& s, bool curve) {
-    static unsigned counter = 0;
-    const std::string address = "inproc://sp-ctl-handshake-" + std::to_string(++counter);
+    // Unique within the process (inproc names are per context, but one context may hold many
+    // monitors); atomic because the dashboard opens sockets on several worker threads.
+    static std::atomic<unsigned> counter{0};
+    const std::string address = "inproc://sp-handshake-" + std::to_string(++counter);
     const int events = ZMQ_EVENT_HANDSHAKE_FAILED_AUTH | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
                        ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL;
     if (zmq_socket_monitor(s.handle(), address.c_str(), events) != 0) throw zmq::error_t();
@@ -62,4 +65,4 @@ std::string HandshakeMonitor::read(const std::string& endpoint) {
     return {};
 }
 
-}  // namespace sp::ctl
+}  // namespace sp::transport
