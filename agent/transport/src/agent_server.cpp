@@ -10,14 +10,11 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
-#include <deque>
 #include <iostream>
-#include <iterator>
 #include <mutex>
 #include <optional>
 #include <stdexcept>
 #include <thread>
-#include <unordered_map>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -26,6 +23,8 @@
 #include <unistd.h>
 #include <zmq.hpp>
 
+#include "record_queue.h"
+#include "request_rate_limiter.h"
 #include "security.h"
 #include "sp/keys/curve_key_file.h"
 
@@ -40,12 +39,6 @@ double wall_now() {
 }
 
 // Bounds per loop iteration so a flood on one socket cannot starve the others or the timers.
-constexpr int kMaxControlPerIteration = 512;
-// All clients together: requests read per second, and at most this many at once. Beyond it
-// requests wait in ZeroMQ's queue (fair-queued per connection) instead of being read, so a flood
-// costs a bounded share of a core and flooding clients wait for their replies instead of spinning.
-constexpr double kControlReadsPerSecond = 1000;
-constexpr double kControlReadBurst = 256;
 constexpr int kMaxZapPerIteration = 64;
 constexpr std::size_t kMaxRecordsPerIteration = 1024;
 constexpr auto kPollCap = std::chrono::milliseconds(50);
@@ -54,25 +47,6 @@ constexpr auto kShutdownFlush = std::chrono::milliseconds(500);
 // A frame larger than this disconnects the peer inside libzmq instead of being buffered: requests
 // are at most 64 KiB, so 1 MiB still lets oversized ones be answered with a clear rejection.
 constexpr std::int64_t kMaxMessageBytes = 1 << 20;
-
-struct Item {
-    TelemetryRecord record;
-    std::uint64_t index;  // enqueue order; lets a snapshot know which records precede it
-};
-
-// A token bucket per control client: `rate` tokens a second, at most `rate` (one second's worth)
-// saved up, one per request.
-struct ClientBudget {
-    double tokens = 0;
-    std::chrono::steady_clock::time_point last;
-};
-// Buckets of clients that went away are forgotten once this many are known.
-constexpr std::size_t kMaxClientBudgets = 4096;
-
-struct PendingSnapshot {
-    protocol::Snapshot snapshot;
-    std::uint64_t after;  // records with index < after were queued before the snapshot
-};
 
 }  // namespace
 
@@ -90,11 +64,8 @@ struct AgentServer::Impl {
     int wake_write = -1;
 
     // Shared with the training thread.
-    std::mutex mutex;
-    std::deque<Item> queue;
-    std::uint64_t enqueued = 0;
-    std::uint64_t drops_total = 0;
-    std::optional<PendingSnapshot> pending_snapshot;
+    detail::RecordQueue records;
+    std::mutex mutex;  // guards the run below
     std::string run_id, config_json;
     BlockLayout layout;
     std::vector<double> calibration_errors;  // empty until calibration ran
@@ -110,12 +81,15 @@ struct AgentServer::Impl {
     std::uint64_t drops_announced = 0;
     std::optional<protocol::Snapshot> snapshot;
     std::uint64_t invalid_records = 0;
-    std::unordered_map<std::string, ClientBudget> budgets;                    // by ROUTER identity
-    ClientBudget reads{kControlReadBurst, std::chrono::steady_clock::now()};  // all clients together
+    detail::RequestRateLimiter limiter;
     bool backlog = false;  // records left in the queue after the last drain
     std::thread thread;
 
-    Impl(ServerOptions o, ServerBackend& b) : options(std::move(o)), backend(b) {}
+    Impl(ServerOptions o, ServerBackend& b)
+        : options(std::move(o)),
+          backend(b),
+          records(options.queue_capacity),
+          limiter(options.client_requests_per_second) {}
 
     void log(const std::string& message) const {
         if (options.log)
@@ -141,11 +115,10 @@ struct AgentServer::Impl {
     void send_pub(protocol::Topic topic, std::string body);
     void send_hello();
     void drain_queue();
+    void publish_record(const TelemetryRecord& record);
     void flush_at_shutdown();
     void handle_control();
     void answer(std::vector<zmq::message_t>& parts);
-    bool within_budget(const zmq::message_t& identity);
-    int reads_allowed();
     std::string rate_limited_error() const {
         char rate[32];
         std::snprintf(rate, sizeof rate, "%g", options.client_requests_per_second);
@@ -248,85 +221,52 @@ void AgentServer::Impl::send_hello() {
 }
 
 void AgentServer::Impl::drain_queue() {
-    std::deque<Item> batch;
-    std::optional<PendingSnapshot> snap;
-    std::uint64_t drops = 0;
-    {
-        std::lock_guard lock(mutex);
-        // At most a bounded batch per iteration, so a burst of large records cannot hold control
-        // requests back for long; the loop does not wait in poll while a backlog remains.
-        if (queue.size() <= kMaxRecordsPerIteration) {
-            batch.swap(queue);
-        } else {
-            const auto cut = queue.begin() + kMaxRecordsPerIteration;
-            batch.assign(std::make_move_iterator(queue.begin()), std::make_move_iterator(cut));
-            queue.erase(queue.begin(), cut);
-        }
-        backlog = !queue.empty();
-        // A snapshot is taken once every record queued before it is in hand.
-        const std::uint64_t next = queue.empty() ? enqueued : queue.front().index;
-        if (pending_snapshot && pending_snapshot->after <= next) snap.swap(pending_snapshot);
-        drops = drops_total;
-    }
+    // A bounded batch per iteration, so a burst of large records cannot hold control requests back
+    // for long; the loop does not wait in poll while a backlog remains.
+    detail::RecordQueue::Batch batch = records.take(kMaxRecordsPerIteration);
+    backlog = batch.backlog;
     auto stamp_snapshot = [&] {
-        snap->snapshot.seq = seq;
-        snapshot = std::move(snap->snapshot);
-        snap.reset();
+        batch.snapshot->snapshot.seq = seq;
+        snapshot = std::move(batch.snapshot->snapshot);
+        batch.snapshot.reset();
     };
-    for (Item& item : batch) {
-        if (snap && item.index >= snap->after) stamp_snapshot();
-        std::optional<protocol::Topic> topic;
-        if (std::holds_alternative<UpdateRecord>(item.record))
-            topic = protocol::Topic::update;
-        else if (std::holds_alternative<EventRecord>(item.record))
-            topic = protocol::Topic::event;
-        else if (std::holds_alternative<StepStatsRecord>(item.record))
-            topic = protocol::Topic::stats;
-        if (!topic) continue;  // RunHeader: hello carries the same
-        std::string line;
-        try {
-            line = to_json_line(item.record);
-        } catch (const std::exception& e) {
-            // A caller's malformed event payload: it never gets a seq; log the first few.
-            if (++invalid_records <= 5) log(std::string("not publishing an invalid record: ") + e.what());
-            continue;
-        }
-        send_pub(*topic, protocol::with_seq(line, ++seq));
-        published.fetch_add(1, std::memory_order_relaxed);
+    for (detail::RecordQueue::Item& item : batch.items) {
+        if (batch.snapshot && item.index >= batch.snapshot->after) stamp_snapshot();
+        publish_record(item.record);
     }
-    if (snap) stamp_snapshot();
-    if (drops > drops_announced) {
+    if (batch.snapshot) stamp_snapshot();
+    if (batch.drops_total > drops_announced) {
         EventRecord ev;
         ev.step = step.load();
         ev.timestamp = wall_now();
         ev.kind = "dropped";
-        ev.payload_json = "{\"kind\":\"dropped\",\"count\":" + std::to_string(drops - drops_announced) +
-                          ",\"total\":" + std::to_string(drops) + "}";
+        ev.payload_json =
+            "{\"kind\":\"dropped\",\"count\":" + std::to_string(batch.drops_total - drops_announced) +
+            ",\"total\":" + std::to_string(batch.drops_total) + "}";
         send_pub(protocol::Topic::event, protocol::with_seq(to_json_line(ev), ++seq));
-        drops_announced = drops;
+        drops_announced = batch.drops_total;
     }
 }
 
-bool AgentServer::Impl::within_budget(const zmq::message_t& identity) {
-    const auto now = Clock::now();
-    const double rate = options.client_requests_per_second;
-    if (budgets.size() >= kMaxClientBudgets) {  // forget the buckets that have refilled (idle clients)
-        for (auto it = budgets.begin(); it != budgets.end();) {
-            const double idle = std::chrono::duration<double>(now - it->second.last).count();
-            it = it->second.tokens + idle * rate >= rate ? budgets.erase(it) : std::next(it);
-        }
+void AgentServer::Impl::publish_record(const TelemetryRecord& record) {
+    std::optional<protocol::Topic> topic;
+    if (std::holds_alternative<UpdateRecord>(record))
+        topic = protocol::Topic::update;
+    else if (std::holds_alternative<EventRecord>(record))
+        topic = protocol::Topic::event;
+    else if (std::holds_alternative<StepStatsRecord>(record))
+        topic = protocol::Topic::stats;
+    if (!topic) return;  // RunHeader: hello carries the same
+    std::string line;
+    try {
+        line = to_json_line(record);
+    } catch (const std::exception& e) {
+        // A caller's malformed event payload: it never gets a seq; log the first few.
+        if (++invalid_records <= 5) log(std::string("not publishing an invalid record: ") + e.what());
+        return;
     }
-    auto [it, fresh] = budgets.try_emplace(std::string(identity.data<char>(), identity.size()));
-    ClientBudget& b = it->second;
-    if (fresh) {
-        b.tokens = rate;
-    } else {
-        b.tokens = std::min(rate, b.tokens + std::chrono::duration<double>(now - b.last).count() * rate);
-    }
-    b.last = now;
-    if (b.tokens < 1.0) return false;
-    b.tokens -= 1.0;
-    return true;
+    send_pub(*topic, protocol::with_seq(line, ++seq));
+    published.fetch_add(1, std::memory_order_relaxed);
 }
 
 void AgentServer::Impl::answer(std::vector<zmq::message_t>& parts) {
@@ -345,7 +285,8 @@ void AgentServer::Impl::answer(std::vector<zmq::message_t>& parts) {
             if (run_set) block_count = static_cast<int>(layout.size());
         }
         auto parsed = protocol::parse_request(frame, block_count);
-        const bool admitted = within_budget(parts[0]);
+        const bool admitted =
+            limiter.admit(std::string_view(parts[0].data<char>(), parts[0].size()), Clock::now());
         if (auto* err = std::get_if<protocol::RequestError>(&parsed)) {
             reply = protocol::reject(*err);
         } else if (!admitted) {
@@ -381,19 +322,9 @@ void AgentServer::Impl::answer(std::vector<zmq::message_t>& parts) {
     router.send(zmq::message_t(reply.data(), reply.size()), zmq::send_flags::dontwait);
 }
 
-// Refills the shared read budget; the number of requests that may be read now.
-int AgentServer::Impl::reads_allowed() {
-    const auto now = std::chrono::steady_clock::now();
-    reads.tokens =
-        std::min(kControlReadBurst, reads.tokens + std::chrono::duration<double>(now - reads.last).count() *
-                                                       kControlReadsPerSecond);
-    reads.last = now;
-    return std::min(kMaxControlPerIteration, int(reads.tokens));
-}
-
 void AgentServer::Impl::handle_control() {
-    const int readable = reads_allowed();
-    for (int n = 0; n < readable; ++n, reads.tokens -= 1.0) {
+    const int readable = limiter.reads_allowed(Clock::now());
+    for (int n = 0; n < readable; ++n, limiter.count_read()) {
         std::vector<zmq::message_t> parts;
         zmq::message_t part;
         if (!router.recv(part, zmq::recv_flags::dontwait)) return;
@@ -462,7 +393,7 @@ void AgentServer::Impl::run() {
             wait = std::max(Clock::duration::zero(), std::min<Clock::duration>(wait, kPollCap));
             if (backlog) wait = Clock::duration::zero();
             // Out of read budget: leave the requests queued and wake when a few can be read.
-            const bool may_read = reads_allowed() > 0;
+            const bool may_read = limiter.reads_allowed(Clock::now()) > 0;
             if (!may_read) wait = std::min<Clock::duration>(wait, std::chrono::milliseconds(5));
             std::vector<zmq::pollitem_t> items = {
                 {router.handle(), 0, short(may_read ? ZMQ_POLLIN : 0), 0},
@@ -554,15 +485,9 @@ void AgentServer::set_run(const std::string& run_id, const BlockLayout& layout,
 
 bool AgentServer::publish(TelemetryRecord record) {
     bool was_empty = false;
-    {
-        std::lock_guard lock(impl_->mutex);
-        if (impl_->queue.size() >= impl_->options.queue_capacity) {
-            ++impl_->drops_total;
-            impl_->dropped.fetch_add(1, std::memory_order_relaxed);
-            return false;
-        }
-        was_empty = impl_->queue.empty();
-        impl_->queue.push_back(Item{std::move(record), impl_->enqueued++});
+    if (!impl_->records.push(std::move(record), was_empty)) {
+        impl_->dropped.fetch_add(1, std::memory_order_relaxed);
+        return false;
     }
     // One wake per batch, not per record: the I/O thread empties the whole queue when it wakes.
     if (was_empty) impl_->wake();
@@ -570,10 +495,7 @@ bool AgentServer::publish(TelemetryRecord record) {
 }
 
 void AgentServer::update_snapshot(protocol::Snapshot snapshot) {
-    {
-        std::lock_guard lock(impl_->mutex);
-        impl_->pending_snapshot = PendingSnapshot{std::move(snapshot), impl_->enqueued};
-    }
+    impl_->records.set_snapshot(std::move(snapshot));
     impl_->wake();
 }
 
