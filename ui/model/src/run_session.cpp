@@ -146,6 +146,7 @@ void RunSession::startOver(const sp::RunHeader& header, const QString& why) {
     rejectPending(QStringLiteral("the agent restarted before the command applied"));
     logLocal(EventCategory::connection, why);
     run_end_ = {};
+    budget_risks_.reset();
     header_ = header;
     store_.reset(header.blocks);
     snapshot_pins_.clear();
@@ -256,6 +257,7 @@ void RunSession::onRecords(const RecordBatch& batch) {
                 using T = std::decay_t<decltype(r)>;
                 if constexpr (std::is_same_v<T, sp::UpdateRecord>) {
                     store_.append(r);
+                    noteBudgetRisks(r);
                     mode_seen_ = r.mode;
                     if (r.budget_target_pct) target_seen_ = r.budget_target_pct;
                 } else if constexpr (std::is_same_v<T, sp::RunHeader>) {
@@ -276,6 +278,17 @@ void RunSession::onRecords(const RecordBatch& batch) {
     if (run_ended_now_) {
         run_ended_now_ = false;
         emit stateChanged(state_, stateText());
+    }
+}
+
+void RunSession::noteBudgetRisks(const sp::UpdateRecord& update) {
+    for (const BudgetRisk& risk : budget_risks_.observe(update, runConfig().bf16_threshold)) {
+        EventEntry e;
+        e.timestamp = update.timestamp;
+        e.step = update.step_id;
+        e.category = EventCategory::warning;
+        e.text = qs(describeBudgetRisk(risk, blockName(risk.block).toStdString(), runConfig()));
+        logEvent(std::move(e));
     }
 }
 

@@ -16,6 +16,7 @@
 #include "sp/command.h"
 #include "sp/config.h"
 #include "sp/run_end.h"
+#include "sp/ui/budget_risk.h"
 #include "sp/ui/event_log.h"
 #include "sp/ui/telemetry_source.h"
 #include "sp/ui/telemetry_store.h"
@@ -116,6 +117,7 @@ class RunSession : public QObject {
     void startOver(const sp::RunHeader& header, const QString& why);
     void rejectPending(const QString& reason);
     void logEvent(EventEntry e);
+    void noteBudgetRisks(const sp::UpdateRecord& update);
     // An event the dashboard itself observed (connection, load, loss), stamped with the local clock.
     void logLocal(EventCategory category, QString text, QString detail = {}, std::int64_t step = -1);
     void flushEvents();
@@ -144,6 +146,7 @@ class RunSession : public QObject {
     std::optional<double> target_seen_;  // budgetTargetPct() beyond the header's config
     std::uint64_t step_stats_ = 0;
     sp::RunEndTracker run_end_;
+    BudgetRiskWatch budget_risks_;  // warns when budget mode moves a block a pin would ask about
     mutable std::optional<std::string> config_json_seen_;  // the header config run_config_ is for
     mutable sp::Config run_config_;
     bool run_ended_now_ = false;        // a run_end arrived in this batch: the state's wording changes
