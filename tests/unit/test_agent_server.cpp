@@ -1,18 +1,14 @@
 // The agent's ZeroMQ server end to end over real sockets: telemetry topics and seq, every control
-// reply class with DEALER and REQ framing, a seeded fuzz of 10,000 requests, a stalled subscriber
-// that must not slow the producer, queue-drop accounting, CURVE/ZAP admission and endpoint refusal.
+// reply class with DEALER and REQ framing, the per-client rate limit, a seeded fuzz of 10,000
+// requests, a stalled subscriber that must not slow the producer, and queue-drop accounting.
+// CURVE/ZAP admission and endpoint refusal are in test_agent_server_security.cpp.
 // Every wait is a poll loop with a deadline of seconds, never a sleep used as synchronisation.
 #include <QTemporaryDir>
 #include <QtTest>
 
-#include <sys/stat.h>
-
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <cstdio>
-#include <fstream>
-#include <iterator>
 #include <mutex>
 #include <optional>
 #include <random>
@@ -25,61 +21,21 @@
 
 #include "../common/qtest_std_string.h"
 #include "agent_server.h"
-#include "sp/keys/curve_key_file.h"
+#include "agent_server_fixtures.h"
 
 using nlohmann::json;
 using namespace std::chrono_literals;
 namespace proto = sp::protocol;
 namespace tr = sp::transport;
-namespace keys = sp::keys;
 using Clock = std::chrono::steady_clock;
+using sp::test::agent_server_fixtures::FakeBackend;
+using sp::test::agent_server_fixtures::ipc_options;
+using sp::test::agent_server_fixtures::kDeadline;
+using sp::test::agent_server_fixtures::recv_multipart;
+using sp::test::agent_server_fixtures::request;
+using sp::test::agent_server_fixtures::wait_topic;
 
 namespace {
-
-constexpr auto kDeadline = 10s;  // generous: a loaded CI machine
-
-class FakeBackend : public tr::ServerBackend {
-  public:
-    std::int64_t submit(const sp::Command& command, const std::string& request_id) override {
-        std::lock_guard lock(mutex);
-        commands.push_back(command);
-        ids.push_back(request_id);
-        return 42;
-    }
-    // Like an agent whose runtime cannot materialize INT4.
-    std::string check(const sp::Command& command) const override {
-        return command.kind == sp::Command::Kind::pin && command.precision == sp::Precision::int4
-                   ? "precision 'int4' cannot be materialized by this trainer's runtime (it can: bf16, int8)"
-                   : std::string();
-    }
-    std::mutex mutex;
-    std::vector<sp::Command> commands;
-    std::vector<std::string> ids;
-};
-
-std::vector<std::string> recv_multipart(zmq::socket_t& s, std::chrono::milliseconds timeout) {
-    std::vector<zmq::pollitem_t> items = {{s.handle(), 0, ZMQ_POLLIN, 0}};
-    if (zmq::poll(items, timeout) <= 0) return {};
-    std::vector<std::string> parts;
-    for (int i = 0; i < 64; ++i) {
-        zmq::message_t m;
-        if (!s.recv(m, zmq::recv_flags::dontwait)) break;
-        parts.push_back(m.to_string());
-        if (!m.more()) break;
-    }
-    return parts;
-}
-
-// Reads until a message on `topic` arrives; empty on deadline.
-std::vector<std::string> wait_topic(zmq::socket_t& sub, const std::string& topic,
-                                    Clock::duration within = kDeadline) {
-    const auto end = Clock::now() + within;
-    while (Clock::now() < end) {
-        auto msg = recv_multipart(sub, 100ms);
-        if (msg.size() == 2 && msg[0] == topic) return msg;
-    }
-    return {};
-}
 
 zmq::socket_t make_sub(zmq::context_t& ctx, const std::string& ep) {
     zmq::socket_t sub(ctx, zmq::socket_type::sub);
@@ -95,32 +51,6 @@ zmq::socket_t make_dealer(zmq::context_t& ctx, const std::string& ep) {
     d.set(zmq::sockopt::sndtimeo, 5000);
     d.connect(ep);
     return d;
-}
-
-std::optional<json> request(zmq::socket_t& dealer, const std::string& body,
-                            std::chrono::milliseconds timeout = 5000ms) {
-    // Sockets here have a send timeout: a DEALER whose only connection was refused (CURVE) would
-    // otherwise block in send forever.
-    if (!dealer.send(zmq::buffer(body), zmq::send_flags::none)) return std::nullopt;
-    auto reply = recv_multipart(dealer, timeout);
-    if (reply.size() != 1) return std::nullopt;
-    return json::parse(reply[0]);
-}
-
-// `n` distinct free loopback ports: probes bound to port 0 and held open together (closing one
-// before the next bind could hand the same port out twice), then closed.
-std::vector<int> free_ports(int n) {
-    zmq::context_t ctx;
-    std::vector<zmq::socket_t> probes;
-    std::vector<int> ports;
-    for (int i = 0; i < n; ++i) {
-        probes.emplace_back(ctx, zmq::socket_type::rep);
-        probes.back().set(zmq::sockopt::linger, 0);
-        probes.back().bind("tcp://127.0.0.1:*");
-        const std::string ep = probes.back().get(zmq::sockopt::last_endpoint);
-        ports.push_back(std::stoi(ep.substr(ep.rfind(':') + 1)));
-    }
-    return ports;
 }
 
 sp::UpdateRecord make_update(std::int64_t step, int blocks) {
@@ -146,40 +76,10 @@ sp::EventRecord make_event(std::int64_t step, const std::string& kind = "warning
     return e;
 }
 
-std::string read_whole(const std::string& path) {
-    std::ifstream in(path);
-    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
-
-void write_text(const std::string& path, const std::string& text) {
-    std::ofstream(path) << text;
-}
-
-// The message of the std::runtime_error that constructing a server with `opts` throws ("" if none).
-std::string refusal_of(const tr::ServerOptions& opts, tr::ServerBackend& backend) {
-    try {
-        tr::AgentServer server(opts, backend);
-    } catch (const std::runtime_error& e) {
-        return e.what();
-    }
-    return {};
-}
-
 }  // namespace
 
 class TestAgentServer : public QObject {
     Q_OBJECT
-
-    tr::ServerOptions ipc_options(const QTemporaryDir& dir) {
-        tr::ServerOptions o;
-        o.telemetry_endpoint = "ipc://" + dir.filePath("tel").toStdString();
-        o.control_endpoint = "ipc://" + dir.filePath("ctl").toStdString();
-        o.hello_interval_s = 0.1;
-        o.heartbeat_interval_s = 0.1;
-        o.client_requests_per_second = 1e6;  // the rate limit has its own test
-        o.log = [](const std::string&) {};
-        return o;
-    }
 
   private slots:
     void telemetry_topics_and_seq() {
@@ -557,184 +457,6 @@ class TestAgentServer : public QObject {
         QCOMPARE(announced_total.load(), refused);
         qInfo("pushed %llu, published %llu, dropped %llu", (unsigned long long)kPushes,
               (unsigned long long)server.published(), (unsigned long long)refused);
-    }
-
-    void curve_admits_only_allowed_keys() {
-        // Exceptions become failures with their message (Qt only says "unhandled exception").
-        try {
-            curve_body();
-        } catch (const std::exception& e) {
-            QFAIL(e.what());
-        }
-    }
-
-    void key_file_mistakes_are_refused() {
-        try {
-            key_refusals_body();
-        } catch (const std::exception& e) {
-            QFAIL(e.what());
-        }
-    }
-
-    void non_loopback_needs_curve_or_insecure() {
-        try {
-            non_loopback_body();
-        } catch (const std::exception& e) {
-            QFAIL(e.what());
-        }
-    }
-
-  private:
-    void curve_body() {
-        QTemporaryDir dir;
-        const std::string base = dir.path().toStdString();
-        const std::string server_pub = keys::write_key_pair(base + "/server", keys::Replace::yes);
-        keys::write_key_pair(base + "/client", keys::Replace::yes);
-        keys::write_key_pair(base + "/intruder", keys::Replace::yes);
-        {
-            // As an operator would add a client: `cat client.pub >> allowed` (comment and labelled key).
-            std::ofstream allow(base + "/allowed");
-            allow << "# operators\n" << read_whole(base + "/client.pub");
-        }
-        QFile key(QString::fromStdString(base + "/server.key"));
-        QCOMPARE(key.permissions() & (QFile::ReadGroup | QFile::ReadOther), QFile::Permissions());
-        FakeBackend backend;
-        tr::ServerOptions opts;
-        const auto ports = free_ports(2);
-        opts.telemetry_endpoint = "tcp://127.0.0.1:" + std::to_string(ports[0]);
-        opts.control_endpoint = "tcp://127.0.0.1:" + std::to_string(ports[1]);
-        opts.server_secret_key_file = base + "/server.key";
-        opts.allowed_clients_file = base + "/allowed";
-        opts.hello_interval_s = 0.1;
-        opts.log = [](const std::string&) {};
-        tr::AgentServer server(opts, backend);
-
-        zmq::context_t ctx;
-        auto with_keys = [&](zmq::socket_t& s, const std::string& who) {
-            const keys::SecretKey mine = keys::read_secret_key(base + "/" + who + ".key");
-            s.set(zmq::sockopt::linger, 0);
-            s.set(zmq::sockopt::sndtimeo, 2000);
-            s.set(zmq::sockopt::curve_serverkey, server_pub);
-            s.set(zmq::sockopt::curve_publickey, mine.public_z85);
-            s.set(zmq::sockopt::curve_secretkey, mine.secret_z85);
-        };
-        zmq::socket_t good(ctx, zmq::socket_type::dealer), bad(ctx, zmq::socket_type::dealer);
-        with_keys(good, "client");
-        with_keys(bad, "intruder");
-        good.connect(opts.control_endpoint);
-        bad.connect(opts.control_endpoint);
-        auto pong = request(good, R"({"id":"c","cmd":"ping"})");
-        QVERIFY(pong && (*pong)["ok"].get<bool>());
-        QVERIFY(!request(bad, R"({"id":"x","cmd":"ping"})", 1000ms));
-
-        zmq::socket_t good_sub(ctx, zmq::socket_type::sub), bad_sub(ctx, zmq::socket_type::sub);
-        with_keys(good_sub, "client");
-        with_keys(bad_sub, "intruder");
-        for (auto* s : {&good_sub, &bad_sub}) {
-            s->set(zmq::sockopt::subscribe, "");
-            s->connect(opts.telemetry_endpoint);
-        }
-        QVERIFY(!wait_topic(good_sub, "hello").empty());
-        QVERIFY(recv_multipart(bad_sub, 1000ms).empty());
-    }
-
-    // Each mistake an operator (or a hostile user) can make with the key files, refused in words
-    // that say what to do; the same words as sp-ctl and the dashboard (sp::keys).
-    void key_refusals_body() {
-        QTemporaryDir dir;
-        const std::string base = dir.path().toStdString(), key = base + "/server.key";
-        keys::write_key_pair(base + "/server", keys::Replace::yes);
-        const std::string client_pub = keys::write_key_pair(base + "/client", keys::Replace::yes);
-        write_text(base + "/allowed", read_whole(base + "/client.pub"));
-        FakeBackend backend;
-        tr::ServerOptions opts = ipc_options(dir);
-        opts.allowed_clients_file = base + "/allowed";
-        QCOMPARE(refusal_of(opts, backend), "agent server: allowed_clients_file '" + base +
-                                                "/allowed' needs server_secret_key_file (without CURVE "
-                                                "nothing checks it)");
-
-        opts.server_secret_key_file = key;
-        QCOMPARE(refusal_of(opts, backend), std::string());
-        for (const mode_t open_mode : {0644, 0640, 0604, 0660}) {
-            QCOMPARE(::chmod(key.c_str(), open_mode), 0);
-            char octal[8];
-            std::snprintf(octal, sizeof octal, "%04o", unsigned(open_mode));
-            QCOMPARE(refusal_of(opts, backend), "agent server: permissions " + std::string(octal) + " for '" +
-                                                    key +
-                                                    "' are too open; the secret key must be readable by its "
-                                                    "owner only (chmod 600 " +
-                                                    key + ")");
-        }
-        QCOMPARE(::chmod(key.c_str(), 0400), 0);  // owner-only, read-only: fine
-        QCOMPARE(refusal_of(opts, backend), std::string());
-        const std::string secret = keys::read_secret_key(key).secret_z85;
-
-        opts.server_secret_key_file = base + "/server.pub";
-        QCOMPARE(refusal_of(opts, backend),
-                 "agent server: CURVE key file '" + base +
-                     "/server.pub' holds a public key, but a secret key is expected "
-                     "here (give the NAME.key file from sp-ctl keygen, not NAME.pub)");
-
-        // A bare key (the format before labels) could be either kind, so it is never taken as a secret.
-        opts.server_secret_key_file = base + "/bare.key";
-        write_text(opts.server_secret_key_file, secret + "\n");
-        QCOMPARE(::chmod(opts.server_secret_key_file.c_str(), 0600), 0);
-        QVERIFY2(refusal_of(opts, backend)
-                         .find("holds an unlabelled key, which cannot be told from a public "
-                               "key, but a secret key is expected here") != std::string::npos,
-                 refusal_of(opts, backend).c_str());
-
-        opts.server_secret_key_file = base + "/mixed.key";
-        write_text(opts.server_secret_key_file,
-                   "public-key = " + client_pub + "\nsecret-key = " + secret + "\n");
-        QCOMPARE(::chmod(opts.server_secret_key_file.c_str(), 0600), 0);
-        QCOMPARE(refusal_of(opts, backend), "agent server: CURVE key file '" + opts.server_secret_key_file +
-                                                "' line 1: the public key does not belong to the secret key "
-                                                "(the file was edited or mixes two pairs)");
-
-        // A secret key pasted into the allow-list (which is world-readable) is refused, not used.
-        opts.server_secret_key_file = key;
-        opts.allowed_clients_file = key;
-        QCOMPARE(refusal_of(opts, backend), "agent server: CURVE allow-list '" + key +
-                                                "' line 3 holds a secret key, but only public keys belong "
-                                                "here (NAME.pub files from sp-ctl keygen; NAME.key must stay "
-                                                "private)");
-    }
-
-    void non_loopback_body() {
-        FakeBackend backend;
-        tr::ServerOptions opts;
-        const auto ports = free_ports(2);
-        opts.telemetry_endpoint = "tcp://0.0.0.0:" + std::to_string(ports[0]);
-        opts.control_endpoint = "tcp://127.0.0.1:" + std::to_string(ports[1]);
-        std::vector<std::string> logged;
-        opts.log = [&](const std::string& m) { logged.push_back(m); };
-        try {
-            tr::AgentServer server(opts, backend);
-            QFAIL("expected a refusal");
-        } catch (const std::runtime_error& e) {
-            QVERIFY2(std::string(e.what()).find("CURVE") != std::string::npos, e.what());
-        }
-        opts.insecure = true;
-        tr::AgentServer server(opts, backend);
-        QCOMPARE(logged.size(), std::size_t(1));
-        QVERIFY(logged[0].find(opts.telemetry_endpoint) != std::string::npos);
-    }
-
-  private slots:
-    void bad_endpoint_throws() {
-        FakeBackend backend;
-        tr::ServerOptions opts;
-        opts.telemetry_endpoint = "nonsense://x";
-        try {
-            tr::AgentServer server(opts, backend);
-            QFAIL("expected a throw");
-        } catch (const std::runtime_error& e) {
-            QVERIFY2(std::string(e.what()).find("nonsense://x") != std::string::npos, e.what());
-        }
-        opts.telemetry_endpoint = "tcp://127.0.0.1:notaport";
-        opts.control_endpoint = "ipc:///nonexistent-dir/sub/ctl";
-        QVERIFY_THROWS_EXCEPTION(std::runtime_error, tr::AgentServer(opts, backend));
     }
 };
 
