@@ -2,11 +2,13 @@
 # Set-up and entry point for a Debian 12 machine: installs what is missing, configures and builds
 # through the CMake presets, then runs the demo or the tests.
 #
-#   bash packaging/setup.sh demo    # build, then run the demo
+#   bash packaging/setup.sh demo    # build, then run the demo (packaging/demo.sh: with a display the
+#                                   # trainer trains until the dashboard's window is closed; --steps N
+#                                   # or SP_DEMO_STEPS sets the length)
 #   bash packaging/setup.sh test    # build, then run every test suite (CTest)
 #   bash packaging/setup.sh build   # build only
 # Options: --preset NAME (default: ci; see CMakePresets.json: debug, asan and tsan test their own
-# set of suites), --no-install (never call apt-get).
+# set of suites), --no-install (never call apt-get), --steps N (demo: the trainer's steps).
 # Idempotent: with everything installed and built it only checks and returns.
 set -euo pipefail
 
@@ -16,12 +18,14 @@ cd "$here"
 action=build
 preset=ci
 install=1
+demo_args=()
 while [ $# -gt 0 ]; do
   case "$1" in
     demo|test|build) action=$1 ;;
     --preset) preset=${2:?--preset needs a name}; shift ;;
     --no-install) install=0 ;;
-    -h|--help) sed -n '2,10p' "$0"; exit 0 ;;
+    --steps) demo_args+=(--steps "${2:?--steps needs a number}"); shift ;;
+    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
     *) echo "setup.sh: unknown argument '$1' (try --help)" >&2; exit 2 ;;
   esac
   shift
@@ -68,44 +72,7 @@ bin="build/$preset"
 case "$action" in
   build) ;;
   demo)
-    demo="$bin/demo"
-    mkdir -p "$demo"
-    rm -f "$demo/run.jsonl"
-    trainer="$bin/app/sp-trainer/sp-trainer"
-    dashboard="$bin/app/sp-dashboard/sp-dashboard"
-    # The default endpoints, so that sp-ctl's defaults reach the demo from another terminal.
-    tel="tcp://127.0.0.1:5556" ctl="tcp://127.0.0.1:5557"
-    echo
-    echo "== Selective Precision demo: a GPT trainer on CPU with the agent routing its blocks, watched live =="
-    echo "   sp-trainer: byte-level GPT on the bundled KJV text (resources/text), 300 steps, seed defaults;"
-    echo "   the reference runtime really materializes each block in its routed precision and counts bytes."
-    echo "   sp-dashboard follows it live over ZeroMQ ($tel)."
-    echo
-    "$trainer" --steps 300 --every-step-stats --telemetry "$demo/run.jsonl" &
-    trainer_pid=$!
-    trap 'kill $trainer_pid 2>/dev/null || true' EXIT
-    if [ -n "${DISPLAY:-}${WAYLAND_DISPLAY:-}" ]; then
-      echo "== sp-dashboard (close its window to continue; the trainer keeps running) =="
-      "$dashboard" --connect "$tel,$ctl" || echo "setup.sh: sp-dashboard exited with status $?" >&2
-    else
-      echo "== No display (DISPLAY and WAYLAND_DISPLAY are unset): sp-dashboard runs offscreen and writes"
-      echo "   a screenshot after 20 live updates instead of opening a window =="
-      "$dashboard" -platform offscreen --connect "$tel,$ctl" --exit-after-updates 20 \
-        --screenshot "$demo/dashboard-live.png"
-    fi
-    wait $trainer_pid
-    trap - EXIT
-    echo
-    echo "== The recorded run, re-simulated offline by sp-ctl (same decisions, from the file alone) =="
-    "$bin/app/sp-ctl/sp-ctl" simulate --format table --stats "$demo/run.jsonl"
-    if [ -z "${DISPLAY:-}${WAYLAND_DISPLAY:-}" ]; then
-      "$dashboard" -platform offscreen --replay "$demo/run.jsonl" --screenshot "$demo/dashboard-replay.png"
-    fi
-    echo
-    echo "Telemetry (JSONL): $demo/run.jsonl — replay it: $dashboard --replay $demo/run.jsonl"
-    echo "Try other thresholds offline: $bin/app/sp-ctl/sp-ctl simulate --stats $demo/run.jsonl --config CFG.json"
-    echo "Policy simulator on a recorded 48-block run: $bin/app/sp-ctl/sp-ctl simulate --format table \\"
-    echo "    --config resources/example/config.json --stats resources/example/stats.jsonl --calibration resources/example/calibration.json"
+    bash packaging/demo.sh "$bin" "${demo_args[@]}"
     ;;
   test)
     export QT_QPA_PLATFORM=offscreen

@@ -59,9 +59,10 @@ std::optional<DashboardOptions> parseDashboardOptions(const QCoreApplication& ap
         QStringLiteral(
             "Render the window once loaded (or after --exit-after-updates), save it as PNG and exit."),
         QStringLiteral("FILE.png"));
-    const QCommandLineOption exit_after(QStringLiteral("exit-after-updates"),
-                                        QStringLiteral("Live: exit 0 once N updates have arrived."),
-                                        QStringLiteral("N"));
+    const QCommandLineOption exit_after(
+        QStringLiteral("exit-after-updates"),
+        QStringLiteral("Live: exit 0 once N updates have arrived, or the run has ended."),
+        QStringLiteral("N"));
     const QCommandLineOption timeout(
         QStringLiteral("timeout"),
         QStringLiteral("Headless runs fail (exit 3) after S seconds (default 120)."), QStringLiteral("S"));

@@ -21,11 +21,12 @@ HeadlessRun::HeadlessRun(sp::ui::MainWindow* window, DashboardOptions options, Q
 bool HeadlessRun::ready(QString* failure) const {
     const int wanted = options_.exit_after_updates > 0 ? options_.exit_after_updates : 1;
     std::size_t live_updates = 0;
-    bool any_live = false;
+    bool any_live = false, every_live_run_ended = true;
     for (const sp::ui::RunSession* s : window_->sessions()) {
         if (s->isLive()) {
             any_live = true;
             live_updates += s->store().updateCount();
+            every_live_run_ended = every_live_run_ended && s->runEnd().has_value();
         } else if (s->state() == sp::ui::SourceState::failed) {
             *failure = s->loadReport().error;
         } else if (s->state() != sp::ui::SourceState::loaded) {
@@ -41,7 +42,8 @@ bool HeadlessRun::ready(QString* failure) const {
                         .arg(QString::fromStdString(r.problems.empty() ? "" : r.problems.front().reason));
         }
     }
-    return !any_live || live_updates >= static_cast<std::size_t>(wanted);
+    // A run that ended before the updates asked for will send no more: show what came.
+    return !any_live || live_updates >= static_cast<std::size_t>(wanted) || every_live_run_ended;
 }
 
 void HeadlessRun::poll() {
