@@ -120,7 +120,7 @@ QByteArray read_all(const QString& path) {
 // A config without calibration (which would write its cache under $HOME), plus `extra`.
 QString write_config(const QTemporaryDir& dir, json extra = json::object()) {
     extra["run_calibration"] = false;
-    const QString path = dir.filePath("cfg.json");
+    QString path = dir.filePath("cfg.json");
     write_file(path, QByteArray::fromStdString(extra.dump()));
     return path;
 }
