@@ -134,7 +134,7 @@ class TestSpExperiment : public QObject {
                                 "--trainer",       "--help"};
         expected.sort();
         QCOMPARE(listed, expected);
-        const QString readme = read(SP_EXPERIMENT_README);
+        const QString readme = read(SP_SOURCE_DIR "/tools/experiment/README.md");
         QVERIFY(!readme.isEmpty());
         for (const QString& flag : expected)
             QVERIFY2(readme.contains(QRegularExpression("^\\|[^|\\n]*`" + flag + "[ `]",

@@ -174,7 +174,8 @@ class TestSpTrainerInputs : public QObject {
         QStringList expected = kFlags;
         expected.sort();
         QCOMPARE(listed, expected);
-        const QString readme = QString::fromUtf8(read_all(QStringLiteral(SP_TRAINER_README)));
+        const QString readme =
+            QString::fromUtf8(read_all(QStringLiteral(SP_SOURCE_DIR "/app/sp-trainer/README.md")));
         QVERIFY(!readme.isEmpty());
         // In the first column of the flag table, not merely mentioned.
         for (const QString& flag : kFlags)
