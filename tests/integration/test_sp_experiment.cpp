@@ -1,10 +1,13 @@
 // sp-experiment, short: a tiny model pretrained for a few steps, fine-tuned under two schemes in
 // both modes with one seed, and its paired measures, so that the driver of the precision experiment
 // (tools/experiment) cannot rot. The real thing runs for minutes and its results live in
-// docs/experiment.
+// docs/experiment. And its command line: bad flags exit 2 naming the problem, and --help lists every
+// flag, each documented in the README's flag table.
 #include <QtTest>
 
+#include <QFileInfo>
 #include <QImage>
+#include <QRegularExpression>
 #include <QTemporaryDir>
 
 #include "run_process.h"
@@ -95,6 +98,48 @@ class TestSpExperiment : public QObject {
         const Run no_out = run(SP_EXPERIMENT_PATH, {"--finetune-steps", "12"});
         QCOMPARE(no_out.exit_code, 2);
         QVERIFY2(no_out.err.contains("--out DIR is required"), no_out.err.constData());
+        const Run bogus = run(SP_EXPERIMENT_PATH, {"--out", dir.path(), "--bogus", "1"});
+        QCOMPARE(bogus.exit_code, 2);
+        QVERIFY2(bogus.err.contains("sp-experiment: unknown flag '--bogus'"), bogus.err.constData());
+        const Run jobs = run(SP_EXPERIMENT_PATH, {"--out", dir.path(), "--jobs", "two"});
+        QCOMPARE(jobs.exit_code, 2);
+        QVERIFY2(jobs.err.contains("sp-experiment: --jobs: expected an integer in 1..64, got 'two'"),
+                 jobs.err.constData());
+        const Run last = run(SP_EXPERIMENT_PATH, {"--out", dir.path(), "--jobs"});
+        QCOMPARE(last.exit_code, 2);
+        QVERIFY2(last.err.contains("sp-experiment: --jobs needs a value"), last.err.constData());
+        // An empty value is one: CLI11 alone would take "--rerun" for the folder.
+        const Run empty = run(SP_EXPERIMENT_PATH, {"--out=", "--rerun"}, dir.path());
+        QCOMPARE(empty.exit_code, 2);
+        QVERIFY2(empty.err.contains("--out DIR is required"), empty.err.constData());
+        QVERIFY(!QFileInfo::exists(dir.filePath("--rerun")));
+    }
+
+    // --help is generated from the flags' declarations (experiment_main.cpp): it lists every flag and
+    // no other, and the README's flag table documents each of them.
+    void help_lists_every_flag_and_the_readme_documents_each() {
+        const Run help = run(SP_EXPERIMENT_PATH, {"--help"});
+        QCOMPARE(help.exit_code, 0);
+        QVERIFY2(help.out.contains("Usage: sp-experiment [OPTIONS]"), help.out.constData());
+        QStringList listed;
+        const QRegularExpression option_line(R"(^  (?:-h,)?(--[a-z][a-z0-9-]*))",
+                                             QRegularExpression::MultilineOption);
+        for (auto it = option_line.globalMatch(QString::fromUtf8(help.out)); it.hasNext();)
+            listed << it.next().captured(1);
+        listed.sort();
+        QStringList expected = {"--out",           "--seeds",        "--pretrain-steps", "--finetune-steps",
+                                "--modes",         "--adapter-rank", "--finetune-lr",    "--probe-points",
+                                "--probe-batches", "--blocks",       "--d-model",        "--outlier-block",
+                                "--outlier-scale", "--schemes",      "--jobs",           "--rerun",
+                                "--trainer",       "--help"};
+        expected.sort();
+        QCOMPARE(listed, expected);
+        const QString readme = read(SP_SOURCE_DIR "/tools/experiment/README.md");
+        QVERIFY(!readme.isEmpty());
+        for (const QString& flag : expected)
+            QVERIFY2(readme.contains(QRegularExpression("^\\|[^|\\n]*`" + flag + "[ `]",
+                                                        QRegularExpression::MultilineOption)),
+                     qPrintable(flag + " is not in tools/experiment/README.md's flag table"));
     }
 };
 

@@ -1,3 +1,5 @@
+// sp-trainer's command line: --help lists every flag and the README documents each; a bad flag or
+// value exits 2 naming it.
 // sp-trainer's files and start-up (issue 30): what it refuses before it writes or binds anything (a
 // symlink or a FIFO as --telemetry, a FIFO as a key file, a gate file that is a FIFO, a device, too
 // large or not JSON: exit 2, a message naming the flag or key and the path), what it takes (a
@@ -8,6 +10,7 @@
 #include <QFile>
 #include <QFileInfo>
 #include <QProcess>
+#include <QRegularExpression>
 #include <QTemporaryDir>
 
 #include <fstream>
@@ -30,6 +33,53 @@ namespace {
 using json = nlohmann::json;
 
 constexpr int kHangMs = 60000;  // start-up of the tiny model takes a second or two
+
+// Every flag of sp-trainer: scripts, sp-experiment and the launcher's ranks pass these names.
+const QStringList kFlags = {"--steps",
+                            "--blocks",
+                            "--d-model",
+                            "--heads",
+                            "--seq-len",
+                            "--batch",
+                            "--lr",
+                            "--seed",
+                            "--eval-every",
+                            "--eval-batches",
+                            "--text",
+                            "--text-part",
+                            "--device",
+                            "--init-checkpoint",
+                            "--save-checkpoint",
+                            "--finetune-mode",
+                            "--adapter-rank",
+                            "--weight-residency",
+                            "--threads",
+                            "--config",
+                            "--precision",
+                            "--telemetry",
+                            "--no-telemetry",
+                            "--every-step-stats",
+                            "--telemetry-endpoint",
+                            "--control-endpoint",
+                            "--server-key",
+                            "--allowed-clients",
+                            "--insecure",
+                            "--no-network",
+                            "--world-size",
+                            "--rank",
+                            "--master-addr",
+                            "--master-port",
+                            "--spawn",
+                            "--harsh-block",
+                            "--harsh-step",
+                            "--outlier-block",
+                            "--outlier-scale",
+                            "--snr-validation",
+                            "--summary-json",
+                            "--probe-maps",
+                            "--probe-out",
+                            "--quiet",
+                            "--help"};
 
 struct Outcome {
     bool hung = false;
@@ -70,7 +120,7 @@ QByteArray read_all(const QString& path) {
 // A config without calibration (which would write its cache under $HOME), plus `extra`.
 QString write_config(const QTemporaryDir& dir, json extra = json::object()) {
     extra["run_calibration"] = false;
-    const QString path = dir.filePath("cfg.json");
+    QString path = dir.filePath("cfg.json");
     write_file(path, QByteArray::fromStdString(extra.dump()));
     return path;
 }
@@ -108,6 +158,64 @@ void stop(QProcess& p) {
 class TestSpTrainerInputs : public QObject {
     Q_OBJECT
   private slots:
+    // --help is generated from the flags' declarations (trainer_flags.cpp): it lists every flag that
+    // scripts and sp-experiment pass, no other, and the README's flag table documents each of them.
+    void help_lists_every_flag_and_the_readme_documents_each() {
+        const Outcome help = trainer({"--help"});
+        QCOMPARE(help.exit_code, 0);
+        QVERIFY2(help.out.contains("Usage: sp-trainer [OPTIONS]"), help.out.constData());
+        QVERIFY(help.err.isEmpty());
+        QStringList listed;
+        const QRegularExpression option_line(R"(^  (?:-h,)?(--[a-z][a-z0-9-]*))",
+                                             QRegularExpression::MultilineOption);
+        for (auto it = option_line.globalMatch(QString::fromUtf8(help.out)); it.hasNext();)
+            listed << it.next().captured(1);
+        listed.sort();
+        QStringList expected = kFlags;
+        expected.sort();
+        QCOMPARE(listed, expected);
+        const QString readme =
+            QString::fromUtf8(read_all(QStringLiteral(SP_SOURCE_DIR "/app/sp-trainer/README.md")));
+        QVERIFY(!readme.isEmpty());
+        // In the first column of the flag table, not merely mentioned.
+        for (const QString& flag : kFlags)
+            QVERIFY2(readme.contains(QRegularExpression("^\\|[^|\\n]*`" + flag + "[ `]",
+                                                        QRegularExpression::MultilineOption)),
+                     qPrintable(flag + " is not in app/sp-trainer/README.md's flag table"));
+    }
+
+    // A bad command line exits 2 before anything else, naming the flag in sp-trainer's own words.
+    void bad_usage_exits_2_naming_the_flag() {
+        const struct {
+            QStringList args;
+            QByteArray says;
+        } cases[] = {
+            {{"--bogus"}, "sp-trainer: unknown flag '--bogus'"},
+            {{"--steps", "3", "--bogus=1"}, "sp-trainer: unknown flag '--bogus'"},
+            {{"stray"}, "sp-trainer: unexpected argument 'stray' (sp-trainer takes flags only)"},
+            {{"--steps", "ten"}, "sp-trainer: --steps: expected an integer, got 'ten'"},
+            {{"--steps=12abc"}, "sp-trainer: --steps: expected an integer, got '12abc'"},
+            {{"--seed", "-1"}, "sp-trainer: --seed: '-1' is out of range (0 .. 18446744073709551615)"},
+            {{"--lr", "2"}, "sp-trainer: --lr: '2' is out of range (0, 1]"},
+            {{"--device", "tpu"}, "sp-trainer: --device: expected cpu or cuda, got 'tpu'"},
+            {{"--finetune-mode", "lora"},
+             "sp-trainer: --finetune-mode: expected full or adapters, got 'lora'"},
+            {{"--quiet=yes"}, "sp-trainer: --quiet takes no value"},
+            {{"--quiet", "--steps"}, "sp-trainer: --steps needs a value"},
+            // Not "--no-network" taken for the file name, as CLI11 alone would.
+            {{"--telemetry=", "--no-network"}, "sp-trainer: --telemetry: the file name is empty"},
+            // Decimal, not octal: 010 blocks are ten.
+            {{"--blocks", "010", "--harsh-block", "12"},
+             "sp-trainer: --harsh-block: block 12 does not exist (--blocks 10)"},
+        };
+        for (const auto& c : cases) {
+            const Outcome r = trainer(c.args);
+            QVERIFY2(r.exit_code == 2, qPrintable(c.args.join(' ') + " -> " + QString::number(r.exit_code)));
+            QVERIFY2(r.err.contains(c.says + "\nTry 'sp-trainer --help' for usage."), r.err.constData());
+            QVERIFY2(r.out.isEmpty(), r.out.constData());
+        }
+    }
+
     // A symlink at the telemetry path would have its target truncated, or a dangling one's target
     // created: both are refused, and the file the link points to keeps its content.
     void telemetry_symlink_is_refused_and_nothing_is_written() {

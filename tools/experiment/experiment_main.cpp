@@ -2,131 +2,279 @@
 // paired measures, then writes the report.
 // Usage: sp-experiment --out DIR [--seeds 1,...] [--pretrain-steps N] [--finetune-steps M] ...
 // (README.md next to this file; --help lists every flag).
+#include <CLI/CLI.hpp>
+
 #include <QDir>
 #include <QElapsedTimer>
 #include <QFileInfo>
 #include <QGuiApplication>
 
 #include <atomic>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <stdexcept>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "experiment.h"
 
 namespace sp::experiment {
 namespace {
 
-constexpr const char* kUsage =
-    "Usage: sp-experiment --out DIR [options]\n"
-    "Pretrains sp-trainer's model in BF16 on the first part of the bundled text, then fine-tunes it on\n"
-    "the rest under every uniform format (BF16, INT8, FP8 E4M3, FP8 E5M2, INT4) and under Selective\n"
-    "Precision (seed defaults, SNR tiers, budget mode), in both fine-tuning modes (full, adapters), with\n"
-    "outlier features planted in one block; measures the schemes' maps against BF16 on the same weights\n"
-    "and batches (paired) with an oracle's frontier; writes DIR/results.md, results.csv, paired.csv and\n"
-    "the plots. Runs are cached in DIR/runs by their settings: a rerun recomputes only what changed.\n\n"
-    "  --out DIR             output folder (created); per-run files go to DIR/runs\n"
-    "  --seeds A,B,...       fine-tune seeds: batch order and sampling (default 6,7,8,9,10)\n"
-    "  --pretrain-steps N    BF16 pretraining steps (default 5000)\n"
-    "  --finetune-steps M    fine-tuning steps per scheme and seed (default 100)\n"
-    "  --modes M,...         full, adapters or both (default full,adapters)\n"
-    "  --adapter-rank R      the adapters' rank (default 8)\n"
-    "  --finetune-lr X       the fine-tunes' peak learning rate (default 0.001)\n"
-    "  --probe-points K      paired measures at K evenly spaced fine-tune steps (default 5)\n"
-    "  --probe-batches N     held-out batches per paired measure (default 4)\n"
-    "  --blocks N            transformer blocks (default 8)\n"
-    "  --d-model N           model width (default 128)\n"
-    "  --outlier-block B     the block with planted outlier features (default 3; 'none': no plant)\n"
-    "  --outlier-scale S     their factor (default 64)\n"
-    "  --schemes K,...       only these schemes (keys as in results.csv; default all; bf16 is always run)\n"
-    "  --jobs N              runs in parallel, one thread each (default 2)\n"
-    "  --rerun               ignore cached runs\n"
-    "  --trainer PATH        sp-trainer to run (default: the one built with this tool)\n";
+// The flags, each declared once with its check and its help line: --help is generated from them.
+// A failed check reads "FLAG: <what the check returned>".
+
+std::vector<std::string> list_items(const std::string& text) {
+    std::vector<std::string> items;
+    for (const QString& item : QString::fromStdString(text).split(',', Qt::SkipEmptyParts))
+        items.push_back(item.toStdString());
+    return items;
+}
+
+std::string integer_problem(const std::string& text, long long lo, long long hi) {
+    bool ok = false;
+    const long long v = QString::fromStdString(text).toLongLong(&ok);
+    if (ok && v >= lo && v <= hi) return {};
+    return "expected an integer in " + std::to_string(lo) + ".." + std::to_string(hi) + ", got '" + text +
+           "'";
+}
+
+// An integer in [lo, hi], handed on in canonical decimal (CLI11 itself reads "010" as octal).
+CLI::Validator integer_in(long long lo, long long hi) {
+    return CLI::Validator(
+        [lo, hi](std::string& text) {
+            std::string problem = integer_problem(text, lo, hi);
+            if (problem.empty()) text = std::to_string(QString::fromStdString(text).toLongLong());
+            return problem;
+        },
+        "");
+}
+
+// A finite number > 0, handed on in hexadecimal: CLI11 converts through long double, which can
+// round a decimal twice.
+CLI::Validator finite_positive() {
+    return CLI::Validator(
+        [](std::string& text) -> std::string {
+            bool ok = false;
+            const double v = QString::fromStdString(text).toDouble(&ok);
+            if (!ok || !(v > 0) || !std::isfinite(v))
+                return "expected a finite number > 0, got '" + text + "'";
+            char hex[64];
+            text =
+                "0x" + std::string(hex, std::to_chars(hex, hex + sizeof hex, v, std::chars_format::hex).ptr);
+            return {};
+        },
+        "");
+}
+
+// A comma-separated list, at least one item, each passing `item_problem`.
+CLI::Validator list_of(const std::string& what,
+                       const std::function<std::string(const std::string&)>& item_problem) {
+    return CLI::Validator(
+        [what, item_problem](std::string& text) {
+            const std::vector<std::string> items = list_items(text);
+            if (items.empty()) return "at least one " + what;
+            for (const std::string& item : items)
+                if (std::string problem = item_problem(item); !problem.empty()) return problem;
+            return std::string();
+        },
+        "");
+}
+
+void declare_run_flags(CLI::App& app, Settings& s) {
+    app.add_option_function<std::string>(
+           "--out", [&s](const std::string& v) { s.out_dir = QString::fromStdString(v); },
+           "output folder (required; created); per-run files go to DIR/runs")
+        ->type_name("DIR");
+    app.add_option_function<std::string>(
+           "--seeds",
+           [&s](const std::string& v) {
+               s.seeds.clear();
+               for (const std::string& seed : list_items(v))
+                   s.seeds.push_back(QString::fromStdString(seed).toULongLong());
+           },
+           "fine-tune seeds: batch order and sampling")
+        ->type_name("A,B,...")
+        ->check(list_of("seed", [](const std::string& seed) { return integer_problem(seed, 0, 1LL << 62); }))
+        ->default_str("6,7,8,9,10");
+    app.add_option("--pretrain-steps", s.pretrain_steps, "BF16 pretraining steps")
+        ->type_name("N")
+        ->transform(integer_in(1, 10000000))
+        ->capture_default_str();
+    app.add_option("--finetune-steps", s.finetune_steps, "fine-tuning steps per scheme and seed")
+        ->type_name("M")
+        ->transform(integer_in(1, 1000000))
+        ->capture_default_str();
+    app.add_option_function<std::string>(
+           "--modes",
+           [&s](const std::string& v) {
+               s.modes.clear();
+               for (const std::string& mode : list_items(v)) s.modes << QString::fromStdString(mode);
+           },
+           "full, adapters or both")
+        ->type_name("M,...")
+        ->check(list_of("mode",
+                        [](const std::string& mode) {
+                            return mode == "full" || mode == "adapters"
+                                       ? std::string()
+                                       : "expected full and/or adapters, got '" + mode + "'";
+                        }))
+        ->default_str("full,adapters");
+    app.add_option("--adapter-rank", s.adapter_rank, "the adapters' rank")
+        ->type_name("R")
+        ->transform(integer_in(1, 4096))
+        ->capture_default_str();
+    app.add_option("--finetune-lr", s.finetune_lr, "the fine-tunes' peak learning rate")
+        ->type_name("X")
+        ->transform(finite_positive())
+        ->capture_default_str();
+}
+
+void declare_measure_flags(CLI::App& app, Settings& s) {
+    app.add_option("--probe-points", s.probe_points, "paired measures at K evenly spaced fine-tune steps")
+        ->type_name("K")
+        ->transform(integer_in(1, 1000))
+        ->capture_default_str();
+    app.add_option("--probe-batches", s.probe_batches, "held-out batches per paired measure")
+        ->type_name("N")
+        ->transform(integer_in(1, 1000))
+        ->capture_default_str();
+    app.add_option("--blocks", s.blocks, "transformer blocks")
+        ->type_name("N")
+        ->transform(integer_in(2, 1024))
+        ->capture_default_str();
+    app.add_option("--d-model", s.d_model, "model width")
+        ->type_name("N")
+        ->transform(integer_in(4, 65536))
+        ->capture_default_str();
+    app.add_option_function<std::string>(
+           "--outlier-block",
+           [&s](const std::string& v) {
+               s.outlier_block = v == "none" ? std::nullopt : std::optional(std::stoi(v));
+           },
+           "the block with planted outlier features ('none': no plant)")
+        ->type_name("B")
+        ->transform(CLI::Validator(
+            [](std::string& text) { return text == "none" ? std::string() : integer_in(0, 1023)(text); }, ""))
+        ->default_str(std::to_string(*Settings().outlier_block));
+    app.add_option("--outlier-scale", s.outlier_scale, "their factor")
+        ->type_name("S")
+        ->transform(finite_positive())
+        ->capture_default_str();
+    app.add_option_function<std::string>(
+           "--schemes",
+           [&s](const std::string& v) {
+               s.schemes.clear();
+               for (const std::string& key : list_items(v)) s.schemes << QString::fromStdString(key);
+           },
+           "only these schemes (keys as in results.csv; default all; bf16 is always run)")
+        ->type_name("K,...");
+    app.add_option("--jobs", s.jobs, "runs in parallel, one thread each")
+        ->type_name("N")
+        ->transform(integer_in(1, 64))
+        ->capture_default_str();
+    app.add_flag("--rerun", s.rerun, "ignore cached runs");
+    app.add_option_function<std::string>(
+           "--trainer", [&s](const std::string& v) { s.trainer = QString::fromStdString(v); },
+           "sp-trainer to run (default: the one built with this tool)")
+        ->type_name("PATH");
+}
+
+void declare_flags(CLI::App& app, Settings& s) {
+    // A flag given twice takes its last value; a switch takes no value.
+    app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast)->disable_flag_override();
+    app.allow_extras();  // refused afterwards, in sp-experiment's words
+    declare_run_flags(app, s);
+    declare_measure_flags(app, s);
+    app.set_help_flag("-h,--help", "this text");
+    app.get_formatter()->column_width(32);  // "--modes M,...=full,adapters" and a space
+    app.footer("Exit status: 0 report written, 1 a run or the report failed, 2 a bad flag or value.");
+}
+
+std::string usage_text() {
+    Settings defaults;
+    CLI::App app(
+        "Pretrains sp-trainer's model in BF16 on the first part of the bundled text, then fine-tunes\n"
+        "it on the rest under every uniform format (BF16, INT8, FP8 E4M3, FP8 E5M2, INT4) and under\n"
+        "Selective Precision (seed defaults, SNR tiers, budget mode), in both fine-tuning modes (full,\n"
+        "adapters), with outlier features planted in one block; measures the schemes' maps against BF16\n"
+        "on the same weights and batches (paired) with an oracle's frontier; writes DIR/results.md,\n"
+        "results.csv, paired.csv and the plots. Runs are cached in DIR/runs by their settings: a rerun\n"
+        "recomputes only what changed.\n",
+        "sp-experiment");
+    declare_flags(app, defaults);
+    return app.help();
+}
 
 [[noreturn]] void usage_error(const QString& what) {
-    std::fprintf(stderr, "sp-experiment: %s\n%s", qPrintable(what), kUsage);
+    std::fprintf(stderr, "sp-experiment: %s\n%s", qPrintable(what), usage_text().c_str());
     std::exit(2);
 }
 
-long long to_integer(const QString& flag, const QString& text, long long lo, long long hi) {
-    bool ok = false;
-    const long long v = text.toLongLong(&ok);
-    if (!ok || v < lo || v > hi)
-        usage_error(flag + ": expected an integer in " + QString::number(lo) + ".." + QString::number(hi) +
-                    ", got '" + text + "'");
-    return v;
+std::string flag_name(const std::string& arg) {
+    return arg.substr(0, arg.find('='));
 }
 
-double to_positive(const QString& flag, const QString& text) {
-    bool ok = false;
-    const double v = text.toDouble(&ok);
-    if (!ok || !(v > 0) || !std::isfinite(v))
-        usage_error(flag + ": expected a finite number > 0, got '" + text + "'");
-    return v;
+// How many values `name` takes: 0 for a switch, -1 for no flag of sp-experiment's.
+int values_taken(const CLI::App& app, const std::string& name) {
+    const CLI::Option* option = app.get_option_no_throw(name);
+    return option == nullptr ? -1 : option->get_items_expected_max();
 }
 
-Settings parse_settings(const QStringList& args) {
+// CLI11 reads "--flag=" as "--flag" and takes the next argument for the value (--out= --rerun would
+// write to a folder named "--rerun"): the empty value goes on as an argument of its own.
+std::vector<std::string> with_empty_values_apart(const CLI::App& app, const QStringList& arguments) {
+    std::vector<std::string> args;
+    for (const QString& argument : arguments) {
+        std::string arg = argument.toStdString();
+        const bool empty_value = arg.rfind("--", 0) == 0 && arg.find('=') == arg.size() - 1 &&
+                                 values_taken(app, flag_name(arg)) > 0;
+        args.push_back(empty_value ? flag_name(arg) : arg);
+        if (empty_value) args.emplace_back();
+    }
+    return args;
+}
+
+// CLI11's ArgumentMismatch: a switch given a value (--rerun=1; CLI11 allows "=true"), or a flag
+// that ends the command line without its value.
+QString argument_mismatch_message(const CLI::App& app, const std::vector<std::string>& args) {
+    for (const std::string& arg : args)
+        if (arg.rfind("--", 0) == 0 && values_taken(app, flag_name(arg)) == 0 &&
+            arg.find('=') != std::string::npos && arg.substr(arg.find('=') + 1) != "true")
+            return QString::fromStdString(flag_name(arg)) + " takes no value";
+    return args.empty() ? QString("a flag needs a value")
+                        : QString::fromStdString(args.back()) + " needs a value";
+}
+
+// The first of what CLI11 kept aside (allow_extras): an unknown flag or a stray word.
+QString extra_argument_message(const std::string& extra) {
+    if (!extra.empty() && extra.front() == '-')
+        return "unknown flag '" + QString::fromStdString(flag_name(extra)) + "'";
+    return "unexpected argument '" + QString::fromStdString(extra) + "' (sp-experiment takes flags only)";
+}
+
+Settings parse_settings(const QStringList& arguments) {
     Settings s;
     s.trainer = QStringLiteral(SP_TRAINER_PATH);
-    for (int i = 1; i < args.size(); ++i) {
-        const QString& flag = args[i];
-        if (flag == "--help" || flag == "-h") {
-            std::fputs(kUsage, stdout);
-            std::exit(0);
-        }
-        if (flag == "--rerun") {
-            s.rerun = true;
-            continue;
-        }
-        if (i + 1 >= args.size()) usage_error(flag + " needs a value (or is unknown)");
-        const QString& v = args[++i];
-        if (flag == "--out") {
-            s.out_dir = v;
-        } else if (flag == "--seeds") {
-            s.seeds.clear();
-            for (const QString& part : v.split(',', Qt::SkipEmptyParts))
-                s.seeds.push_back(std::uint64_t(to_integer(flag, part, 0, 1LL << 62)));
-            if (s.seeds.empty()) usage_error("--seeds: at least one seed");
-        } else if (flag == "--pretrain-steps") {
-            s.pretrain_steps = to_integer(flag, v, 1, 10000000);
-        } else if (flag == "--finetune-steps") {
-            s.finetune_steps = to_integer(flag, v, 1, 1000000);
-        } else if (flag == "--modes") {
-            s.modes = v.split(',', Qt::SkipEmptyParts);
-            for (const QString& m : s.modes)
-                if (m != "full" && m != "adapters")
-                    usage_error("--modes: expected full and/or adapters, got '" + m + "'");
-            if (s.modes.isEmpty()) usage_error("--modes: at least one mode");
-        } else if (flag == "--adapter-rank") {
-            s.adapter_rank = int(to_integer(flag, v, 1, 4096));
-        } else if (flag == "--finetune-lr") {
-            s.finetune_lr = to_positive(flag, v);
-        } else if (flag == "--probe-points") {
-            s.probe_points = int(to_integer(flag, v, 1, 1000));
-        } else if (flag == "--probe-batches") {
-            s.probe_batches = int(to_integer(flag, v, 1, 1000));
-        } else if (flag == "--blocks") {
-            s.blocks = int(to_integer(flag, v, 2, 1024));
-        } else if (flag == "--d-model") {
-            s.d_model = int(to_integer(flag, v, 4, 65536));
-        } else if (flag == "--outlier-block") {
-            s.outlier_block =
-                v == "none" ? std::nullopt : std::optional<int>(int(to_integer(flag, v, 0, 1023)));
-        } else if (flag == "--outlier-scale") {
-            s.outlier_scale = to_positive(flag, v);
-        } else if (flag == "--schemes") {
-            s.schemes = v.split(',', Qt::SkipEmptyParts);
-        } else if (flag == "--jobs") {
-            s.jobs = int(to_integer(flag, v, 1, 64));
-        } else if (flag == "--trainer") {
-            s.trainer = v;
-        } else {
-            usage_error("unknown flag '" + flag + "'");
-        }
+    CLI::App app("", "sp-experiment");
+    declare_flags(app, s);
+    const std::vector<std::string> args = with_empty_values_apart(app, arguments.mid(1));
+    try {
+        app.parse(std::vector<std::string>(args.rbegin(), args.rend()));  // CLI11 takes them last first
+    } catch (const CLI::CallForHelp&) {
+        std::fputs(usage_text().c_str(), stdout);
+        std::exit(0);
+    } catch (const CLI::ArgumentMismatch&) {
+        usage_error(argument_mismatch_message(app, args));
+    } catch (const CLI::ParseError& e) {
+        usage_error(e.what());
     }
+    if (!app.remaining().empty()) usage_error(extra_argument_message(app.remaining().front()));
     if (s.out_dir.isEmpty()) usage_error("--out DIR is required");
     if (s.outlier_block && *s.outlier_block >= s.blocks)
         usage_error("--outlier-block must name one of the --blocks");
