@@ -165,6 +165,8 @@ class TestSpTrainerInputs : public QObject {
         QCOMPARE(help.exit_code, 0);
         QVERIFY2(help.out.contains("Usage: sp-trainer [OPTIONS]"), help.out.constData());
         QVERIFY(help.err.isEmpty());
+        // Every format the agent routes to, not only the first two it had.
+        QVERIFY2(help.out.contains("blocks to BF16, INT8, FP8 (E4M3, E5M2) or INT4"), help.out.constData());
         QStringList listed;
         const QRegularExpression option_line(R"(^  (?:-h,)?(--[a-z][a-z0-9-]*))",
                                              QRegularExpression::MultilineOption);
