@@ -3,6 +3,7 @@
 #include <QDoubleSpinBox>
 #include <QLineEdit>
 #include <QPushButton>
+#include <QTabBar>
 #include <QTableView>
 #include <QTableWidget>
 #include <QTemporaryDir>
@@ -58,10 +59,28 @@ class TestReplayKeys : public QObject {
         auto* what_if = w.findChild<WhatIfPanel*>();
         QVERIFY(events && what_if);
         QVERIFY2(spaceToggles(w, events->view()), "Space with the Events tab's table focused");
+        // The docks' tab bar, as a click on "What-if" leaves it, and the panel it shows.
+        QTabBar* tabs = nullptr;
+        for (QTabBar* bar : w.findChildren<QTabBar*>())
+            for (int i = 0; i < bar->count(); ++i)
+                if (bar->tabText(i) == QStringLiteral("What-if")) tabs = bar;
+        QVERIFY(tabs);
+        for (int i = 0; i < tabs->count(); ++i)
+            if (tabs->tabText(i) == QStringLiteral("What-if"))
+                QTest::mouseClick(tabs, Qt::LeftButton, {}, tabs->tabRect(i).center());
+        QTRY_VERIFY(what_if->isVisible());
+        tabs->setFocusPolicy(Qt::StrongFocus);  // as a keyboard user reaches it
+        QVERIFY2(spaceToggles(w, tabs), "Space with the docks' tab bar focused");
         QVERIFY2(spaceToggles(w, what_if->table()), "Space with the What-if tab's table focused");
         auto* run = what_if->findChild<QPushButton*>();
         QVERIFY(run);
         QVERIFY2(spaceToggles(w, run), "Space with the What-if tab's button focused");
+        // A number field (the what-if thresholds): Space means nothing in a number, so it plays.
+        auto* threshold = what_if->findChild<QDoubleSpinBox*>();
+        QVERIFY(threshold);
+        const double before = threshold->value();
+        QVERIFY2(spaceToggles(w, threshold), "Space with a what-if threshold focused");
+        QCOMPARE(threshold->value(), before);
         // A field that takes text keeps its Space (a search or a number being typed).
         if (auto* search = events->findChild<QLineEdit*>()) QVERIFY(!spaceToggles(w, search));
     }

@@ -1,10 +1,12 @@
 // MainWindow's menus, toolbar, dialogs, exports and settings (the layout and data wiring are in
 // main_window.cpp).
+#include <QAbstractSpinBox>
 #include <QAction>
 #include <QActionGroup>
 #include <QApplication>
 #include <QComboBox>
 #include <QFileDialog>
+#include <QKeyEvent>
 #include <QMenu>
 #include <QMenuBar>
 #include <QMessageBox>
@@ -29,6 +31,34 @@
 #include "sp/ui/timeline.h"
 
 namespace sp::ui {
+namespace {
+
+// Lets the window's Space shortcut through when the focus is in a spin box of `window`: a number
+// has no use for a space. (A ShortcutOverride left unaccepted lets the shortcut fire.)
+class NumberFieldsLeaveSpace : public QObject {
+  public:
+    explicit NumberFieldsLeaveSpace(QWidget* window) : QObject(window), window_(window) {}
+
+  protected:
+    bool eventFilter(QObject* watched, QEvent* event) override {
+        if (event->type() != QEvent::ShortcutOverride) return false;
+        const auto* key = static_cast<QKeyEvent*>(event);
+        if (key->key() != Qt::Key_Space || key->modifiers() != Qt::NoModifier) return false;
+        auto* widget = qobject_cast<QWidget*>(watched);
+        if (!widget || widget->window() != window_) return false;
+        // The spin box itself or its line edit.
+        const bool number = qobject_cast<QAbstractSpinBox*>(widget) ||
+                            qobject_cast<QAbstractSpinBox*>(widget->parentWidget());
+        if (!number) return false;
+        event->ignore();
+        return true;
+    }
+
+  private:
+    QWidget* window_;
+};
+
+}  // namespace
 
 void MainWindow::buildActions() {
     open_action_ =
@@ -57,6 +87,10 @@ void MainWindow::buildActions() {
 
     play_action_ = new QAction(tr("&Play / pause"), this);
     play_action_->setShortcut(QKeySequence(Qt::Key_Space));
+    // A number field (the what-if thresholds, the budget target) takes Space as text it then refuses,
+    // so the key did nothing once such a field had the focus; there it plays and pauses instead.
+    // Fields that take text keep their Space.
+    qApp->installEventFilter(new NumberFieldsLeaveSpace(this));
     connect(play_action_, &QAction::triggered, timeline_, &Timeline::togglePlay);
     step_back_action_ = new QAction(tr("Step &back"), this);
     step_back_action_->setShortcut(QKeySequence(Qt::Key_Comma));
