@@ -6,8 +6,6 @@
 #include <system_error>
 #include <utility>
 
-#include "cli_util.h"
-
 namespace sp::ctl {
 namespace {
 
@@ -26,6 +24,10 @@ std::optional<T> whole_text_as(const std::string& text) {
 }
 
 }  // namespace
+
+std::optional<std::uint64_t> parse_count(const std::string& text) {
+    return whole_text_as<std::uint64_t>(text);
+}
 
 std::vector<std::string> split_list(const std::string& text) {
     std::vector<std::string> entries;

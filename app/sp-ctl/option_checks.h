@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <limits>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -45,5 +46,8 @@ CLI::Validator checked_by(std::function<std::string(const std::string&)> problem
 // "3,4," -> {"3", "4", ""}: the entries of a comma-separated list, the empty ones included (a list option
 // refuses those, naming the list).
 std::vector<std::string> split_list(const std::string& text);
+
+// A non-negative decimal integer (the whole string); nullopt otherwise.
+std::optional<std::uint64_t> parse_count(const std::string& text);
 
 }  // namespace sp::ctl
