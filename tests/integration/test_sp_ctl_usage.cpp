@@ -5,6 +5,7 @@
 
 #include <QDir>
 #include <QFile>
+#include <QRegularExpression>
 #include <QTemporaryDir>
 
 #include <utility>
@@ -70,6 +71,26 @@ class TestSpCtlUsage : public QObject {
         const Run none = sp_ctl({});
         QCOMPARE(none.exit_code, 2);
         QCOMPARE(none.err, root.out);
+    }
+
+    // app/sp-ctl/README.md's overview names every command and every option their help shows.
+    void readme_names_every_option() {
+        QFile file(QStringLiteral(SP_SOURCE_DIR) + "/app/sp-ctl/README.md");
+        QVERIFY(file.open(QIODevice::ReadOnly));
+        const QByteArray readme = file.readAll();
+        const QRegularExpression option(QStringLiteral("^  (?:-h, )?(--[a-z0-9-]+)"),
+                                        QRegularExpression::MultilineOption);
+        for (const QString& command : kCommands) {
+            QVERIFY2(readme.contains("| `" + command.toUtf8() + "` |"), qPrintable(command));
+            const Run r = sp_ctl({command, "--help"});
+            int listed = 0;
+            for (auto it = option.globalMatch(QString::fromUtf8(r.out)); it.hasNext(); ++listed) {
+                const QString name = it.next().captured(1);
+                if (name != "--help")
+                    QVERIFY2(readme.contains("`" + name.toUtf8()), qPrintable(command + " " + name));
+            }
+            QVERIFY2(listed > 0, qPrintable(command));
+        }
     }
 
     void usage_errors_exit_2_naming_the_flag() {
