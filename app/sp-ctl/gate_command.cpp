@@ -230,19 +230,19 @@ Command add_gate(CLI::App& root) {
         ->capture_default_str();
     command->add_option("--min-rows", args->sweep.min_rows, "smallest row count of the sweep")
         ->type_name("N")
-        ->check(whole_number(1))
+        ->transform(whole_number(1))
         ->capture_default_str();
     command
         ->add_option("--max-rows", args->sweep.max_rows,
                      "largest row count of the sweep; rows go over the powers of two in between, plus each "
                      "matrix's own row count; vectors are measured as is")
         ->type_name("N")
-        ->check(whole_number(1))
+        ->transform(whole_number(1))
         ->capture_default_str();
     command
         ->add_option("--repeats", args->sweep.repeats, "rounds per size; each time is the median over them")
         ->type_name("N")
-        ->check(whole_number(1, 1000))
+        ->transform(whole_number(1, 1000))
         ->capture_default_str();
     command
         ->add_option("--threshold", args->threshold,
@@ -252,7 +252,7 @@ Command add_gate(CLI::App& root) {
         ->capture_default_str();
     command->add_option("--int4-group", args->sweep.int4_group, "INT4 group size")
         ->type_name("N")
-        ->check(whole_number(1))
+        ->transform(whole_number(1))
         ->capture_default_str();
     command->footer("Exit codes: 0 ok, 1 the file could not be written, 2 bad usage.");
     return {command, [args] { return run_gate(*args); }};

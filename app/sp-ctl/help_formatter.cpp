@@ -36,9 +36,11 @@ std::string option_label(const CLI::Option& o) {
     return takes_value(o) ? names + " " + o.get_type_name() : names;
 }
 
+// The option's description, and its default when it has one.
 std::string option_text(const CLI::Option& o) {
-    const std::string& fallback = o.get_default_str();
-    return fallback.empty() ? o.get_description() : o.get_description() + " (default: " + fallback + ")";
+    const std::string shown_default = o.get_default_str();
+    return shown_default.empty() ? o.get_description()
+                                 : o.get_description() + " (default: " + shown_default + ")";
 }
 
 // `text` broken at spaces into lines of at most `width` characters (a longer word stays whole);

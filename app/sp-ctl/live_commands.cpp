@@ -398,7 +398,7 @@ Command add_pin(CLI::App& root) {
             "--for-steps", [&steps = args->for_steps](const long long& n) { steps = n; },
             "the pin ends by itself N steps after it applied")
         ->type_name("N")
-        ->check(integer("a number of steps"));  // its range is the protocol layer's to judge
+        ->transform(integer("a number of steps"));  // its range is the protocol layer's to judge
     command->add_flag("--release-on-spike", args->release_on_spike,
                       "a loss spike ends the pin (a block pinned below BF16 goes back to BF16, as a rollback "
                       "would move it)");

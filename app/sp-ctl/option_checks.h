@@ -3,7 +3,8 @@
 // nothing), which CLI11 reports as "--flag: <that>" and sp-ctl prints as "sp-ctl CMD: --flag: <that>"
 // (exit 2, command_line.h). Numbers are read as sp-ctl always read them, in base 10: CLI11's own
 // conversion reads a leading 0 as octal and takes "-4" for a huge unsigned number, so the integer checks
-// also rewrite the value in plain decimal before CLI11 converts it.
+// also rewrite the value in plain decimal before CLI11 converts it. They are given with ->transform()
+// (->check() would hand them a copy of the value); the others with ->check().
 #include <cstdint>
 #include <functional>
 #include <limits>
@@ -15,12 +16,12 @@
 
 namespace sp::ctl {
 
-// A whole number in [least, most] (--count, --repeats, ...).
+// A whole number in [least, most] (--count, --repeats, ...); ->transform().
 CLI::Validator whole_number(std::uint64_t least,
                             std::uint64_t most = std::numeric_limits<std::uint64_t>::max());
 
 // Any integer (its range is for someone else to judge, e.g. the protocol layer). `what` names it in the
-// message: integer("a number of steps") says "'soon' is not a number of steps".
+// message: integer("a number of steps") says "'soon' is not a number of steps"; ->transform().
 CLI::Validator integer(const char* what);
 
 // A number, finite or not (its range is for someone else to judge), named `what` as above.

@@ -253,7 +253,7 @@ Command add_tail(CLI::App& root) {
         ->add_option_function<std::uint64_t>(
             "--count", [&count = args->count](const std::uint64_t& n) { count = n; }, "stop after N messages")
         ->type_name("N")
-        ->check(whole_number(1));
+        ->transform(whole_number(1));
     connection_options(*command, args->connection, protocol::kDefaultTelemetryEndpoint, std::nullopt,
                        "give up when nothing arrives for this long (default: wait forever)");
     command->footer(

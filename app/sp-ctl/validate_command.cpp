@@ -299,7 +299,7 @@ Command add_validate(CLI::App& root) {
     command->add_flag("--json", args->json, "print one JSON object instead");
     command->add_option("--max-problems", args->max_problems, "how many problems to list")
         ->type_name("N")
-        ->check(whole_number(0))
+        ->transform(whole_number(0))
         ->capture_default_str();
     command->footer("Exit codes: 0 clean, 1 problems found, 2 bad usage or unreadable file.");
     return {command, [args] { return run_validate(*args); }};

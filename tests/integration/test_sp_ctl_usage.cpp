@@ -124,6 +124,9 @@ class TestSpCtlUsage : public QObject {
              "sp-ctl simulate: --format: must be 'jsonl' or 'table', got 'xml'\n"},
             {{"gate", "--shapes", "64x32", "--out", "p.json", "--repeats", "1001"},
              "sp-ctl gate: --repeats: must be a whole number from 1 to 1000, got '1001'\n"},
+            // Decimal, as sp-ctl always read numbers: 010 is ten (CLI11 alone would read eight).
+            {{"gate", "--shapes", "64x32", "--out", "p.json", "--min-rows", "010", "--max-rows", "9"},
+             "sp-ctl gate: --max-rows (9) must be >= --min-rows (10)\n"},
         };
         QTemporaryDir dir;  // the working directory: nothing may be written there
         for (const auto& [args, message] : cases) {
