@@ -76,6 +76,7 @@ std::string parse_formats(const std::string& text, std::vector<sp::Precision>& o
     return {};
 }
 
+// What `parse` finds wrong with `text` ("" when nothing), for the flag's check; the values are dropped.
 template <typename T>
 std::string problem_of(std::string (*parse)(const std::string&, std::vector<T>&), const std::string& text) {
     std::vector<T> unused;
