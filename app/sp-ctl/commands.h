@@ -1,28 +1,36 @@
 #pragma once
-// sp-ctl subcommands. Each takes the arguments after its name and returns the process exit code:
-// 0 success, 1 the operation failed, 2 bad usage or bad input (the message names what is wrong).
-#include <string>
-#include <vector>
+// sp-ctl's commands. Each add_* declares its command on the root app (command_line.h) — its options and
+// arguments, their checks and their help, once — and returns what runs it once the command line parsed.
+// The run returns the process exit code: 0 success, 1 the operation failed, 2 bad usage or bad input
+// (the message names what is wrong).
+#include <functional>
+
+namespace CLI {
+class App;
+}
 
 namespace sp::ctl {
 
-using Args = std::vector<std::string>;
+struct Command {
+    CLI::App* app;             // the declared command; parsed() after `sp-ctl <its name> ...`
+    std::function<int()> run;  // reads the values the parse left in the command's options
+};
 
-int run_simulate(const Args& args);
-int run_validate(const Args& args);
-int run_summarize(const Args& args);
+Command add_simulate(CLI::App& root);
+Command add_validate(CLI::App& root);
+Command add_summarize(CLI::App& root);
 // Measures each format against BF16 on this machine and writes the format gate policy (core/GATE.md).
-int run_gate(const Args& args);
+Command add_gate(CLI::App& root);
 
 // Live commands: talk to a running agent (agent/PROTOCOL.md). Extra exit code 3: no answer.
-int run_pin(const Args& args);
-int run_release(const Args& args);
-int run_release_all(const Args& args);
-int run_mode(const Args& args);
-int run_budget(const Args& args);
-int run_snapshot(const Args& args);
-int run_ping(const Args& args);
-int run_tail(const Args& args);
-int run_keygen(const Args& args);
+Command add_pin(CLI::App& root);
+Command add_release(CLI::App& root);
+Command add_release_all(CLI::App& root);
+Command add_mode(CLI::App& root);
+Command add_budget(CLI::App& root);
+Command add_snapshot(CLI::App& root);
+Command add_ping(CLI::App& root);
+Command add_tail(CLI::App& root);
+Command add_keygen(CLI::App& root);
 
 }  // namespace sp::ctl

@@ -3,11 +3,12 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <stdexcept>
 
+#include <CLI/CLI.hpp>
+
+#include "option_checks.h"
 #include "sp/keys/curve_key_file.h"
 #include "sp/transport/client_socket.h"
 
@@ -18,11 +19,11 @@ using Clock = std::chrono::steady_clock;
 
 // The keys through sp::keys, which refuses a secret key others may read, a public key given as
 // a secret one (and the reverse), and says so naming the file.
-bool read_keys(const char* command, const ParsedArgs& args, Connection& out) {
+bool read_keys(const char* command, const ConnectionArgs& args, Connection& out) {
     try {
-        out.server_public = sp::keys::read_public_key(args.value("--server-key"));
+        out.server_public = sp::keys::read_public_key(*args.server_key);
         const sp::keys::SecretKey mine =
-            sp::keys::read_secret_key(sp::keys::secret_key_path(args.value("--client-key")));
+            sp::keys::read_secret_key(sp::keys::secret_key_path(*args.client_key));
         out.client_secret = mine.secret_z85;
         out.client_public = mine.public_z85;
         return true;
@@ -34,49 +35,44 @@ bool read_keys(const char* command, const ParsedArgs& args, Connection& out) {
 
 }  // namespace
 
-std::vector<OptionSpec> connection_options(std::vector<OptionSpec> extra) {
-    std::vector<OptionSpec> spec = {{"--endpoint", true},
-                                    {"--timeout", true},
-                                    {"--json", false},
-                                    {"--server-key", true},
-                                    {"--client-key", true}};
-    spec.insert(spec.end(), extra.begin(), extra.end());
-    return spec;
+void connection_options(CLI::App& command, ConnectionArgs& args, const char* endpoint,
+                        std::optional<double> timeout, const char* timeout_help) {
+    const char* group = "connection options";
+    args.endpoint = endpoint;
+    command.add_option("--endpoint", args.endpoint, "the agent's socket")
+        ->type_name("ENDPOINT")
+        ->check(not_empty())
+        ->capture_default_str()
+        ->group(group);
+    args.timeout_s = timeout;
+    CLI::Option* seconds = command.add_option_function<double>(
+        "--timeout", [&args](const double& t) { args.timeout_s = t; }, timeout_help);
+    seconds->type_name("SECONDS")->check(seconds_up_to_a_day())->group(group);
+    if (timeout) {
+        char shown[32];
+        std::snprintf(shown, sizeof shown, "%g", *timeout);
+        seconds->default_str(shown);
+    }
+    command.add_flag("--json", args.json, "print JSON instead of text");
+    command
+        .add_option_function<std::string>(
+            "--server-key", [&args](const std::string& file) { args.server_key = file; },
+            "the agent's CURVE public key (with --client-key)")
+        ->type_name("FILE.pub")
+        ->group(group);
+    command
+        .add_option_function<std::string>(
+            "--client-key", [&args](const std::string& name) { args.client_key = name; },
+            "this client's CURVE secret key, NAME.key (sp-ctl keygen; mode 0600)")
+        ->type_name("NAME")
+        ->group(group);
 }
 
-std::string connection_help(const char* endpoint, const char* timeout) {
-    return std::string("  --endpoint ENDPOINT    the agent's socket (default: ") + endpoint +
-           ")\n"
-           "  --timeout SECONDS      " +
-           timeout +
-           "\n"
-           "  --json                 print JSON instead of text\n"
-           "  --server-key FILE.pub  the agent's CURVE public key (with --client-key)\n"
-           "  --client-key NAME      this client's CURVE secret key, NAME.key (sp-ctl keygen; mode 0600)\n";
-}
-
-bool read_connection(const char* command, const ParsedArgs& args, const char* default_endpoint,
-                     std::optional<double> default_timeout, Connection& out) {
-    out.endpoint = args.value("--endpoint", default_endpoint);
-    if (out.endpoint.empty()) {
-        std::fprintf(stderr, "sp-ctl %s: --endpoint must not be empty\n", command);
-        return false;
-    }
-    out.timeout_s = default_timeout;
-    if (args.has("--timeout")) {
-        const std::string text = args.value("--timeout");
-        char* end = nullptr;
-        const double t = std::strtod(text.c_str(), &end);
-        // An upper bound keeps the millisecond arithmetic far from overflow (a day is plenty).
-        if (text.empty() || *end != '\0' || !std::isfinite(t) || t <= 0.0 || t > 86400.0) {
-            std::fprintf(stderr, "sp-ctl %s: --timeout must be a number of seconds in (0, 86400], got '%s'\n",
-                         command, text.c_str());
-            return false;
-        }
-        out.timeout_s = t;
-    }
-    out.json = args.has("--json");
-    const bool server = args.has("--server-key"), client = args.has("--client-key");
+bool read_connection(const char* command, const ConnectionArgs& args, Connection& out) {
+    out.endpoint = args.endpoint;
+    out.timeout_s = args.timeout_s;
+    out.json = args.json;
+    const bool server = args.server_key.has_value(), client = args.client_key.has_value();
     if (server != client) {
         std::fprintf(stderr, "sp-ctl %s: CURVE needs both --server-key and --client-key\n", command);
         return false;

@@ -9,9 +9,12 @@
 
 #include <zmq.hpp>
 
-#include "cli_util.h"
 #include "sp/protocol.h"
 #include "sp/transport/handshake_monitor.h"
+
+namespace CLI {
+class App;
+}
 
 namespace sp::ctl {
 
@@ -22,11 +25,19 @@ inline constexpr int kExitFailed = 1;
 inline constexpr int kExitUsage = 2;
 inline constexpr int kExitNoAnswer = 3;
 
-// --endpoint, --timeout, --json, --server-key, --client-key, followed by `extra`.
-std::vector<OptionSpec> connection_options(std::vector<OptionSpec> extra = {});
+// The connection options' values as given on the command line (connection_options binds them).
+struct ConnectionArgs {
+    std::string endpoint;
+    std::optional<double> timeout_s;  // nullopt: no --timeout and the command has no default
+    bool json = false;
+    std::optional<std::string> server_key, client_key;  // key files; CURVE needs both
+};
 
-// The help text of the options above; `endpoint` and `timeout` describe the command's defaults.
-std::string connection_help(const char* endpoint, const char* timeout);
+// Declares --json, and --endpoint, --timeout, --server-key and --client-key in the help group
+// "connection options", on `command`, bound to `args`, which must outlive the parse. `endpoint` and `timeout`
+// are the command's defaults (nullopt: none); `timeout_help` says what the timeout bounds.
+void connection_options(CLI::App& command, ConnectionArgs& args, const char* endpoint,
+                        std::optional<double> timeout, const char* timeout_help);
 
 struct Connection {
     std::string endpoint;
@@ -36,9 +47,9 @@ struct Connection {
     std::string server_public, client_public, client_secret;
 };
 
-// Reads the connection options. On a bad value prints "sp-ctl CMD: ..." and returns false (exit 2).
-bool read_connection(const char* command, const ParsedArgs& args, const char* default_endpoint,
-                     std::optional<double> default_timeout, Connection& out);
+// Reads the connection options' values (the keys from their files). On a bad value prints
+// "sp-ctl CMD: ..." and returns false (exit 2).
+bool read_connection(const char* command, const ConnectionArgs& args, Connection& out);
 
 // sp::transport::open_client_socket with this connection's endpoint and CURVE keys (a one-shot
 // command: no fast reconnection, requests queue until the connection is up). Throws zmq::error_t

@@ -3,48 +3,34 @@
 // the "never slower than BF16" policy file (core/GATE.md).
 #include <algorithm>
 #include <cerrno>
-#include <charconv>
-#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
-#include <limits>
+#include <memory>
 #include <optional>
-#include <sstream>
 #include <string>
 #include <vector>
+
+#include <CLI/CLI.hpp>
 
 #include "cli_util.h"
 #include "commands.h"
 #include "gate_measure.h"
+#include "option_checks.h"
 #include "sp/format_gate.h"
 
 namespace sp::ctl {
 namespace {
 
-constexpr const char* kUsage =
-    "usage: sp-ctl gate --shapes SHAPES --out POLICY.json [--formats LIST] [--min-rows N] [--max-rows N]\n"
-    "                   [--repeats N] [--threshold X] [--int4-group N]\n"
+constexpr const char* kDescription =
+    "measure each format against BF16 here; write the format gate policy\n"
     "\n"
     "Measures, on this machine, what moving the model's weights costs in each low-precision format —\n"
     "quantize the fp32 master (core's reference), copy exactly the stored bytes (the CPU link),\n"
     "dequantize into the fp32 compute copy — against BF16 moving the same weights, and writes the\n"
     "policy file that admits a format only from the size where it is faster and stays faster.\n"
-    "\n"
-    "  --shapes SHAPES   the model's parameter shapes, comma-separated: ROWSxCOLS for a matrix,\n"
-    "                    N (or 1xN) for a vector, e.g. 384x128,128x128,512x128,128x512,128\n"
-    "  --out PATH        the policy file to write\n"
-    "  --formats LIST    formats to measure (default int8,int4,fp8_e4m3,fp8_e5m2)\n"
-    "  --min-rows N      smallest row count of the sweep (default 16)\n"
-    "  --max-rows N      largest row count of the sweep (default 65536); rows go over the powers of\n"
-    "                    two in between, plus each matrix's own row count; vectors are measured as is\n"
-    "  --repeats N       rounds per size; each time is the median over them (default 7)\n"
-    "  --threshold X     the speed-up a format needs (default 1.0: at least as fast as BF16)\n"
-    "  --int4-group N    INT4 group size (default 64)\n"
-    "\n"
     "Prints one line per size and format (microseconds per trip, speed-up = bf16 / format), then\n"
-    "the rules. The file format and the decision logic are in core/GATE.md.\n"
-    "Exit codes: 0 ok, 1 the file could not be written, 2 bad usage.\n";
+    "the rules. The file format and the decision logic are in core/GATE.md.";
 
 // The most elements one measured tensor may have: the master, the compute copy and the payloads
 // together stay around 3 GiB at this size.
@@ -53,14 +39,6 @@ constexpr std::uint64_t kMaxElements = std::uint64_t{1} << 28;
 int usage_error(const std::string& message) {
     std::fprintf(stderr, "sp-ctl gate: %s\n", message.c_str());
     return 2;
-}
-
-std::vector<std::string> split(const std::string& text, char sep) {
-    std::vector<std::string> parts;
-    std::stringstream in(text);
-    for (std::string part; std::getline(in, part, sep);) parts.push_back(part);
-    if (!text.empty() && text.back() == sep) parts.emplace_back();
-    return parts;
 }
 
 // "384x128" -> {384, 128}; "128" -> {1, 128}. Empty when the text is not a shape.
@@ -73,51 +51,45 @@ std::optional<sp::TensorShape> parse_shape(const std::string& text) {
     return sp::TensorShape{*rows, *cols};
 }
 
-bool parse_shapes(const std::string& text, std::vector<sp::TensorShape>& out, std::string& error) {
-    for (const std::string& part : split(text, ',')) {
+// --shapes: the shapes, and "" or what is wrong with the list (checked by the parse, used by the run).
+std::string parse_shapes(const std::string& text, std::vector<sp::TensorShape>& out) {
+    if (text.empty()) return "no shape given";
+    for (const std::string& part : split_list(text)) {
         const auto shape = parse_shape(part);
-        if (!shape) {
-            error = "--shapes: '" + part + "' is not a shape (ROWSxCOLS or N, whole numbers >= 1)";
-            return false;
-        }
+        if (!shape) return "'" + part + "' is not a shape (ROWSxCOLS or N, whole numbers >= 1)";
         out.push_back(*shape);
     }
-    if (out.empty()) error = "--shapes: no shape given";
-    return !out.empty();
+    return {};
 }
 
-bool parse_formats(const std::string& text, std::vector<sp::Precision>& out, std::string& error) {
-    for (const std::string& part : split(text, ',')) {
+// --formats: as --shapes; a format named twice is measured once.
+std::string parse_formats(const std::string& text, std::vector<sp::Precision>& out) {
+    if (text.empty()) return "no format given";
+    for (const std::string& part : split_list(text)) {
         const auto p = sp::parse_precision(part);
         if (!p || *p == sp::Precision::bf16) {
-            error = "--formats: '" + part + "' is not one of int8, int4, fp8_e4m3, fp8_e5m2" +
-                    (p ? " (BF16 is the baseline, always measured)" : "");
-            return false;
+            return "'" + part + "' is not one of int8, int4, fp8_e4m3, fp8_e5m2" +
+                   (p ? " (BF16 is the baseline, always measured)" : "");
         }
         if (std::find(out.begin(), out.end(), *p) == out.end()) out.push_back(*p);
     }
-    if (out.empty()) error = "--formats: no format given";
-    return !out.empty();
+    return {};
 }
 
-bool parse_threshold(const std::string& text, double& out) {
-    const char* end = text.data() + text.size();
-    const auto [ptr, ec] = std::from_chars(text.data(), end, out);
-    return !text.empty() && ec == std::errc() && ptr == end && std::isfinite(out) && out > 0.0;
+// What `parse` finds wrong with `text` ("" when nothing), for the flag's check; the values are dropped.
+template <typename T>
+std::string problem_of(std::string (*parse)(const std::string&, std::vector<T>&), const std::string& text) {
+    std::vector<T> unused;
+    return parse(text, unused);
 }
 
-// Reads a count flag that must be >= `least`; false (after the message) otherwise.
-bool count_flag(const ParsedArgs& parsed, const char* name, std::uint64_t least, std::uint64_t& out) {
-    if (!parsed.has(name)) return true;
-    const auto v = parse_count(parsed.value(name));
-    if (v && *v >= least) {
-        out = *v;
-        return true;
-    }
-    usage_error(std::string(name) + " must be a whole number >= " + std::to_string(least) + ", got '" +
-                parsed.value(name) + "'");
-    return false;
-}
+// The command line's values; the lists as given, read by parse_shapes and parse_formats.
+struct GateArgs {
+    std::string shapes, out_path;
+    std::string formats = "int8,int4,fp8_e4m3,fp8_e5m2";
+    GateSweep sweep;  // its defaults are the flags' defaults
+    double threshold = 1.0;
+};
 
 struct Request {
     std::vector<sp::TensorShape> shapes;
@@ -126,29 +98,17 @@ struct Request {
     double threshold = 1.0;
 };
 
-// Every flag checked; returns the exit code on a usage error.
-std::optional<int> read_request(const ParsedArgs& parsed, Request& req) {
-    std::string error;
-    if (!parsed.has("--shapes")) return usage_error(std::string("--shapes is required\n\n") + kUsage);
-    if (!parse_shapes(parsed.value("--shapes"), req.shapes, error)) return usage_error(error);
-    req.out_path = parsed.value("--out");
-    if (req.out_path.empty()) return usage_error(std::string("--out is required\n\n") + kUsage);
-    if (!parse_formats(parsed.value("--formats", "int8,int4,fp8_e4m3,fp8_e5m2"), req.sweep.formats, error))
-        return usage_error(error);
-    std::uint64_t repeats = 7;
-    if (!count_flag(parsed, "--min-rows", 1, req.sweep.min_rows) ||
-        !count_flag(parsed, "--max-rows", 1, req.sweep.max_rows) ||
-        !count_flag(parsed, "--repeats", 1, repeats) ||
-        !count_flag(parsed, "--int4-group", 1, req.sweep.int4_group))
-        return 2;
-    if (repeats > 1000) return usage_error("--repeats must be at most 1000, got " + std::to_string(repeats));
-    req.sweep.repeats = static_cast<int>(repeats);
+// The values each flag was checked for alone, and the checks across flags; returns the exit code on a
+// usage error.
+std::optional<int> read_request(const GateArgs& args, Request& req) {
+    req.out_path = args.out_path;
+    req.sweep = args.sweep;
+    req.threshold = args.threshold;
+    (void)parse_shapes(args.shapes, req.shapes);  // checked when parsed
+    (void)parse_formats(args.formats, req.sweep.formats);
     if (req.sweep.max_rows < req.sweep.min_rows)
         return usage_error("--max-rows (" + std::to_string(req.sweep.max_rows) + ") must be >= --min-rows (" +
                            std::to_string(req.sweep.min_rows) + ")");
-    if (parsed.has("--threshold") && !parse_threshold(parsed.value("--threshold"), req.threshold))
-        return usage_error("--threshold must be a finite number > 0, got '" + parsed.value("--threshold") +
-                           "'");
     for (const sp::TensorShape& s : req.shapes) {
         const std::uint64_t rows = std::max(s.rows, req.sweep.max_rows);
         if (rows > kMaxElements / s.cols)
@@ -205,16 +165,9 @@ std::string rules_text(const sp::FormatGatePolicy& policy, const SizePlan& plan,
     return out;
 }
 
-}  // namespace
-
-int run_gate(const Args& args) {
-    ParsedArgs parsed;
-    const std::vector<OptionSpec> spec = {{"--shapes", true},    {"--out", true},       {"--formats", true},
-                                          {"--min-rows", true},  {"--max-rows", true},  {"--repeats", true},
-                                          {"--threshold", true}, {"--int4-group", true}};
-    if (const auto exit = parse_args("gate", args, spec, kUsage, 0, parsed)) return *exit;
+int run_gate(const GateArgs& args) {
     Request req;
-    if (const auto exit = read_request(parsed, req)) return *exit;
+    if (const auto exit = read_request(args, req)) return *exit;
 
     // Checked before measuring, which can take minutes; opened to append so nothing is lost yet.
     if (!std::ofstream(req.out_path, std::ios::binary | std::ios::app)) {
@@ -253,6 +206,57 @@ int run_gate(const Args& args) {
     std::fprintf(stderr, "sp-ctl gate: %zu measurements, %zu rules, policy written to %s\n", all.size(),
                  policy.rules.size(), req.out_path.c_str());
     return 0;
+}
+
+}  // namespace
+
+Command add_gate(CLI::App& root) {
+    auto args = std::make_shared<GateArgs>();
+    CLI::App* command = root.add_subcommand("gate", kDescription);
+    command
+        ->add_option(
+            "--shapes", args->shapes,
+            "the model's parameter shapes, comma-separated: ROWSxCOLS for a matrix, N (or 1xN) for a "
+            "vector, e.g. 384x128,128x128,512x128,128x512,128")
+        ->required()
+        ->type_name("SHAPES")
+        ->check(checked_by([](const std::string& text) { return problem_of(parse_shapes, text); }));
+    command->add_option("--out", args->out_path, "the policy file to write")
+        ->required()
+        ->type_name("PATH")
+        ->check(not_empty());
+    command->add_option("--formats", args->formats, "formats to measure")
+        ->type_name("LIST")
+        ->check(checked_by([](const std::string& text) { return problem_of(parse_formats, text); }))
+        ->capture_default_str();
+    command->add_option("--min-rows", args->sweep.min_rows, "smallest row count of the sweep")
+        ->type_name("N")
+        ->transform(whole_number(1))
+        ->capture_default_str();
+    command
+        ->add_option("--max-rows", args->sweep.max_rows,
+                     "largest row count of the sweep; rows go over the powers of two in between, plus each "
+                     "matrix's own row count; vectors are measured as is")
+        ->type_name("N")
+        ->transform(whole_number(1))
+        ->capture_default_str();
+    command
+        ->add_option("--repeats", args->sweep.repeats, "rounds per size; each time is the median over them")
+        ->type_name("N")
+        ->transform(whole_number(1, 1000))
+        ->capture_default_str();
+    command
+        ->add_option("--threshold", args->threshold,
+                     "the speed-up over BF16 a format needs; 1: at least as fast")
+        ->type_name("X")
+        ->check(positive_number())
+        ->capture_default_str();
+    command->add_option("--int4-group", args->sweep.int4_group, "INT4 group size")
+        ->type_name("N")
+        ->transform(whole_number(1))
+        ->capture_default_str();
+    command->footer("Exit codes: 0 ok, 1 the file could not be written, 2 bad usage.");
+    return {command, [args] { return run_gate(*args); }};
 }
 
 }  // namespace sp::ctl

@@ -1,80 +1,80 @@
-// The control subcommands: pin, release, release-all, mode, snapshot, ping (one request each on the
-// agent's control socket, agent/PROTOCOL.md §4) and keygen (a CURVE key pair for §9).
+// The control subcommands: pin, release, release-all, mode, budget, snapshot, ping (one request each on
+// the agent's control socket, agent/PROTOCOL.md §4).
 #include <algorithm>
 #include <cctype>
 #include <charconv>
 #include <chrono>
-#include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <functional>
+#include <memory>
 #include <optional>
-#include <stdexcept>
 #include <string>
 #include <variant>
 #include <vector>
 
+#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "cli_util.h"
 #include "command_watch.h"
 #include "commands.h"
 #include "control_client.h"
+#include "option_checks.h"
 #include "sp/json_input.h"
-#include "sp/keys/curve_key_file.h"
 
 namespace sp::ctl {
 namespace {
 
 namespace protocol = sp::protocol;
 
-std::string usage_of(const char* synopsis, const char* what) {
-    return std::string("usage: sp-ctl ") + synopsis + "\n\n" + what + "\n\noptions:\n" +
-           connection_help(protocol::kDefaultControlEndpoint, "how long to wait for the reply (default 3)") +
-           "\nExit codes: 0 ok, 1 rejected by the agent, 2 bad usage, 3 no answer.\n";
+constexpr const char* kReplyTimeout = "how long to wait for the reply";
+constexpr const char* kQueryExitCodes =
+    "Exit codes: 0 ok, 1 rejected by the agent, 2 bad usage, 3 no answer.";
+
+// A routing command's description: its summary (the line `sp-ctl --help` lists), its details, and
+// what all of them share: the agent applies them at the next step boundary, and sp-ctl waits for that
+// unless told not to.
+std::string routing_description(const char* summary, const char* details = "") {
+    return std::string(summary) + "\n\n" + details +
+           "By default sp-ctl follows the agent's telemetry until the command has applied (or was\n"
+           "rejected) at the next step boundary, and reports that.";
 }
 
-// The routing commands' usage: the agent applies them at the next step boundary, and sp-ctl
-// waits for that unless told not to.
-std::string routing_usage(const char* synopsis, const char* what) {
-    return std::string("usage: sp-ctl ") + synopsis + "\n\n" + what +
-           "\nBy default sp-ctl then follows the agent's telemetry until the command has applied (or was\n"
-           "rejected) at the step boundary, and reports that.\n\noptions:\n" +
-           connection_help(protocol::kDefaultControlEndpoint, "how long to wait for the reply (default 3)") +
-           "  --no-wait              report the acknowledgement alone (the command is queued, not yet\n"
-           "                         applied)\n"
-           "  --telemetry-endpoint E the agent's telemetry socket, followed for the outcome (default: the\n"
-           "                         control endpoint's port - 1, e.g. tcp://127.0.0.1:5556)\n"
-           "  --wait-timeout SECONDS how long to wait for the command to apply (default 60)\n"
-           "\nExit codes: 0 applied (queued, with --no-wait), 1 rejected by the agent (in the reply or when\n"
-           "it applied) or the run ended first, 2 bad usage, 3 no answer or no outcome within the wait.\n";
+// What is wrong with a --blocks list ("" when nothing): an empty entry.
+std::string block_list_problem(const std::string& text) {
+    for (const std::string& token : split_list(text)) {
+        if (token.empty())
+            return "an empty entry in '" + text +
+                   "' (expected ids or names, e.g. --blocks 3,4 or --blocks blocks.3)";
+    }
+    return {};
 }
 
 // "3,4" -> [3,4]; "blocks.3,4" -> ["blocks.3",4]: a token that is not an integer is a block name,
 // which resolve_block_names() turns into its id from the agent's layout. The ids' range is the
 // protocol layer's to judge, so a negative id gets the same message the agent would send.
-bool parse_blocks(const char* command, const std::string& text, nlohmann::json& out) {
-    out = nlohmann::json::array();
-    std::size_t start = 0;
-    for (;;) {
-        const std::size_t comma = text.find(',', start);
-        const std::string token =
-            text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-        if (token.empty()) {
-            std::fprintf(stderr,
-                         "sp-ctl %s: --blocks: an empty entry in '%s' (expected ids or names, e.g. --blocks "
-                         "3,4 or --blocks blocks.3)\n",
-                         command, text.c_str());
-            return false;
-        }
+nlohmann::json parse_blocks(const std::string& text) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const std::string& token : split_list(text)) {
         long long id = 0;
         const auto [ptr, ec] = std::from_chars(token.data(), token.data() + token.size(), id);
         if (ec == std::errc() && ptr == token.data() + token.size())
             out.push_back(id);
         else
             out.push_back(token);
-        if (comma == std::string::npos) return true;
-        start = comma + 1;
     }
+    return out;
+}
+
+// --blocks, required, of pin and release.
+void add_blocks_option(CLI::App& command, std::string& blocks, const char* what) {
+    command
+        .add_option(
+            "--blocks", blocks,
+            std::string(what) + ": ids, or the names the dashboard shows, comma-separated (3,4 or blocks.3)")
+        ->required()
+        ->type_name("IDS")
+        ->check(checked_by(block_list_problem));
 }
 
 // Block names in the request's "blocks" become ids, from the layout of the agent's snapshot (the
@@ -156,17 +156,53 @@ std::string describe(const sp::Command& cmd) {
     return "command";
 }
 
+// What every routing command takes besides its own options: the connection, and how it follows the
+// command to its outcome.
+struct RoutingArgs {
+    ConnectionArgs connection;
+    bool no_wait = false;
+    std::optional<std::string> telemetry_endpoint;
+    double wait_timeout_s = 60.0;
+};
+
+// Declares the options above on a routing command, after its own, and its exit codes.
+void add_routing_options(CLI::App& command, RoutingArgs& args) {
+    const char* group = "outcome options";
+    command
+        .add_flag("--no-wait", args.no_wait,
+                  "report the acknowledgement alone (the command is queued, not yet applied)")
+        ->group(group);
+    command
+        .add_option_function<std::string>(
+            "--telemetry-endpoint", [&args](const std::string& e) { args.telemetry_endpoint = e; },
+            "the agent's telemetry socket, followed for the outcome "
+            "(default: the control endpoint's port - 1, e.g. tcp://127.0.0.1:5556)")
+        ->type_name("E")
+        ->group(group);
+    command.add_option("--wait-timeout", args.wait_timeout_s, "how long to wait for the command to apply")
+        ->type_name("SECONDS")
+        ->check(seconds_up_to_a_day())
+        ->capture_default_str()
+        ->group(group);
+    connection_options(command, args.connection, protocol::kDefaultControlEndpoint, 3.0, kReplyTimeout);
+    command.footer(
+        "Exit codes: 0 applied (queued, with --no-wait), 1 rejected by the agent (in the reply or when\n"
+        "it applied) or the run ended first, 2 bad usage, 3 no answer or no outcome within the wait.");
+}
+
 // How to follow a routing command to its outcome: the telemetry connection and the wait.
 struct Follow {
     Connection telemetry;
     double seconds = 60.0;
 };
 
-// Reads --telemetry-endpoint and --wait-timeout. On a bad value prints why and returns false.
-bool read_follow(const char* command, const ParsedArgs& p, const Connection& control, Follow& out) {
+// Where to follow the command: --telemetry-endpoint, or the one beside the control endpoint. On a bad
+// endpoint prints why and returns false.
+bool read_follow(const char* command, const RoutingArgs& args, const Connection& control, Follow& out) {
     out.telemetry = control;  // the same keys and connection timeout
-    if (p.has("--telemetry-endpoint")) {
-        out.telemetry.endpoint = p.value("--telemetry-endpoint");
+    out.seconds = args.wait_timeout_s;
+    if (args.telemetry_endpoint) {
+        out.telemetry.endpoint = *args.telemetry_endpoint;
     } else if (const auto beside = telemetry_beside(control.endpoint)) {
         out.telemetry.endpoint = *beside;
     } else {
@@ -180,17 +216,6 @@ bool read_follow(const char* command, const ParsedArgs& p, const Connection& con
         std::fprintf(stderr,
                      "sp-ctl %s: --telemetry-endpoint must be the agent's telemetry socket, not '%s'\n",
                      command, out.telemetry.endpoint.c_str());
-        return false;
-    }
-    if (!p.has("--wait-timeout")) return true;
-    const std::string text = p.value("--wait-timeout");
-    char* end = nullptr;
-    out.seconds = std::strtod(text.c_str(), &end);
-    if (text.empty() || *end != '\0' || !std::isfinite(out.seconds) || out.seconds <= 0.0 ||
-        out.seconds > 86400.0) {
-        std::fprintf(stderr,
-                     "sp-ctl %s: --wait-timeout must be a number of seconds in (0, 86400], got '%s'\n",
-                     command, text.c_str());
         return false;
     }
     return true;
@@ -231,22 +256,16 @@ int report_outcome(const char* command, const Connection& c, const sp::Command& 
 // pin, release, release-all, mode, budget: validated locally by the protocol layer (an unknown
 // block count checks shape only), then sent once and, unless --no-wait, followed until the agent
 // applied or rejected it. Never retried: a second copy could land after a later command from
-// someone else and undo it, so a lost reply is reported instead.
-int run_routing(const char* command, const Args& args, std::vector<OptionSpec> extra, std::size_t positionals,
-                const std::string& usage,
-                const std::function<bool(const ParsedArgs&, nlohmann::json&)>& fill) {
-    extra.insert(extra.end(),
-                 {{"--no-wait", false}, {"--telemetry-endpoint", true}, {"--wait-timeout", true}});
-    ParsedArgs parsed;
-    if (auto rc = parse_args(command, args, connection_options(extra), usage.c_str(), positionals, parsed))
-        return *rc;
+// someone else and undo it, so a lost reply is reported instead. `fill` writes the command's fields.
+int run_routing(const char* command, const RoutingArgs& args,
+                const std::function<void(nlohmann::json&)>& fill) {
     Connection c;
-    if (!read_connection(command, parsed, protocol::kDefaultControlEndpoint, 3.0, c)) return kExitUsage;
-    const bool follow = !parsed.has("--no-wait");
+    if (!read_connection(command, args.connection, c)) return kExitUsage;
+    const bool follow = !args.no_wait;
     Follow f;
-    if (follow && !read_follow(command, parsed, c, f)) return kExitUsage;
+    if (follow && !read_follow(command, args, c, f)) return kExitUsage;
     nlohmann::json request = {{"id", "local-check"}};
-    if (!fill(parsed, request)) return kExitUsage;
+    fill(request);
     if (const std::optional<int> rc = resolve_block_names(command, c, request)) return *rc;
     const auto checked = protocol::parse_request(request.dump(), protocol::kUnknownBlockCount);
     if (const auto* bad = std::get_if<protocol::RequestError>(&checked)) {
@@ -281,120 +300,16 @@ int run_routing(const char* command, const Args& args, std::vector<OptionSpec> e
     return report_outcome(command, c, cmd, *outcome.reply, watch.wait(sent_id, f.seconds), f.seconds);
 }
 
-bool require(const char* command, const ParsedArgs& p, const char* option) {
-    if (p.has(option)) return true;
-    std::fprintf(stderr, "sp-ctl %s: %s is required\n", command, option);
-    return false;
-}
-
 std::string json_scalar(const nlohmann::json& j, const char* key) {
     const auto it = j.find(key);
     if (it == j.end() || it->is_null()) return "?";
     return it->is_string() ? it->get<std::string>() : it->dump();
 }
 
-}  // namespace
-
-int run_pin(const Args& args) {
-    const std::string usage = routing_usage(
-        "pin --blocks IDS --precision P [--for-steps N] [--release-on-spike] [options]",
-        "Pins blocks (ids or names: --blocks 3,4 or --blocks blocks.3) to a precision: bf16, int8, fp8_e4m3, "
-        "fp8_e5m2, int4.\nThe agent applies it at the next step boundary; a format its "
-        "runtime cannot materialize is rejected.\n"
-        "  --for-steps N          the pin ends by itself N steps after it applied\n"
-        "  --release-on-spike     a loss spike ends the pin (a block pinned below BF16 goes\n"
-        "                         back to BF16, as a rollback would move it)");
-    return run_routing(
-        "pin", args,
-        {{"--blocks", true}, {"--precision", true}, {"--for-steps", true}, {"--release-on-spike", false}}, 0,
-        usage, [](const ParsedArgs& p, nlohmann::json& r) {
-            if (!require("pin", p, "--blocks") || !require("pin", p, "--precision")) return false;
-            r["cmd"] = "pin";
-            // As the dashboard writes them too ("INT8"): the protocol's names are lower case.
-            std::string precision = p.value("--precision");
-            for (char& ch : precision) ch = char(std::tolower(static_cast<unsigned char>(ch)));
-            r["precision"] = precision;
-            if (p.has("--for-steps")) {
-                long long steps = 0;
-                const std::string text = p.value("--for-steps");
-                const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), steps);
-                if (text.empty() || ec != std::errc() || end != text.data() + text.size()) {
-                    std::fprintf(stderr, "sp-ctl pin: --for-steps: '%s' is not a number of steps\n",
-                                 text.c_str());
-                    return false;
-                }
-                r["for_steps"] = steps;  // its range is the protocol layer's to judge
-            }
-            if (p.has("--release-on-spike")) r["release_on_spike"] = true;
-            return parse_blocks("pin", p.value("--blocks"), r["blocks"]);
-        });
-}
-
-int run_release(const Args& args) {
-    const std::string usage =
-        routing_usage("release --blocks IDS [options]",
-                      "Releases operator pins of blocks (ids or names: --blocks 3,4 or --blocks blocks.3).");
-    return run_routing("release", args, {{"--blocks", true}}, 0, usage,
-                       [](const ParsedArgs& p, nlohmann::json& r) {
-                           if (!require("release", p, "--blocks")) return false;
-                           r["cmd"] = "release";
-                           return parse_blocks("release", p.value("--blocks"), r["blocks"]);
-                       });
-}
-
-int run_release_all(const Args& args) {
-    const std::string usage = routing_usage("release-all [options]", "Releases every operator pin.");
-    return run_routing("release-all", args, {}, 0, usage, [](const ParsedArgs&, nlohmann::json& r) {
-        r["cmd"] = "release_all";
-        return true;
-    });
-}
-
-int run_mode(const Args& args) {
-    const std::string usage =
-        routing_usage("mode dynamic|static|off|budget [options]", "Switches the policy's mode.");
-    return run_routing("mode", args, {}, 1, usage, [&usage](const ParsedArgs& p, nlohmann::json& r) {
-        if (p.positionals.empty()) {
-            std::fprintf(stderr, "sp-ctl mode: which mode? dynamic, static, off or budget\n\n%s",
-                         usage.c_str());
-            return false;
-        }
-        r["cmd"] = "set_mode";
-        r["mode"] = p.positionals[0];
-        return true;
-    });
-}
-
-int run_budget(const Args& args) {
-    const std::string usage = routing_usage(
-        "budget --target-pct X [options]",
-        "Sets the budget mode's target: bytes to save against all-BF16, in percent (0 to 100).\n"
-        "The next update plans for it; `sp-ctl mode budget` switches to the budget mode.");
-    return run_routing(
-        "budget", args, {{"--target-pct", true}}, 0, usage, [](const ParsedArgs& p, nlohmann::json& r) {
-            if (!require("budget", p, "--target-pct")) return false;
-            const std::string text = p.value("--target-pct");
-            double v = 0;
-            const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-            if (text.empty() || ec != std::errc() || ptr != text.data() + text.size()) {
-                std::fprintf(stderr, "sp-ctl budget: --target-pct: '%s' is not a number\n", text.c_str());
-                return false;
-            }
-            r["cmd"] = "set_budget";
-            r["target_pct"] = v;
-            return true;
-        });
-}
-
-int run_snapshot(const Args& args) {
+int run_snapshot(const ConnectionArgs& args) {
     const char* command = "snapshot";
-    const std::string usage =
-        usage_of("snapshot [options]",
-                 "Shows the agent's routing state: step, mode, and per block precision and pin.");
-    ParsedArgs parsed;
-    if (auto rc = parse_args(command, args, connection_options(), usage.c_str(), 0, parsed)) return *rc;
     Connection c;
-    if (!read_connection(command, parsed, protocol::kDefaultControlEndpoint, 3.0, c)) return kExitUsage;
+    if (!read_connection(command, args, c)) return kExitUsage;
     // A read changes nothing, so a lost request or reply is safe to retry.
     const Outcome outcome = exchange(command, c, true, [](const std::string& id) {
         return protocol::make_request(id, protocol::Request::Kind::snapshot);
@@ -439,14 +354,10 @@ int run_snapshot(const Args& args) {
     return finish(command, c, outcome, [](const protocol::Reply&) { return std::string(); });
 }
 
-int run_ping(const Args& args) {
+int run_ping(const ConnectionArgs& args) {
     const char* command = "ping";
-    const std::string usage =
-        usage_of("ping [options]", "Checks that the agent answers; prints its step and the round trip.");
-    ParsedArgs parsed;
-    if (auto rc = parse_args(command, args, connection_options(), usage.c_str(), 0, parsed)) return *rc;
     Connection c;
-    if (!read_connection(command, parsed, protocol::kDefaultControlEndpoint, 3.0, c)) return kExitUsage;
+    if (!read_connection(command, args, c)) return kExitUsage;
     const auto start = std::chrono::steady_clock::now();
     const Outcome outcome = exchange(command, c, true, [](const std::string& id) {
         return protocol::make_request(id, protocol::Request::Kind::ping);
@@ -465,56 +376,137 @@ int run_ping(const Args& args) {
     });
 }
 
-int run_keygen(const Args& args) {
-    const char* command = "keygen";
-    const char* usage =
-        "usage: sp-ctl keygen NAME [--force] [--json]\n"
-        "\n"
-        "Writes a CURVE key pair for the agent's sockets (agent/PROTOCOL.md §9):\n"
-        "  NAME.key  the secret key (mode 0600; lines 'public-key = ...' and 'secret-key = ...'):\n"
-        "            the agent's --server-key, or a client's --client-key NAME\n"
-        "  NAME.pub  the public key ('public-key = ...'): clients' --server-key, or a line of the\n"
-        "            agent's --allowed-clients file (cat NAME.pub >> allowed)\n"
-        "Every program refuses a NAME.key that group or others may access (chmod 600 NAME.key) and a\n"
-        "public key where a secret one is expected, or the reverse.\n"
-        "Existing files are left alone unless --force is given. Each file is written as a new file\n"
-        "beside its target and then renamed over it: a symlink at NAME.key or NAME.pub is replaced\n"
-        "itself, never written through.\n"
-        "NAME must name a file: an empty NAME, or one ending in '/', is refused.\n"
-        "Exit codes: 0 ok, 1 cannot write (or files exist), 2 bad usage.\n";
-    ParsedArgs parsed;
-    if (auto rc = parse_args(command, args, {{"--force", false}, {"--json", false}}, usage, 1, parsed))
-        return *rc;
-    if (parsed.positionals.empty()) {
-        std::fprintf(stderr, "sp-ctl keygen: NAME is required\n\n%s", usage);
-        return kExitUsage;
-    }
-    const std::string base = parsed.positionals[0];
-    // "" or "dir/" would write the hidden files .key and .pub, which nobody asked for.
-    if (base.empty() || base.back() == '/') {
-        std::fprintf(
-            stderr,
-            "sp-ctl keygen: NAME %s; give a file name such as 'agent' (writes agent.key and agent.pub)\n",
-            base.empty() ? "is empty" : ("'" + base + "' ends in '/'").c_str());
-        return kExitUsage;
-    }
-    const std::string key_path = base + ".key", pub_path = base + ".pub";
-    std::string pub;
-    try {
-        pub = sp::keys::write_key_pair(
-            base, parsed.has("--force") ? sp::keys::Replace::yes : sp::keys::Replace::no);
-    } catch (const std::runtime_error& e) {
-        std::fprintf(stderr, "sp-ctl keygen: %s\n", e.what());
-        return kExitFailed;
-    }
-    std::string out;
-    if (parsed.has("--json")) {
-        out =
-            nlohmann::json{{"public_key", pub}, {"key_file", key_path}, {"pub_file", pub_path}}.dump() + "\n";
-    } else {
-        out = "wrote " + key_path + " (secret, mode 0600) and " + pub_path + "\npublic key: " + pub + "\n";
-    }
-    return write_stdout(command, out) ? 0 : kExitFailed;
+}  // namespace
+
+Command add_pin(CLI::App& root) {
+    struct PinArgs {
+        RoutingArgs routing;
+        std::string blocks, precision;
+        std::optional<long long> for_steps;
+        bool release_on_spike = false;
+    };
+    auto args = std::make_shared<PinArgs>();
+    CLI::App* command = root.add_subcommand(
+        "pin", routing_description("pin blocks of a running agent to a precision",
+                                   "A format the agent's runtime cannot materialize is rejected.\n"));
+    add_blocks_option(*command, args->blocks, "the blocks to pin");
+    command->add_option("--precision", args->precision, "bf16, int8, fp8_e4m3, fp8_e5m2 or int4, in any case")
+        ->required()
+        ->type_name("P");
+    command
+        ->add_option_function<long long>(
+            "--for-steps", [&steps = args->for_steps](const long long& n) { steps = n; },
+            "the pin ends by itself N steps after it applied")
+        ->type_name("N")
+        ->transform(integer("a number of steps"));  // its range is the protocol layer's to judge
+    command->add_flag("--release-on-spike", args->release_on_spike,
+                      "a loss spike ends the pin (a block pinned below BF16 goes back to BF16, as a rollback "
+                      "would move it)");
+    add_routing_options(*command, args->routing);
+    return {command, [args] {
+                return run_routing("pin", args->routing, [&a = *args](nlohmann::json& r) {
+                    r["cmd"] = "pin";
+                    // As the dashboard writes them too ("INT8"): the protocol's names are lower case.
+                    std::string precision = a.precision;
+                    for (char& ch : precision) ch = char(std::tolower(static_cast<unsigned char>(ch)));
+                    r["precision"] = precision;
+                    if (a.for_steps) r["for_steps"] = *a.for_steps;
+                    if (a.release_on_spike) r["release_on_spike"] = true;
+                    r["blocks"] = parse_blocks(a.blocks);
+                });
+            }};
+}
+
+Command add_release(CLI::App& root) {
+    struct ReleaseArgs {
+        RoutingArgs routing;
+        std::string blocks;
+    };
+    auto args = std::make_shared<ReleaseArgs>();
+    CLI::App* command =
+        root.add_subcommand("release", routing_description("release operator pins of blocks"));
+    add_blocks_option(*command, args->blocks, "the blocks to release");
+    add_routing_options(*command, args->routing);
+    return {command, [args] {
+                return run_routing("release", args->routing, [&a = *args](nlohmann::json& r) {
+                    r["cmd"] = "release";
+                    r["blocks"] = parse_blocks(a.blocks);
+                });
+            }};
+}
+
+Command add_release_all(CLI::App& root) {
+    auto args = std::make_shared<RoutingArgs>();
+    CLI::App* command = root.add_subcommand("release-all", routing_description("release every operator pin"));
+    add_routing_options(*command, *args);
+    return {command, [args] {
+                return run_routing("release-all", *args, [](nlohmann::json& r) { r["cmd"] = "release_all"; });
+            }};
+}
+
+Command add_mode(CLI::App& root) {
+    struct ModeArgs {
+        RoutingArgs routing;
+        std::string mode;
+    };
+    auto args = std::make_shared<ModeArgs>();
+    CLI::App* command = root.add_subcommand(
+        "mode", routing_description("switch the policy's mode: dynamic, static, off or budget"));
+    // The names are the protocol layer's to judge, as the agent would.
+    command->add_option("MODE", args->mode, "dynamic, static, off or budget")->required();
+    add_routing_options(*command, args->routing);
+    return {command, [args] {
+                return run_routing("mode", args->routing, [&a = *args](nlohmann::json& r) {
+                    r["cmd"] = "set_mode";
+                    r["mode"] = a.mode;
+                });
+            }};
+}
+
+Command add_budget(CLI::App& root) {
+    struct BudgetArgs {
+        RoutingArgs routing;
+        double target_pct = 0.0;
+    };
+    auto args = std::make_shared<BudgetArgs>();
+    CLI::App* command = root.add_subcommand(
+        "budget",
+        routing_description(
+            "set the budget mode's target saving (percent)",
+            "Sets the budget mode's target: bytes to save against all-BF16, in percent (0 to 100).\n"
+            "The next update plans for it; `sp-ctl mode budget` switches to the budget mode.\n"));
+    command->add_option("--target-pct", args->target_pct, "the saving to aim for, in percent")
+        ->required()
+        ->type_name("X")
+        ->check(number("a number"));  // its range is the protocol layer's to judge
+    add_routing_options(*command, args->routing);
+    return {command, [args] {
+                return run_routing("budget", args->routing, [&a = *args](nlohmann::json& r) {
+                    r["cmd"] = "set_budget";
+                    r["target_pct"] = a.target_pct;
+                });
+            }};
+}
+
+Command add_snapshot(CLI::App& root) {
+    auto args = std::make_shared<ConnectionArgs>();
+    CLI::App* command =
+        root.add_subcommand("snapshot",
+                            "show a running agent's routing state\n\n"
+                            "Shows the agent's routing state: step, mode, and per block precision and pin.");
+    connection_options(*command, *args, protocol::kDefaultControlEndpoint, 3.0, kReplyTimeout);
+    command->footer(kQueryExitCodes);
+    return {command, [args] { return run_snapshot(*args); }};
+}
+
+Command add_ping(CLI::App& root) {
+    auto args = std::make_shared<ConnectionArgs>();
+    CLI::App* command = root.add_subcommand(
+        "ping",
+        "check that the agent answers\n\nChecks that the agent answers; prints its step and the round trip.");
+    connection_options(*command, *args, protocol::kDefaultControlEndpoint, 3.0, kReplyTimeout);
+    command->footer(kQueryExitCodes);
+    return {command, [args] { return run_ping(*args); }};
 }
 
 }  // namespace sp::ctl

@@ -1,12 +1,15 @@
-// sp-ctl simulate --config CFG.json --stats STATS.jsonl [--calibration CAL.json]
+// sp-ctl simulate --stats STATS.jsonl [--config CFG.json] [--calibration CAL.json] [--format F]
 #include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <memory>
 #include <string>
 
-#include "cli_util.h"
+#include <CLI/CLI.hpp>
+
 #include "commands.h"
+#include "option_checks.h"
 #include "sp/config.h"
 #include "sp/jsonl.h"
 #include "sp/simulator.h"
@@ -14,9 +17,8 @@
 namespace sp::ctl {
 namespace {
 
-constexpr const char* kUsage =
-    "usage: sp-ctl simulate --stats STATS.jsonl [--config CFG.json] [--calibration CAL.json]\n"
-    "                       [--format jsonl|table]\n"
+constexpr const char* kDescription =
+    "re-run the policy offline on recorded gradient statistics\n"
     "\n"
     "Re-runs the policy on recorded per-block gradient statistics and prints one per-update\n"
     "telemetry record per line on stdout (the telemetry file's schema); a summary goes to stderr.\n"
@@ -24,7 +26,12 @@ constexpr const char* kUsage =
     "STATS may be '-' for stdin, or a telemetry file recorded with telemetry_every_step: its header\n"
     "gives the layout and, unless --config/--calibration are given, the run's config and calibration.\n"
     "Without --config (and no header config) the seed's defaults apply.\n"
-    "The input format is described in core/SIMULATOR.md. Exit codes: 0 ok, 2 bad usage or input.\n";
+    "The input format is described in core/SIMULATOR.md.";
+
+struct SimulateArgs {
+    std::string stats_path, config_path, calibration_path;
+    std::string format = "jsonl";
+};
 
 double wall_clock_seconds() {
     using namespace std::chrono;
@@ -67,30 +74,13 @@ std::string format_table(const std::vector<sp::UpdateRecord>& records) {
     return out;
 }
 
-}  // namespace
-
-int run_simulate(const Args& args) {
-    ParsedArgs parsed;
-    const std::vector<OptionSpec> spec = {
-        {"--config", true}, {"--stats", true}, {"--calibration", true}, {"--format", true}};
-    if (const auto exit = parse_args("simulate", args, spec, kUsage, 0, parsed)) return *exit;
-    const std::string config_path = parsed.value("--config"), stats_path = parsed.value("--stats"),
-                      calibration_path = parsed.value("--calibration"),
-                      format = parsed.value("--format", "jsonl");
-    if (format != "jsonl" && format != "table") {
-        std::fprintf(stderr, "sp-ctl simulate: --format must be 'jsonl' or 'table', got '%s'\n",
-                     format.c_str());
-        return 2;
-    }
-    if (stats_path.empty()) {
-        std::fprintf(stderr, "sp-ctl simulate: --stats is required\n\n%s", kUsage);
-        return 2;
-    }
-
+int run_simulate(const SimulateArgs& args) {
+    const std::string& stats_path = args.stats_path;
+    const std::string& calibration_path = args.calibration_path;
     try {
         sp::SimulationOptions options;
         options.now = wall_clock_seconds;
-        if (!config_path.empty()) options.config = sp::load_config_file(config_path);
+        if (!args.config_path.empty()) options.config = sp::load_config_file(args.config_path);
         if (!calibration_path.empty()) {
             std::ifstream cal(calibration_path);
             if (!cal) {
@@ -115,7 +105,7 @@ int run_simulate(const Args& args) {
 
         // Everything was checked before this point: print the whole result at once.
         const std::string out =
-            format == "table" ? format_table(result.records) : format_jsonl(result.records);
+            args.format == "table" ? format_table(result.records) : format_jsonl(result.records);
         std::fwrite(out.data(), 1, out.size(), stdout);
         if (std::fflush(stdout) != 0) {
             std::perror("sp-ctl simulate: writing stdout");
@@ -146,6 +136,30 @@ int run_simulate(const Args& args) {
         std::fprintf(stderr, "sp-ctl simulate: %s\n", e.what());
     }
     return 2;
+}
+
+}  // namespace
+
+Command add_simulate(CLI::App& root) {
+    auto args = std::make_shared<SimulateArgs>();
+    CLI::App* command = root.add_subcommand("simulate", kDescription);
+    command
+        ->add_option("--stats", args->stats_path, "the recorded statistics (or a telemetry file; '-': stdin)")
+        ->required()
+        ->type_name("STATS.jsonl")
+        ->check(not_empty());
+    command->add_option("--config", args->config_path, "the policy's config (core/CONFIG.md)")
+        ->type_name("CFG.json");
+    command
+        ->add_option("--calibration", args->calibration_path,
+                     "each block's relative INT8 output error (core/SIMULATOR.md)")
+        ->type_name("CAL.json");
+    command->add_option("--format", args->format, "what stdout gets: telemetry records, or a table")
+        ->type_name("jsonl|table")
+        ->check(one_of({"jsonl", "table"}))
+        ->capture_default_str();
+    command->footer("Exit codes: 0 ok, 2 bad usage or input.");
+    return {command, [args] { return run_simulate(*args); }};
 }
 
 }  // namespace sp::ctl

@@ -1,14 +1,16 @@
-// sp-ctl summarize FILE.jsonl [--json]: what a run did, per block and in total.
+// sp-ctl summarize FILE [--json]: what a run did, per block and in total.
 #include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
 #include <utility>
 
+#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
 #include "cli_util.h"
@@ -21,8 +23,8 @@ namespace sp::ctl {
 namespace {
 
 constexpr const char* kCommand = "summarize";
-constexpr const char* kUsage =
-    "usage: sp-ctl summarize FILE.jsonl [--json]\n"
+constexpr const char* kDescription =
+    "per-block precision time, switches and savings of a telemetry file\n"
     "\n"
     "Summarizes a telemetry file (core/TELEMETRY.md): run id and producer (from the header), the\n"
     "steps the updates cover, and per block the steps spent in each precision, the switches between\n"
@@ -32,9 +34,12 @@ constexpr const char* kUsage =
     "update; the last one holds through the last step seen in the file (updates, step stats and\n"
     "events), that step included. Bad lines are skipped and counted on stderr.\n"
     "The end says how the run ended: its run_end record's reason and step, or that the file stops\n"
-    "without one (the run was cut: killed, crashed, or the file truncated).\n"
-    "--json prints one JSON object instead of the table.\n"
-    "Exit codes: 0 ok, 1 no update record, 2 bad usage or unreadable file.\n";
+    "without one (the run was cut: killed, crashed, or the file truncated).";
+
+struct SummarizeArgs {
+    std::string path;
+    bool json = false;
+};
 
 constexpr std::size_t kPrecisions = sp::kAllPrecisions.size();
 
@@ -248,16 +253,8 @@ std::string to_table(const Summary& s) {
     return out;
 }
 
-}  // namespace
-
-int run_summarize(const Args& args) {
-    ParsedArgs parsed;
-    if (const auto exit = parse_args(kCommand, args, {{"--json", false}}, kUsage, 1, parsed)) return *exit;
-    if (parsed.positionals.empty()) {
-        std::fprintf(stderr, "sp-ctl summarize: a telemetry file is required\n\n%s", kUsage);
-        return 2;
-    }
-    const std::string& path = parsed.positionals.front();
+int run_summarize(const SummarizeArgs& args) {
+    const std::string& path = args.path;
     const std::unique_ptr<sp::JsonlReader> reader = open_telemetry_file(kCommand, path);
     if (!reader) return 2;
     Summary s;
@@ -286,7 +283,18 @@ int run_summarize(const Args& args) {
         return 1;
     }
     s.finish();
-    return write_stdout(kCommand, parsed.has("--json") ? to_json(s) : to_table(s)) ? 0 : 2;
+    return write_stdout(kCommand, args.json ? to_json(s) : to_table(s)) ? 0 : 2;
+}
+
+}  // namespace
+
+Command add_summarize(CLI::App& root) {
+    auto args = std::make_shared<SummarizeArgs>();
+    CLI::App* command = root.add_subcommand(kCommand, kDescription);
+    command->add_option("FILE", args->path, "the telemetry file (.jsonl)")->required();
+    command->add_flag("--json", args->json, "print one JSON object instead of the table");
+    command->footer("Exit codes: 0 ok, 1 no update record, 2 bad usage or unreadable file.");
+    return {command, [args] { return run_summarize(*args); }};
 }
 
 }  // namespace sp::ctl

@@ -6,13 +6,18 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "cli_util.h"
 #include "commands.h"
 #include "control_client.h"
+#include "option_checks.h"
 #include "sp/json_input.h"
 
 namespace sp::ctl {
@@ -107,61 +112,38 @@ struct Printer {
     }
 };
 
-}  // namespace
+constexpr const char* kDescription =
+    "print the agent's live telemetry\n"
+    "\n"
+    "Prints the agent's telemetry as it arrives, one line per message (with --json\n"
+    "{\"topic\":...,\"message\":{...}}). Topics: hello, update, stats, event, heartbeat (default: all).\n"
+    "When subscribed to all topics, lost messages are reported on stderr as\n"
+    "\"missed N messages (seq a..b)\"; with a topic filter they cannot be told from filtered ones.\n"
+    "Stops after N messages, on Ctrl-C, or when --timeout seconds pass without a message.";
 
-int run_tail(const Args& args) {
-    const char* command = "tail";
-    const std::string usage =
-        "usage: sp-ctl tail [--topics T,...] [--count N] [options]\n"
-        "\n"
-        "Prints the agent's telemetry as it arrives, one line per message (with --json\n"
-        "{\"topic\":...,\"message\":{...}}). Topics: hello, update, stats, event, heartbeat (default: all).\n"
-        "When subscribed to all topics, lost messages are reported on stderr as\n"
-        "\"missed N messages (seq a..b)\"; with a topic filter they cannot be told from filtered ones.\n"
-        "Stops after N messages, on Ctrl-C, or when --timeout seconds pass without a message.\n"
-        "\noptions:\n"
-        "  --topics T,...         the topics to print\n"
-        "  --count N              stop after N messages\n" +
-        connection_help(protocol::kDefaultTelemetryEndpoint,
-                        "give up when nothing arrives for this long (default: wait forever)") +
-        "\nExit codes: 0 ok (count reached or interrupted), 1 failed, 2 bad usage, 3 nothing arrived in "
-        "time.\n";
-    ParsedArgs parsed;
-    if (auto rc = parse_args(command, args, connection_options({{"--topics", true}, {"--count", true}}),
-                             usage.c_str(), 0, parsed))
-        return *rc;
-    Connection c;
-    if (!read_connection(command, parsed, protocol::kDefaultTelemetryEndpoint, std::nullopt, c))
-        return kExitUsage;
+struct TailArgs {
+    ConnectionArgs connection;
+    std::string topics;  // as given; empty: all
     std::optional<std::uint64_t> count;
-    if (parsed.has("--count")) {
-        count = parse_count(parsed.value("--count"));
-        if (!count || *count == 0) {
-            std::fprintf(stderr, "sp-ctl tail: --count must be a positive integer, got '%s'\n",
-                         parsed.value("--count").c_str());
-            return kExitUsage;
-        }
+};
+
+// --topics "update,event" -> its topics, and "" or what is wrong with the list.
+std::string parse_topics(const std::string& list, std::vector<std::string>& out) {
+    for (const std::string& t : split_list(list)) {
+        if (!protocol::parse_topic(t))
+            return "unknown topic '" + t + "' (hello, update, stats, event, heartbeat)";
+        out.push_back(t);
     }
+    return {};
+}
+
+int run_tail(const TailArgs& args) {
+    const char* command = "tail";
+    Connection c;
+    if (!read_connection(command, args.connection, c)) return kExitUsage;
+    const std::optional<std::uint64_t> count = args.count;
     std::vector<std::string> topics;
-    if (parsed.has("--topics")) {
-        const std::string list = parsed.value("--topics");
-        std::size_t start = 0;
-        for (;;) {
-            const std::size_t comma = list.find(',', start);
-            const std::string t =
-                list.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-            if (!protocol::parse_topic(t)) {
-                std::fprintf(
-                    stderr,
-                    "sp-ctl tail: --topics: unknown topic '%s' (hello, update, stats, event, heartbeat)\n",
-                    t.c_str());
-                return kExitUsage;
-            }
-            topics.push_back(t);
-            if (comma == std::string::npos) break;
-            start = comma + 1;
-        }
-    }
+    if (!args.topics.empty()) (void)parse_topics(args.topics, topics);  // checked when parsed
 
     zmq::context_t ctx(1);
     zmq::socket_t sub(ctx, zmq::socket_type::sub);
@@ -254,6 +236,29 @@ int run_tail(const Args& args) {
         ++printed;
     }
     return 0;
+}
+
+}  // namespace
+
+Command add_tail(CLI::App& root) {
+    auto args = std::make_shared<TailArgs>();
+    CLI::App* command = root.add_subcommand("tail", kDescription);
+    command->add_option("--topics", args->topics, "the topics to print")
+        ->type_name("T,...")
+        ->check(checked_by([](const std::string& list) {
+            std::vector<std::string> unused;
+            return parse_topics(list, unused);
+        }));
+    command
+        ->add_option_function<std::uint64_t>(
+            "--count", [&count = args->count](const std::uint64_t& n) { count = n; }, "stop after N messages")
+        ->type_name("N")
+        ->transform(whole_number(1));
+    connection_options(*command, args->connection, protocol::kDefaultTelemetryEndpoint, std::nullopt,
+                       "give up when nothing arrives for this long (default: wait forever)");
+    command->footer(
+        "Exit codes: 0 ok (count reached or interrupted), 1 failed, 2 bad usage, 3 nothing arrived in time.");
+    return {command, [args] { return run_tail(*args); }};
 }
 
 }  // namespace sp::ctl

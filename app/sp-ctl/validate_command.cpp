@@ -1,18 +1,21 @@
-// sp-ctl validate FILE.jsonl [--json] [--max-problems N]: parse errors and consistency checks.
+// sp-ctl validate FILE [--json] [--max-problems N]: parse errors and consistency checks.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
 #include "cli_util.h"
 #include "commands.h"
+#include "option_checks.h"
 #include "sp/event_payload.h"
 #include "sp/json_input.h"
 #include "sp/jsonl.h"
@@ -23,23 +26,26 @@ namespace sp::ctl {
 namespace {
 
 constexpr const char* kCommand = "validate";
-constexpr const char* kUsage =
-    "usage: sp-ctl validate FILE.jsonl [--json] [--max-problems N]\n"
+constexpr const char* kDescription =
+    "check a telemetry file: parse errors and inconsistent records\n"
     "\n"
     "Reads a telemetry file (core/TELEMETRY.md) and prints how many records of each kind it holds,\n"
-    "then the first N problems (default 20) as FILE:LINE: reason. Problems are lines that do not\n"
+    "then the first N problems (--max-problems) as FILE:LINE: reason. Problems are lines that do not\n"
     "parse (a truncated last line included) and records that contradict the file: a header that is\n"
     "not the first record or is repeated, update steps that do not increase, precision counts or\n"
     "precision_changes that disagree with block_details, an estimated saving that disagrees with the\n"
     "details and the header's block sizes, a detail block the header's layout lacks, a run (with a\n"
-    "header) that stops without its run_end record: the run was cut, and an event with a field that readers "
-    "act on\n"
-    "of the wrong type (a precision_change whose block is not a block id). Step statistics lines are\n"
-    "judged by `sp-ctl simulate`'s rules (core/SIMULATOR.md): the first one simulate would reject is a\n"
-    "problem.\n"
-    "Records of an unknown type (a newer producer) are counted, not problems.\n"
-    "--json prints one JSON object instead.\n"
-    "Exit codes: 0 clean, 1 problems found, 2 bad usage or unreadable file.\n";
+    "header) that stops without its run_end record: the run was cut, and an event with a field that\n"
+    "readers act on of the wrong type (a precision_change whose block is not a block id). Step\n"
+    "statistics lines are judged by `sp-ctl simulate`'s rules (core/SIMULATOR.md): the first one\n"
+    "simulate would reject is a problem.\n"
+    "Records of an unknown type (a newer producer) are counted, not problems.";
+
+struct ValidateArgs {
+    std::string path;
+    bool json = false;
+    std::uint64_t max_problems = 20;
+};
 
 // Stored problems are capped like JsonlReader's own list; the count stays exact.
 constexpr std::size_t kMaxStoredProblems = sp::JsonlReader::kMaxStoredProblems;
@@ -162,120 +168,141 @@ void check_step_statistics(const std::string& path, Checker& check) {
     }
 }
 
-}  // namespace
-
-int run_validate(const Args& args) {
-    ParsedArgs parsed;
-    if (const auto exit =
-            parse_args(kCommand, args, {{"--json", false}, {"--max-problems", true}}, kUsage, 1, parsed)) {
-        return *exit;
-    }
-    if (parsed.positionals.empty()) {
-        std::fprintf(stderr, "sp-ctl validate: a telemetry file is required\n\n%s", kUsage);
-        return 2;
-    }
-    const std::optional<std::uint64_t> max_problems = parse_count(parsed.value("--max-problems", "20"));
-    if (!max_problems) {
-        std::fprintf(stderr, "sp-ctl validate: --max-problems needs a non-negative integer, got '%s'\n",
-                     parsed.value("--max-problems").c_str());
-        return 2;
-    }
-    const std::string& path = parsed.positionals.front();
-    const std::unique_ptr<sp::JsonlReader> reader = open_telemetry_file(kCommand, path);
-    if (!reader) return 2;
-    Checker check;
-    std::uint64_t headers = 0, updates = 0, stats = 0, events = 0, records = 0;
+// What validate found in a file: its records by kind, and its problems in file order.
+struct Findings {
+    std::uint64_t lines = 0, headers = 0, updates = 0, stats = 0, events = 0, unknown_type = 0;
     std::map<std::string, std::uint64_t> event_kinds;
+    std::size_t blocks = 0;
+    std::uint64_t bad_lines = 0, inconsistencies = 0;
+    std::vector<sp::LineProblem> problems;  // as many as were stored, sorted by line
+
+    std::uint64_t problem_count() const { return bad_lines + inconsistencies; }
+};
+
+Findings examine(sp::JsonlReader& reader, const std::string& path) {
+    Findings found;
+    Checker check;
+    std::uint64_t records = 0;
     sp::TelemetryRecord rec;
     sp::RunEndTracker run_end;
-    while (reader->next(rec)) {
-        const std::uint64_t line = reader->lines_read();  // next() stops right after the record's line
+    while (reader.next(rec)) {
+        const std::uint64_t line = reader.lines_read();  // next() stops right after the record's line
         run_end.see(rec);
         if (const auto* u = std::get_if<sp::UpdateRecord>(&rec)) {
-            ++updates;
+            ++found.updates;
             check.update(*u, line);
         } else if (const auto* h = std::get_if<sp::RunHeader>(&rec)) {
-            ++headers;
+            ++found.headers;
             check.header(*h, line, records);
         } else if (const auto* e = std::get_if<sp::EventRecord>(&rec)) {
-            ++events;
-            ++event_kinds[e->kind];
+            ++found.events;
+            ++found.event_kinds[e->kind];
             check.event(*e, line);
         } else {
-            ++stats;
+            ++found.stats;
         }
         ++records;
     }
 
     // Step statistics are judged by the simulator's own rules: what validate calls clean, simulate
     // reads.
-    if (stats > 0) check_step_statistics(path, check);
+    if (found.stats > 0) check_step_statistics(path, check);
     // Reported at the file's last line, where the missing record should have been.
-    if (const std::string cut = run_end.cut_message(); !cut.empty()) check.add(reader->lines_read(), cut);
+    if (const std::string cut = run_end.cut_message(); !cut.empty()) check.add(reader.lines_read(), cut);
     // Parse problems and consistency problems, in file order.
-    std::vector<sp::LineProblem> problems = reader->problems();
-    problems.insert(problems.end(), check.problems.begin(), check.problems.end());
-    std::stable_sort(problems.begin(), problems.end(),
+    found.problems = reader.problems();
+    found.problems.insert(found.problems.end(), check.problems.begin(), check.problems.end());
+    std::stable_sort(found.problems.begin(), found.problems.end(),
                      [](const sp::LineProblem& a, const sp::LineProblem& b) { return a.line < b.line; });
-    const std::uint64_t bad_lines = reader->problem_count();
-    const std::uint64_t total = bad_lines + check.count;
-    const std::size_t shown = std::size_t(std::min<std::uint64_t>(*max_problems, problems.size()));
+    found.lines = reader.lines_read();
+    found.unknown_type = reader.unknown_type_count();
+    found.bad_lines = reader.problem_count();
+    found.inconsistencies = check.count;
     // The header's layout is authoritative; a file without one (the original tool) has only details.
-    const std::size_t blocks = check.layout.empty() ? check.max_details : check.layout.size();
+    found.blocks = check.layout.empty() ? check.max_details : check.layout.size();
+    return found;
+}
 
-    std::string out;
-    if (parsed.has("--json")) {
-        nlohmann::ordered_json j;
-        j["file"] = path;
-        j["lines"] = reader->lines_read();
-        j["counts"] = {{"header", headers},
-                       {"update", updates},
-                       {"event", events},
-                       {"step_stats", stats},
-                       {"unknown_type", reader->unknown_type_count()},
-                       {"bad_lines", bad_lines},
-                       {"inconsistencies", check.count}};
-        j["events"] = nlohmann::ordered_json::object();
-        for (const auto& [kind, n] : event_kinds) j["events"][kind] = n;
-        j["blocks"] = blocks;
-        j["problem_count"] = total;
-        j["problems"] = nlohmann::ordered_json::array();
-        for (std::size_t i = 0; i < shown; ++i) {
-            j["problems"].push_back({{"line", problems[i].line}, {"reason", problems[i].reason}});
-        }
-        j["clean"] = total == 0;
-        out = j.dump() + "\n";
-    } else {
-        std::string kinds;
-        for (const auto& [kind, n] : event_kinds) {
-            kinds += (kinds.empty() ? "  (" : ", ") + kind + " " + std::to_string(n);
-        }
-        if (!kinds.empty()) kinds += ")";
-        const auto row = [&out](const char* name, std::uint64_t n, const std::string& extra = {}) {
-            char text[64];
-            std::snprintf(text, sizeof text, "  %-13s %llu", name, static_cast<unsigned long long>(n));
-            out += text + extra + "\n";
-        };
-        out = path + ": " + std::to_string(reader->lines_read()) + " lines\n";
-        row("header", headers);
-        row("update", updates);
-        row("event", events, kinds);
-        row("step stats", stats);
-        row("unknown type", reader->unknown_type_count());
-        row("bad lines", bad_lines);
-        row("inconsistent", check.count);
-        row("blocks", blocks);
-        for (std::size_t i = 0; i < shown; ++i) {
-            out += path + ":" + std::to_string(problems[i].line) + ": " + problems[i].reason + "\n";
-        }
-        if (total > shown) {
-            out += "... " + std::to_string(total - shown) + " more problem(s) not shown (--max-problems " +
-                   std::to_string(*max_problems) + ")\n";
-        }
-        out += total == 0 ? "clean\n" : std::to_string(total) + " problem(s)\n";
+std::string to_json(const std::string& path, const Findings& f, std::size_t shown) {
+    nlohmann::ordered_json j;
+    j["file"] = path;
+    j["lines"] = f.lines;
+    j["counts"] = {{"header", f.headers},
+                   {"update", f.updates},
+                   {"event", f.events},
+                   {"step_stats", f.stats},
+                   {"unknown_type", f.unknown_type},
+                   {"bad_lines", f.bad_lines},
+                   {"inconsistencies", f.inconsistencies}};
+    j["events"] = nlohmann::ordered_json::object();
+    for (const auto& [kind, n] : f.event_kinds) j["events"][kind] = n;
+    j["blocks"] = f.blocks;
+    j["problem_count"] = f.problem_count();
+    j["problems"] = nlohmann::ordered_json::array();
+    for (std::size_t i = 0; i < shown; ++i) {
+        j["problems"].push_back({{"line", f.problems[i].line}, {"reason", f.problems[i].reason}});
     }
+    j["clean"] = f.problem_count() == 0;
+    return j.dump() + "\n";
+}
+
+std::string to_text(const std::string& path, const Findings& f, std::size_t shown,
+                    std::uint64_t max_problems) {
+    std::string kinds;
+    for (const auto& [kind, n] : f.event_kinds) {
+        kinds += (kinds.empty() ? "  (" : ", ") + kind + " " + std::to_string(n);
+    }
+    if (!kinds.empty()) kinds += ")";
+    std::string out = path + ": " + std::to_string(f.lines) + " lines\n";
+    const auto row = [&out](const char* name, std::uint64_t n, const std::string& extra = {}) {
+        char text[64];
+        std::snprintf(text, sizeof text, "  %-13s %llu", name, static_cast<unsigned long long>(n));
+        out += text + extra + "\n";
+    };
+    row("header", f.headers);
+    row("update", f.updates);
+    row("event", f.events, kinds);
+    row("step stats", f.stats);
+    row("unknown type", f.unknown_type);
+    row("bad lines", f.bad_lines);
+    row("inconsistent", f.inconsistencies);
+    row("blocks", f.blocks);
+    for (std::size_t i = 0; i < shown; ++i) {
+        out += path + ":" + std::to_string(f.problems[i].line) + ": " + f.problems[i].reason + "\n";
+    }
+    const std::uint64_t total = f.problem_count();
+    if (total > shown) {
+        out += "... " + std::to_string(total - shown) + " more problem(s) not shown (--max-problems " +
+               std::to_string(max_problems) + ")\n";
+    }
+    out += total == 0 ? "clean\n" : std::to_string(total) + " problem(s)\n";
+    return out;
+}
+
+int run_validate(const ValidateArgs& args) {
+    const std::unique_ptr<sp::JsonlReader> reader = open_telemetry_file(kCommand, args.path);
+    if (!reader) return 2;
+    const Findings found = examine(*reader, args.path);
+    const std::size_t shown = std::size_t(std::min<std::uint64_t>(args.max_problems, found.problems.size()));
+    const std::string out =
+        args.json ? to_json(args.path, found, shown) : to_text(args.path, found, shown, args.max_problems);
     if (!write_stdout(kCommand, out)) return 2;
-    return total == 0 ? 0 : 1;
+    return found.problem_count() == 0 ? 0 : 1;
+}
+
+}  // namespace
+
+Command add_validate(CLI::App& root) {
+    auto args = std::make_shared<ValidateArgs>();
+    CLI::App* command = root.add_subcommand(kCommand, kDescription);
+    command->add_option("FILE", args->path, "the telemetry file (.jsonl)")->required();
+    command->add_flag("--json", args->json, "print one JSON object instead");
+    command->add_option("--max-problems", args->max_problems, "how many problems to list")
+        ->type_name("N")
+        ->transform(whole_number(0))
+        ->capture_default_str();
+    command->footer("Exit codes: 0 clean, 1 problems found, 2 bad usage or unreadable file.");
+    return {command, [args] { return run_validate(*args); }};
 }
 
 }  // namespace sp::ctl
