@@ -28,12 +28,7 @@ using namespace std::chrono_literals;
 namespace proto = sp::protocol;
 namespace tr = sp::transport;
 using Clock = std::chrono::steady_clock;
-using sp::test::agent_server_fixtures::FakeBackend;
-using sp::test::agent_server_fixtures::ipc_options;
-using sp::test::agent_server_fixtures::kDeadline;
-using sp::test::agent_server_fixtures::recv_multipart;
-using sp::test::agent_server_fixtures::request;
-using sp::test::agent_server_fixtures::wait_topic;
+using namespace sp::test::agent_server_fixtures;
 
 namespace {
 

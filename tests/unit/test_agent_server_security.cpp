@@ -26,11 +26,7 @@
 using namespace std::chrono_literals;
 namespace tr = sp::transport;
 namespace keys = sp::keys;
-using sp::test::agent_server_fixtures::FakeBackend;
-using sp::test::agent_server_fixtures::ipc_options;
-using sp::test::agent_server_fixtures::recv_multipart;
-using sp::test::agent_server_fixtures::request;
-using sp::test::agent_server_fixtures::wait_topic;
+using namespace sp::test::agent_server_fixtures;
 
 namespace {
 

@@ -15,7 +15,7 @@ using nlohmann::json;
 
 namespace {
 
-using sp::test::config_fixtures::problems_of;
+using namespace sp::test::config_fixtures;
 
 // Field-by-field equality (Config has no operator==; to_json covers every key).
 bool same(const sp::Config& a, const sp::Config& b) {

@@ -17,7 +17,7 @@ using nlohmann::json;
 
 namespace {
 
-using sp::test::config_fixtures::problems_of;
+using namespace sp::test::config_fixtures;
 
 }  // namespace
 

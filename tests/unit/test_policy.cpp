@@ -13,11 +13,7 @@
 
 using namespace sp;
 using sp::test::pin;
-using sp::test::policy_fixtures::error_only_config;
-using sp::test::policy_fixtures::grad_only_config;
-using sp::test::policy_fixtures::immediate_config;
-using sp::test::policy_fixtures::stat;
-using sp::test::policy_fixtures::step_with;
+using namespace sp::test::policy_fixtures;
 
 namespace {
 

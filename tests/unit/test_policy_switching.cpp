@@ -14,10 +14,7 @@ using namespace sp;
 using sp::test::pin;
 using sp::test::release;
 using sp::test::set_mode;
-using sp::test::policy_fixtures::error_only_config;
-using sp::test::policy_fixtures::grad_only_config;
-using sp::test::policy_fixtures::immediate_config;
-using sp::test::policy_fixtures::step_with;
+using namespace sp::test::policy_fixtures;
 
 class TestPolicySwitching : public QObject {
     Q_OBJECT

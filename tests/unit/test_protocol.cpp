@@ -15,10 +15,7 @@
 
 using nlohmann::json;
 namespace proto = sp::protocol;
-using sp::test::protocol_fixtures::contains;
-using sp::test::protocol_fixtures::error_of;
-using sp::test::protocol_fixtures::q;
-using sp::test::protocol_fixtures::request_of;
+using namespace sp::test::protocol_fixtures;
 
 namespace {
 

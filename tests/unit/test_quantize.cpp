@@ -13,13 +13,7 @@
 
 namespace {
 
-using sp::test::quantize_fixtures::as_ints;
-using sp::test::quantize_fixtures::bits_of;
-using sp::test::quantize_fixtures::dequantized;
-using sp::test::quantize_fixtures::kInf;
-using sp::test::quantize_fixtures::kNaN;
-using sp::test::quantize_fixtures::Lcg;
-using sp::test::quantize_fixtures::same_bits;
+using namespace sp::test::quantize_fixtures;
 
 float from_bits(std::uint32_t b) {
     float x = 0.0f;

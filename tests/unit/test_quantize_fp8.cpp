@@ -14,13 +14,7 @@
 
 namespace {
 
-using sp::test::quantize_fixtures::as_ints;
-using sp::test::quantize_fixtures::bits_of;
-using sp::test::quantize_fixtures::dequantized;
-using sp::test::quantize_fixtures::kInf;
-using sp::test::quantize_fixtures::kNaN;
-using sp::test::quantize_fixtures::Lcg;
-using sp::test::quantize_fixtures::same_bits;
+using namespace sp::test::quantize_fixtures;
 
 // Every finite non-negative value of a format, in increasing order, by decoding all patterns.
 std::vector<float> positive_values(float (*decode)(std::uint8_t)) {

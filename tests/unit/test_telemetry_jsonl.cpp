@@ -15,9 +15,7 @@
 #include "telemetry_jsonl_fixtures.h"
 
 using namespace sp;
-using sp::test::telemetry_jsonl_fixtures::minimal_line;
-using sp::test::telemetry_jsonl_fixtures::parse_update;
-using sp::test::telemetry_jsonl_fixtures::sample_update;
+using namespace sp::test::telemetry_jsonl_fixtures;
 
 namespace {
 

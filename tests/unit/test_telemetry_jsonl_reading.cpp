@@ -17,10 +17,7 @@
 #include "update_record_parser.h"
 
 using namespace sp;
-using sp::test::telemetry_jsonl_fixtures::kDetail0;
-using sp::test::telemetry_jsonl_fixtures::minimal_line;
-using sp::test::telemetry_jsonl_fixtures::parse_update;
-using sp::test::telemetry_jsonl_fixtures::sample_update;
+using namespace sp::test::telemetry_jsonl_fixtures;
 
 class TestTelemetryJsonlReading : public QObject {
     Q_OBJECT

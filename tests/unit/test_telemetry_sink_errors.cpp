@@ -25,13 +25,7 @@
 
 using namespace sp;
 using sp::agent::TelemetrySink;
-using sp::test::telemetry_sink_fixtures::FifoReader;
-using sp::test::telemetry_sink_fixtures::header;
-using sp::test::telemetry_sink_fixtures::read_file;
-using sp::test::telemetry_sink_fixtures::read_records;
-using sp::test::telemetry_sink_fixtures::ReadBack;
-using sp::test::telemetry_sink_fixtures::update;
-using sp::test::telemetry_sink_fixtures::Watchdog;
+using namespace sp::test::telemetry_sink_fixtures;
 
 namespace {
 
