@@ -60,7 +60,7 @@ int report_parse_error(const CLI::App& root, const CLI::ParseError& error, const
     }
     std::fprintf(stderr, "%s: %s\n", program.c_str(), message.c_str());
     if (with_help) std::fprintf(stderr, "\n%s", root.help().c_str());
-    return kExitBadUsage;
+    return kExitUsage;
 }
 
 }  // namespace sp::ctl

@@ -6,9 +6,9 @@
 
 #include <CLI/CLI.hpp>
 
-namespace sp::ctl {
+#include "exit_codes.h"
 
-inline constexpr int kExitBadUsage = 2;
+namespace sp::ctl {
 
 // Sets up `root` before any command is declared on it: the help layout (help_formatter.h), options
 // whose last value wins when repeated (as sp-ctl always had it), and one command at most, so that a

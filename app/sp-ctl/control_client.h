@@ -9,6 +9,7 @@
 
 #include <zmq.hpp>
 
+#include "exit_codes.h"
 #include "sp/protocol.h"
 #include "sp/transport/handshake_monitor.h"
 
@@ -19,11 +20,6 @@ class App;
 namespace sp::ctl {
 
 using sp::transport::HandshakeMonitor;
-
-// Exit codes of the live commands (0 and 2 as everywhere in sp-ctl).
-inline constexpr int kExitFailed = 1;
-inline constexpr int kExitUsage = 2;
-inline constexpr int kExitNoAnswer = 3;
 
 // The connection options' values as given on the command line (connection_options binds them).
 struct ConnectionArgs {

@@ -37,5 +37,5 @@ int main(int argc, char** argv) {
         return 0;
     }
     std::fputs(sp::ctl::root_help(root).c_str(), stderr);  // no command given
-    return sp::ctl::kExitBadUsage;
+    return sp::ctl::kExitUsage;
 }

@@ -137,44 +137,92 @@ std::string parse_topics(const std::string& list, std::vector<std::string>& out)
     return {};
 }
 
+// What the loop keeps between messages.
+struct Follow {
+    bool gaps_visible = true;  // subscribed to every topic: a jump in seq is a loss
+    std::optional<std::uint64_t> last_seq;
+    std::uint64_t printed = 0;
+    Printer printer;
+};
+
+// Losses and restarts, from the message's seq (stderr).
+void note_seq(Follow& f, const std::string& body) {
+    const auto seq = protocol::seq_of(body);
+    if (!seq) return;
+    if (f.gaps_visible && f.last_seq && *seq > *f.last_seq + 1) {
+        std::fprintf(stderr, "sp-ctl tail: missed %llu messages (seq %llu..%llu)\n",
+                     static_cast<unsigned long long>(*seq - *f.last_seq - 1),
+                     static_cast<unsigned long long>(*f.last_seq + 1),
+                     static_cast<unsigned long long>(*seq - 1));
+    } else if (f.last_seq && *seq <= *f.last_seq) {
+        std::fprintf(stderr, "sp-ctl tail: publisher restarted (seq %llu after %llu)\n",
+                     static_cast<unsigned long long>(*seq), static_cast<unsigned long long>(*f.last_seq));
+    }
+    f.last_seq = seq;
+}
+
+// One message printed (a line, or JSON with --json); a body that is no JSON object is reported and
+// skipped. False when standard output failed.
+bool print_message(const Connection& c, Follow& f, const std::string& topic_text, const std::string& body) {
+    ojson message;
+    sp::JsonError bad;
+    if (!sp::parse_json(body, message, bad) || !message.is_object()) {
+        const std::string why =
+            message.is_discarded() ? "not valid JSON: " + bad.message() : "not a JSON object";
+        std::fprintf(stderr, "sp-ctl tail: ignoring a '%s' message: %s\n", topic_text.c_str(), why.c_str());
+        return true;
+    }
+    std::string out;
+    const auto topic = protocol::parse_topic(topic_text);
+    if (c.json)
+        out = ojson{{"topic", topic_text}, {"message", message}}.dump() + "\n";
+    else if (topic)
+        out = f.printer.line(*topic, message, body) + "\n";
+    else
+        out = topic_text + ": " + body + "\n";  // a topic newer than this build: shown as is
+    if (!write_stdout("tail", out)) return false;
+    ++f.printed;
+    return true;
+}
+
+// The SUB socket on the connection, subscribed to `topics` (all when empty). Throws zmq::error_t.
+zmq::socket_t subscribe(zmq::context_t& ctx, const Connection& c, const std::vector<std::string>& topics,
+                        HandshakeMonitor& monitor) {
+    zmq::socket_t sub = open_socket(ctx, zmq::socket_type::sub, c, &monitor);
+    if (topics.empty()) sub.set(zmq::sockopt::subscribe, "");
+    for (const std::string& t : topics) sub.set(zmq::sockopt::subscribe, t);
+    return sub;
+}
+
 int run_tail(const TailArgs& args) {
-    const char* command = "tail";
     Connection c;
-    if (!read_connection(command, args.connection, c)) return kExitUsage;
-    const std::optional<std::uint64_t> count = args.count;
+    if (!read_connection("tail", args.connection, c)) return kExitUsage;
     std::vector<std::string> topics;
     if (!args.topics.empty()) (void)parse_topics(args.topics, topics);  // checked when parsed
-
     zmq::context_t ctx(1);
-    zmq::socket_t sub(ctx, zmq::socket_type::sub);
     HandshakeMonitor monitor;
+    std::optional<zmq::socket_t> sub;
     try {
-        sub = open_socket(ctx, zmq::socket_type::sub, c, &monitor);
-        if (topics.empty()) sub.set(zmq::sockopt::subscribe, "");
-        for (const std::string& t : topics) sub.set(zmq::sockopt::subscribe, t);
+        sub.emplace(subscribe(ctx, c, topics, monitor));
     } catch (const zmq::error_t& e) {
         std::fprintf(stderr, "sp-ctl tail: cannot connect to '%s': %s\n", c.endpoint.c_str(), e.what());
         return kExitUsage;
     }
-
     struct sigaction sa {};
     sa.sa_handler = on_sigint;
     sigemptyset(&sa.sa_mask);
     ::sigaction(SIGINT, &sa, nullptr);  // no SA_RESTART: zmq_poll returns early on Ctrl-C
 
     using Clock = std::chrono::steady_clock;
-    const bool gaps_visible = topics.empty();
-    std::optional<std::uint64_t> last_seq;
-    std::uint64_t printed = 0;
-    Printer printer;
+    Follow f;
+    f.gaps_visible = topics.empty();
     auto last_arrival = Clock::now();
-    while (!g_interrupted && (!count || printed < *count)) {
+    while (!g_interrupted && (!args.count || f.printed < *args.count)) {
         // Short slices so Ctrl-C is noticed even where a signal does not interrupt the poll.
-        zmq_pollitem_t items[] = {{sub.handle(), 0, ZMQ_POLLIN, 0}, monitor.poll_item()};
+        zmq_pollitem_t items[] = {{sub->handle(), 0, ZMQ_POLLIN, 0}, monitor.poll_item()};
         const int rc = zmq_poll(items, 2, 200);
         if (rc > 0 && (items[1].revents & ZMQ_POLLIN)) {
-            const std::string refusal = monitor.read(c.endpoint);
-            if (!refusal.empty()) {
+            if (const std::string refusal = monitor.read(c.endpoint); !refusal.empty()) {
                 std::fprintf(stderr, "sp-ctl tail: %s\n", refusal.c_str());
                 return kExitNoAnswer;
             }
@@ -193,7 +241,7 @@ int run_tail(const TailArgs& args) {
         std::vector<zmq::message_t> frames;
         do {
             frames.emplace_back();
-            if (!sub.recv(frames.back(), zmq::recv_flags::dontwait)) break;
+            if (!sub->recv(frames.back(), zmq::recv_flags::dontwait)) break;
         } while (frames.back().more());
         last_arrival = Clock::now();
         if (frames.size() != 2) {
@@ -201,39 +249,9 @@ int run_tail(const TailArgs& args) {
                          frames.size());
             continue;
         }
-        const std::string topic_text = frames[0].to_string(), body = frames[1].to_string();
-        if (const auto seq = protocol::seq_of(body)) {
-            if (gaps_visible && last_seq && *seq > *last_seq + 1) {
-                std::fprintf(stderr, "sp-ctl tail: missed %llu messages (seq %llu..%llu)\n",
-                             static_cast<unsigned long long>(*seq - *last_seq - 1),
-                             static_cast<unsigned long long>(*last_seq + 1),
-                             static_cast<unsigned long long>(*seq - 1));
-            } else if (last_seq && *seq <= *last_seq) {
-                std::fprintf(stderr, "sp-ctl tail: publisher restarted (seq %llu after %llu)\n",
-                             static_cast<unsigned long long>(*seq),
-                             static_cast<unsigned long long>(*last_seq));
-            }
-            last_seq = seq;
-        }
-        ojson message;
-        sp::JsonError bad;
-        if (!sp::parse_json(body, message, bad) || !message.is_object()) {
-            const std::string why =
-                message.is_discarded() ? "not valid JSON: " + bad.message() : "not a JSON object";
-            std::fprintf(stderr, "sp-ctl tail: ignoring a '%s' message: %s\n", topic_text.c_str(),
-                         why.c_str());
-            continue;
-        }
-        std::string out;
-        const auto topic = protocol::parse_topic(topic_text);
-        if (c.json)
-            out = ojson{{"topic", topic_text}, {"message", message}}.dump() + "\n";
-        else if (topic)
-            out = printer.line(*topic, message, body) + "\n";
-        else
-            out = topic_text + ": " + body + "\n";  // a topic newer than this build: shown as is
-        if (!write_stdout(command, out)) return kExitFailed;
-        ++printed;
+        const std::string body = frames[1].to_string();
+        note_seq(f, body);
+        if (!print_message(c, f, frames[0].to_string(), body)) return kExitFailed;
     }
     return 0;
 }
