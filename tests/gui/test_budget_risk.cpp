@@ -19,6 +19,7 @@ namespace {
 sp::UpdateRecord budgetUpdate(std::int64_t step, Precision p3, sp::ForcedBy forced3 = sp::ForcedBy::none,
                               sp::Mode mode = sp::Mode::budget) {
     std::vector<sp::BlockDetail> details;
+    details.reserve(4);
     for (int i = 0; i < 3; ++i) details.push_back(blockDetail(i, Precision::int4, 0.1));
     details.push_back(blockDetail(3, p3, 0.72, forced3));
     details[3].snr_db[std::size_t(Precision::int4)] = 16.5;
@@ -39,11 +40,11 @@ QStringList warnings(const RunSession& s) {
 class TestBudgetRisk : public QObject {
     Q_OBJECT
   private slots:
-    void budget_mode_moving_a_sensitive_block_below_bf16_warns_once();
-    void a_pin_a_force_or_another_mode_is_not_warned_about();
+    void budgetModeMovingASensitiveBlockBelowBf16WarnsOnce();
+    void aPinAForceOrAnotherModeIsNotWarnedAbout();
 };
 
-void TestBudgetRisk::budget_mode_moving_a_sensitive_block_below_bf16_warns_once() {
+void TestBudgetRisk::budgetModeMovingASensitiveBlockBelowBf16WarnsOnce() {
     auto owned = std::make_unique<FakeTelemetrySource>(false);
     FakeTelemetrySource* source = owned.get();
     RunSession session(std::move(owned));
@@ -69,7 +70,7 @@ void TestBudgetRisk::budget_mode_moving_a_sensitive_block_below_bf16_warns_once(
              qPrintable(warnings(session).last()));
 }
 
-void TestBudgetRisk::a_pin_a_force_or_another_mode_is_not_warned_about() {
+void TestBudgetRisk::aPinAForceOrAnotherModeIsNotWarnedAbout() {
     sp::ui::BudgetRiskWatch watch;
     QVERIFY(watch.observe(budgetUpdate(1, Precision::int4, sp::ForcedBy::pin), 0.6).empty());
     QVERIFY(watch.observe(budgetUpdate(2, Precision::int4, sp::ForcedBy::config), 0.6).empty());

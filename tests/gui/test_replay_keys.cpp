@@ -45,7 +45,7 @@ class TestReplayKeys : public QObject {
         sp::test::writeDashboardFixture(fixture_.toStdString(), 6, 40);
     }
 
-    void space_plays_and_pauses_from_every_panel_but_a_text_field() {
+    void spacePlaysAndPausesFromEveryPanelButATextField() {
         MainWindow w;
         w.resize(1280, 800);
         w.show();

@@ -28,7 +28,7 @@ int free_port_pair() {
     qFatal("no free port pair");
 }
 
-QProcessEnvironment demoEnvironment(const QTemporaryDir& dir, bool display) {
+QProcessEnvironment demo_environment(const QTemporaryDir& dir, bool display) {
     QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
     env.remove("DISPLAY");
     env.remove("WAYLAND_DISPLAY");
@@ -54,7 +54,7 @@ std::vector<nlohmann::json> telemetry(const QTemporaryDir& dir) {
     return lines;
 }
 
-std::int64_t lastUpdateStep(const QTemporaryDir& dir) {
+std::int64_t last_update_step(const QTemporaryDir& dir) {
     std::int64_t step = -1;
     for (const auto& j : telemetry(dir))
         if (j.contains("step_id") && j["step_id"].is_number_integer())
@@ -63,19 +63,19 @@ std::int64_t lastUpdateStep(const QTemporaryDir& dir) {
 }
 
 // The run_end record's step: the last step the run began (-1 without one).
-std::int64_t runEndStep(const QTemporaryDir& dir) {
+std::int64_t run_end_step(const QTemporaryDir& dir) {
     const auto lines = telemetry(dir);
     if (lines.empty() || lines.back().value("kind", "") != "run_end") return -1;
     return lines.back().value("step", std::int64_t(-1));
 }
 
-std::string runEndReason(const QTemporaryDir& dir) {
+std::string run_end_reason(const QTemporaryDir& dir) {
     const auto lines = telemetry(dir);
     if (lines.empty() || lines.back().value("kind", "") != "run_end") return "<no run_end>";
     return lines.back().value("reason", "<no reason>");
 }
 
-void startDemo(QProcess& p, const QStringList& extra) {
+void start_demo(QProcess& p, const QStringList& extra) {
     p.setProcessChannelMode(QProcess::MergedChannels);
     p.start("bash",
             QStringList{QStringLiteral(SP_SOURCE_DIR "/packaging/demo.sh"), QStringLiteral(SP_BINARY_DIR)} +
@@ -96,13 +96,13 @@ class TestDemoScript : public QObject {
 void TestDemoScript::headless_it_trains_the_steps_asked_for_and_ends_cleanly() {
     QTemporaryDir dir;
     QProcess p;
-    p.setProcessEnvironment(demoEnvironment(dir, false));
-    startDemo(p, {"--steps", "40"});
+    p.setProcessEnvironment(demo_environment(dir, false));
+    start_demo(p, {"--steps", "40"});
     QVERIFY(p.waitForFinished(kRunMs));
     const QByteArray out = p.readAll();
     QVERIFY2(p.exitStatus() == QProcess::NormalExit && p.exitCode() == 0, out.constData());
-    QCOMPARE(runEndReason(dir), std::string("completed"));
-    QCOMPARE(runEndStep(dir), std::int64_t(39));  // steps 0..39
+    QCOMPARE(run_end_reason(dir), std::string("completed"));
+    QCOMPARE(run_end_step(dir), std::int64_t(39));  // steps 0..39
     QVERIFY2(out.contains("re-simulated offline by sp-ctl"), out.constData());
     QVERIFY(QFile::exists(dir.filePath("dashboard-live.png")));
     QVERIFY(QFile::exists(dir.filePath("dashboard-replay.png")));
@@ -111,26 +111,26 @@ void TestDemoScript::headless_it_trains_the_steps_asked_for_and_ends_cleanly() {
 void TestDemoScript::with_a_display_it_trains_until_the_window_is_closed() {
     QTemporaryDir dir;
     QProcess p;
-    p.setProcessEnvironment(demoEnvironment(dir, true));
-    startDemo(p, {});
+    p.setProcessEnvironment(demo_environment(dir, true));
+    start_demo(p, {});
     // Past the headless length (300 steps): still training while the window is open.
-    QTRY_VERIFY_WITH_TIMEOUT(lastUpdateStep(dir) > 300 || p.state() == QProcess::NotRunning, kRunMs);
+    QTRY_VERIFY_WITH_TIMEOUT(last_update_step(dir) > 300 || p.state() == QProcess::NotRunning, kRunMs);
     QVERIFY2(p.state() == QProcess::Running, p.readAll().constData());
-    QCOMPARE(runEndReason(dir), std::string("<no run_end>"));
+    QCOMPARE(run_end_reason(dir), std::string("<no run_end>"));
     // Closing the window: the dashboard ends; the script stops the trainer between two steps.
     QProcess::execute("pkill", {"-TERM", "-P", QString::number(p.processId()), "-x", "sp-dashboard"});
     QVERIFY(p.waitForFinished(kRunMs));
     const QByteArray out = p.readAll();
     QVERIFY2(p.exitStatus() == QProcess::NormalExit && p.exitCode() == 0, out.constData());
-    QCOMPARE(runEndReason(dir), std::string("interrupted"));
+    QCOMPARE(run_end_reason(dir), std::string("interrupted"));
     QVERIFY2(out.contains("re-simulated offline by sp-ctl"), out.constData());
 }
 
 void TestDemoScript::a_bad_step_count_is_refused() {
     QTemporaryDir dir;
     QProcess p;
-    p.setProcessEnvironment(demoEnvironment(dir, false));
-    startDemo(p, {"--steps", "ten"});
+    p.setProcessEnvironment(demo_environment(dir, false));
+    start_demo(p, {"--steps", "ten"});
     QVERIFY(p.waitForFinished(kRunMs));
     QCOMPARE(p.exitCode(), 2);
     QVERIFY(p.readAll().contains("--steps must be a positive number of steps, got 'ten'"));
