@@ -1,8 +1,10 @@
 #pragma once
 // A small but complete telemetry file for window-level tests: a header with `blocks` blocks,
-// `updates` update records (one every 10 steps) with known sensitivities (block b at update u:
+// `updates` update records (one every `every` steps, 10 unless given) with known sensitivities (block b at
+// update u:
 // ((b * 7 + u) % 10) / 10), block 1 pinned INT8 from update 5 on, block `blocks - 1` forced BF16
-// by config, losses, and a few events.
+// by config, losses, and a few events. With `budget`, the run is in mode budget (target 50 %) and the
+// header carries a config with the policy's thresholds (bf16 0.6, int8 0.3, hysteresis 0.1).
 #include <cstdint>
 #include <string>
 
@@ -14,19 +16,25 @@ inline double fixtureSensitivity(int block, std::size_t update) {
     return ((block * 7 + static_cast<int>(update)) % 10) / 10.0;
 }
 
-inline void writeDashboardFixture(const std::string& path, int blocks, int updates) {
+inline void writeDashboardFixture(const std::string& path, int blocks, int updates, bool budget = false,
+                                  int every = 10) {
     sp::JsonlWriter out(path, sp::JsonlWriter::OpenMode::truncate);
     sp::RunHeader header;
     header.run_id = "fixture-run";
     header.producer = "dashboard test";
+    if (budget)
+        header.config_json =
+            R"({"mode":"budget","budget_target_pct":50.0,"bf16_threshold":0.6,"int8_threshold":0.3,)"
+            R"("hysteresis_margin":0.1})";
     for (int b = 0; b < blocks; ++b) header.blocks.push_back({b, "blocks." + std::to_string(b), 1u << 20});
     out.write(header);
     std::vector<sp::Precision> previous(blocks, sp::Precision::bf16);
     for (int u = 0; u < updates; ++u) {
         sp::UpdateRecord r;
-        r.step_id = 10 * (u + 1);
+        r.step_id = std::int64_t(every) * (u + 1);
         r.timestamp = 1.7e9 + u;
-        r.mode = sp::Mode::dynamic;
+        r.mode = budget ? sp::Mode::budget : sp::Mode::dynamic;
+        if (budget) r.budget_target_pct = 50.0;
         r.train_loss = 4.0 - 0.05 * u;
         if (u % 5 == 4) r.eval_loss = 4.1 - 0.05 * u;
         for (int b = 0; b < blocks; ++b) {

@@ -18,6 +18,7 @@
 #include <QTemporaryDir>
 #include <QValueAxis>
 
+#include "chart_test_data.h"
 #include "sp/jsonl.h"
 #include "sp/ui/charts_panel.h"
 #include "sp/ui/replay_source.h"
@@ -25,51 +26,13 @@
 #include "sp/ui/telemetry_store.h"
 
 using namespace sp::ui;
+using sp::test::fill;
+using sp::test::kBlocks;
+using sp::test::makeRecord;
+using sp::test::Options;
+using sp::test::seriesNamed;
 
 namespace {
-
-constexpr int kBlocks = 5;
-
-struct Options {
-    bool measured = true;
-    bool loss = true;
-};
-
-sp::UpdateRecord makeRecord(std::size_t u, Options o) {
-    sp::UpdateRecord r;
-    r.step_id = std::int64_t(u) * 4;
-    r.timestamp = 50.0 + double(u);
-    r.estimated_bandwidth_saving_pct = 10.0 + double(u % 17);
-    if (o.measured) r.measured_bandwidth_saving_pct = 5.0 + double(u % 11);
-    r.blocks_int8 = int(u % 3);
-    r.blocks_fp8 = int(u % 2);
-    r.blocks_bf16 = kBlocks - r.blocks_int8 - r.blocks_fp8;
-    if (o.loss) {
-        r.train_loss = 3.0 - double(u) * 0.001;
-        if (u % 10 == 0) r.eval_loss = 3.2 - double(u) * 0.001;  // sparse
-    }
-    for (int b = 0; b < kBlocks; ++b) {
-        sp::BlockDetail d;
-        d.id = b;
-        d.sensitivity = double((b * 13 + int(u) * 7) % 50) / 49.0;
-        d.l2_norm = 0.5 + double(b) + double(u % 5) * 0.25;
-        r.block_details.push_back(d);
-    }
-    return r;
-}
-
-void fill(TelemetryStore& store, std::size_t n, Options o = {}) {
-    store.reset(sp::uniform_layout(kBlocks));
-    store.reserve(n);
-    for (std::size_t u = 0; u < n; ++u) store.append(makeRecord(u, o));
-}
-
-// The series of a chart named `name` (the first segment of a line), or null.
-QAbstractSeries* seriesNamed(QChart* chart, const QString& name) {
-    for (QAbstractSeries* s : chart->series())
-        if (s->name() == name) return s;
-    return nullptr;
-}
 
 bool attachedToLogAxis(QAbstractSeries* s) {
     for (QAbstractAxis* a : s->attachedAxes())

@@ -4,7 +4,12 @@
 // not), the status bar's labels hold their text, and the toolbar shows every action without its
 // overflow arrow. Widths are measured against what the header and the delegate ask for, computed
 // from the text and the style, not against what the view happened to give.
+#include <algorithm>
+
+#include <QAction>
 #include <QComboBox>
+#include <QDir>
+#include <QFileInfo>
 #include <QHeaderView>
 #include <QLabel>
 #include <QStatusBar>
@@ -15,8 +20,10 @@
 #include <QToolButton>
 #include <QtTest>
 
+#include "chart_layout_checks.h"
 #include "dashboard_fixture.h"
 #include "sp/ui/block_table_panel.h"
+#include "sp/ui/charts_panel.h"
 #include "sp/ui/event_log_panel.h"
 #include "sp/ui/main_window.h"
 #include "sp/ui/run_session.h"
@@ -75,6 +82,41 @@ QStringList clippedLabels(QWidget& bar) {
                        .arg(label->width());
     }
     return out;
+}
+
+// Everything test_layout_fits checks on the charts (chart_layout_checks.h), once they are laid out.
+QStringList chartProblems(MainWindow& w) {
+    auto* charts = w.findChild<ChartsPanel*>();
+    w.refreshViews();
+    QTest::qWait(200);  // Qt Charts lays out on its own schedule
+    charts->refresh();
+    QStringList problems;
+    const std::vector<std::pair<ChartsPanel::Chart, QString>> names = {
+        {ChartsPanel::Chart::saving, QStringLiteral("saving")},
+        {ChartsPanel::Chart::precision, QStringLiteral("precision")},
+        {ChartsPanel::Chart::sensitivity, QStringLiteral("sensitivity")},
+        {ChartsPanel::Chart::gradient, QStringLiteral("gradient")},
+        {ChartsPanel::Chart::loss, QStringLiteral("loss")}};
+    const std::vector<QChartView*> shown = charts->chartViews();
+    for (const auto& [chart, name] : names) {
+        QChartView* view = charts->chartView(chart);
+        if (std::find(shown.begin(), shown.end(), view) == shown.end()) continue;  // enlarged another
+        problems << sp::test::crowdedTickLabels(view->chart(), name)
+                 << sp::test::elidedLegend(view->chart(), name);
+    }
+    problems << sp::test::clippedLegendLabels(charts);
+    if (std::find(shown.begin(), shown.end(), charts->chartView(ChartsPanel::Chart::saving)) != shown.end())
+        problems << sp::test::targetProblems(charts->chartView(ChartsPanel::Chart::saving)->chart());
+    if (std::find(shown.begin(), shown.end(), charts->chartView(ChartsPanel::Chart::sensitivity)) !=
+        shown.end())
+        problems << sp::test::illegibleThresholds(*charts);
+    return problems;
+}
+
+// With SP_SCREENSHOT_DIR set, the window as the test left it, for a person to look at.
+void saveScreenshot(MainWindow& w, const QString& name) {
+    const QString dir = qEnvironmentVariable("SP_SCREENSHOT_DIR");
+    if (!dir.isEmpty()) w.grab().save(QDir(dir).filePath(name));
 }
 
 }  // namespace
@@ -161,6 +203,92 @@ class TestLayoutFits : public QObject {
                                 .arg(picker->fontMetrics().horizontalAdvance(text))
                                 .arg(field.width())));
         QVERIFY(picker->itemData(picker->currentIndex(), Qt::ToolTipRole).toString().contains(file));
+    }
+
+    // The charts at the default sizes (issue item 7): tick labels that neither run together nor go
+    // missing, legends whole, the budget target clear of the top edge and of the marks, the
+    // sensitivity chart's thresholds legible. A run in mode budget with the policy's config, two
+    // blocks selected.
+    void chartAxesAndLegendsFit_data() {
+        QTest::addColumn<QSize>("size");
+        QTest::newRow("1600x1000") << QSize(1600, 1000);
+        QTest::newRow("1280x800") << QSize(1280, 800);
+    }
+
+    void chartAxesAndLegendsFit() {
+        QFETCH(QSize, size);
+        const QString file = dir_.filePath(QStringLiteral("budget-%1.jsonl").arg(size.width()));
+        sp::test::writeDashboardFixture(file.toStdString(), 8, 320, true);
+        MainWindow w;
+        w.resize(size);
+        w.show();
+        w.openFile(file);
+        QTRY_VERIFY_WITH_TIMEOUT(w.currentSession()->state() == SourceState::loaded, 10000);
+        auto* charts = w.findChild<ChartsPanel*>();
+        charts->setSelectedBlocks({0, 1});
+        const QStringList problems = chartProblems(w);
+        saveScreenshot(w, QStringLiteral("charts-%1x%2.png").arg(size.width()).arg(size.height()));
+        QVERIFY2(problems.isEmpty(), qPrintable(problems.join(QLatin1Char('\n'))));
+    }
+
+    // The same with another run overlaid on every chart and a what-if's saving: more legend entries,
+    // still whole; the what-if's colour apart from every other line's and mark's of the saving chart.
+    void chartsWithOverlaysFit_data() { chartAxesAndLegendsFit_data(); }
+
+    void chartsWithOverlaysFit() {
+        QFETCH(QSize, size);
+        const QString other =
+            dir_.filePath(QStringLiteral("a-shorter-baseline-run-%1.jsonl").arg(size.width()));
+        const QString file = dir_.filePath(QStringLiteral("budget-overlaid-%1.jsonl").arg(size.width()));
+        sp::test::writeDashboardFixture(other.toStdString(), 8, 200, true,
+                                        13);  // apart from this run's lines
+        sp::test::writeDashboardFixture(file.toStdString(), 8, 320, true);
+        MainWindow w;
+        w.resize(size);
+        w.show();
+        w.openFile(other);
+        w.openFile(file);
+        for (RunSession* s : w.sessions()) QTRY_VERIFY_WITH_TIMEOUT(s->state() == SourceState::loaded, 10000);
+        for (QAction* a : w.findChildren<QAction*>())
+            if (a->text() == QStringLiteral("&Overlay other runs")) a->trigger();
+        w.refreshViews();
+        auto* charts = w.findChild<ChartsPanel*>();
+        charts->setSelectedBlocks({0, 1});
+        // What the window hands the charts after a what-if (test_what_if runs a real one).
+        ChartsPanel::Overlay what_if{ChartsPanel::Chart::saving,
+                                     QStringLiteral("what-if: estimated"),
+                                     {},
+                                     {},
+                                     ChartsPanel::kWhatIfColor};
+        for (int u = 0; u < 320; ++u) {
+            what_if.steps.push_back(10.0 * (u + 1));
+            what_if.values.push_back(float(35 + 10 * std::sin(u / 30.0)));
+        }
+        charts->setOverlays({what_if});
+        QVERIFY(charts->linePoints(ChartsPanel::Chart::precision,
+                                   QFileInfo(other).fileName() + QStringLiteral(": INT8")));
+        QStringList problems = chartProblems(w);
+        QChart* saving = charts->chartView(ChartsPanel::Chart::saving)->chart();
+        for (QAbstractSeries* series : saving->series()) {
+            auto* line = qobject_cast<QLineSeries*>(series);
+            auto* marks = qobject_cast<QScatterSeries*>(series);
+            if (series->name() == what_if.name || series->name().isEmpty() || (!line && !marks)) continue;
+            const double distance = sp::test::colorDistance(QColor::fromRgb(what_if.color),
+                                                            marks ? marks->color() : line->pen().color());
+            if (distance < 40)
+                problems << QStringLiteral("saving: '%1' is %2 from the what-if's colour")
+                                .arg(series->name())
+                                .arg(distance);
+        }
+        saveScreenshot(w, QStringLiteral("charts-overlaid-%1x%2.png").arg(size.width()).arg(size.height()));
+        // One chart enlarged and zoomed in: its ticks follow its new size and range.
+        charts->setEnlarged(ChartsPanel::Chart::sensitivity);
+        charts->setXView(1000.0, 1400.0);
+        problems << chartProblems(w);
+        QCOMPARE(charts->chartViews().size(), std::size_t(1));
+        saveScreenshot(
+            w, QStringLiteral("chart-enlarged-zoomed-%1x%2.png").arg(size.width()).arg(size.height()));
+        QVERIFY2(problems.isEmpty(), qPrintable(problems.join(QLatin1Char('\n'))));
     }
 };
 

@@ -188,6 +188,44 @@ class TestMainWindow : public QObject {
         QVERIFY(!charts->linePoints(ChartsPanel::Chart::saving, QStringLiteral("run.jsonl: estimated")));
     }
 
+    // Overlaying another run reaches every chart that plots a series of the run (issue item 14): the
+    // other run's block counts, its selected blocks (by name) on the sensitivity and gradient charts,
+    // its measured saving and eval loss too, each named after the run.
+    void everyPerRunChartOverlaysTheOtherRun() {
+        const QString longer = dir_.filePath(QStringLiteral("longer-overlay.jsonl"));
+        sp::test::writeDashboardFixture(longer.toStdString(), 6, 60);
+        MainWindow w;
+        w.resize(1600, 1000);
+        w.show();
+        w.openFile(fixture_);
+        w.openFile(longer);
+        for (RunSession* s : w.sessions()) QTRY_VERIFY_WITH_TIMEOUT(s->state() == SourceState::loaded, 10000);
+        w.findChild<BlockTablePanel*>()->view()->selectRow(2);  // blocks.2, as a user selects it
+        actionNamed(w, QStringLiteral("&Overlay other runs"))->trigger();
+        w.refreshViews();
+        auto* charts = w.findChild<ChartsPanel*>();
+        QCOMPARE(charts->selectedBlocks(), std::vector<int>{2});
+        using C = ChartsPanel::Chart;
+        const RunSession& other = *w.sessions().front();
+        const std::vector<std::pair<C, QString>> lines = {
+            {C::saving, QStringLiteral("run.jsonl: measured")},
+            {C::precision, QStringLiteral("run.jsonl: BF16")},
+            {C::precision, QStringLiteral("run.jsonl: INT8")},
+            {C::sensitivity, QStringLiteral("run.jsonl: blocks.2")},
+            {C::gradient, QStringLiteral("run.jsonl: blocks.2")},
+            {C::loss, QStringLiteral("run.jsonl: eval loss")}};
+        for (const auto& [chart, name] : lines) {
+            const auto points = charts->linePoints(chart, name);
+            QVERIFY2(points && !points->isEmpty(), qPrintable(name));
+            QCOMPARE(points->last().x(), double(other.store().rows().back().step));
+        }
+        const auto int8 = charts->linePoints(C::precision, QStringLiteral("run.jsonl: INT8"));
+        for (qsizetype i = 0; i < int8->size(); ++i)
+            QCOMPARE(int8->at(i).y(), double(other.store().row(std::size_t(i)).blocks_int8));
+        const auto sens = charts->linePoints(C::sensitivity, QStringLiteral("run.jsonl: blocks.2"));
+        QCOMPARE(float(sens->at(3).y()), other.store().value(2, 3, BlockField::sensitivity));
+    }
+
     void selectionIsSharedBetweenTableAndHeatmap() {
         MainWindow w;
         w.resize(1280, 800);

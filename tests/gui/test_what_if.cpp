@@ -1,7 +1,11 @@
 // The what-if panel: a recorded run re-simulated under other thresholds routes exactly as
 // `sp-ctl simulate --config` does with the same settings, and differs from the recording.
+#include <QChart>
+#include <QChartView>
 #include <QLabel>
+#include <QLineSeries>
 #include <QProcess>
+#include <QScatterSeries>
 #include <QSignalSpy>
 #include <QStandardPaths>
 #include <QTableWidget>
@@ -14,6 +18,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "chart_layout_checks.h"
 #include "sp/jsonl.h"
 #include "sp/simulator.h"
 #include "sp/ui/charts_panel.h"
@@ -207,6 +212,24 @@ class TestWhatIf : public QObject {
         const auto points = charts->linePoints(ChartsPanel::Chart::saving, name);
         QVERIFY(points && !points->isEmpty());
         QCOMPARE(points->last().x(), double(panel->result()->records.back().step_id));
+        // Its colour is another colour than every other line's and mark's on the chart (issue item 7:
+        // a light orange beside the orange "measured"): CIE76 distance at least 40.
+        QChart* chart = charts->chartView(ChartsPanel::Chart::saving)->chart();
+        QColor what_if;
+        for (QAbstractSeries* series : chart->series())
+            if (series->name() == name) what_if = qobject_cast<QLineSeries*>(series)->pen().color();
+        QVERIFY(what_if.isValid());
+        for (QAbstractSeries* series : chart->series()) {
+            if (series->name() == name || series->name().isEmpty()) continue;
+            auto* line = qobject_cast<QLineSeries*>(series);
+            auto* marks = qobject_cast<QScatterSeries*>(series);
+            const QColor other = marks ? marks->color() : line ? line->pen().color() : QColor();
+            if (!other.isValid()) continue;
+            const double distance = sp::test::colorDistance(what_if, other);
+            QVERIFY2(
+                distance >= 40,
+                qPrintable(QStringLiteral("%1 is %2 from the what-if").arg(series->name()).arg(distance)));
+        }
     }
 
     void aLiveRunOrAFileWithoutStatisticsCannotBeTried() {

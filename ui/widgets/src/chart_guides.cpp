@@ -1,15 +1,13 @@
 // ChartsPanel's explanations and guides: each chart's tooltip, the policy's thresholds and hold band
-// on the sensitivity chart (core/POLICY.md rules 5 and 6), and the marks where blocks switched
-// precision, operator commands applied and rollbacks happened (saving and loss charts).
+// on the sensitivity chart (core/POLICY.md rules 5 and 6; named in the chart's legend, where no grid
+// line runs through them), and the marks where blocks switched precision, operator commands applied
+// and rollbacks happened (saving and loss charts).
 #include <cmath>
 
 #include <QAreaSeries>
 #include <QBrush>
 #include <QChart>
 #include <QChartView>
-#include <QGraphicsSimpleTextItem>
-#include <QLegend>
-#include <QLegendMarker>
 #include <QLineSeries>
 #include <QLogValueAxis>
 #include <QPen>
@@ -24,11 +22,6 @@
 namespace sp::ui {
 
 namespace {
-
-constexpr QRgb kBandColor = 0x40999999u;  // translucent grey: the lines stay readable through it
-constexpr std::array<QRgb, 3> kGuideColors = {0xFFCC3311u, 0xFF0077BBu, 0xFF0077BBu};
-// Marks sit in a strip at the top of the plot, one height per kind so that they do not cover each other.
-constexpr std::array<double, ChartsPanel::kMarkerKinds> kMarkerHeights = {0.96, 0.90, 0.84};
 
 bool hasConfig(const RunSession* session) {
     if (!session) return false;
@@ -48,7 +41,7 @@ void ChartsPanel::setExplanations() {
                         "BF16 one, an INT4 block a quarter).\n"
                         "measured: from the bytes the runtime really copied; only runtimes that count "
                         "them report it.\n"
-                        "budget target: mode budget only, the saving the plan aimed at.") +
+                        "budget target (grey, dashed): mode budget only, the saving the plan aimed at.") +
                      marks);
     chartView(Chart::precision)->setToolTip(tr("How many blocks run in each precision after each update."));
     chartView(Chart::sensitivity)
@@ -79,16 +72,7 @@ void ChartsPanel::buildGuides() {
         line->attachAxis(sens.x);
         line->attachAxis(sens.y);
         sens.guides.push_back(line);
-        // Named on the plot, not in the legend: the legend of a small chart truncates every entry.
-        auto* label = new QGraphicsSimpleTextItem(sens.chart);
-        label->setZValue(50);
-        label->hide();
-        sens.guide_labels.push_back(label);
     }
-    sens.band_label = new QGraphicsSimpleTextItem(tr("hold band: a block keeps its precision"), sens.chart);
-    sens.band_label->setZValue(50);
-    sens.band_label->hide();
-    connect(sens.chart, &QChart::plotAreaChanged, this, [this] { placeGuideLabels(); });
     buildMarkerSeries();
     for (auto& box : charts_) styleExtras(*box);
 }
@@ -107,9 +91,7 @@ void ChartsPanel::buildMarkerSeries() {
             box.chart->addSeries(s);
             s->attachAxis(box.x);
             s->attachAxis(box.y);
-            // Explained by the controls row's key and the tooltip: the legend has no room for them.
-            for (QLegendMarker* m : box.chart->legend()->markers(s)) m->setVisible(false);
-            box.markers[std::size_t(k)] = s;
+            box.markers[std::size_t(k)] = s;  // explained by the controls row's key and the tooltip
         }
     }
 }
@@ -131,20 +113,10 @@ void ChartsPanel::styleExtras(ChartBox& box) {
         box.band->setPen(Qt::NoPen);
     }
     for (std::size_t i = 0; i < box.guides.size(); ++i) {
-        box.guide_labels[i]->setBrush(QColor::fromRgb(kGuideColors[i]));
-        QFont small = box.guide_labels[i]->font();
-        small.setPointSizeF(7.5);
-        box.guide_labels[i]->setFont(small);
         QPen pen(QColor::fromRgb(kGuideColors[i]));
         pen.setWidthF(1.0);
         pen.setStyle(i == 2 ? Qt::DotLine : Qt::DashLine);  // int8_threshold: first assignment only
         box.guides[i]->setPen(pen);
-    }
-    if (box.band_label) {
-        QFont small = box.band_label->font();
-        small.setPointSizeF(7.5);
-        box.band_label->setFont(small);
-        box.band_label->setBrush(dark_ ? QColor(200, 200, 200) : QColor(90, 90, 90));
     }
     for (std::size_t k = 0; k < box.markers.size(); ++k) {
         if (!box.markers[k]) continue;
@@ -178,57 +150,16 @@ void ChartsPanel::drawThresholds(double x_lo, double x_hi) {
     for (std::size_t i = 0; i < sens.guides.size(); ++i) {
         QLineSeries* line = sens.guides[i];
         line->setVisible(i < t.size());
-        for (QLegendMarker* m : sens.chart->legend()->markers(line)) m->setVisible(false);
         if (i >= t.size()) continue;
         line->setName(t[i].name);
         line->replace(QList<QPointF>{{x_lo, t[i].y}, {x_hi, t[i].y}});
-        sens.guide_labels[i]->setText(t[i].name);
     }
     const auto band = holdBand();
     sens.band->setVisible(band.has_value());
-    for (QLegendMarker* m : sens.chart->legend()->markers(sens.band)) m->setVisible(false);
     if (band) {
         sens.band->lowerSeries()->replace(QList<QPointF>{{x_lo, band->first}, {x_hi, band->first}});
         sens.band->upperSeries()->replace(QList<QPointF>{{x_lo, band->second}, {x_hi, band->second}});
     }
-    placeGuideLabels();
-}
-
-// At the right end of each guide: above it, except the INT8 entry line, which lies just below the
-// int8_threshold line and is labelled under it so that the two do not overlap.
-void ChartsPanel::placeGuideLabels() {
-    ChartBox& sens = *charts_[std::size_t(Chart::sensitivity)];
-    const QRectF plot = sens.chart->plotArea();
-    std::vector<QRectF> placed;  // a label that would run into an earlier one stays hidden
-    const auto fits = [&](const QGraphicsSimpleTextItem* label) {
-        const QRectF r = label->mapRectToParent(label->boundingRect());
-        for (const QRectF& other : placed)
-            if (other.intersects(r)) return false;
-        placed.push_back(r);
-        return true;
-    };
-    for (std::size_t i = 0; i < sens.guides.size(); ++i) {
-        QGraphicsSimpleTextItem* label = sens.guide_labels[i];
-        QLineSeries* line = sens.guides[i];
-        if (!line->isVisible() || line->count() == 0 || plot.width() <= 0) {
-            label->hide();
-            continue;
-        }
-        const double y = sens.chart->mapToPosition(QPointF(sens.x->min(), line->at(0).y()), line).y();
-        const QRectF r = label->boundingRect();
-        const double top = i == 1 ? y + 1 : y - r.height() - 1;
-        label->setPos(plot.right() - r.width() - 4, top);
-        label->setVisible(y >= plot.top() && y <= plot.bottom() && fits(label));
-    }
-    if (!sens.band->isVisible() || plot.width() <= 0) {
-        sens.band_label->hide();
-        return;
-    }
-    const double upper = sens.chart->mapToPosition(sens.band->upperSeries()->at(0), sens.band).y();
-    const double lower = sens.chart->mapToPosition(sens.band->lowerSeries()->at(0), sens.band).y();
-    const QRectF r = sens.band_label->boundingRect();
-    sens.band_label->setPos(plot.left() + 4, (upper + lower - r.height()) / 2);
-    sens.band_label->setVisible(lower - upper > r.height() && fits(sens.band_label));  // inside only
 }
 
 std::vector<double> ChartsPanel::markerSteps(Chart chart, Marker kind) const {
@@ -237,43 +168,47 @@ std::vector<double> ChartsPanel::markerSteps(Chart chart, Marker kind) const {
     return box.marker_steps[std::size_t(kind)];
 }
 
-void ChartsPanel::drawMarkers(double x_lo, double x_hi) {
+// The marks' steps in [x_lo, x_hi], merged (kMaxMarkers per kind), for the saving and loss charts.
+void ChartsPanel::collectMarkers(double x_lo, double x_hi) {
     std::array<std::vector<double>, kMarkerKinds> raw;
     const std::size_t n = shownCount();
     for (std::size_t u = 0; u < n; ++u)
-        if (store_->row(u).precision_changes > 0) raw[0].push_back(steps_[u]);
+        if (store_->row(u).precision_changes > 0) raw[0].push_back(run_->steps[u]);
     if (session_ && n > 0) {  // events past the timeline cursor are not shown yet
         const EventLog& log = session_->events();
         for (std::size_t i = 0; i < log.size(); ++i) {
             const EventEntry& e = log.at(i);
-            if (e.step < 0 || double(e.step) > steps_[n - 1]) continue;
+            if (e.step < 0 || double(e.step) > run_->steps[n - 1]) continue;
             if (e.category == EventCategory::command && e.state == CommandState::applied)
                 raw[1].push_back(double(e.step));
             if (e.category == EventCategory::rollback) raw[2].push_back(double(e.step));
         }
     }
-    for (Chart which : {Chart::saving, Chart::loss}) {
-        ChartBox& box = *charts_[std::size_t(which)];
-        double lo = box.y->min();
-        double hi = box.y->max();
-        const bool log = box.log && box.log_y;
-        if (log) {
-            lo = std::log(box.log_y->min());
-            hi = std::log(box.log_y->max());
-        }
-        for (int k = 0; k < kMarkerKinds; ++k) {
-            std::vector<double>& steps = box.marker_steps[std::size_t(k)];
-            steps = mergeMarkers(raw[std::size_t(k)], x_lo, x_hi, kMaxMarkers);
-            const double at = lo + kMarkerHeights[std::size_t(k)] * (hi - lo);
-            const double y = log ? std::exp(at) : at;
-            QList<QPointF> points;
-            points.reserve(qsizetype(steps.size()));
-            for (double s : steps) points.append({s, y});
-            QScatterSeries* series = box.markers[std::size_t(k)];
-            series->replace(points);
-            series->setVisible(!points.isEmpty());
-            for (QLegendMarker* m : box.chart->legend()->markers(series)) m->setVisible(false);
-        }
+    for (Chart which : {Chart::saving, Chart::loss})
+        for (int k = 0; k < kMarkerKinds; ++k)
+            charts_[std::size_t(which)]->marker_steps[std::size_t(k)] =
+                mergeMarkers(raw[std::size_t(k)], x_lo, x_hi, kMaxMarkers);
+}
+
+// Each kind of mark in its strip at the top of the y range (linear or log) the chart now shows.
+void ChartsPanel::placeMarkers(ChartBox& box) {
+    double lo = box.y->min();
+    double hi = box.y->max();
+    const bool log = box.log && box.log_y;
+    if (log) {
+        lo = std::log(box.log_y->min());
+        hi = std::log(box.log_y->max());
+    }
+    for (int k = 0; k < kMarkerKinds; ++k) {
+        const std::vector<double>& steps = box.marker_steps[std::size_t(k)];
+        const double at = lo + kMarkerHeights[std::size_t(k)] * (hi - lo);
+        const double y = log ? std::exp(at) : at;
+        QList<QPointF> points;
+        points.reserve(qsizetype(steps.size()));
+        for (double s : steps) points.append({s, y});
+        QScatterSeries* series = box.markers[std::size_t(k)];
+        series->replace(points);
+        series->setVisible(!points.isEmpty());
     }
 }
 

@@ -34,6 +34,7 @@ void ChartLine::styleSegment(QLineSeries* s, bool first) const {
     s->setName(name_);
     QPen pen(color_);
     pen.setWidthF(1.5);
+    pen.setStyle(style_);
     s->setPen(pen);
     s->setVisible(visible_);
     // One legend entry per line: only the first segment's marker shows.
@@ -68,6 +69,14 @@ void ChartLine::setColor(QColor color) {
 
 void ChartLine::setName(const QString& name) {
     name_ = name;
+    for (std::size_t i = 0; i < segments_.size(); ++i) styleSegment(segments_[i], i == 0);
+}
+
+void ChartLine::setLook(const QString& name, QColor color, Qt::PenStyle style) {
+    if (name == name_ && color == color_ && style == style_) return;
+    name_ = name;
+    color_ = color;
+    style_ = style;
     for (std::size_t i = 0; i < segments_.size(); ++i) styleSegment(segments_[i], i == 0);
 }
 

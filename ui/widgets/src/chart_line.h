@@ -35,9 +35,12 @@ class ChartLine {
     void setColor(QColor color);
     void setName(const QString& name);
     void setVisible(bool visible);
+    // Name, colour and dash at once; the segments are restyled only when one of them changed.
+    void setLook(const QString& name, QColor color, Qt::PenStyle style);
     const QString& name() const { return name_; }
     bool visible() const { return visible_; }
     QColor color() const { return color_; }
+    Qt::PenStyle style() const { return style_; }
     // The series drawing this line (segment 0 first); tests read their points.
     const std::vector<QLineSeries*>& segments() const { return segments_; }
     // All points of the line, in order (segments concatenated).
@@ -52,6 +55,7 @@ class ChartLine {
     QAbstractAxis* y_axis_;
     QString name_;
     QColor color_;
+    Qt::PenStyle style_ = Qt::SolidLine;
     bool visible_ = true;
     int used_ = 0;  // segments holding points
     std::vector<QLineSeries*> segments_;

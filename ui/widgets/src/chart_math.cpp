@@ -55,4 +55,53 @@ std::vector<double> mergeMarkers(std::vector<double> steps, double x_lo, double 
     return out;
 }
 
+namespace {
+
+// The smallest 1, 2 or 5 x 10^k at least `raw`.
+double niceAtLeast(double raw) {
+    const double magnitude = std::pow(10.0, std::floor(std::log10(raw)));
+    for (double m : {1.0, 2.0, 5.0, 10.0})
+        if (m * magnitude >= raw * (1.0 - 1e-9)) return m * magnitude;
+    return 10.0 * magnitude;
+}
+
+// The next 1, 2 or 5 x 10^k above `interval` (itself such a number).
+double niceAbove(double interval) {
+    return niceAtLeast(interval * 1.5);
+}
+
+}  // namespace
+
+double fittedTickInterval(double span, double length, int max_intervals,
+                          const std::function<double(double interval)>& label_room) {
+    if (!(span > 0.0) || !std::isfinite(span)) return 1.0;
+    double interval = niceAtLeast(span / std::max(1, max_intervals));
+    if (!(length > 0.0)) return interval;
+    // Twenty steps take the interval past any span: 1, 2, 5 x 10^k grows 10-fold every three.
+    for (int i = 0; i < 20 && interval / span * length < label_room(interval); ++i)
+        interval = niceAbove(interval);
+    return interval;
+}
+
+int tickDecimals(double interval) {
+    if (interval >= 1.0) return 0;
+    return std::min(6, int(std::ceil(-std::log10(interval) - 1e-9)));
+}
+
+StepRange zoomedRange(StepRange view, double anchor, double factor, StepRange limits, double min_span) {
+    const double span = std::max(view.span() * factor, min_span);
+    if (span >= limits.span()) return limits;
+    // The anchor keeps its share of the view: what lay a quarter in stays a quarter in.
+    const double share = view.span() > 0.0 ? std::clamp((anchor - view.lo) / view.span(), 0.0, 1.0) : 0.5;
+    StepRange out{anchor - share * span, anchor - share * span + span};
+    return pannedRange(out, 0.0, limits);
+}
+
+StepRange pannedRange(StepRange view, double delta, StepRange limits) {
+    const double span = view.span();
+    if (span >= limits.span()) return limits;
+    const double lo = std::clamp(view.lo + delta, limits.lo, limits.hi - span);
+    return {lo, lo + span};
+}
+
 }  // namespace sp::ui

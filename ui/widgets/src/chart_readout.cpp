@@ -9,12 +9,12 @@
 #include <QGraphicsLineItem>
 #include <QGraphicsRectItem>
 #include <QGraphicsSimpleTextItem>
-#include <QMouseEvent>
 #include <QPen>
 #include <QValueAxis>
 
 #include "chart_box.h"
 #include "chart_math.h"
+#include "chart_series.h"
 #include "sp/ui/telemetry_store.h"
 
 namespace sp::ui {
@@ -30,53 +30,56 @@ QString number(float v) {
 std::size_t ChartsPanel::nearestUpdate(double step) const {
     const std::size_t n = shownCount();
     if (n == 0 || !std::isfinite(step)) return kNoCursor;
-    const auto end = steps_.begin() + std::ptrdiff_t(n);
-    const auto it = std::lower_bound(steps_.begin(), end, step);
+    const auto end = run_->steps.begin() + std::ptrdiff_t(n);
+    const auto it = std::lower_bound(run_->steps.begin(), end, step);
     if (it == end) return n - 1;
-    const auto at = std::size_t(it - steps_.begin());
-    if (at > 0 && step - steps_[at - 1] <= *it - step) return at - 1;  // ties go to the earlier step
+    const auto at = std::size_t(it - run_->steps.begin());
+    if (at > 0 && step - run_->steps[at - 1] <= *it - step) return at - 1;  // ties go to the earlier step
     return at;
 }
 
 QString ChartsPanel::readoutAt(Chart chart, double step) const {
     const std::size_t u = nearestUpdate(step);
     if (u == kNoCursor) return {};
-    QStringList parts{tr("step %1").arg(std::int64_t(steps_[u]))};
+    QStringList parts{tr("step %1").arg(std::int64_t(run_->steps[u]))};
     const auto add = [&](const QString& name, float v, bool percent = false) {
         if (!std::isfinite(v)) return;
         parts << (percent ? QStringLiteral("%1 %2%").arg(name).arg(double(v), 0, 'f', 1)
                           : QStringLiteral("%1 %2").arg(name, number(v)));
     };
-    const ChartBox& box = *charts_[std::size_t(chart)];
     switch (chart) {
         case Chart::saving:
-            add(tr("estimated"), estimated_[u], true);
-            add(tr("measured"), measured_[u], true);
-            add(tr("budget target"), target_[u], true);
+            add(tr("estimated"), run_->estimated[u], true);
+            add(tr("measured"), run_->measured[u], true);
+            add(tr("budget target"), run_->target[u], true);
             break;
-        case Chart::precision:
-            for (std::size_t i = 0; i < 4; ++i)
-                add(box.lines[i]->name(), (*std::array{&bf16_, &int8_, &fp8_, &int4_}[i])[u]);
+        case Chart::precision: {
+            const std::array<std::pair<const char*, const std::vector<float>*>, 4> counts = {
+                {{"BF16", &run_->bf16}, {"INT8", &run_->int8}, {"FP8", &run_->fp8}, {"INT4", &run_->int4}}};
+            for (const auto& [name, column] : counts) add(QLatin1String(name), (*column)[u]);
             break;
+        }
         case Chart::sensitivity:
-        case Chart::gradient:
-            for (std::size_t i = 0; i < box.lines.size() && i < selected_.size(); ++i) {
+        case Chart::gradient: {
+            const std::size_t shown = std::min<std::size_t>(selected_.size(), kMaxSelectedLines);
+            for (std::size_t i = 0; i < shown; ++i) {
                 const int b = selected_[i];
                 if (!store_ || b < 0 || b >= store_->blockCount()) continue;
-                add(box.lines[i]->name(),
+                add(QString::fromStdString(store_->layout()[std::size_t(b)].name),
                     store_->value(
                         b, u, chart == Chart::sensitivity ? BlockField::sensitivity : BlockField::l2_norm));
             }
             break;
+        }
         case Chart::loss: {
-            add(tr("train loss"), train_loss_[u]);
-            if (smoothing_ > 0.0) add(tr("smoothed"), emaSmooth(train_loss_, u + 1, smoothing_)[u]);
+            add(tr("train loss"), run_->train_loss[u]);
+            if (smoothing_ > 0.0) add(tr("smoothed"), emaSmooth(run_->train_loss, u + 1, smoothing_)[u]);
             // The latest eval loss measured up to this update, with its step when that is another.
             for (std::size_t k = u + 1; k-- > 0;) {
-                if (!std::isfinite(eval_loss_[k])) continue;
-                add(tr("eval loss"), eval_loss_[k]);
-                if (eval_steps_[k] != steps_[u])
-                    parts.back() += tr(" (step %1)").arg(std::int64_t(eval_steps_[k]));
+                if (!std::isfinite(run_->eval_loss[k])) continue;
+                add(tr("eval loss"), run_->eval_loss[k]);
+                if (run_->eval_steps[k] != run_->steps[u])
+                    parts.back() += tr(" (step %1)").arg(std::int64_t(run_->eval_steps[k]));
                 break;
             }
             break;
@@ -89,20 +92,6 @@ QString ChartsPanel::hoverText(Chart chart) const {
     const ChartBox& box = *charts_[std::size_t(chart)];
     if (!box.hover_text || !box.hover_text->isVisible()) return {};
     return box.hover_text->text();
-}
-
-bool ChartsPanel::eventFilter(QObject* watched, QEvent* event) {
-    for (int c = 0; c < kChartCount; ++c) {
-        if (charts_[std::size_t(c)]->view->viewport() != watched) continue;
-        if (event->type() == QEvent::MouseMove)
-            showHover(Chart(c), static_cast<QMouseEvent*>(event)->position());
-        else if (event->type() == QEvent::Leave)
-            hideHover();
-        else if (event->type() == QEvent::Resize)
-            fitAxisTitles(*charts_[std::size_t(c)]);
-        break;
-    }
-    return QWidget::eventFilter(watched, event);
 }
 
 void ChartsPanel::showHover(Chart chart, QPointF view_pos) {
@@ -127,7 +116,7 @@ void ChartsPanel::showHover(Chart chart, QPointF view_pos) {
     box.hover_back->setBrush(dark_ ? QColor(30, 30, 30, 220) : QColor(255, 255, 255, 220));
     box.hover_back->setPen(QPen(ink, 0.5));
     box.hover_text->setBrush(ink);
-    const double x = plot.left() + (steps_[nearestUpdate(step)] - box.x->min()) / span * plot.width();
+    const double x = plot.left() + (run_->steps[nearestUpdate(step)] - box.x->min()) / span * plot.width();
     box.hover_line->setLine(x, plot.top(), x, plot.bottom());
     box.hover_text->setText(text);
     if (box.hover_text->boundingRect().width() + 12 > plot.width())  // one value a line

@@ -1,5 +1,7 @@
 // ChartsPanel's controls row (loss smoothing, log scales) and what they change on the charts: the
-// log y axis of the loss and gradient charts, and the axis titles' style.
+// log y axis of the loss and gradient charts, and the axes: ranges with ticks as dense as their
+// labels allow (never so dense that labels run together or Qt Charts leaves some out), and titles
+// where they fit.
 #include <algorithm>
 #include <cmath>
 
@@ -10,17 +12,73 @@
 #include <QGridLayout>
 #include <QHBoxLayout>
 #include <QLabel>
-#include <QLegend>
-#include <QLegendMarker>
 #include <QLineSeries>
 #include <QLogValueAxis>
 #include <QScatterSeries>
 #include <QSlider>
+#include <QTextDocument>
+#include <QVBoxLayout>
 #include <QValueAxis>
 
 #include "chart_box.h"
+#include "chart_math.h"
 
 namespace sp::ui {
+
+namespace {
+
+// Ticks at most this many intervals apart: more would be noise even where labels fit.
+constexpr int kMaxXIntervals = 8;
+constexpr int kMaxYIntervals = 6;
+
+QString tickText(double v, int decimals) {
+    return QString::number(v, 'f', decimals);  // what the axis' "%.Nf" label format writes
+}
+
+// Sets the axis to [lo, hi] with ticks every `interval` from 0. Order matters: the axis lays its
+// ticks out after each call, and the old interval over a much wider new range would create millions
+// of tick items. A growing interval goes first, a shrinking one last, so every intermediate state has
+// about as few ticks as the final one.
+void applyTicks(QValueAxis* axis, double lo, double hi, double interval) {
+    axis->setTickAnchor(0.0);
+    if (interval >= axis->tickInterval()) {
+        axis->setTickInterval(interval);
+        axis->setRange(lo, hi);
+    } else {
+        axis->setRange(lo, hi);
+        axis->setTickInterval(interval);
+    }
+    axis->setTickType(QValueAxis::TicksDynamic);
+    axis->setLabelFormat(QStringLiteral("%.%1f").arg(tickDecimals(interval)));
+}
+
+// The interval for one of the box's axes over [lo, hi]: x labels side by side need their width and
+// a gap of two digits; y labels above each other need the height of the box Qt Charts lays each out
+// in (the text and a text document's margin above and below) and a pixel: closer, Qt leaves labels
+// out and a grid line goes without its value. Before the chart is laid out the plot's size is
+// estimated from the view's.
+double tickInterval(const QChartView& view, const QChart& chart, const QValueAxis& axis, bool integer,
+                    double lo, double hi) {
+    const QRectF plot = chart.plotArea();
+    const QFontMetricsF fm(axis.labelsFont());
+    const bool horizontal = axis.orientation() == Qt::Horizontal;
+    const double length = horizontal ? (plot.width() > 16 ? plot.width() : view.width() - 60.0)
+                                     : (plot.height() > 16 ? plot.height() : view.height() - 70.0);
+    const auto room = [&](double interval) {
+        if (!horizontal) return fm.height() + 2.0 * QTextDocument().documentMargin() + 1.0;
+        const int decimals = tickDecimals(interval);
+        const double first = std::ceil(lo / interval) * interval;
+        const double last = std::floor(hi / interval) * interval;
+        return std::max(fm.horizontalAdvance(tickText(first, decimals)),
+                        fm.horizontalAdvance(tickText(last, decimals))) +
+               2.0 * fm.horizontalAdvance(QLatin1Char('0'));
+    };
+    const double interval =
+        fittedTickInterval(hi - lo, length, horizontal ? kMaxXIntervals : kMaxYIntervals, room);
+    return integer ? std::max(1.0, interval) : interval;
+}
+
+}  // namespace
 
 QAbstractAxis* ChartsPanel::ChartBox::activeY() const {
     if (log && log_y) return log_y;
@@ -29,7 +87,11 @@ QAbstractAxis* ChartsPanel::ChartBox::activeY() const {
 
 void ChartsPanel::buildControls(QGridLayout* layout) {
     auto* row = new QWidget(this);
-    auto* h = new QHBoxLayout(row);
+    auto* column = new QVBoxLayout(row);
+    column->setContentsMargins(0, 0, 0, 0);
+    column->setSpacing(0);
+    auto* h = new QHBoxLayout;
+    column->addLayout(h);
     h->setContentsMargins(4, 0, 4, 0);
     auto* label = new QLabel(tr("Loss smoothing"), row);
     smoothing_slider_ = new QSlider(Qt::Horizontal, row);
@@ -55,6 +117,18 @@ void ChartsPanel::buildControls(QGridLayout* layout) {
     h->addSpacing(12);
     h->addWidget(buildMarkerKey(row));
     h->addStretch(1);
+    // The overlaid runs' key, under the controls while runs are overlaid: every chart draws a run in
+    // the same dash, so it is named once here rather than in each small chart's legend.
+    runs_key_ = new QLabel(row);
+    runs_key_->setObjectName(QStringLiteral("overlayRunsKey"));
+    runs_key_->setTextFormat(Qt::RichText);
+    runs_key_->setWordWrap(true);
+    runs_key_->setContentsMargins(4, 0, 4, 0);
+    runs_key_->setToolTip(
+        tr("Other runs drawn over this one (View > Overlay other runs): each chart draws a "
+           "run's lines in the same colours as this run's, in the run's dash."));
+    runs_key_->hide();
+    column->addWidget(runs_key_);
     layout->addWidget(row, 0, 0, 1, 6);
     connect(smoothing_slider_, &QSlider::valueChanged, this,
             [this](int value) { setLossSmoothing(value / 100.0); });
@@ -168,7 +242,7 @@ void ChartsPanel::setLogRange(ChartBox& box, double lo, double hi) {
 // lays out later: a screenshot then never depends on how far that layout got.
 void ChartsPanel::fitAxisTitles(ChartBox& box) {
     constexpr int kMinHeightForXTitle = 220;
-    constexpr int kOverhead = 110;  // chart title, legend, x labels and margins, measured at 1x
+    constexpr int kOverhead = 60;  // chart title, x labels and margins, measured at 1x
     constexpr int kXTitleHeight = 16;
     const int height = box.view->height();
     const bool x_title = height >= kMinHeightForXTitle;
@@ -181,12 +255,31 @@ void ChartsPanel::fitAxisTitles(ChartBox& box) {
     }
 }
 
-void ChartsPanel::hideRawLossLegend() {
-    // The faint raw lines explain themselves by the smoothed lines' legend entries.
-    ChartBox& box = *charts_[std::size_t(Chart::loss)];
-    for (std::size_t i = 0; i < 2 && i < box.lines.size(); ++i)
-        for (QLineSeries* s : box.lines[i]->segments())
-            for (QLegendMarker* m : box.chart->legend()->markers(s)) m->setVisible(false);
+void ChartsPanel::setAxisRange(ChartBox& box, Qt::Orientation orientation, double lo, double hi) {
+    QValueAxis* axis = orientation == Qt::Horizontal ? box.x : box.y;
+    if (!(lo <= hi)) {
+        lo = 0.0;
+        hi = 1.0;
+    }
+    if (hi - lo < 1e-9) {  // a flat line: a little room around it
+        const double half = std::max(1e-3, std::abs(hi) * 0.05);
+        lo -= half;
+        hi += half;
+    }
+    const bool integer = box.integer_ticks && orientation == Qt::Vertical;
+    applyTicks(axis, lo, hi, tickInterval(*box.view, *box.chart, *axis, integer, lo, hi));
+}
+
+// The plot's size moved (a resize, an axis' labels widening): the ranges stay, the intervals follow.
+void ChartsPanel::fitTicks(ChartBox& box) {
+    if (box.fitting_ticks) return;
+    box.fitting_ticks = true;
+    for (QValueAxis* axis : {box.x, box.y}) {
+        const bool integer = box.integer_ticks && axis == box.y;
+        const double interval = tickInterval(*box.view, *box.chart, *axis, integer, axis->min(), axis->max());
+        if (interval != axis->tickInterval()) applyTicks(axis, axis->min(), axis->max(), interval);
+    }
+    box.fitting_ticks = false;
 }
 
 }  // namespace sp::ui

@@ -3,12 +3,21 @@
 #include <QChart>
 #include <QChartView>
 #include <QEvent>
+#include <QLabel>
 #include <QLineSeries>
 
 #include "chart_box.h"
-#include "sp/ui/colormap.h"
 
 namespace sp::ui {
+
+namespace {
+
+// One flat background for the chart and its legend under it, so that the two read as one.
+QColor chartBackground(bool dark) {
+    return dark ? QColor(0x2e, 0x30, 0x3a) : QColor(Qt::white);
+}
+
+}  // namespace
 
 void ChartsPanel::setDarkTheme(bool dark) {
     theme_explicit_ = true;
@@ -22,15 +31,20 @@ void ChartsPanel::applyTheme() {
     for (auto& box : charts_) {
         box->chart->setTheme(dark_ ? QChart::ChartThemeDark : QChart::ChartThemeLight);
         box->chart->setBackgroundRoundness(0);
-        // setTheme() recolours every series: give the lines their own colours back.
+        box->chart->setBackgroundBrush(chartBackground(dark_));
+        // setTheme() recolours every series: give the lines their own colours back (the redraw that
+        // follows gives the BF16 line its theme's grey).
         for (auto& line : box->lines) line->setColor(line->color());
         styleExtras(*box);
+        QPalette palette = box->frame->palette();
+        palette.setColor(QPalette::Window, chartBackground(dark_));
+        palette.setColor(QPalette::WindowText, dark_ ? QColor(0xd8, 0xd8, 0xd8) : QColor(0x30, 0x30, 0x30));
+        box->frame->setPalette(palette);
+        box->frame->setAutoFillBackground(true);
+        box->legend->setPalette(palette);
     }
-    hideRawLossLegend();
-    // BF16's light grey is for the dark heatmap strip; on a light chart it needs more contrast.
-    auto& precision = *charts_[std::size_t(Chart::precision)];
-    precision.lines[0]->setColor(dark_ ? QColor::fromRgb(precisionColor(Precision::bf16))
-                                       : QColor(0x70, 0x70, 0x70));
+    updateRunsKey();
+    drawn_valid_ = false;  // the legend's samples and BF16's grey follow the theme
 }
 
 void ChartsPanel::changeEvent(QEvent* event) {
@@ -50,6 +64,11 @@ void ChartsPanel::resizeEvent(QResizeEvent* event) {
     refresh();  // a new width decimates differently
 }
 
+QSize ChartsPanel::sizeHint() const {
+    constexpr int kPreferredRowHeight = 180;
+    return {QWidget::sizeHint().width(), 24 + 2 * kPreferredRowHeight};
+}
+
 QChartView* ChartsPanel::chartView(Chart chart) const {
     return charts_[std::size_t(chart)]->view;
 }
@@ -57,7 +76,7 @@ QChartView* ChartsPanel::chartView(Chart chart) const {
 std::vector<QChartView*> ChartsPanel::chartViews() const {
     std::vector<QChartView*> views;
     for (const auto& box : charts_) {
-        if (!box->view->isHidden()) views.push_back(box->view);
+        if (!box->view->isHidden() && !box->frame->isHidden()) views.push_back(box->view);
     }
     return views;
 }

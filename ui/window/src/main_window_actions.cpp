@@ -174,7 +174,7 @@ void MainWindow::buildMenus() {
     compare_action_ = view_menu_->addAction(tr("&Overlay other runs"));
     compare_action_->setCheckable(true);
     compare_action_->setToolTip(
-        tr("Draw the saving and loss of every other open run over the current one's"));
+        tr("Draw every other open run over the current one's charts (dashed, named in each legend)"));
     connect(compare_action_, &QAction::toggled, this, [this] { updateOverlays(); });
     dark_action_ = view_menu_->addAction(tr("&Dark theme"));
     dark_action_->setCheckable(true);

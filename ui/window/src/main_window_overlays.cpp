@@ -1,6 +1,4 @@
 // The charts' overlays: other open runs drawn over the current one (compare), and the what-if.
-#include <array>
-
 #include <QAction>
 #include <QFileInfo>
 
@@ -11,29 +9,10 @@
 namespace sp::ui {
 namespace {
 
-// Distinct from the run's own lines (charts_panel.cpp) and from each other.
-constexpr std::array<QRgb, 4> kOtherRunColors = {0xffbc8cff, 0xfff778ba, 0xff39c5cf, 0xff8b949e};
-constexpr QRgb kWhatIfColor = 0xffffa657;
-
 // A file's name, or a live run's endpoint: short enough for a legend.
 QString shortLabel(const RunSession& s) {
     const QString label = s.source().label();
     return s.isLive() ? label : QFileInfo(label).fileName();
-}
-
-void addRun(std::vector<ChartsPanel::Overlay>& out, const RunSession& s, QRgb color) {
-    ChartsPanel::Overlay saving{
-        ChartsPanel::Chart::saving, shortLabel(s) + QStringLiteral(": estimated"), {}, {}, color};
-    ChartsPanel::Overlay loss{
-        ChartsPanel::Chart::loss, shortLabel(s) + QStringLiteral(": train loss"), {}, {}, color};
-    for (const UpdateRow& r : s.store().rows()) {
-        saving.steps.push_back(double(r.step));
-        saving.values.push_back(r.estimated_saving_pct);
-        loss.steps.push_back(double(r.step));
-        loss.values.push_back(r.train_loss);
-    }
-    out.push_back(std::move(saving));
-    out.push_back(std::move(loss));
 }
 
 }  // namespace
@@ -47,14 +26,14 @@ void MainWindow::updateOverlays() {
     if (from == overlaid_ && current_ == overlaid_session_) return;
     overlaid_ = std::move(from);
     overlaid_session_ = current_;
-    std::vector<ChartsPanel::Overlay> overlays;
-    if (compare_action_->isChecked()) {
-        std::size_t next = 0;
+    // Every chart draws the other runs' counterparts of its lines (ChartsPanel::setOverlayRuns); the
+    // sessions, and so their stores, live as long as the window.
+    std::vector<ChartsPanel::OverlayRun> runs;
+    if (compare_action_->isChecked())
         for (const RunSession* s : sessions_)
-            if (s != current_) addRun(overlays, *s, kOtherRunColors[next++ % kOtherRunColors.size()]);
-    }
-    overlays.insert(overlays.end(), what_if_overlays_.begin(), what_if_overlays_.end());
-    charts_->setOverlays(std::move(overlays));
+            if (s != current_) runs.push_back({shortLabel(*s), &s->store()});
+    charts_->setOverlayRuns(std::move(runs));
+    charts_->setOverlays(what_if_overlays_);
 }
 
 void MainWindow::takeWhatIf() {
@@ -62,7 +41,7 @@ void MainWindow::takeWhatIf() {
     const auto& result = what_if_->result();
     if (result && result->error.empty()) {
         ChartsPanel::Overlay saving{
-            ChartsPanel::Chart::saving, tr("what-if: estimated"), {}, {}, kWhatIfColor};
+            ChartsPanel::Chart::saving, tr("what-if: estimated"), {}, {}, ChartsPanel::kWhatIfColor};
         for (const UpdateRecord& r : result->records) {
             saving.steps.push_back(double(r.step_id));
             saving.values.push_back(float(r.estimated_bandwidth_saving_pct));

@@ -5,13 +5,16 @@
 // run draws as fast as a short one; refresh() is cheap when nothing changed.
 // Around the data: the policy's thresholds and hysteresis band on the sensitivity chart, marks where
 // blocks switched precision, commands applied and rollbacks happened (saving and loss charts), a
-// hover readout, EMA smoothing of the losses and log scales for the loss and gradient charts.
+// hover readout, EMA smoothing of the losses and log scales for the loss and gradient charts, other
+// runs overlaid, zoom and pan over the steps, one chart enlarged, a chart's lines exported as CSV.
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include <QImage>
@@ -26,8 +29,10 @@ class QChartView;
 class QCheckBox;
 class QGridLayout;
 class QLabel;
+class QMouseEvent;
 class QSlider;
 class QValueAxis;
+class QWheelEvent;
 QT_END_NAMESPACE
 
 namespace sp::ui {
@@ -35,6 +40,8 @@ namespace sp::ui {
 class ChartLine;
 class RunSession;
 class TelemetryStore;
+struct LineSource;
+struct RunColumns;
 
 class ChartsPanel : public QWidget {
     Q_OBJECT
@@ -61,16 +68,56 @@ class ChartsPanel : public QWidget {
     // Replay timeline: only updates [0, count) are drawn. kNoCursor: all.
     void setTimelineCursor(std::size_t count);
 
-    // A series drawn over the saving or the loss chart besides the run's own: another run's
-    // (compare) or the what-if's. x in steps; the x range grows to show all of it.
+    // A series drawn over one chart besides the run's own lines: the what-if's estimated saving.
+    // x in steps; the x range grows to show all of it. A loss is smoothed as the run's losses are.
     struct Overlay {
-        Chart chart = Chart::saving;  // saving or loss
-        QString name;                 // its legend entry
+        Chart chart = Chart::saving;
+        QString name;  // its legend entry
         std::vector<double> steps;
         std::vector<float> values;
         QRgb color = 0;
     };
     void setOverlays(std::vector<Overlay> overlays);
+    // The what-if's colour: apart (CIE76 distance over 40) from every line and mark of the saving chart.
+    static constexpr QRgb kWhatIfColor = 0xFFE7298Au;
+
+    // Other runs drawn over this one's (compare): every chart draws each run's counterpart of its own
+    // lines (estimated and measured saving, the blocks per precision, the selected blocks found by
+    // name, the train and eval losses) in the same colours, dashed, one dash per run, the lines named
+    // "NAME: estimated"; a key under the controls names each run with its dash. The x range covers
+    // the longest run. The stores are read at every redraw: they must outlive their use here, until
+    // the next setOverlayRuns (call it again when their data moved).
+    struct OverlayRun {
+        QString name;
+        const TelemetryStore* store = nullptr;
+    };
+    void setOverlayRuns(std::vector<OverlayRun> runs);
+
+    // Zoom. All charts show the same step range (one x axis: the hover guide, the marks and the
+    // charts line up). Following (the default), the range covers everything and grows with the run.
+    // Zoomed (the mouse wheel at a point, a drag to pan, or setXView), it stays where it was put while
+    // updates arrive, except a range that reaches the last step, which keeps its width and follows the
+    // live edge. A double-click on a plot (or resetXView) follows everything again.
+    void setXView(double lo, double hi);
+    void resetXView();
+    bool xZoomed() const;
+    std::pair<double, double> xRange() const;  // the steps the charts show now
+
+    // One chart alone in the panel (its context menu's "Enlarge chart", or a double-click on its
+    // title); nullopt shows them all again.
+    void setEnlarged(std::optional<Chart> chart);
+    std::optional<Chart> enlarged() const { return enlarged_; }
+
+    // A chart's lines as CSV, at full resolution and over the whole run (not the zoomed range): a
+    // "step" column, then a column per line named as its legend names it, one row per step any line
+    // has a value at. The context menu's "Export series as CSV…" asks for the file with the prompt
+    // (a save dialog unless replaced: tests return a path) and writes it.
+    QString seriesCsv(Chart chart) const;
+    // Writes seriesCsv(chart) to `path`; returns the error, empty when written.
+    QString exportSeriesCsv(Chart chart, const QString& path) const;
+    // Given a suggested file name, the path to write (empty: cancelled).
+    using PathPrompt = std::function<QString(const QString& suggested)>;
+    void setCsvPathPrompt(PathPrompt prompt) { csv_path_prompt_ = std::move(prompt); }
 
     // Follows the palette (dark window → dark charts) until set explicitly.
     void setDarkTheme(bool dark);
@@ -122,40 +169,74 @@ class ChartsPanel : public QWidget {
     static constexpr int kMaxMarkers = 120;
     std::vector<double> markerSteps(Chart chart, Marker kind) const;
 
+    // Two rows of charts about 180 px tall under the controls: asked of a splitter that shares a
+    // 1280x800 window with the heatmap, less leaves plots too short for labelled ticks and a legend.
+    QSize sizeHint() const override;
+
   protected:
     void changeEvent(QEvent* event) override;
     void resizeEvent(QResizeEvent* event) override;
 
   private:
     struct ChartBox;
+    struct OverlaidRun;
     void buildCharts();
-    void appendRunColumns();
-    void rebuildSelectedLines();
+    void buildChart(Chart which, const QString& title, const QString& y_title);
     void redraw();
+    void updateTitles();
+    bool drawChart(Chart which, const std::vector<LineSource>& sources, double x_lo, double x_hi,
+                   int columns);
     void applyTheme();
     int plotWidth() const;
     std::size_t shownCount() const;
+    // chart_lines.cpp: the lines each chart draws, at full resolution: the run's own, then the
+    // overlaid runs' counterparts, then the overlays.
+    std::vector<LineSource> linesOf(Chart which) const;
+    void addOwnLines(Chart which, std::vector<LineSource>& out) const;
+    void addRunLines(Chart which, const OverlaidRun& run, std::size_t index,
+                     std::vector<LineSource>& out) const;
+    void addLossLines(const RunColumns& columns, std::size_t n, const LineSource& style,
+                      std::vector<LineSource>& out) const;
+    void addOverlayLines(Chart which, std::vector<LineSource>& out) const;
+    std::pair<double, double> fullXRange() const;
+    void syncLines(ChartBox& box, const std::vector<LineSource>& sources);
+    // chart_legend.cpp: the legend under each chart (wrapped, never cut short), the runs' key.
+    void updateLegend(Chart which, const std::vector<LineSource>& sources);
+    QString thresholdLegend() const;
+    void updateRunsKey();
     // chart_scale.cpp: the controls row, the y axes (titles, log scale), the raw loss lines.
     void buildControls(QGridLayout* layout);
     QWidget* buildMarkerKey(QWidget* parent) const;
     void buildLogAxes();
     void styleExtras(ChartBox& box);
     void fitAxisTitles(ChartBox& box);
-    void hideRawLossLegend();
     void syncYAxes(ChartBox& box);
     void setLogRange(ChartBox& box, double lo, double hi);
+    // Axis ranges with ticks whose labels fit between them (chart_scale.cpp).
+    void setAxisRange(ChartBox& box, Qt::Orientation orientation, double lo, double hi);
+    void fitTicks(ChartBox& box);
     // chart_guides.cpp: what each chart shows in words (tooltips), thresholds, markers.
     void setExplanations();
     void buildGuides();
     void buildMarkerSeries();
     void drawThresholds(double x_lo, double x_hi);
-    void placeGuideLabels();
-    void drawMarkers(double x_lo, double x_hi);
+    void collectMarkers(double x_lo, double x_hi);
+    void placeMarkers(ChartBox& box);
     // chart_readout.cpp: the hover guide and label.
-    bool eventFilter(QObject* watched, QEvent* event) override;
     void showHover(Chart chart, QPointF view_pos);
     void hideHover();
     std::size_t nearestUpdate(double step) const;
+    // chart_navigation.cpp: the mouse on a plot: hover, wheel zoom, drag pan, double-clicks.
+    bool eventFilter(QObject* watched, QEvent* event) override;
+    bool onWheel(Chart chart, QWheelEvent* event);
+    bool onMouse(Chart chart, QMouseEvent* event);
+    std::optional<double> stepAt(Chart chart, QPointF view_pos) const;
+    void setXViewRange(double lo, double hi);
+    // chart_actions.cpp: each chart's context menu (enlarge, reset zoom, export CSV) and the grid.
+    void buildActions(Chart which);
+    void exportCsvAsked(Chart which);
+    void placeCharts();
+    void updateVisibility();
 
     const RunSession* session_ = nullptr;
     const TelemetryStore* store_ = nullptr;
@@ -165,21 +246,32 @@ class ChartsPanel : public QWidget {
     bool theme_explicit_ = false;
 
     // Run-level columns copied from the store as updates arrive (decimation wants contiguous floats).
-    std::vector<double> steps_;
-    std::vector<double> eval_steps_;  // where each update's eval loss was measured (eval_step)
-    std::vector<float> estimated_, measured_, target_, bf16_, int8_, fp8_, int4_, train_loss_, eval_loss_;
-    std::array<std::vector<float>*, 9> runColumns() {
-        return {&estimated_, &measured_, &target_, &bf16_, &int8_, &fp8_, &int4_, &train_loss_, &eval_loss_};
-    }
+    std::unique_ptr<RunColumns> run_;
     double smoothing_ = kDefaultSmoothing;
     QSlider* smoothing_slider_ = nullptr;
     QLabel* smoothing_label_ = nullptr;
     QCheckBox* log_loss_ = nullptr;
     QCheckBox* log_gradient_ = nullptr;
-    double first_timestamp_ = 0.0;
+    QLabel* runs_key_ = nullptr;  // "Other runs: ╍╍ a.jsonl ┈┈ b.jsonl", while runs are overlaid
 
+    QGridLayout* grid_ = nullptr;
     std::array<std::unique_ptr<ChartBox>, kChartCount> charts_;
     QLabel* no_loss_label_ = nullptr;
+    bool has_loss_ = false;
+    std::optional<Chart> enlarged_;
+    PathPrompt csv_path_prompt_;
+
+    // The steps shown: all of them (full_x_) unless zoomed; a zoomed range that reached the last step
+    // follows it (x_view_follows_edge_).
+    std::optional<std::pair<double, double>> x_view_;
+    bool x_view_follows_edge_ = false;
+    std::pair<double, double> full_x_{0.0, 1.0};
+    std::pair<double, double> shown_x_{0.0, 1.0};
+    std::uint64_t x_view_revision_ = 0;
+    // A drag in progress: the chart, where it started (x in the viewport) and the range then.
+    std::optional<Chart> drag_chart_;
+    double drag_from_x_ = 0.0;
+    std::pair<double, double> drag_from_range_{0.0, 1.0};
 
     // What the charts show now; refresh() redraws only when it moved.
     struct DrawnKey {
@@ -194,16 +286,19 @@ class ChartsPanel : public QWidget {
         double smoothing = 0.0;
         bool log_loss = false;
         bool log_gradient = false;
+        std::uint64_t x_view = 0;
         bool operator==(const DrawnKey& o) const {
             return store == o.store && shown == o.shown && selected == o.selected && width == o.width &&
                    dark == o.dark && resets == o.resets && overlays == o.overlays && session == o.session &&
-                   smoothing == o.smoothing && log_loss == o.log_loss && log_gradient == o.log_gradient;
+                   smoothing == o.smoothing && log_loss == o.log_loss && log_gradient == o.log_gradient &&
+                   x_view == o.x_view;
         }
     };
     DrawnKey drawn_;
     bool drawn_valid_ = false;
     std::uint64_t resets_ = 0;
     std::vector<Overlay> overlays_;
+    std::vector<OverlaidRun> overlay_runs_;
     std::uint64_t overlays_revision_ = 0;
 };
 

@@ -91,7 +91,7 @@ class MainWindow : public QMainWindow {
     void connectDialog();
     void saveSettings();
     void restoreSettings();
-    // The charts' overlays: the other runs' saving and loss (View ▸ Overlay other runs) and the
+    // The charts' overlays: the other runs on every chart (View ▸ Overlay other runs) and the
     // what-if's saving. Rebuilt only when one of them changed.
     void updateOverlays();
     void takeWhatIf();
