@@ -7,6 +7,7 @@
 #include <QCloseEvent>
 #include <QComboBox>
 #include <QDockWidget>
+#include <QFileDialog>
 #include <QFileInfo>
 #include <QInputDialog>
 #include <QLabel>
@@ -112,6 +113,9 @@ MainWindow::MainWindow(QWidget* parent)
                                     QMessageBox::Yes | QMessageBox::Cancel,
                                     QMessageBox::Cancel) == QMessageBox::Yes;
     });
+    save_path_prompt_ = [this](const QString& title, const QString& suggestion, const QString& filter) {
+        return QFileDialog::getSaveFileName(this, title, suggestion, filter);
+    };
     setAcceptDrops(true);
 
     auto* top = new QWidget(this);
@@ -275,6 +279,7 @@ void MainWindow::setCurrentSession(RunSession* session) {
     replay_bar_->setStore(session ? &session->store() : nullptr);
     control_->setSession(session);
     what_if_->setSession(session);
+    export_events_action_->setEnabled(session != nullptr);
     showJob();
     what_if_overlays_.clear();  // the what-if was the previous run's
     const bool live = session != nullptr && session->isLive();

@@ -4,6 +4,7 @@
 // shows one at a time, and repaints on a timer when the shown run changed (batched repaints).
 // Logic lives in sp_ui_model; this class only wires views to it.
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -69,6 +70,12 @@ class MainWindow : public QMainWindow {
     // after it (the last update for a later step). What double-clicking an event does.
     void goToStep(std::int64_t step);
 
+    // Where an export goes: (title, suggested file name, filter) -> the path, "" when cancelled. A
+    // file dialog unless replaced (tests answer with a path of their own).
+    using SavePathPrompt =
+        std::function<QString(const QString& title, const QString& suggestion, const QString& filter)>;
+    void setSavePathPrompt(SavePathPrompt prompt) { save_path_prompt_ = std::move(prompt); }
+
   protected:
     void closeEvent(QCloseEvent* event) override;
     void dragEnterEvent(QDragEnterEvent* event) override;
@@ -87,6 +94,7 @@ class MainWindow : public QMainWindow {
     void exportHeatmap();
     void exportCharts();
     void exportTable();
+    void exportEventLog();
     void openDialog();
     void connectDialog();
     void saveSettings();
@@ -143,6 +151,8 @@ class MainWindow : public QMainWindow {
     QAction* step_forward_action_ = nullptr;
     QAction* dark_action_ = nullptr;
     QAction* compare_action_ = nullptr;
+    QAction* export_events_action_ = nullptr;  // File menu and the event log's context menu
+    SavePathPrompt save_path_prompt_;
     std::vector<ChartsPanel::Overlay> what_if_overlays_;
     std::vector<std::uint64_t> overlaid_;  // what the overlays were built from (see updateOverlays)
     const RunSession* overlaid_session_ = nullptr;
