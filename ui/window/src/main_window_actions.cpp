@@ -4,6 +4,7 @@
 #include <QActionGroup>
 #include <QApplication>
 #include <QComboBox>
+#include <QDockWidget>
 #include <QFileDialog>
 #include <QMenu>
 #include <QMenuBar>
@@ -289,6 +290,7 @@ void MainWindow::saveSettings() {
     settings.setValue(QStringLiteral("window/geometry"), saveGeometry());
     settings.setValue(QStringLiteral("window/state"), saveState());
     settings.setValue(QStringLiteral("window/splitter"), splitter_->saveState());
+    settings.setValue(QLatin1String(kLayoutVersionKey), kLayoutVersion);
 }
 
 void MainWindow::restoreSettings() {
@@ -300,6 +302,11 @@ void MainWindow::restoreSettings() {
         resize(screen ? kDefaultSize.boundedTo(screen->availableGeometry().size()) : kDefaultSize);
     }
     restoreState(settings.value(QStringLiteral("window/state")).toByteArray());
+    // A layout saved before the Ranks panel became a tab has it under the charts, squashing them.
+    if (settings.value(QLatin1String(kLayoutVersionKey)).toInt() < kLayoutVersion &&
+        dockWidgetArea(rank_dock_) == Qt::BottomDockWidgetArea)
+        placeRanksDock();
+    ranks_closed_ = settings.value(QLatin1String(kRanksClosedKey)).toBool();
     splitter_->restoreState(settings.value(QStringLiteral("window/splitter")).toByteArray());
 }
 
