@@ -2,14 +2,17 @@
 // rank 0 is the run (heatmap, table, log, commands), the Ranks panel lists both ranks, and the
 // warning bar names the rank, the step and the blocks when rank 1's map differs from rank 0's, and
 // says nothing while they agree.
+#include <QAction>
 #include <QDockWidget>
 #include <QLabel>
+#include <QSettings>
 #include <QTableView>
 #include <QTemporaryDir>
 #include <QtTest>
 
 #include "fake_agent.h"  // make_update
 #include "served_agent.h"
+#include "sp/ui/charts_panel.h"
 #include "sp/ui/connection_dialog.h"
 #include "sp/ui/main_window.h"
 #include "sp/ui/rank_job.h"
@@ -67,6 +70,7 @@ class TestJobWindow : public QObject {
         QStandardPaths::setTestModeEnabled(true);
         registerUiMetaTypes();
     }
+    void init() { QSettings().clear(); }  // each test starts from the default layout
 
     void agreeingRanksShowNoWarning() {
         TwoRanks job;
@@ -143,6 +147,78 @@ class TestJobWindow : public QObject {
         QVERIFY2(logText(*s).contains(
                      QStringLiteral("rank 1's map agrees with rank 0's again at step %1").arg(step)),
                  qPrintable(logText(*s)));
+    }
+
+    // Following a 2-rank job brings the Ranks panel as a tab beside the event log, in front, and the
+    // charts keep their height (under them, the panel took a seventh of it).
+    void ranks_panel_leaves_the_charts_their_height() {
+        TwoRanks job;
+        MainWindow w;
+        w.resize(MainWindow::kDefaultSize);
+        w.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&w));
+        auto* charts = w.findChild<ChartsPanel*>();
+        const int charts_height = charts->height();
+        QVERIFY(charts_height > 0);
+        QString error;
+        QVERIFY2(w.connectTo({job.spec(), {}, {}, 0}, &error), qPrintable(error));
+        auto* dock = w.findChild<QDockWidget*>(QStringLiteral("RanksDock"));
+        // Laid out and in front: the panel's table has its size and is not behind another tab.
+        QTRY_VERIFY(dock->isVisible() && !dock->widget()->visibleRegion().isEmpty());
+        QCOMPARE(w.findChild<RankPanel*>()->view()->model()->rowCount(), 2);
+        QCOMPARE(charts->height(), charts_height);
+        QVERIFY(
+            w.tabifiedDockWidgets(dock).contains(w.findChild<QDockWidget*>(QStringLiteral("EventsDock"))));
+        QCOMPARE(w.dockWidgetArea(dock), Qt::RightDockWidgetArea);
+    }
+
+    // Where the user puts the Ranks panel, and whether they closed it, outlasts the window; a layout
+    // saved before the panel became a tab (no layout version) gets the tab back.
+    void ranks_panel_remembers_the_users_choice() {
+        TwoRanks job;
+        const auto follow = [&job](MainWindow& w) {
+            QString error;
+            QVERIFY2(w.connectTo({job.spec(), {}, {}, 0}, &error), qPrintable(error));
+        };
+        const auto ranks_dock = [](MainWindow& w) {
+            return w.findChild<QDockWidget*>(QStringLiteral("RanksDock"));
+        };
+        {
+            MainWindow w;
+            w.show();
+            follow(w);
+            QTRY_VERIFY(ranks_dock(w)->isVisible());
+            w.addDockWidget(Qt::BottomDockWidgetArea, ranks_dock(w));  // what dragging it there does
+            w.close();                                                 // saves the layout
+        }
+        {
+            MainWindow w;
+            w.show();
+            follow(w);
+            QTRY_VERIFY(ranks_dock(w)->isVisible());
+            QCOMPARE(w.dockWidgetArea(ranks_dock(w)), Qt::BottomDockWidgetArea);
+            ranks_dock(w)->close();  // its close button
+            QVERIFY(!ranks_dock(w)->isVisible());
+            w.close();
+        }
+        {
+            MainWindow w;
+            w.show();
+            follow(w);
+            QAction* toggle = ranks_dock(w)->toggleViewAction();
+            QTRY_VERIFY(toggle->isEnabled());  // the job is current
+            QVERIFY(!ranks_dock(w)->isVisible());
+            QVERIFY(!toggle->isChecked());
+            toggle->trigger();  // View ▸ Ranks
+            QVERIFY(ranks_dock(w)->isVisible());
+            w.close();
+        }
+        QSettings().remove(QStringLiteral("window/layout_version"));  // as the previous version saved it
+        MainWindow w;
+        w.show();
+        follow(w);
+        QTRY_VERIFY(ranks_dock(w)->isVisible());
+        QCOMPARE(w.dockWidgetArea(ranks_dock(w)), Qt::RightDockWidgetArea);
     }
 
     // A single agent is no job: no Ranks panel, no warning bar.

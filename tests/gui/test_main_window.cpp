@@ -5,6 +5,7 @@
 #include <QFile>
 #include <QLabel>
 #include <QLineEdit>
+#include <QRegularExpression>
 #include <QScreen>
 #include <QSettings>
 #include <QStatusBar>
@@ -301,6 +302,68 @@ class TestMainWindow : public QObject {
         // An unwritable path is reported, not silently ignored.
         QVERIFY(exportCsv(*panel->sourceModel(), QStringLiteral("/nonexistent-dir/x.csv"))
                     .contains(QStringLiteral("/nonexistent-dir/x.csv")));
+    }
+
+    // File ▸ Export event log as CSV… (the same action in the log's context menu) saves the shown
+    // run's whole log through the path prompt: the header, then one line per entry in order, with
+    // the step (empty when none), the time in UTC and the kind; fields are quoted where needed.
+    void event_log_exports_as_csv() {
+        MainWindow w;
+        w.show();
+        w.openFile(fixture_);
+        RunSession* s = w.currentSession();
+        QTRY_VERIFY_WITH_TIMEOUT(s->state() == SourceState::loaded, 10000);
+        w.refreshViews();
+        const QString path = dir_.filePath(QStringLiteral("exported-events.csv"));
+        QString suggested;
+        w.setSavePathPrompt([&](const QString&, const QString& suggestion, const QString&) {
+            suggested = suggestion;
+            return path;
+        });
+        QAction* action = actionNamed(w, QStringLiteral("Export &event log as CSV…"));
+        QVERIFY(action != nullptr);
+        QVERIFY(w.findChild<EventLogPanel*>()->view()->actions().contains(action));
+        QVERIFY(action->isEnabled());
+        action->trigger();
+        QCOMPARE(suggested, QStringLiteral("fixture-run-events.csv"));
+        QFile f(path);
+        QVERIFY(f.open(QIODevice::ReadOnly | QIODevice::Text));
+        const QStringList lines = QString::fromUtf8(f.readAll()).split(QLatin1Char('\n'), Qt::SkipEmptyParts);
+        QCOMPARE(lines.value(0), QString::fromLatin1(kEventLogCsvHeader));
+        const EventLog& log = s->events();
+        QVERIFY(log.size() >= 2);  // the load, the replayed pin command
+        QCOMPARE(std::size_t(lines.size()), log.size() + 1);
+        const QRegularExpression utc(QStringLiteral("^\\d{4}-\\d\\d-\\d\\dT\\d\\d:\\d\\d:\\d\\d\\.\\d{3}Z$"));
+        bool command_seen = false;
+        for (std::size_t i = 0; i < log.size(); ++i) {
+            const EventEntry& e = log.at(i);
+            const QStringList fields = lines[int(i) + 1].split(QLatin1Char(','));
+            QCOMPARE(fields.value(0), e.step >= 0 ? QString::number(e.step) : QString());
+            QVERIFY2(utc.match(fields.value(1)).hasMatch(), qPrintable(lines[int(i) + 1]));
+            QCOMPARE(fields.value(2), toString(e.category));
+            command_seen |= e.category == EventCategory::command && fields.value(0) == QStringLiteral("60");
+        }
+        QVERIFY(command_seen);
+
+        // Fields holding a comma, a quote or a line break are quoted (RFC 4180); no step, no time: empty.
+        EventLog quoted;
+        quoted.append({0.0,
+                       -1,
+                       EventCategory::warning,
+                       QStringLiteral("a, b"),
+                       {},
+                       CommandState::none,
+                       QStringLiteral("line 1\nline \"2\"")});
+        const QString small = dir_.filePath(QStringLiteral("quoted-events.csv"));
+        QCOMPARE(exportEventLogCsv(quoted, small), QString());
+        QFile q(small);
+        QVERIFY(q.open(QIODevice::ReadOnly | QIODevice::Text));
+        QCOMPARE(QString::fromUtf8(q.readAll()),
+                 QString::fromLatin1(kEventLogCsvHeader) +
+                     QStringLiteral("\n,,warning,,\"a, b\",\"line 1\nline \"\"2\"\"\"\n"));
+        // An unwritable path is reported.
+        QVERIFY(exportEventLogCsv(quoted, QStringLiteral("/nonexistent-dir/e.csv"))
+                    .contains(QStringLiteral("/nonexistent-dir")));
     }
 
     // The operator's path end to end: select a block in the table, press Pin INT8, the agent (a fake

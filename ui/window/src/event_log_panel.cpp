@@ -1,5 +1,6 @@
 #include "sp/ui/event_log_panel.h"
 
+#include <QAction>
 #include <QColor>
 #include <QComboBox>
 #include <QHBoxLayout>
@@ -114,6 +115,11 @@ EventLogPanel::EventLogPanel(QWidget* parent)
 
 void EventLogPanel::setStepLimit(std::optional<std::int64_t> step) {
     static_cast<CategoryFilter*>(proxy_)->setStepLimit(step);
+}
+
+void EventLogPanel::addContextAction(QAction* action) {
+    view_->setContextMenuPolicy(Qt::ActionsContextMenu);
+    view_->addAction(action);
 }
 
 void EventLogPanel::setModel(QAbstractItemModel* model) {

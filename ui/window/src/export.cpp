@@ -1,10 +1,13 @@
 #include "sp/ui/export.h"
 
 #include <QAbstractItemModel>
+#include <QDateTime>
 #include <QFile>
 #include <QImage>
 #include <QSaveFile>
 #include <QTextStream>
+
+#include "sp/ui/event_log.h"
 
 namespace sp::ui {
 
@@ -42,6 +45,27 @@ QString exportPng(const QImage& image, const QString& path) {
     if (!file.open(QIODevice::WriteOnly))
         return QObject::tr("Cannot write %1: %2").arg(path, file.errorString());
     if (!image.save(&file, "PNG")) return QObject::tr("Cannot encode %1 as PNG").arg(path);
+    if (!file.commit()) return QObject::tr("Cannot write %1: %2").arg(path, file.errorString());
+    return {};
+}
+
+QString exportEventLogCsv(const EventLog& log, const QString& path) {
+    QSaveFile file(path);
+    if (!file.open(QIODevice::WriteOnly | QIODevice::Text))
+        return QObject::tr("Cannot write %1: %2").arg(path, file.errorString());
+    QTextStream out(&file);
+    out << kEventLogCsvHeader << '\n';
+    for (std::size_t i = 0; i < log.size(); ++i) {
+        const EventEntry& e = log.at(i);
+        const QString step = e.step >= 0 ? QString::number(e.step) : QString();
+        const QString time = e.timestamp > 0
+                                 ? QDateTime::fromMSecsSinceEpoch(qint64(e.timestamp * 1000.0), Qt::UTC)
+                                       .toString(Qt::ISODateWithMs)
+                                 : QString();
+        out << step << ',' << time << ',' << csvField(toString(e.category)) << ','
+            << csvField(toString(e.state)) << ',' << csvField(e.text) << ',' << csvField(e.detail) << '\n';
+    }
+    out.flush();
     if (!file.commit()) return QObject::tr("Cannot write %1: %2").arg(path, file.errorString());
     return {};
 }

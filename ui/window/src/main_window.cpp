@@ -7,6 +7,7 @@
 #include <QCloseEvent>
 #include <QComboBox>
 #include <QDockWidget>
+#include <QFileDialog>
 #include <QFileInfo>
 #include <QInputDialog>
 #include <QLabel>
@@ -112,6 +113,9 @@ MainWindow::MainWindow(QWidget* parent)
                                     QMessageBox::Yes | QMessageBox::Cancel,
                                     QMessageBox::Cancel) == QMessageBox::Yes;
     });
+    save_path_prompt_ = [this](const QString& title, const QString& suggestion, const QString& filter) {
+        return QFileDialog::getSaveFileName(this, title, suggestion, filter);
+    };
     setAcceptDrops(true);
 
     auto* top = new QWidget(this);
@@ -138,40 +142,9 @@ MainWindow::MainWindow(QWidget* parent)
     splitter_->setStretchFactor(1, 1);
     setCentralWidget(splitter_);
 
-    auto* table_dock = new QDockWidget(tr("Blocks"), this);
-    table_dock->setObjectName(QStringLiteral("BlocksDock"));
-    table_dock->setWidget(table_);
-    addDockWidget(Qt::RightDockWidgetArea, table_dock);
-    auto* event_dock = new QDockWidget(tr("Events"), this);
-    event_dock->setObjectName(QStringLiteral("EventsDock"));
-    event_dock->setWidget(events_);
-    // Table above the log in one right-hand column: the centre keeps its full height for the
-    // heatmap and charts, and a command's pending -> applied stays in view next to its block.
-    addDockWidget(Qt::RightDockWidgetArea, event_dock);
-    splitDockWidget(table_dock, event_dock, Qt::Vertical);
-    resizeDocks({table_dock}, {480}, Qt::Horizontal);
-    resizeDocks({table_dock, event_dock}, {3, 2}, Qt::Vertical);
-    // What-if shares the log's place (a tab): tried occasionally, not watched all the time.
-    auto* what_if_dock = new QDockWidget(tr("What-if"), this);
-    what_if_dock->setObjectName(QStringLiteral("WhatIfDock"));
-    what_if_dock->setWidget(what_if_);
-    addDockWidget(Qt::RightDockWidgetArea, what_if_dock);
-    tabifyDockWidget(event_dock, what_if_dock);
-    event_dock->raise();
-    // The ranks of a data-parallel job, under the heatmap and charts (the right-hand column keeps its
-    // height); shown only while the current run is a job of several ranks (showJob).
-    rank_dock_->setObjectName(QStringLiteral("RanksDock"));
-    rank_dock_->setWidget(rank_panel_);
-    setCorner(Qt::BottomRightCorner, Qt::RightDockWidgetArea);
-    addDockWidget(Qt::BottomDockWidgetArea, rank_dock_);
-    rank_dock_->hide();
-
     buildActions();
     buildMenus();
-    view_menu_->addSeparator();
-    view_menu_->addAction(table_dock->toggleViewAction());
-    view_menu_->addAction(event_dock->toggleViewAction());
-    view_menu_->addAction(what_if_dock->toggleViewAction());
+    buildDocks();
 
     state_label_->setTextFormat(Qt::RichText);
     statusBar()->addWidget(state_label_);
@@ -207,6 +180,46 @@ MainWindow::MainWindow(QWidget* parent)
     restoreSettings();
     showJob();  // a restored layout does not show the rank panel without a job
     updateStatus();
+}
+
+void MainWindow::buildDocks() {
+    auto* table_dock = new QDockWidget(tr("Blocks"), this);
+    table_dock->setObjectName(QStringLiteral("BlocksDock"));
+    table_dock->setWidget(table_);
+    addDockWidget(Qt::RightDockWidgetArea, table_dock);
+    event_dock_ = new QDockWidget(tr("Events"), this);
+    event_dock_->setObjectName(QStringLiteral("EventsDock"));
+    event_dock_->setWidget(events_);
+    // Table above the log in one right-hand column: the centre keeps its full height for the
+    // heatmap and charts, and a command's pending -> applied stays in view next to its block.
+    addDockWidget(Qt::RightDockWidgetArea, event_dock_);
+    splitDockWidget(table_dock, event_dock_, Qt::Vertical);
+    resizeDocks({table_dock}, {480}, Qt::Horizontal);
+    resizeDocks({table_dock, event_dock_}, {3, 2}, Qt::Vertical);
+    // What-if shares the log's place (a tab): tried occasionally, not watched all the time.
+    auto* what_if_dock = new QDockWidget(tr("What-if"), this);
+    what_if_dock->setObjectName(QStringLiteral("WhatIfDock"));
+    what_if_dock->setWidget(what_if_);
+    addDockWidget(Qt::RightDockWidgetArea, what_if_dock);
+    tabifyDockWidget(event_dock_, what_if_dock);
+    // The ranks of a data-parallel job: a third tab there (placeRanksDock), shown only while the
+    // current run is a job of several ranks (showJob).
+    rank_dock_->setObjectName(QStringLiteral("RanksDock"));
+    rank_dock_->setWidget(rank_panel_);
+    rank_dock_->installEventFilter(this);  // a close by the user is remembered (eventFilter)
+    setCorner(Qt::BottomRightCorner, Qt::RightDockWidgetArea);
+    placeRanksDock();
+    rank_dock_->hide();
+
+    view_menu_->addSeparator();
+    view_menu_->addAction(table_dock->toggleViewAction());
+    view_menu_->addAction(event_dock_->toggleViewAction());
+    view_menu_->addAction(what_if_dock->toggleViewAction());
+    view_menu_->addAction(rank_dock_->toggleViewAction());
+    // Opening the panel again takes back an earlier close.
+    connect(rank_dock_->toggleViewAction(), &QAction::triggered, this, [this](bool shown) {
+        if (shown) rememberRanksClosed(false);
+    });
 }
 
 MainWindow::~MainWindow() {
@@ -275,6 +288,7 @@ void MainWindow::setCurrentSession(RunSession* session) {
     replay_bar_->setStore(session ? &session->store() : nullptr);
     control_->setSession(session);
     what_if_->setSession(session);
+    export_events_action_->setEnabled(session != nullptr);
     showJob();
     what_if_overlays_.clear();  // the what-if was the previous run's
     const bool live = session != nullptr && session->isLive();

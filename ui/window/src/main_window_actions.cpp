@@ -5,11 +5,13 @@
 #include <QActionGroup>
 #include <QApplication>
 #include <QComboBox>
+#include <QDockWidget>
 #include <QFileDialog>
 #include <QKeyEvent>
 #include <QMenu>
 #include <QMenuBar>
 #include <QMessageBox>
+#include <QRegularExpression>
 #include <QScreen>
 #include <QSettings>
 #include <QSplitter>
@@ -23,10 +25,12 @@
 #include "sp/ui/charts_panel.h"
 #include "sp/ui/connection_dialog.h"
 #include "sp/ui/control_actions.h"
+#include "sp/ui/event_log_panel.h"
 #include "sp/ui/export.h"
 #include "sp/ui/heatmap_view.h"
 #include "sp/ui/main_window.h"
 #include "sp/ui/recent_list.h"
+#include "sp/ui/run_session.h"
 #include "sp/ui/theme.h"
 #include "sp/ui/timeline.h"
 
@@ -158,6 +162,11 @@ void MainWindow::buildMenus() {
     file->addAction(tr("Export &heatmap as PNG…"), this, &MainWindow::exportHeatmap);
     file->addAction(tr("Export &charts as PNG…"), this, &MainWindow::exportCharts);
     file->addAction(tr("Export block &table as CSV…"), this, &MainWindow::exportTable);
+    export_events_action_ =
+        file->addAction(tr("Export &event log as CSV…"), this, &MainWindow::exportEventLog);
+    export_events_action_->setToolTip(
+        tr("Save the shown run's whole event log: step, time (UTC), kind, state, text, detail"));
+    events_->addContextAction(export_events_action_);
     file->addSeparator();
     QAction* quit = file->addAction(tr("&Quit"), this, &QWidget::close);
     quit->setShortcut(QKeySequence::Quit);
@@ -254,21 +263,25 @@ void MainWindow::connectDialog() {
 }
 
 namespace {
-QString askPath(QWidget* parent, const QString& title, const QString& suggestion, const QString& filter) {
-    return QFileDialog::getSaveFileName(parent, title, suggestion, filter);
+// "<run id>-events.csv", the id's characters a file name may not hold replaced.
+QString eventLogFileName(const std::string& run_id) {
+    QString id = QString::fromStdString(run_id);
+    id.replace(QRegularExpression(QStringLiteral("[^A-Za-z0-9._-]")), QStringLiteral("_"));
+    return id.isEmpty() ? QStringLiteral("events.csv") : id + QStringLiteral("-events.csv");
 }
 }  // namespace
 
 void MainWindow::exportHeatmap() {
     const QString path =
-        askPath(this, tr("Export heatmap"), QStringLiteral("heatmap.png"), tr("PNG (*.png)"));
+        save_path_prompt_(tr("Export heatmap"), QStringLiteral("heatmap.png"), tr("PNG (*.png)"));
     if (path.isEmpty()) return;
     const QString error = exportPng(heatmap_->renderToImage(heatmap_->size() * devicePixelRatio()), path);
     if (!error.isEmpty()) QMessageBox::warning(this, tr("Export failed"), error);
 }
 
 void MainWindow::exportCharts() {
-    const QString path = askPath(this, tr("Export charts"), QStringLiteral("charts.png"), tr("PNG (*.png)"));
+    const QString path =
+        save_path_prompt_(tr("Export charts"), QStringLiteral("charts.png"), tr("PNG (*.png)"));
     if (path.isEmpty()) return;
     const QString error = exportPng(charts_->grab().toImage(), path);
     if (!error.isEmpty()) QMessageBox::warning(this, tr("Export failed"), error);
@@ -276,10 +289,24 @@ void MainWindow::exportCharts() {
 
 void MainWindow::exportTable() {
     const QString path =
-        askPath(this, tr("Export block table"), QStringLiteral("blocks.csv"), tr("CSV (*.csv)"));
+        save_path_prompt_(tr("Export block table"), QStringLiteral("blocks.csv"), tr("CSV (*.csv)"));
     if (path.isEmpty()) return;
     const QString error = exportCsv(*table_->sourceModel(), path);
     if (!error.isEmpty()) QMessageBox::warning(this, tr("Export failed"), error);
+}
+
+void MainWindow::exportEventLog() {
+    if (current_ == nullptr) return;
+    const QString path = save_path_prompt_(tr("Export event log"),
+                                           eventLogFileName(current_->header().run_id), tr("CSV (*.csv)"));
+    if (path.isEmpty()) return;
+    const QString error = exportEventLogCsv(current_->events(), path);
+    if (!error.isEmpty()) {
+        QMessageBox::warning(this, tr("Export failed"), error);
+        return;
+    }
+    statusBar()->showMessage(
+        tr("Event log saved to %1 (%2 entries)").arg(path).arg(current_->events().size()), 5000);
 }
 
 void MainWindow::setTheme(Theme theme) {
@@ -297,6 +324,7 @@ void MainWindow::saveSettings() {
     settings.setValue(QStringLiteral("window/geometry"), saveGeometry());
     settings.setValue(QStringLiteral("window/state"), saveState());
     settings.setValue(QStringLiteral("window/splitter"), splitter_->saveState());
+    settings.setValue(QLatin1String(kLayoutVersionKey), kLayoutVersion);
 }
 
 void MainWindow::restoreSettings() {
@@ -308,6 +336,11 @@ void MainWindow::restoreSettings() {
         resize(screen ? kDefaultSize.boundedTo(screen->availableGeometry().size()) : kDefaultSize);
     }
     restoreState(settings.value(QStringLiteral("window/state")).toByteArray());
+    // A layout saved before the Ranks panel became a tab has it under the charts, squashing them.
+    if (settings.value(QLatin1String(kLayoutVersionKey)).toInt() < kLayoutVersion &&
+        dockWidgetArea(rank_dock_) == Qt::BottomDockWidgetArea)
+        placeRanksDock();
+    ranks_closed_ = settings.value(QLatin1String(kRanksClosedKey)).toBool();
     splitter_->restoreState(settings.value(QStringLiteral("window/splitter")).toByteArray());
 }
 

@@ -9,6 +9,7 @@
 #include <QWidget>
 
 class QAbstractItemModel;
+class QAction;
 class QComboBox;
 class QSortFilterProxyModel;
 class QTableView;
@@ -24,6 +25,8 @@ class EventLogPanel : public QWidget {
     QTableView* view() const { return view_; }
     // Hides entries of later steps (entries without a step always show); nullopt shows all.
     void setStepLimit(std::optional<std::int64_t> step);
+    // Offers `action` in the log's context menu (the window's Export event log…).
+    void addContextAction(QAction* action);
 
   signals:
     // The user asked to go to this entry's step (never emitted for entries without one).

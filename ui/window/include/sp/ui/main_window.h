@@ -4,6 +4,7 @@
 // shows one at a time, and repaints on a timer when the shown run changed (batched repaints).
 // Logic lives in sp_ui_model; this class only wires views to it.
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -69,14 +70,28 @@ class MainWindow : public QMainWindow {
     // after it (the last update for a later step). What double-clicking an event does.
     void goToStep(std::int64_t step);
 
+    // Where an export goes: (title, suggested file name, filter) -> the path, "" when cancelled. A
+    // file dialog unless replaced (tests answer with a path of their own).
+    using SavePathPrompt =
+        std::function<QString(const QString& title, const QString& suggestion, const QString& filter)>;
+    void setSavePathPrompt(SavePathPrompt prompt) { save_path_prompt_ = std::move(prompt); }
+
   protected:
     void closeEvent(QCloseEvent* event) override;
     void dragEnterEvent(QDragEnterEvent* event) override;
     void dropEvent(QDropEvent* event) override;
+    bool eventFilter(QObject* watched, QEvent* event) override;
 
   private:
+    // Settings: whether the user closed the Ranks panel, and the layout's version (1: the Ranks panel
+    // is a tab of the right-hand column; a layout saved before that had it under the charts).
+    static constexpr char kRanksClosedKey[] = "window/ranks_closed";
+    static constexpr char kLayoutVersionKey[] = "window/layout_version";
+    static constexpr int kLayoutVersion = 1;
+
     void buildActions();
     void buildMenus();
+    void buildDocks();
     void addSession(std::unique_ptr<TelemetrySource> source);
     void setRunPickerText(int index, const RunSession& session);
     void onSelectionChanged(const std::vector<int>& blocks);
@@ -87,6 +102,7 @@ class MainWindow : public QMainWindow {
     void exportHeatmap();
     void exportCharts();
     void exportTable();
+    void exportEventLog();
     void openDialog();
     void connectDialog();
     void saveSettings();
@@ -95,8 +111,14 @@ class MainWindow : public QMainWindow {
     // what-if's saving. Rebuilt only when one of them changed.
     void updateOverlays();
     void takeWhatIf();
-    // The rank panel and the warning bar follow the current run's job (hidden without one).
+    // The rank panel and the warning bar follow the current run's job (hidden without one, and the
+    // panel while the user keeps it closed).
     void showJob();
+    // The Ranks dock's own place: a tab beside the event log, so it takes no height from the heatmap
+    // and charts.
+    void placeRanksDock();
+    // The user closed (true) or opened again (false) the Ranks panel; kept in the settings.
+    void rememberRanksClosed(bool closed);
 
     std::vector<RunSession*> sessions_;
     RunSession* current_ = nullptr;
@@ -121,7 +143,9 @@ class MainWindow : public QMainWindow {
     ControlActions* control_;
     RankPanel* rank_panel_;
     QDockWidget* rank_dock_;
-    QLabel* job_warning_;  // the current job's warnings, above the heatmap
+    QDockWidget* event_dock_ = nullptr;
+    bool ranks_closed_ = false;  // by the user: jobs then leave the Ranks panel closed
+    QLabel* job_warning_;        // the current job's warnings, above the heatmap
     QSplitter* splitter_;
     QComboBox* runs_;
     QLabel* state_label_;
@@ -143,6 +167,8 @@ class MainWindow : public QMainWindow {
     QAction* step_forward_action_ = nullptr;
     QAction* dark_action_ = nullptr;
     QAction* compare_action_ = nullptr;
+    QAction* export_events_action_ = nullptr;  // File menu and the event log's context menu
+    SavePathPrompt save_path_prompt_;
     std::vector<ChartsPanel::Overlay> what_if_overlays_;
     std::vector<std::uint64_t> overlaid_;  // what the overlays were built from (see updateOverlays)
     const RunSession* overlaid_session_ = nullptr;
