@@ -116,6 +116,10 @@ MainWindow::MainWindow(QWidget* parent)
     save_path_prompt_ = [this](const QString& title, const QString& suggestion, const QString& filter) {
         return QFileDialog::getSaveFileName(this, title, suggestion, filter);
     };
+    // The charts' CSV export asks through the same prompt: one hook answers every export.
+    charts_->setCsvPathPrompt([this](const QString& suggested) {
+        return save_path_prompt_(tr("Export series as CSV"), suggested, tr("CSV files (*.csv)"));
+    });
     setAcceptDrops(true);
 
     auto* top = new QWidget(this);
