@@ -3,6 +3,7 @@
 // restarts, nothing after stop. Commands are in test_live_source_commands.cpp.
 #include <atomic>
 #include <memory>
+#include <optional>
 #include <thread>
 #include <variant>
 
@@ -45,6 +46,7 @@ class TestLiveSource : public QObject {
     void survivesAgentRestart();
     void agentNeverHeardIsReportedThenJoined();
     void quickRestartIsNoticedWithoutDisconnect();
+    void restartSeenAsASeqGapKeepsTheNewRunsRecordsOut();
     void nothingIsEmittedAfterStop();
 };
 
@@ -404,6 +406,40 @@ void TestLiveSource::quickRestartIsNoticedWithoutDisconnect() {
     QCOMPARE(source->counters().restarts, std::uint64_t(1));
     QVERIFY(rec.lost.empty());
     for (SourceState s : rec.states) QVERIFY(s != SourceState::disconnected && s != SourceState::stale);
+    source->stop();
+}
+
+// A restart whose first messages (its hello among them) went by while the subscriber reconnected,
+// and whose seq is already past the old run's: a seq gap, not a seq going back. The records after it
+// wait for the agent's snapshot, which names the new run: none of them is delivered as the old run's.
+void TestLiveSource::restartSeenAsASeqGapKeepsTheNewRunsRecordsOut() {
+    auto before = std::make_unique<FakeAgent>(path());
+    before->start("run-before");
+    auto source = makeSource(*before);
+    Recorder rec(*source);
+    std::optional<std::size_t> updates_at_new_header;
+    connect(source.get(), &TelemetrySource::headerReceived, [&](const sp::RunHeader& h) {
+        if (h.run_id == "run-after") updates_at_new_header = rec.updates.size();
+    });
+    join(*source, rec);
+    for (int s = 1; s <= 3; ++s) before->publish_update(s);
+    QTRY_COMPARE_WITH_TIMEOUT(rec.updates.size(), std::size_t(3), 5000);
+    before.reset();  // stopped, its endpoints free
+
+    FakeAgent::Options quiet;
+    quiet.hello_at_start = false;  // its hello is what the subscriber missed
+    FakeAgent after(path(), quiet);
+    after.start("run-after");
+    after.skip_seqs(1000);  // past anything the old run sent
+    for (std::int64_t s = 500; !(updates_at_new_header && rec.snapshots.size() == 2); s += 10) {
+        QVERIFY2(s < 5000, "the new run was never announced");
+        after.publish_update(s);
+        QTest::qWait(20);
+    }
+    QCOMPARE(*updates_at_new_header, std::size_t(3));  // the old run's own, nothing of the new one's
+    QCOMPARE(rec.snapshots.back().run_id, std::string("run-after"));
+    QCOMPARE(source->counters().restarts, std::uint64_t(1));
+    QVERIFY(rec.lost.empty());  // a restart is not a loss
     source->stop();
 }
 

@@ -2,6 +2,8 @@
 // snapshot (PROTOCOL.md §5) and the batches of records for the GUI thread.
 #include "live_worker.h"
 
+#include <utility>
+
 namespace sp::ui {
 namespace {
 
@@ -87,10 +89,11 @@ void LiveWorker::onTelemetry(const zmq::message_t& topic_frame, const zmq::messa
     if (restarted) {
         onRestart();
     } else if (last_seq_ && *seq > *last_seq_ + 1) {
-        // While resynchronising (after a disconnect) a jump may just as well be a restarted agent
-        // whose hello we missed: the snapshot's run id decides.
+        // A jump may be lost messages, or just as well a restarted agent whose first messages (its
+        // hello among them) went by while we reconnected: its records must not join the old run.
+        // The stream is held until the agent's snapshot names the run (checkGap, onSnapshotReply).
         deferred_gap_ += *seq - *last_seq_ - 1;
-        if (synced_) reportGap();
+        if (synced_) checkGap();
     }
     last_seq_ = *seq;
     // After the seq bookkeeping: every topic (a newer agent's too) shares the one seq counter, so
@@ -176,8 +179,15 @@ void LiveWorker::reportGap() {
     post([missing](TelemetrySource& s) { emit s.messagesLost(missing); });
 }
 
+void LiveWorker::checkGap() {
+    flush();  // what came before the gap is the run's for certain
+    synced_ = false;
+    checking_gap_ = true;
+}
+
 void LiveWorker::onRestart() {
     ++restarts_;
+    checking_gap_ = false;
     deferred_gap_ = 0;
     flush();
     last_seq_.reset();
@@ -234,7 +244,9 @@ void LiveWorker::forgetSnapshotRequests() {
 }
 
 void LiveWorker::giveUpSnapshot(const std::string& why) {
-    bad("no snapshot (" + why + "); showing live messages without the agent's earlier state");
+    bad(std::exchange(checking_gap_, false)
+            ? "no snapshot after a seq gap (" + why + "); taking the messages after it as the same run's"
+            : "no snapshot (" + why + "); showing live messages without the agent's earlier state");
     forgetSnapshotRequests();
     synced_ = true;
     reportGap();
@@ -264,6 +276,15 @@ void LiveWorker::onSnapshotReply(const protocol::Reply& r) {
         return;
     }
     flush();
+    if (std::exchange(checking_gap_, false) && !header_needed_ && snap.run_id == run_id_) {
+        // The same run: the gap was lost messages, and the records held since follow on from what
+        // the run already has (none of them was shown), so they all go out and the snapshot is not news.
+        ++snapshots_;
+        synced_ = true;
+        reportGap();
+        releaseBuffer(std::nullopt);
+        return;
+    }
     if (!run_id_.empty() && snap.run_id != run_id_ && !header_needed_) {
         ++restarts_;  // restarted while we were away, its hello missed: not a loss
         deferred_gap_ = 0;

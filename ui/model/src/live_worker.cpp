@@ -285,6 +285,7 @@ void LiveWorker::checkTimers(Clock::time_point now) {
         // after reconnecting goes out on a clean connection.
         resetDealer();
         synced_ = false;
+        checking_gap_ = false;  // the resync after the reconnect decides
         forgetSnapshotRequests();
         clearBuffer();
     } else if (s == SourceState::live && quiet >= options_.stale_timeout) {

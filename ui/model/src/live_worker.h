@@ -81,6 +81,8 @@ class LiveWorker {
     void onRecord(std::uint64_t seq, std::string_view body, const char* topic);
     void onHeartbeat(std::string_view body);
     void onRestart();
+    // A seq gap while synced: held until the snapshot says whether the run is still ours.
+    void checkGap();
     void reportGap();
     void drainReplies();
     void onReply(const std::string& frame);
@@ -128,6 +130,7 @@ class LiveWorker {
     bool header_needed_ = true;                      // the next snapshot must also announce its header
     bool header_calibrated_ = false;                 // the header last emitted carried calibration errors
     bool synced_ = false;                            // snapshot applied (or given up) for the current run
+    bool checking_gap_ = false;                      // unsynced by a seq gap (checkGap), not a disconnect
     std::optional<std::string> snapshot_id_;         // the request in flight
     std::vector<std::string> earlier_snapshot_ids_;  // timed out, but a late answer is still taken
     int snapshot_attempts_ = 0;
