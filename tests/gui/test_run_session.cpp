@@ -243,7 +243,9 @@ class TestRunSession : public QObject {
         QVERIFY(rig.session->store().empty());
         QCOMPARE(rig.session->store().blockCount(), 6);
         QCOMPARE(rig.session->header().run_id, std::string("run-B"));
-        QCOMPARE(int(rig.entryOf(id).state), int(CommandState::rejected));
+        // The command went to run A's agent: rejected, in run A's log (kept as an earlier run).
+        const sp::ui::EventLog& run_a_log = rig.session->earlierRuns().back()->events();
+        QCOMPARE(int(run_a_log.at(*run_a_log.findCommand(id)).state), int(CommandState::rejected));
         bool logged = false;
         for (std::size_t i = 0; i < rig.session->events().size(); ++i) {
             const auto& e = rig.session->events().at(i);
@@ -256,6 +258,70 @@ class TestRunSession : public QObject {
         QCOMPARE(resets.count(), 2);
         QCOMPARE(rig.session->store().updateCount(), std::size_t(1));
         QCOMPARE(rig.session->store().row(0).step, std::int64_t(5));
+    }
+
+    // A new run id keeps the run before it as an earlier run: its store, log, header and end, not
+    // live, named by its run id and where it stopped; the session goes on with the new run and a log
+    // of its own. At most kEarlierRunsKept are kept; a run with nothing in it is not.
+    void restartKeepsTheEarlierRun() {
+        Rig rig;
+        rig.liveRun("run-A");
+        rig.source->records({uniformUpdate(110, 4), eventRecord("warning", 105, R"({"message":"hot"})")});
+        const QString id = rig.session->pin({1}, Precision::int8);
+        QSignalSpy kept(rig.session.get(), &RunSession::earlierRunKept);
+        QSignalSpy dropped(rig.session.get(), &RunSession::earlierRunDropped);
+        rig.source->header(runHeader("run-B", 6));
+
+        QCOMPARE(kept.count(), 1);
+        QCOMPARE(rig.session->earlierRuns().size(), std::size_t(1));
+        RunSession* run_a = rig.session->earlierRuns().front();
+        QCOMPARE(kept.front().front().value<RunSession*>(), run_a);
+        QCOMPARE(run_a->parent(), rig.session.get());
+        QCOMPARE(run_a->header().run_id, std::string("run-A"));
+        QCOMPARE(run_a->store().updateCount(), std::size_t(2));
+        QCOMPARE(run_a->store().row(1).step, std::int64_t(110));
+        QCOMPARE(run_a->store().blockCount(), 4);
+        QVERIFY(!run_a->isLive() && !run_a->canControl());
+        QVERIFY(run_a->fromAgent());
+        QCOMPARE(run_a->followedBy(), QStringLiteral("run-B"));
+        QCOMPARE(run_a->shortStateText(), QStringLiteral("run run-A: restarted after step 110"));
+        QCOMPARE(run_a->stateText(), QStringLiteral("run run-A: restarted after step 110 (then run run-B)"));
+        QCOMPARE(run_a->source().label(), rig.source->label());
+        QCOMPARE(int(run_a->events().at(*run_a->events().findCommand(id)).state),
+                 int(CommandState::rejected));
+        bool warning_kept = false;
+        for (std::size_t i = 0; i < run_a->events().size(); ++i)
+            warning_kept |= run_a->events().at(i).text == QStringLiteral("hot");
+        QVERIFY(warning_kept);
+        // The session is run B's now, its log its own (the model followed: the tester checked the reset).
+        QVERIFY(rig.session->store().empty());
+        QCOMPARE(rig.session->store().blockCount(), 6);
+        QCOMPARE(rig.session->events().size(), std::size_t(1));
+        QVERIFY(
+            rig.session->events().at(0).text.contains(QStringLiteral("run run-A stays in the run picker")));
+        QCOMPARE(rig.model->rowCount(), 1);
+        QVERIFY(rig.session->followedBy().isEmpty());
+
+        // A run without an update or a run_end is not worth a place.
+        rig.source->header(runHeader("run-C", 6));
+        QCOMPARE(kept.count(), 1);
+        // A run that finished keeps its end.
+        rig.source->records({uniformUpdate(5, 6), sp::make_run_end_event({5, "completed"}, 1.7e9)});
+        rig.source->header(runHeader("run-D", 6));
+        QCOMPARE(rig.session->earlierRuns().back()->shortStateText(),
+                 QStringLiteral("run run-C: finished at step 5"));
+        // Past kEarlierRunsKept the oldest goes, and is deleted.
+        const QPointer<RunSession> oldest = run_a;
+        for (const char* next : {"run-E", "run-F"}) {
+            rig.source->records({uniformUpdate(7, 6)});
+            rig.source->header(runHeader(next, 6));
+        }
+        QCOMPARE(kept.count(), 4);
+        QCOMPARE(rig.session->earlierRuns().size(), RunSession::kEarlierRunsKept);
+        QCOMPARE(rig.session->earlierRuns().front()->header().run_id, std::string("run-C"));
+        QCOMPARE(dropped.count(), 1);
+        QCOMPARE(dropped.front().front().value<RunSession*>(), run_a);
+        QTRY_VERIFY(oldest.isNull());
     }
 
     void recordsGoToStoreAndLog() {

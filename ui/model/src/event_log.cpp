@@ -1,6 +1,22 @@
 #include "sp/ui/event_log.h"
 
+#include <atomic>
+
 namespace sp::ui {
+
+namespace {
+std::uint64_t nextLogSerial() {
+    static std::atomic<std::uint64_t> next{1};
+    return next.fetch_add(1, std::memory_order_relaxed);
+}
+}  // namespace
+
+EventLog::EventLog() : serial_(nextLogSerial()) {}
+
+void EventLog::clear() {
+    entries_.clear();
+    serial_ = nextLogSerial();
+}
 
 QString toString(EventCategory c) {
     switch (c) {

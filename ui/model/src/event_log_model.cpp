@@ -10,6 +10,7 @@ EventLogModel::EventLogModel(RunSession* session, QObject* parent)
     : QAbstractTableModel(parent), session_(session) {
     if (!session) return;
     rows_ = static_cast<int>(session->events().size());
+    log_serial_ = session->events().serial();
     connect(session, &RunSession::eventsAppended, this, &EventLogModel::sync);
     connect(session, &RunSession::commandStateChanged, this, &EventLogModel::onCommandStateChanged);
 }
@@ -24,13 +25,15 @@ int EventLogModel::columnCount(const QModelIndex& parent) const {
 
 void EventLogModel::sync() {
     const int size = session_ ? static_cast<int>(session_->events().size()) : 0;
-    if (size == rows_) return;
-    if (size < rows_) {  // the log was cleared: nothing to keep
+    const std::uint64_t serial = session_ ? session_->events().serial() : 0;
+    if (serial != log_serial_ || size < rows_) {  // another log (a new run's): nothing to keep
         beginResetModel();
         rows_ = size;
+        log_serial_ = serial;
         endResetModel();
         return;
     }
+    if (size == rows_) return;
     beginInsertRows(QModelIndex(), rows_, size - 1);
     rows_ = size;
     endInsertRows();
@@ -46,7 +49,9 @@ void EventLogModel::onCommandStateChanged(const QString& request_id) {
 }
 
 QVariant EventLogModel::data(const QModelIndex& index, int role) const {
-    if (!session_ || !index.isValid() || index.row() >= rows_ || index.column() >= ColumnCount) return {};
+    if (!session_ || !index.isValid() || index.row() >= rows_ || index.column() >= ColumnCount ||
+        std::size_t(index.row()) >= session_->events().size())  // the log started over, not synced yet
+        return {};
     const EventEntry& e = session_->events().at(static_cast<std::size_t>(index.row()));
     switch (role) {
         case Qt::DisplayRole:

@@ -24,9 +24,10 @@ RunSession::RunSession(std::unique_ptr<TelemetrySource> source, QObject* parent)
     TelemetrySource* s = source_.get();
     connect(s, &TelemetrySource::headerReceived, this, [this](const sp::RunHeader& h) {
         // A file's header starts a run whose end is judged; live, the header is rebuilt from every
-        // hello (which may still come after the run_end) and a new run shows as a new run id.
-        if (!source_->isLive()) run_end_.see(h);
+        // hello (which may still come after the run_end) and a new run shows as a new run id. After
+        // onHeader: an earlier run it keeps takes its own end along.
         onHeader(h);
+        if (!source_->isLive()) run_end_.see(h);
         flushEvents();
         touch();
     });
@@ -83,6 +84,8 @@ QString RunSession::cutMessage() const {
 }
 
 QString RunSession::stateText() const {
+    if (!followed_by_.isEmpty())
+        return earlierStateText() + QStringLiteral(" (then run %1)").arg(followed_by_);
     if (const std::optional<sp::RunEnd>& end = runEnd()) {
         const QString at = QStringLiteral("finished at step %1").arg(end->step);
         return end->reason == sp::kRunEndCompleted ? at : at + QStringLiteral(" (%1)").arg(qs(end->reason));
@@ -94,6 +97,7 @@ QString RunSession::stateText() const {
 }
 
 QString RunSession::shortStateText() const {
+    if (!followed_by_.isEmpty()) return earlierStateText();
     if (const std::optional<sp::RunEnd>& end = runEnd()) {
         // "error: TypeError: ..." is said in full by stateText(); here its first word.
         const std::string& reason = end->reason;
@@ -143,8 +147,7 @@ QString RunSession::blockName(int block) const {
 // ---- Header, snapshot, restart ----
 
 void RunSession::startOver(const sp::RunHeader& header, const QString& why) {
-    rejectPending(QStringLiteral("the agent restarted before the command applied"));
-    logLocal(EventCategory::connection, why);
+    logLocal(EventCategory::connection, why + keepEarlierRun(header.run_id));
     run_end_ = {};
     budget_risks_.reset();
     header_ = header;
@@ -191,9 +194,9 @@ void RunSession::onHeader(const sp::RunHeader& header) {
 
 void RunSession::onSnapshot(const sp::protocol::Snapshot& snapshot) {
     if (!header_.run_id.empty() && snapshot.run_id != header_.run_id) {
-        rejectPending(QStringLiteral("the agent restarted before the command applied"));
-        logLocal(EventCategory::connection, QStringLiteral("agent restarted: run %1 (was %2); starting over")
-                                                .arg(qs(snapshot.run_id), qs(header_.run_id)));
+        const QString why = QStringLiteral("agent restarted: run %1 (was %2); starting over")
+                                .arg(qs(snapshot.run_id), qs(header_.run_id));
+        logLocal(EventCategory::connection, why + keepEarlierRun(snapshot.run_id));
     }
     const bool same_run = !store_.empty() && snapshot.run_id == header_.run_id;
     header_.run_id = snapshot.run_id;
@@ -251,7 +254,8 @@ void RunSession::onRecords(const RecordBatch& batch) {
         first = store_.updateCount();
     };
     for (const sp::TelemetryRecord& rec : *batch) {
-        run_end_.see(rec);
+        // A header is seen after onHeader: an earlier run it keeps takes its own end along.
+        if (!std::holds_alternative<sp::RunHeader>(rec)) run_end_.see(rec);
         std::visit(
             [&](const auto& r) {
                 using T = std::decay_t<decltype(r)>;
@@ -263,6 +267,7 @@ void RunSession::onRecords(const RecordBatch& batch) {
                 } else if constexpr (std::is_same_v<T, sp::RunHeader>) {
                     flush_updates();
                     onHeader(r);
+                    run_end_.see(rec);
                     first = store_.updateCount();
                 } else if constexpr (std::is_same_v<T, sp::EventRecord>) {
                     onEvent(r);

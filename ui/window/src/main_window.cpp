@@ -93,59 +93,10 @@ MainWindow::MainWindow(QWidget* parent)
       recent_endpoints_(std::make_unique<RecentList>(QStringLiteral("recent/endpoints"))) {
     setWindowTitle(tr("Selective Precision"));
     setObjectName(QStringLiteral("MainWindow"));
-    control_->setTargetPrompt([this](double& target_pct) {
-        bool ok = false;
-        target_pct = QInputDialog::getDouble(this, tr("Budget target"),
-                                             tr("Bytes to save against all-BF16 (percent):"), target_pct, 0.0,
-                                             100.0, 1, &ok);
-        return ok;
-    });
-    control_->setLifetimePrompt([this](std::int64_t& steps) {
-        bool ok = false;
-        steps =
-            QInputDialog::getInt(this, tr("Pin lifetime"),
-                                 tr("Pins sent from now on end after this many steps (0: until released):"),
-                                 int(steps), 0, 100'000'000, 100, &ok);
-        return ok;
-    });
-    control_->setConfirmPrompt([this](const QString& text) {
-        return QMessageBox::warning(this, tr("Pin against the policy"), text,
-                                    QMessageBox::Yes | QMessageBox::Cancel,
-                                    QMessageBox::Cancel) == QMessageBox::Yes;
-    });
-    save_path_prompt_ = [this](const QString& title, const QString& suggestion, const QString& filter) {
-        return QFileDialog::getSaveFileName(this, title, suggestion, filter);
-    };
-    // The charts' CSV export asks through the same prompt: one hook answers every export.
-    charts_->setCsvPathPrompt([this](const QString& suggested) {
-        return save_path_prompt_(tr("Export series as CSV"), suggested, tr("CSV files (*.csv)"));
-    });
+    installPrompts();
     setAcceptDrops(true);
 
-    auto* top = new QWidget(this);
-    auto* heat_row = new QHBoxLayout;
-    heat_row->setContentsMargins(0, 0, 0, 0);
-    heat_row->addWidget(heatmap_, 1);
-    heat_row->addWidget(legend_);
-    auto* top_layout = new QVBoxLayout(top);
-    top_layout->setContentsMargins(0, 0, 0, 0);
-    top_layout->setSpacing(2);
-    // A data-parallel job's warnings (a rank's map differs from rank 0's, a rank behind or silent).
-    job_warning_->setObjectName(QStringLiteral("JobWarning"));
-    job_warning_->setWordWrap(true);
-    job_warning_->setStyleSheet(
-        QStringLiteral("background: #d29922; color: #1c1c1c; padding: 4px 8px; font-weight: bold"));
-    job_warning_->hide();
-    top_layout->addWidget(job_warning_);
-    top_layout->addLayout(heat_row, 1);
-    top_layout->addWidget(replay_bar_);
-    splitter_->setObjectName(QStringLiteral("MainSplitter"));
-    splitter_->addWidget(top);
-    splitter_->addWidget(charts_);
-    splitter_->setStretchFactor(0, 1);
-    splitter_->setStretchFactor(1, 1);
-    setCentralWidget(splitter_);
-
+    buildCentre();
     buildActions();
     buildMenus();
     buildDocks();
@@ -184,6 +135,64 @@ MainWindow::MainWindow(QWidget* parent)
     restoreSettings();
     showJob();  // a restored layout does not show the rank panel without a job
     updateStatus();
+}
+
+// The window's dialogs behind the control actions and the exports (tests replace them).
+void MainWindow::installPrompts() {
+    control_->setTargetPrompt([this](double& target_pct) {
+        bool ok = false;
+        target_pct = QInputDialog::getDouble(this, tr("Budget target"),
+                                             tr("Bytes to save against all-BF16 (percent):"), target_pct, 0.0,
+                                             100.0, 1, &ok);
+        return ok;
+    });
+    control_->setLifetimePrompt([this](std::int64_t& steps) {
+        bool ok = false;
+        steps =
+            QInputDialog::getInt(this, tr("Pin lifetime"),
+                                 tr("Pins sent from now on end after this many steps (0: until released):"),
+                                 int(steps), 0, 100'000'000, 100, &ok);
+        return ok;
+    });
+    control_->setConfirmPrompt([this](const QString& text) {
+        return QMessageBox::warning(this, tr("Pin against the policy"), text,
+                                    QMessageBox::Yes | QMessageBox::Cancel,
+                                    QMessageBox::Cancel) == QMessageBox::Yes;
+    });
+    save_path_prompt_ = [this](const QString& title, const QString& suggestion, const QString& filter) {
+        return QFileDialog::getSaveFileName(this, title, suggestion, filter);
+    };
+    // The charts' CSV export asks through the same prompt: one hook answers every export.
+    charts_->setCsvPathPrompt([this](const QString& suggested) {
+        return save_path_prompt_(tr("Export series as CSV"), suggested, tr("CSV files (*.csv)"));
+    });
+}
+
+// The heatmap with its legend, the job's warning bar and the replay bar above the charts.
+void MainWindow::buildCentre() {
+    auto* top = new QWidget(this);
+    auto* heat_row = new QHBoxLayout;
+    heat_row->setContentsMargins(0, 0, 0, 0);
+    heat_row->addWidget(heatmap_, 1);
+    heat_row->addWidget(legend_);
+    auto* top_layout = new QVBoxLayout(top);
+    top_layout->setContentsMargins(0, 0, 0, 0);
+    top_layout->setSpacing(2);
+    // A data-parallel job's warnings (a rank's map differs from rank 0's, a rank behind or silent).
+    job_warning_->setObjectName(QStringLiteral("JobWarning"));
+    job_warning_->setWordWrap(true);
+    job_warning_->setStyleSheet(
+        QStringLiteral("background: #d29922; color: #1c1c1c; padding: 4px 8px; font-weight: bold"));
+    job_warning_->hide();
+    top_layout->addWidget(job_warning_);
+    top_layout->addLayout(heat_row, 1);
+    top_layout->addWidget(replay_bar_);
+    splitter_->setObjectName(QStringLiteral("MainSplitter"));
+    splitter_->addWidget(top);
+    splitter_->addWidget(charts_);
+    splitter_->setStretchFactor(0, 1);
+    splitter_->setStretchFactor(1, 1);
+    setCentralWidget(splitter_);
 }
 
 void MainWindow::buildDocks() {
@@ -270,11 +279,48 @@ void MainWindow::addSession(std::unique_ptr<TelemetrySource> source) {
             shown_revision_ = UINT64_MAX;
         }
     });
+    connect(session, &RunSession::earlierRunKept, this,
+            [this, session](RunSession* earlier) { insertEarlierRun(*session, earlier); });
+    connect(session, &RunSession::earlierRunDropped, this, &MainWindow::removeEarlierRun);
     runs_->addItem(QString());
     setRunPickerText(runs_->count() - 1, *session);
     setCurrentSession(session);
     runs_->setCurrentIndex(runs_->count() - 1);
     session->start();
+}
+
+// The run before an agent restart keeps a picker entry of its own, just above the agent's current run
+// (the session goes on with the new run, and stays current if it was).
+void MainWindow::insertEarlierRun(const RunSession& followed_by, RunSession* earlier) {
+    const auto at = std::find(sessions_.begin(), sessions_.end(), &followed_by);
+    const auto index = at - sessions_.begin();
+    sessions_.insert(at, earlier);
+    table_models_.insert(table_models_.begin() + index, new BlockTableModel(earlier, earlier));
+    event_models_.insert(event_models_.begin() + index, new EventLogModel(earlier, earlier));
+    jobs_.insert(jobs_.begin() + index, nullptr);
+    // After the lists: the picker's current index moves past the new entry, and the entry it then
+    // names must be the same run.
+    runs_->insertItem(int(index), QString());
+    setRunPickerText(int(index), *earlier);
+    overlaid_.clear();  // other runs' overlays include it
+}
+
+void MainWindow::removeEarlierRun(RunSession* earlier) {
+    const auto at = std::find(sessions_.begin(), sessions_.end(), earlier);
+    if (at == sessions_.end()) return;
+    if (earlier == current_) {  // shown: the agent's current run takes its place
+        const auto live = std::find(sessions_.begin(), sessions_.end(), earlier->parent());
+        runs_->setCurrentIndex(int(live - sessions_.begin()));
+    }
+    const auto index = at - sessions_.begin();
+    sessions_.erase(at);
+    table_models_.erase(table_models_.begin() + index);
+    event_models_.erase(event_models_.begin() + index);
+    jobs_.erase(jobs_.begin() + index);
+    runs_->removeItem(int(index));
+    // The charts hold the overlaid runs' stores: rebuilt now, before the run is deleted.
+    overlaid_.clear();
+    updateOverlays();
 }
 
 void MainWindow::setCurrentSession(RunSession* session) {
@@ -371,7 +417,7 @@ void MainWindow::updateStatus() {
     const sp::RunHeader& header = current_->header();
     // A file by its name (the whole path in the tooltip), so the status line keeps its length.
     const QString source = current_->source().label();
-    const QString shown = current_->isLive() ? source : QFileInfo(source).fileName();
+    const QString shown = current_->fromAgent() ? source : QFileInfo(source).fileName();
     run_label_->setText(
         header.run_id.empty() ? shown : tr("run %1 · %2").arg(QString::fromStdString(header.run_id), shown));
     run_label_->setToolTip(source);

@@ -9,10 +9,13 @@
 namespace sp::ui {
 namespace {
 
-// A file's name, or a live run's endpoint: short enough for a legend.
+// A file's name, or a live run's endpoint: short enough for a legend. A run before an agent restart
+// shares its source with the run after it: its run id tells them apart.
 QString shortLabel(const RunSession& s) {
     const QString label = s.source().label();
-    return s.isLive() ? label : QFileInfo(label).fileName();
+    QString name = s.fromAgent() ? label : QFileInfo(label).fileName();
+    if (s.followedBy().isEmpty()) return name;
+    return QStringLiteral("%1 (run %2)").arg(name, QString::fromStdString(s.header().run_id));
 }
 
 }  // namespace

@@ -38,6 +38,7 @@ struct EventEntry {
 
 class EventLog {
   public:
+    EventLog();
     // Index of the appended entry.
     std::size_t append(EventEntry e);
     // Finds the pending command with this id (the most recent), if any.
@@ -45,10 +46,14 @@ class EventLog {
     EventEntry& at(std::size_t i) { return entries_[i]; }
     const EventEntry& at(std::size_t i) const { return entries_[i]; }
     std::size_t size() const { return entries_.size(); }
-    void clear() { entries_.clear(); }
+    void clear();
+    // Which log this is: new for each log made or cleared (a copy or move keeps it), so a view that
+    // shows its rows can tell a log that started over from one that grew.
+    std::uint64_t serial() const { return serial_; }
 
   private:
     std::vector<EventEntry> entries_;
+    std::uint64_t serial_;
 };
 
 }  // namespace sp::ui

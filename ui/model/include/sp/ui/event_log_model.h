@@ -30,7 +30,7 @@ class EventLogModel : public QAbstractTableModel {
     QVariant data(const QModelIndex& index, int role = Qt::DisplayRole) const override;
     QVariant headerData(int section, Qt::Orientation orientation, int role = Qt::DisplayRole) const override;
 
-    // Catches up with the log: inserts rows for new entries (a shrunk log resets the model).
+    // Catches up with the log: inserts rows for new entries (a log that started over resets the model).
     void sync();
 
   private:
@@ -38,6 +38,7 @@ class EventLogModel : public QAbstractTableModel {
 
     QPointer<RunSession> session_;
     int rows_ = 0;
+    std::uint64_t log_serial_ = 0;  // EventLog::serial() of the log the rows are from
 };
 
 }  // namespace sp::ui

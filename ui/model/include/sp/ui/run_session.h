@@ -26,6 +26,12 @@ namespace sp::ui {
 class RunSession : public QObject {
     Q_OBJECT
   public:
+    // A source that starts a new run (an agent restart; a file holding several runs) keeps the runs
+    // before it as sessions of their own, at most this many: each holds its whole store (26 bytes
+    // per block-update: 260 MB for 1,000 blocks x 10,000 updates), so an agent in a restart loop
+    // costs at most three earlier runs.
+    static constexpr std::size_t kEarlierRunsKept = 3;
+
     // Takes the source and connects to it; call start() to begin.
     explicit RunSession(std::unique_ptr<TelemetrySource> source, QObject* parent = nullptr);
     ~RunSession() override;
@@ -67,6 +73,16 @@ class RunSession : public QObject {
     // Per-step stats records seen (the dashboard does not show them yet).
     std::uint64_t stepStatsSeen() const { return step_stats_; }
 
+    // The runs this session's source had before the current one, oldest first (at most
+    // kEarlierRunsKept; children of this session). Each is a session of its own, over a source that
+    // sends nothing more (not live: nothing to control), holding the store, log, header, pins and
+    // state the run had when the next began; earlierRunKept announces each.
+    const std::vector<RunSession*>& earlierRuns() const { return earlier_runs_; }
+    // An earlier run: the id of the run that followed it (empty for a current run).
+    const QString& followedBy() const { return followed_by_; }
+    // Read from an agent: a live session, or an earlier run of one (its source label is an endpoint).
+    bool fromAgent() const { return source_->isLive() || from_agent_; }
+
     // Operator commands (live only). Each gets a request id, appears in the event log as
     // pending, and becomes applied (when the agent's "command" event with that id arrives) or
     // rejected (with the agent's reason, or a timeout). Returns the request id; empty when the
@@ -94,6 +110,12 @@ class RunSession : public QObject {
   signals:
     // The layout changed (new header, agent restart): views rebuild from scratch.
     void reset();
+    // A new run began on the source (the agent restarted): the run before it moved, store and log,
+    // into `earlier` (earlierRuns()), and this session goes on with the new one.
+    void earlierRunKept(sp::ui::RunSession* earlier);
+    // More than kEarlierRunsKept earlier runs: the oldest leaves earlierRuns() and is deleted once
+    // control returns to the event loop. Drop every pointer to it now.
+    void earlierRunDropped(sp::ui::RunSession* earlier);
     // Updates [first, last) were appended to the store.
     void updatesAppended(std::size_t first, std::size_t last);
     void eventsAppended();
@@ -115,6 +137,12 @@ class RunSession : public QObject {
     void onEvent(const sp::EventRecord& e);
     void onCommandEvent(const sp::EventRecord& e, const QString& payload_error);
     void startOver(const sp::RunHeader& header, const QString& why);
+    // A new run (`next_run_id`) begins: the pending commands are rejected, and the run so far moves
+    // into a new earlier run unless it holds nothing (no update, no run_end). The log then starts
+    // empty. Says what the log's restart entry should add ("" when nothing was kept).
+    QString keepEarlierRun(const std::string& next_run_id);
+    // The state of an earlier run in words: "run A: restarted after step 80".
+    QString earlierStateText() const;
     void rejectPending(const QString& reason);
     void logEvent(EventEntry e);
     void noteBudgetRisks(const sp::UpdateRecord& update);
@@ -149,11 +177,14 @@ class RunSession : public QObject {
     BudgetRiskWatch budget_risks_;  // warns when budget mode moves a block a pin would ask about
     mutable std::optional<std::string> config_json_seen_;  // the header config run_config_ is for
     mutable sp::Config run_config_;
-    bool run_ended_now_ = false;        // a run_end arrived in this batch: the state's wording changes
-    bool read_whole_file_ = false;      // replay: the load finished, not cancelled, without an error
-    std::size_t reserved_updates_ = 0;  // replay: updates the store was sized for
-    std::size_t snapshot_updates_ = 0;  // store updates right after the last snapshot
-    bool events_added_ = false;         // eventsAppended is due at the end of this handler
+    bool run_ended_now_ = false;             // a run_end arrived in this batch: the state's wording changes
+    bool read_whole_file_ = false;           // replay: the load finished, not cancelled, without an error
+    std::size_t reserved_updates_ = 0;       // replay: updates the store was sized for
+    std::size_t snapshot_updates_ = 0;       // store updates right after the last snapshot
+    bool events_added_ = false;              // eventsAppended is due at the end of this handler
+    std::vector<RunSession*> earlier_runs_;  // oldest first, owned as children
+    QString followed_by_;                    // an earlier run: the next run's id
+    bool from_agent_ = false;                // an earlier run of a live session
 };
 
 }  // namespace sp::ui

@@ -55,6 +55,7 @@ class MainWindow : public QMainWindow {
     // files are invalid.
     bool connectTo(const ConnectionRequest& request, QString* error);
 
+    // Every run, in the run picker's order (the runs before an agent's restarts just above its own).
     const std::vector<RunSession*>& sessions() const { return sessions_; }
     RunSession* currentSession() const { return current_; }
     // The data-parallel job `session` is rank 0 of; null for a single agent or a file.
@@ -92,7 +93,13 @@ class MainWindow : public QMainWindow {
     void buildActions();
     void buildMenus();
     void buildDocks();
+    void buildCentre();
+    void installPrompts();
     void addSession(std::unique_ptr<TelemetrySource> source);
+    // A run before an agent restart (RunSession::earlierRunKept) gets a picker entry, and loses it
+    // when the session drops it (earlierRunDropped).
+    void insertEarlierRun(const RunSession& followed_by, RunSession* earlier);
+    void removeEarlierRun(RunSession* earlier);
     void setRunPickerText(int index, const RunSession& session);
     void onSelectionChanged(const std::vector<int>& blocks);
     void showContextMenu(const std::vector<int>& blocks, const QPoint& global_pos);
