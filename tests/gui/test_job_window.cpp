@@ -26,7 +26,7 @@ namespace {
 
 // Two ranks of one job, each its own agent with its own sockets.
 struct TwoRanks {
-    TwoRanks() : rank0(dir0.path().toStdString(), {}), rank1(dir1.path().toStdString(), rank_one()) {
+    TwoRanks() : rank0(dir0.path().toStdString(), {}), rank1(dir1.path().toStdString(), rankOne()) {
         rank0.start("dp-job");
         rank1.start("dp-job");
     }
@@ -45,7 +45,7 @@ struct TwoRanks {
         rank1.publish_update(other);
     }
 
-    static sp::test::ServedAgent::Options rank_one() {
+    static sp::test::ServedAgent::Options rankOne() {
         sp::test::ServedAgent::Options o;
         o.rank = 1;
         return o;
@@ -151,7 +151,7 @@ class TestJobWindow : public QObject {
 
     // Following a 2-rank job brings the Ranks panel as a tab beside the event log, in front, and the
     // charts keep their height (under them, the panel took a seventh of it).
-    void ranks_panel_leaves_the_charts_their_height() {
+    void ranksPanelLeavesTheChartsTheirHeight() {
         TwoRanks job;
         MainWindow w;
         w.resize(MainWindow::kDefaultSize);
@@ -174,7 +174,7 @@ class TestJobWindow : public QObject {
 
     // Where the user puts the Ranks panel, and whether they closed it, outlasts the window; a layout
     // saved before the panel became a tab (no layout version) gets the tab back.
-    void ranks_panel_remembers_the_users_choice() {
+    void ranksPanelRemembersTheUsersChoice() {
         TwoRanks job;
         const auto follow = [&job](MainWindow& w) {
             QString error;

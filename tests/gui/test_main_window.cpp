@@ -307,7 +307,7 @@ class TestMainWindow : public QObject {
     // File ▸ Export event log as CSV… (the same action in the log's context menu) saves the shown
     // run's whole log through the path prompt: the header, then one line per entry in order, with
     // the step (empty when none), the time in UTC and the kind; fields are quoted where needed.
-    void event_log_exports_as_csv() {
+    void eventLogExportsAsCsv() {
         MainWindow w;
         w.show();
         w.openFile(fixture_);
@@ -318,7 +318,7 @@ class TestMainWindow : public QObject {
         QString suggested;
         w.setSavePathPrompt([&](const QString&, const QString& suggestion, const QString&) {
             suggested = suggestion;
-            return path;
+            return QString(path);
         });
         QAction* action = actionNamed(w, QStringLiteral("Export &event log as CSV…"));
         QVERIFY(action != nullptr);
