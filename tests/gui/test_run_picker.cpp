@@ -81,8 +81,14 @@ class TestRunPicker : public QObject {
         // The new run is the agent's entry and the one shown; the earlier run sits just above it.
         QCOMPARE(w.currentSession(), live);
         QCOMPARE(picker->currentIndex(), 1);
-        QVERIFY2(picker->itemText(0).contains(
-                     QStringLiteral("run before-restart: restarted after step %1").arg(last_before)),
+        // Named by its run id (the endpoint is the entry below, and in its tooltip), its state whole.
+        QCOMPARE(
+            picker->itemData(0, Qt::ToolTipRole).toString(),
+            QString::fromStdString(agent.telemetry_endpoint()) +
+                QStringLiteral(" · run before-restart — restarted after step %1 (then run after-restart)")
+                    .arg(last_before));
+        QVERIFY2(picker->itemText(0) ==
+                     QStringLiteral("run before-restart — restarted after step %1").arg(last_before),
                  qPrintable(picker->itemText(0)));
         QVERIFY2(picker->itemText(1).endsWith(QStringLiteral("live")), qPrintable(picker->itemText(1)));
 

@@ -284,9 +284,11 @@ class TestRunSession : public QObject {
         QVERIFY(!run_a->isLive() && !run_a->canControl());
         QVERIFY(run_a->fromAgent());
         QCOMPARE(run_a->followedBy(), QStringLiteral("run-B"));
-        QCOMPARE(run_a->shortStateText(), QStringLiteral("run run-A: restarted after step 110"));
-        QCOMPARE(run_a->stateText(), QStringLiteral("run run-A: restarted after step 110 (then run run-B)"));
+        QCOMPARE(run_a->shortStateText(), QStringLiteral("restarted after step 110"));
+        QCOMPARE(run_a->stateText(), QStringLiteral("restarted after step 110 (then run run-B)"));
         QCOMPARE(run_a->source().label(), rig.source->label());
+        QCOMPARE(run_a->runLabel(), rig.source->label() + QStringLiteral(" · run run-A"));
+        QCOMPARE(rig.session->runLabel(), rig.source->label());
         QCOMPARE(int(run_a->events().at(*run_a->events().findCommand(id)).state),
                  int(CommandState::rejected));
         bool warning_kept = false;
@@ -308,8 +310,7 @@ class TestRunSession : public QObject {
         // A run that finished keeps its end.
         rig.source->records({uniformUpdate(5, 6), sp::make_run_end_event({5, "completed"}, 1.7e9)});
         rig.source->header(runHeader("run-D", 6));
-        QCOMPARE(rig.session->earlierRuns().back()->shortStateText(),
-                 QStringLiteral("run run-C: finished at step 5"));
+        QCOMPARE(rig.session->earlierRuns().back()->shortStateText(), QStringLiteral("finished at step 5"));
         // Past kEarlierRunsKept the oldest goes, and is deleted.
         const QPointer<RunSession> oldest = run_a;
         for (const char* next : {"run-E", "run-F"}) {

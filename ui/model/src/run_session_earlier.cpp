@@ -62,17 +62,20 @@ QString RunSession::keepEarlierRun(const std::string& next_run_id) {
     return QStringLiteral("; run %1 stays in the run picker").arg(qs(earlier->header_.run_id));
 }
 
+QString RunSession::runLabel() const {
+    if (followed_by_.isEmpty()) return source_->label();
+    return QStringLiteral("%1 · run %2").arg(source_->label(), qs(header_.run_id));
+}
+
 QString RunSession::earlierStateText() const {
-    const QString run = QStringLiteral("run %1: ").arg(qs(header_.run_id));
     if (const std::optional<sp::RunEnd>& end = runEnd()) {
         const QString at = QStringLiteral("finished at step %1").arg(end->step);
-        return run +
-               (end->reason == sp::kRunEndCompleted ? at : at + QStringLiteral(" (%1)").arg(qs(end->reason)));
+        return end->reason == sp::kRunEndCompleted ? at : at + QStringLiteral(" (%1)").arg(qs(end->reason));
     }
     const std::optional<std::int64_t> last =
         store_.empty() ? run_end_.last_step() : std::optional<std::int64_t>(store_.rows().back().step);
-    return run + (last ? QStringLiteral("restarted after step %1").arg(*last)
-                       : QStringLiteral("restarted before its first update"));
+    return last ? QStringLiteral("restarted after step %1").arg(*last)
+                : QStringLiteral("restarted before its first update");
 }
 
 }  // namespace sp::ui

@@ -62,9 +62,10 @@ QString stateColor(SourceState s) {
     return QStringLiteral("#8b949e");
 }
 
-// A run that ended is done, not in trouble (grey); a replayed file that was cut is a warning.
+// A run that ended is done, not in trouble (grey), and so is one an agent restart ended; a replayed
+// file that was cut is a warning.
 QString stateColor(const RunSession& session) {
-    if (session.runEnd()) return QStringLiteral("#8b949e");
+    if (session.runEnd() || !session.followedBy().isEmpty()) return QStringLiteral("#8b949e");
     if (!session.cutMessage().isEmpty()) return QStringLiteral("#d29922");
     return stateColor(session.state());
 }
@@ -249,14 +250,18 @@ void MainWindow::openFile(const QString& path) {
 
 // A combo box clips its text without an ellipsis, which once turned "finished at step 5999" into
 // "finished at step 5": the state is always shown whole, and the run's label is elided at its start
-// to the room left (its end tells runs apart; the full text is the item's tooltip).
+// to the room left (its end tells runs apart; the full text is the item's tooltip). A run before an
+// agent restart sits just above the agent's entry, which names the endpoint: its own label is its run id.
 void MainWindow::setRunPickerText(int index, const RunSession& session) {
     const QString state = QStringLiteral(" — ") + session.shortStateText();
     const QFontMetrics fm = runs_->fontMetrics();
     const int room = fm.averageCharWidth() * runs_->minimumContentsLength() - fm.horizontalAdvance(state);
-    const QString label = fm.elidedText(session.source().label(), Qt::ElideLeft, std::max(room, 0));
+    const QString name = session.followedBy().isEmpty()
+                             ? session.source().label()
+                             : tr("run %1").arg(QString::fromStdString(session.header().run_id));
+    const QString label = fm.elidedText(name, Qt::ElideLeft, std::max(room, 0));
     runs_->setItemText(index, label + state);
-    runs_->setItemData(index, session.source().label() + QStringLiteral(" — ") + session.stateText(),
+    runs_->setItemData(index, session.runLabel() + QStringLiteral(" — ") + session.stateText(),
                        Qt::ToolTipRole);
 }
 
@@ -346,7 +351,7 @@ void MainWindow::setCurrentSession(RunSession* session) {
     timeline_->setCount(session ? session->store().updateCount() : 0);
     timeline_->setFollowing(true);
     shown_revision_ = UINT64_MAX;
-    setWindowTitle(session ? tr("%1 — Selective Precision").arg(session->source().label())
+    setWindowTitle(session ? tr("%1 — Selective Precision").arg(session->runLabel())
                            : tr("Selective Precision"));
     refreshViews();
 }

@@ -15,7 +15,7 @@ QString shortLabel(const RunSession& s) {
     const QString label = s.source().label();
     QString name = s.fromAgent() ? label : QFileInfo(label).fileName();
     if (s.followedBy().isEmpty()) return name;
-    return QStringLiteral("%1 (run %2)").arg(name, QString::fromStdString(s.header().run_id));
+    return QStringLiteral("%1 · run %2").arg(name, QString::fromStdString(s.header().run_id));
 }
 
 }  // namespace

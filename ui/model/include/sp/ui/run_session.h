@@ -82,6 +82,9 @@ class RunSession : public QObject {
     const QString& followedBy() const { return followed_by_; }
     // Read from an agent: a live session, or an earlier run of one (its source label is an endpoint).
     bool fromAgent() const { return source_->isLive() || from_agent_; }
+    // What names the run in the picker and the charts' legends: the source's label, and for an earlier
+    // run, which shares its source with the runs after it, its run id too ("tcp://h:5556 · run A").
+    QString runLabel() const;
 
     // Operator commands (live only). Each gets a request id, appears in the event log as
     // pending, and becomes applied (when the agent's "command" event with that id arrives) or
@@ -141,7 +144,7 @@ class RunSession : public QObject {
     // into a new earlier run unless it holds nothing (no update, no run_end). The log then starts
     // empty. Says what the log's restart entry should add ("" when nothing was kept).
     QString keepEarlierRun(const std::string& next_run_id);
-    // The state of an earlier run in words: "run A: restarted after step 80".
+    // The state of an earlier run in words: "restarted after step 80", "finished at step 80".
     QString earlierStateText() const;
     void rejectPending(const QString& reason);
     void logEvent(EventEntry e);
