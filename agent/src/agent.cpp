@@ -186,9 +186,9 @@ std::int64_t Agent::enqueue(Command command, CommandDone done, std::string reque
     return commands_->push({std::move(command), std::move(done), std::move(request_id)});
 }
 
-// Every record goes to the JSONL file and, when live, to the sockets.
-template <typename Record>
-void Agent::emit_record(Record record) {
+// Every record goes to the JSONL file and, when live, to the sockets: one shared record, so one
+// serialization for both.
+void Agent::emit_record(SharedRecord record) {
     if (server_) server_->publish(record);
     if (sink_) sink_->push(std::move(record));
 }
@@ -209,8 +209,7 @@ void Agent::publish_snapshot() {
         s.pin_release_on_spike.push_back(policy_->pin_releases_on_spike(b));
     }
     s.config_json = config_json_;
-    s.last_update = last_record_;
-    server_->update_snapshot(std::move(s));
+    server_->update_snapshot(std::move(s), last_record_);  // its line, as published
 }
 
 void Agent::write_header_once() {
@@ -369,8 +368,8 @@ void Agent::end_step(double loss) {
             r.measured_bandwidth_saving_pct =
                 100.0 * (1.0 - double(transfer_->first) / double(transfer_->second));
         }
-        last_record_ = r;
-        emit_record(std::move(r));
+        last_record_ = share_record(std::move(r));
+        emit_record(last_record_);
         pending_record_.reset();
         publish_snapshot();
     }

@@ -1,6 +1,7 @@
 // Telemetry writer thread. The training thread's cost per record is one short critical section and
-// a move into a deque; serialisation, the write, the flush and freeing the record all happen here,
-// on the writer thread, outside the lock. Losses are counted and reported, never silent (header).
+// a move into a deque; serialisation (here or on the PUB socket's I/O thread, whichever comes first:
+// RecordLine), the write, the flush and freeing the record all happen off the training thread,
+// outside the lock. Losses are counted and reported, never silent (header).
 #include "telemetry_sink.h"
 
 #include <algorithm>
@@ -8,7 +9,6 @@
 #include <cstdio>
 #include <exception>
 #include <stdexcept>
-#include <type_traits>
 #include <utility>
 #include <variant>
 
@@ -35,7 +35,7 @@ std::int64_t step_of(const TelemetrySink::Item& item) {
         std::int64_t operator()(const EventRecord& e) const { return e.step; }
         std::int64_t operator()(const StepStatsRecord& r) const { return r.step; }
     } visitor;
-    return std::visit(visitor, item);
+    return std::visit(visitor, item->record());
 }
 
 // Writing to a pipe whose reader went away (telemetry piped into `head`, a dashboard that quit)
@@ -81,10 +81,11 @@ TelemetrySink::~TelemetrySink() {
 }
 
 bool TelemetrySink::push(Item item) {
+    if (!item) throw std::invalid_argument("TelemetrySink::push: no record");
     // Update records are observations a re-simulation recomputes; everything else decides or
     // explains routing and is kept beyond the capacity.
     const std::size_t limit =
-        std::holds_alternative<UpdateRecord>(item) ? options_.capacity : options_.ceiling;
+        std::holds_alternative<UpdateRecord>(item->record()) ? options_.capacity : options_.ceiling;
     const std::size_t bytes = estimated_bytes(item);
     bool was_empty = false;
     {
@@ -123,7 +124,7 @@ std::size_t TelemetrySink::estimated_bytes(const Item& item) {
             return sizeof(EventRecord) + e.kind.size() + e.payload_json.size();
         }
     };
-    return sizeof(Entry) + std::visit(Estimate{}, item);
+    return sizeof(Entry) + std::visit(Estimate{}, item->record());
 }
 
 void TelemetrySink::drain() {
@@ -239,18 +240,10 @@ void TelemetrySink::write_entry(const Entry& entry) {
             return;
         }
     }
+    const std::string* line = nullptr;
+    std::string warning_line;
     try {
-        line_.clear();
-        std::visit(
-            [this](const auto& rec) {
-                using T = std::decay_t<decltype(rec)>;
-                if constexpr (std::is_same_v<T, UpdateRecord>) {
-                    append_json(line_, rec);  // the frequent kind: into the reused buffer
-                } else {
-                    line_ = to_json_line(rec);
-                }
-            },
-            entry.item);
+        line = &entry.item->line();  // serialized once: the PUB socket sends the same line
     } catch (const std::exception& ex) {
         // A malformed record is the producer's bug, not a broken disk: keep writing, and leave a
         // trace in the file where the record would have been.
@@ -260,9 +253,10 @@ void TelemetrySink::write_entry(const Entry& entry) {
         warning.kind = "warning";
         warning.payload_json =
             nlohmann::json{{"message", std::string("telemetry record not written: ") + ex.what()}}.dump();
-        line_ = to_json_line(warning);
+        warning_line = to_json_line(warning);
+        line = &warning_line;
     }
-    if (!write_line(line_)) lose_one();
+    if (!write_line(*line)) lose_one();
 }
 
 // The dropped event for the losses not reported yet; on success they count as reported.

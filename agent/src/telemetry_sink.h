@@ -27,13 +27,15 @@
 #include <variant>
 
 #include "sp/jsonl.h"
+#include "sp/record_line.h"
 #include "sp/telemetry.h"
 
 namespace sp::agent {
 
 class TelemetrySink {
   public:
-    using Item = TelemetryRecord;  // every kind of telemetry line
+    // Every kind of telemetry line; shared with the PUB socket, which sends the same serialized line.
+    using Item = SharedRecord;
     using Warn = std::function<void(const std::string&)>;
 
     struct Options {
@@ -73,8 +75,9 @@ class TelemetrySink {
 
     // Never blocks on I/O. Returns false (and counts a loss) when the queue is full: at the capacity
     // for update records, at the ceiling for the others. Thread-safe; meant for one producer but
-    // any number works.
+    // any number works. A null item is a caller's bug: std::invalid_argument.
     bool push(Item item);
+    bool push(TelemetryRecord record) { return push(share_record(std::move(record))); }
 
     // Blocks until everything pushed so far is written or counted lost (for tests and shutdown).
     void drain();
@@ -139,7 +142,6 @@ class TelemetrySink {
     bool writing_fails_ = false;  // the writer thread's view; failing_ follows once a record is lost
     std::uint64_t lost_this_failure_ = 0;
     Clock::time_point next_retry_{};
-    std::string line_;  // reused serialisation buffer
     std::unique_ptr<JsonlWriter> writer_;
 
     std::thread thread_;  // last: starts after every other member is constructed

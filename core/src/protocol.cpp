@@ -5,6 +5,7 @@
 // messages are built with nlohmann's ordered DOM (readable key order); the per-record path
 // (with_seq, seq_of) splices text instead, because it runs for every published message.
 #include "sp/protocol.h"
+#include "sp/record_line.h"
 
 #include <algorithm>
 #include <charconv>
@@ -231,7 +232,7 @@ std::string reject(const std::optional<std::string>& id, const std::string& erro
     return dump(j);
 }
 
-std::string snapshot_reply(const Request& r, const Snapshot& s) {
+std::string snapshot_reply(const Request& r, const Snapshot& s, const RecordLine* last_update) {
     const std::size_t n = s.layout.size();
     const bool terms = !s.pin_until.empty() || !s.pin_release_on_spike.empty();
     if (s.precision.size() != n || s.pins.size() != n ||
@@ -258,10 +259,22 @@ std::string snapshot_reply(const Request& r, const Snapshot& s) {
     }
     snap["blocks"] = std::move(blocks);
     snap["config"] = config_object(s.config_json, "snapshot_reply");
-    snap["last_update"] = s.last_update ? ojson::parse(to_json_line(*s.last_update)) : ojson(nullptr);
-    ojson j = reply_head(r.id, true);
-    j["snapshot"] = std::move(snap);
-    return dump(j);
+    // The last update goes in as the line the telemetry stream carried, spliced into the dumped
+    // text: parsing it back into a DOM only to dump it again cost a full serialization per request.
+    std::string reply = dump(reply_head(r.id, true));
+    reply.pop_back();  // the head's closing brace
+    reply += ",\"snapshot\":";
+    reply += dump(snap);
+    reply.pop_back();  // the snapshot's closing brace
+    reply += ",\"last_update\":";
+    if (last_update != nullptr)
+        reply += last_update->line();
+    else if (s.last_update)
+        reply += to_json_line(*s.last_update);
+    else
+        reply += "null";
+    reply += "}}";
+    return reply;
 }
 
 std::string hello(std::uint64_t seq, const std::string& run_id, int rank, const BlockLayout& layout,

@@ -116,6 +116,25 @@ class TestAgentServer : public QObject {
         QCOMPARE(server.published(), std::uint64_t(3));
     }
 
+    void stream_sends_the_shared_line() {
+        // The agent gives one record to its file and to this server: the message carries the record's
+        // one serialization (RecordLine), the same bytes the file's writer writes.
+        QTemporaryDir dir;
+        FakeBackend backend;
+        auto opts = ipc_options(dir);
+        tr::AgentServer server(opts, backend);
+        server.set_run("run-1", sp::uniform_layout(4, 100), "{\"mode\":\"dynamic\"}");
+        zmq::context_t ctx;
+        auto sub = make_sub(ctx, opts.telemetry_endpoint);
+        QVERIFY(!wait_topic(sub, "hello").empty());
+        const sp::SharedRecord record = sp::share_record(make_update(9, 4));
+        QVERIFY(server.publish(record));
+        const auto update = wait_topic(sub, "update");
+        QCOMPARE(update.size(), std::size_t(2));
+        QVERIFY(record->serialized());  // into the shared record, for the file's writer to reuse
+        QCOMPARE(update[1], proto::with_seq(record->line(), *proto::seq_of(update[1])));
+    }
+
     void control_replies() {
         QTemporaryDir dir;
         FakeBackend backend;

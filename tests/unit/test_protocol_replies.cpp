@@ -13,6 +13,7 @@
 #include "protocol_fixtures.h"
 #include "sp/jsonl.h"
 #include "sp/protocol.h"
+#include "sp/record_line.h"
 
 using nlohmann::json;
 namespace proto = sp::protocol;
@@ -221,6 +222,27 @@ class TestProtocolReplies : public QObject {
                     "\"deep\":" + std::string(300, '[') + std::string(300, ']') + ",");
         QVERIFY(!proto::parse_snapshot(deep, back, error));
         QVERIFY2(contains(error, "nested deeper than 64"), error.c_str());
+    }
+
+    void snapshot_carries_the_published_line() {
+        // The agent's snapshot holds no copy of its last update: the reply splices in the line the
+        // stream carried, byte for byte, and that line wins over any record in the snapshot.
+        const proto::Request r = request_of(q("{'id':'s2','cmd':'snapshot'}"));
+        proto::Snapshot s = sample_snapshot();
+        sp::UpdateRecord published = *s.last_update;
+        published.step_id = 60;
+        const sp::SharedRecord line = sp::share_record(published);
+        const std::string text = proto::snapshot_reply(r, s, line.get());
+        const std::string tail = ",\"last_update\":" + line->line() + "}}";
+        QVERIFY2(text.size() > tail.size() && text.compare(text.size() - tail.size(), tail.size(), tail) == 0,
+                 text.c_str());
+        proto::Snapshot back;
+        std::string error;
+        QVERIFY2(proto::parse_snapshot(text, back, error), error.c_str());
+        QCOMPARE(back.last_update->step_id, std::int64_t(60));
+        // Without a line the record in the snapshot is written: the same reply as the line's.
+        s.last_update = published;
+        QCOMPARE(proto::snapshot_reply(r, s), text);
     }
 
     void hello_and_heartbeat() {

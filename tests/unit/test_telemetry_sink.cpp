@@ -84,7 +84,29 @@ class TestTelemetrySink : public QObject {
     void decisions_are_kept_when_the_queue_is_full();
     void waiting_records_are_bounded_in_bytes();
     void concurrent_producers_account_for_every_record();
+    void a_shared_record_is_written_as_its_line();
 };
+
+// The agent gives one record to this sink and to its PUB socket: whichever serializes it first, the
+// file holds the very line the stream sent.
+void TestTelemetrySink::a_shared_record_is_written_as_its_line() {
+    QTemporaryDir dir;
+    QVERIFY(dir.isValid());
+    const QString path = dir.filePath("t.jsonl");
+    const SharedRecord first = share_record(update(30));
+    const SharedRecord second = share_record(update(40));
+    const std::string& streamed = second->line();  // the I/O thread asked first for this one
+    {
+        TelemetrySink sink(path.toStdString(), 16);
+        QVERIFY(sink.push(first));
+        QVERIFY(sink.push(second));
+        sink.drain();
+        QCOMPARE(sink.written(), std::uint64_t{2});
+    }
+    QVERIFY(first->serialized());  // the writer serialized it into the record, for the stream to reuse
+    QCOMPARE(read_file(path), first->line() + "\n" + streamed + "\n");
+    QCOMPARE(&second->line(), &streamed);
+}
 
 void TestTelemetrySink::writes_every_kind_in_order() {
     QTemporaryDir dir;

@@ -80,6 +80,7 @@ struct AgentServer::Impl {
     std::uint64_t seq = 0;
     std::uint64_t drops_announced = 0;
     std::optional<protocol::Snapshot> snapshot;
+    SharedRecord snapshot_last_update;  // the snapshot's last update record, as published
     std::uint64_t invalid_records = 0;
     detail::RequestRateLimiter limiter;
     bool backlog = false;  // records left in the queue after the last drain
@@ -115,7 +116,7 @@ struct AgentServer::Impl {
     void send_pub(protocol::Topic topic, std::string body);
     void send_hello();
     void drain_queue();
-    void publish_record(const TelemetryRecord& record);
+    void publish_record(const RecordLine& record);
     void flush_at_shutdown();
     void handle_control();
     void answer(std::vector<zmq::message_t>& parts);
@@ -228,11 +229,12 @@ void AgentServer::Impl::drain_queue() {
     auto stamp_snapshot = [&] {
         batch.snapshot->snapshot.seq = seq;
         snapshot = std::move(batch.snapshot->snapshot);
+        snapshot_last_update = std::move(batch.snapshot->last_update);
         batch.snapshot.reset();
     };
     for (detail::RecordQueue::Item& item : batch.items) {
         if (batch.snapshot && item.index >= batch.snapshot->after) stamp_snapshot();
-        publish_record(item.record);
+        publish_record(*item.record);
     }
     if (batch.snapshot) stamp_snapshot();
     if (batch.drops_total > drops_announced) {
@@ -248,24 +250,24 @@ void AgentServer::Impl::drain_queue() {
     }
 }
 
-void AgentServer::Impl::publish_record(const TelemetryRecord& record) {
+void AgentServer::Impl::publish_record(const RecordLine& record) {
     std::optional<protocol::Topic> topic;
-    if (std::holds_alternative<UpdateRecord>(record))
+    if (std::holds_alternative<UpdateRecord>(record.record()))
         topic = protocol::Topic::update;
-    else if (std::holds_alternative<EventRecord>(record))
+    else if (std::holds_alternative<EventRecord>(record.record()))
         topic = protocol::Topic::event;
-    else if (std::holds_alternative<StepStatsRecord>(record))
+    else if (std::holds_alternative<StepStatsRecord>(record.record()))
         topic = protocol::Topic::stats;
     if (!topic) return;  // RunHeader: hello carries the same
-    std::string line;
+    const std::string* line = nullptr;
     try {
-        line = to_json_line(record);
+        line = &record.line();  // serialized once: the JSONL file holds the same line
     } catch (const std::exception& e) {
         // A caller's malformed event payload: it never gets a seq; log the first few.
         if (++invalid_records <= 5) log(std::string("not publishing an invalid record: ") + e.what());
         return;
     }
-    send_pub(*topic, protocol::with_seq(line, ++seq));
+    send_pub(*topic, protocol::with_seq(*line, ++seq));
     published.fetch_add(1, std::memory_order_relaxed);
 }
 
@@ -301,7 +303,7 @@ void AgentServer::Impl::answer(std::vector<zmq::message_t>& parts) {
                         break;
                     case protocol::Request::Kind::snapshot:
                         reply = snapshot
-                                    ? protocol::snapshot_reply(req, *snapshot)
+                                    ? protocol::snapshot_reply(req, *snapshot, snapshot_last_update.get())
                                     : protocol::reject(req.id, "no snapshot yet: the agent has not started");
                         break;
                     case protocol::Request::Kind::command:
@@ -483,7 +485,8 @@ void AgentServer::set_run(const std::string& run_id, const BlockLayout& layout,
     impl_->wake();
 }
 
-bool AgentServer::publish(TelemetryRecord record) {
+bool AgentServer::publish(SharedRecord record) {
+    if (!record) throw std::invalid_argument("AgentServer::publish: no record");
     bool was_empty = false;
     if (!impl_->records.push(std::move(record), was_empty)) {
         impl_->dropped.fetch_add(1, std::memory_order_relaxed);
@@ -494,8 +497,8 @@ bool AgentServer::publish(TelemetryRecord record) {
     return true;
 }
 
-void AgentServer::update_snapshot(protocol::Snapshot snapshot) {
-    impl_->records.set_snapshot(std::move(snapshot));
+void AgentServer::update_snapshot(protocol::Snapshot snapshot, SharedRecord last_update) {
+    impl_->records.set_snapshot(std::move(snapshot), std::move(last_update));
     impl_->wake();
 }
 

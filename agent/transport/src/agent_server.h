@@ -9,6 +9,7 @@
 
 #include "sp/jsonl.h"
 #include "sp/protocol.h"
+#include "sp/record_line.h"
 #include "sp/transport/server_options.h"
 
 namespace sp::transport {
@@ -43,10 +44,15 @@ class AgentServer {
     // Non-blocking: queues the record for the I/O thread (update/event/stats topics by kind; headers are
     // not published: `hello` carries the same). Returns false and counts a drop when the queue is full;
     // drops are announced as a `dropped` event once there is room.
-    bool publish(TelemetryRecord record);
+    // The record is serialized once (RecordLine), by this server's I/O thread or the JSONL writer,
+    // whichever comes first; a record that cannot be serialized is logged and never gets a seq.
+    bool publish(SharedRecord record);
+    bool publish(TelemetryRecord record) { return publish(share_record(std::move(record))); }
 
-    // The state a `snapshot` request answers with (swapped in under a short lock).
-    void update_snapshot(protocol::Snapshot snapshot);
+    // The state a `snapshot` request answers with (swapped in under a short lock). `last_update`: the
+    // last update record as published, whose line the reply carries as it is (no re-serializing);
+    // when null, the reply serializes `snapshot.last_update` instead.
+    void update_snapshot(protocol::Snapshot snapshot, SharedRecord last_update = nullptr);
     // The step heartbeats report (atomic).
     void set_step(std::int64_t step);
 

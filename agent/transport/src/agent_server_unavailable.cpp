@@ -30,12 +30,12 @@ void AgentServer::set_run(const std::string& /*run_id*/, const BlockLayout& /*la
 void AgentServer::set_calibration(std::vector<double> /*errors*/) {}
 
 // NOLINTNEXTLINE(performance-unnecessary-value-param): agent_server.h's signature
-bool AgentServer::publish(TelemetryRecord /*record*/) {
+bool AgentServer::publish(SharedRecord /*record*/) {
     return false;
 }
 
 // NOLINTNEXTLINE(performance-unnecessary-value-param): agent_server.h's signature
-void AgentServer::update_snapshot(protocol::Snapshot /*snapshot*/) {}
+void AgentServer::update_snapshot(protocol::Snapshot /*snapshot*/, SharedRecord /*last_update*/) {}
 
 void AgentServer::set_step(std::int64_t /*step*/) {}
 

@@ -5,7 +5,7 @@
 
 namespace sp::transport::detail {
 
-bool RecordQueue::push(TelemetryRecord record, bool& was_empty) {
+bool RecordQueue::push(SharedRecord record, bool& was_empty) {
     std::lock_guard lock(mutex_);
     was_empty = items_.empty();
     if (items_.size() >= capacity_) {
@@ -16,9 +16,9 @@ bool RecordQueue::push(TelemetryRecord record, bool& was_empty) {
     return true;
 }
 
-void RecordQueue::set_snapshot(protocol::Snapshot snapshot) {
+void RecordQueue::set_snapshot(protocol::Snapshot snapshot, SharedRecord last_update) {
     std::lock_guard lock(mutex_);
-    snapshot_ = PendingSnapshot{std::move(snapshot), pushed_};
+    snapshot_ = PendingSnapshot{std::move(snapshot), std::move(last_update), pushed_};
 }
 
 RecordQueue::Batch RecordQueue::take(std::size_t max) {

@@ -13,18 +13,20 @@
 
 #include "sp/jsonl.h"
 #include "sp/protocol.h"
+#include "sp/record_line.h"
 
 namespace sp::transport::detail {
 
 class RecordQueue {
   public:
     struct Item {
-        TelemetryRecord record;
+        SharedRecord record;
         std::uint64_t index;  // push order
     };
     struct PendingSnapshot {
         protocol::Snapshot snapshot;
-        std::uint64_t after;  // items with index < after were pushed before the snapshot
+        SharedRecord last_update;  // its line is the reply's last_update (null: snapshot.last_update)
+        std::uint64_t after;       // items with index < after were pushed before the snapshot
     };
     // What the I/O thread takes in one go.
     struct Batch {
@@ -39,8 +41,8 @@ class RecordQueue {
     explicit RecordQueue(std::size_t capacity) : capacity_(capacity) {}
 
     // False, counting a drop, when the queue is full. `was_empty`: the I/O thread may be asleep.
-    bool push(TelemetryRecord record, bool& was_empty);
-    void set_snapshot(protocol::Snapshot snapshot);
+    bool push(SharedRecord record, bool& was_empty);
+    void set_snapshot(protocol::Snapshot snapshot, SharedRecord last_update);
     // Up to `max` items, oldest first, with the snapshot when it is due.
     Batch take(std::size_t max);
 

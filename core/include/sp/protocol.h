@@ -22,6 +22,10 @@
 #include "sp/precision.h"
 #include "sp/telemetry.h"
 
+namespace sp {
+class RecordLine;
+}
+
 namespace sp::protocol {
 
 inline constexpr int kVersion = 1;
@@ -99,7 +103,9 @@ struct Snapshot {
 };
 // {"id":..,"ok":true,"snapshot":{...}}; throws std::invalid_argument when config_json is not an
 // object or precision/pins (and the terms, when given) do not have one entry per block.
-std::string snapshot_reply(const Request& r, const Snapshot& s);
+// `last_update`, when given, is the agent's last update record as it was published: its line goes
+// into the reply as it is (s.last_update is then not read), so a snapshot never re-serializes it.
+std::string snapshot_reply(const Request& r, const Snapshot& s, const RecordLine* last_update = nullptr);
 
 // ---- Telemetry message bodies (the second frame); "seq" is always the first key ----
 // `calibration_errors` (per block id, the calibrated relative INT8 output error) is written once

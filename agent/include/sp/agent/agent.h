@@ -23,6 +23,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "sp/agent/block.h"
@@ -33,6 +34,7 @@
 #include "sp/config.h"
 #include "sp/policy.h"
 #include "sp/policy_stepper.h"
+#include "sp/record_line.h"
 #include "sp/transport/server_options.h"
 
 namespace sp::transport {
@@ -136,8 +138,10 @@ class Agent {
     const PrecisionHints& hints() const { return hints_; }
     const std::vector<BlockGradStats>& last_stats() const { return stats_; }
     const std::string& run_id() const { return run_id_; }
-    // The last update record written (with loss and measured bytes), if any.
-    const std::optional<UpdateRecord>& last_record() const { return last_record_; }
+    // The last update record written (with loss and measured bytes); null before the first.
+    const UpdateRecord* last_record() const {
+        return last_record_ ? &std::get<UpdateRecord>(last_record_->record()) : nullptr;
+    }
     // What the JSONL sink lost (all zero without a telemetry file). Waits until the records pushed
     // so far are written or counted: meant for the end-of-run summary.
     struct TelemetryLoss {
@@ -173,8 +177,9 @@ class Agent {
     void publish_telemetry_health();
     void configure_policy();  // the gate's admitted formats and the runtime's formats, after (re)creation
     std::vector<FormatMask> admitted_by_gate() const;
-    template <typename Record>
-    void emit_record(Record record);
+    // Serialized once, off the training thread, for the file and the sockets alike (RecordLine).
+    void emit_record(SharedRecord record);
+    void emit_record(TelemetryRecord record) { emit_record(share_record(std::move(record))); }
     double now() const;
     // Data-parallel steps (agent_data_parallel.cpp): no-ops without a process group.
     using CommandItem = detail::CommandQueueItem;
@@ -216,7 +221,8 @@ class Agent {
     std::uint64_t rollbacks_ = 0;  // loss-feedback rollbacks so far
     std::vector<BlockGradStats> stats_;
     PrecisionHints hints_;
-    std::optional<UpdateRecord> pending_record_, last_record_;
+    std::optional<UpdateRecord> pending_record_;
+    SharedRecord last_record_;  // an UpdateRecord: the snapshot's last update, shared with the streams
     std::optional<double> eval_loss_;
     std::optional<std::int64_t> eval_step_;  // when eval_loss_ was measured, if the caller said
     std::optional<std::pair<std::uint64_t, std::uint64_t>> transfer_;
