@@ -108,11 +108,9 @@ constexpr int kMaxDepth = 64;
 // this it gives that memory back.
 constexpr std::size_t kKeptCapacity = std::size_t(1) << 20;
 
-// Keys come in the writer's order, so trying the one after the previous match first makes the
-// lookup a single comparison almost always. Returns N when the key is unknown.
+// The row of `key` in `fields`, N when it is unknown.
 template <typename Field, std::size_t N>
-std::size_t find_key(const std::array<Field, N>& fields, std::string_view key, std::size_t hint) {
-    if (hint < N && fields[hint].key == key) return hint;
+std::size_t find_key(const std::array<Field, N>& fields, std::string_view key) {
     for (std::size_t i = 0; i < N; ++i) {
         if (fields[i].key == key) return i;
     }
@@ -260,8 +258,12 @@ class UpdateParser {
     }
     bool mistyped(od::value& v, std::string_view name, Want want);
     bool key_of(od::field& f, std::string_view& key);
+    template <typename OnField>
+    bool fields(od::object obj, OnField&& on_field);
     template <typename OnMember>
     bool members(od::object obj, OnMember&& on_member);
+    template <typename Field, std::size_t N>
+    bool row_of(od::field& f, const std::array<Field, N>& table, std::size_t& hint, std::size_t& k);
     template <typename OnMember>
     bool object(od::value& v, std::string_view name, OnMember&& on_member) {
         od::object obj;
@@ -358,15 +360,43 @@ bool UpdateParser::key_of(od::field& f, std::string_view& key) {
     return true;
 }
 
-// Calls on_member(key, value) for each member of `obj`; it must consume the value.
-template <typename OnMember>
-bool UpdateParser::members(od::object obj, OnMember&& on_member) {
+// Calls on_field(field) for each member of `obj`; it must consume the field's value.
+template <typename OnField>
+bool UpdateParser::fields(od::object obj, OnField&& on_field) {
     for (auto member : obj) {
         od::field f;
         if (const error_code e = std::move(member).get(f)) return syntax(e);
-        std::string_view key;
-        if (!key_of(f, key) || !on_member(key, f.value())) return false;
+        if (!on_field(f)) return false;
     }
+    return true;
+}
+
+// Calls on_member(key, value) for each member of `obj`; it must consume the value.
+template <typename OnMember>
+bool UpdateParser::members(od::object obj, OnMember&& on_member) {
+    return fields(obj, [&](od::field& f) {
+        std::string_view key;
+        return key_of(f, key) && on_member(key, f.value());
+    });
+}
+
+// The row of `f`'s key in `table` (N when unknown). Keys come in the writer's order: the row after
+// the previous match is compared first, in place (the line's padding covers a short key's
+// overread), so most keys are neither scanned nor decoded.
+template <typename Field, std::size_t N>
+bool UpdateParser::row_of(od::field& f, const std::array<Field, N>& table, std::size_t& hint, std::size_t& k) {
+    if (hint < N) {
+        const char* raw = f.key().raw();
+        const std::string_view want = table[hint].key;
+        if (std::memcmp(raw, want.data(), want.size()) == 0 && raw[want.size()] == '"') {
+            k = hint++;
+            return true;
+        }
+    }
+    std::string_view key;
+    if (!key_of(f, key)) return false;
+    k = find_key(table, key);
+    hint = k + 1;
     return true;
 }
 
@@ -492,12 +522,12 @@ bool UpdateParser::detail(std::string_view key, od::value& v, std::vector<BlockD
     block_ = id;
     std::uint32_t seen = 0;
     std::size_t hint = 0;
-    const bool ok = members(obj, [&](std::string_view name, od::value& x) {
-        const std::size_t k = find_key(kDetail, name, hint);
-        hint = k + 1;
-        if (k == kDetail.size()) return validate(x, 4);  // a newer producer's field
+    const bool ok = fields(obj, [&](od::field& f) {
+        std::size_t k = 0;
+        if (!row_of(f, kDetail, hint, k)) return false;
+        if (k == kDetail.size()) return validate(f.value(), 4);  // a newer producer's field
         seen |= 1u << k;
-        return detail_member(x, d, k);
+        return detail_member(f.value(), d, k);
     });
     if (!ok) return false;
     for (std::size_t i = 0; (seen & kDetailRequired) != kDetailRequired; ++i) {
@@ -570,12 +600,12 @@ bool UpdateParser::parse(od::document& doc, UpdateRecord& r) {
     }
     std::uint32_t seen = 0;
     std::size_t hint = 0;
-    const bool ok = members(obj, [&](std::string_view key, od::value& v) {
-        const std::size_t k = find_key(kTop, key, hint);
-        hint = k + 1;
-        if (k == kTop.size()) return validate(v, 2);  // a newer producer's field
+    const bool ok = fields(obj, [&](od::field& f) {
+        std::size_t k = 0;
+        if (!row_of(f, kTop, hint, k)) return false;
+        if (k == kTop.size()) return validate(f.value(), 2);  // a newer producer's field
         seen |= 1u << k;
-        return top_member(v, r, k);
+        return top_member(f.value(), r, k);
     });
     if (!ok) return false;
     const char* rest = nullptr;  // none: at the end of the document
