@@ -259,18 +259,18 @@ class UpdateParser {
     bool mistyped(od::value& v, std::string_view name, Want want);
     bool key_of(od::field& f, std::string_view& key);
     template <typename OnField>
-    bool fields(od::object obj, OnField&& on_field);
+    bool fields(od::object& obj, OnField&& on_field);
     template <typename OnMember>
-    bool members(od::object obj, OnMember&& on_member);
+    bool members(od::object& obj, OnMember&& on_member);
     template <typename Field, std::size_t N>
     bool row_of(od::field& f, const std::array<Field, N>& table, std::size_t& hint, std::size_t& k);
     template <typename OnMember>
     bool object(od::value& v, std::string_view name, OnMember&& on_member) {
-        od::object obj;
-        if (const error_code e = v.get_object().get(obj)) {
+        auto obj = v.get_object();  // used in place, like every object and field (see fields())
+        if (const error_code e = obj.error()) {
             return e == simdjson::INCORRECT_TYPE ? mistyped(v, name, Want::object) : syntax(e);
         }
-        return members(obj, on_member);
+        return members(obj.value_unsafe(), on_member);
     }
     bool validate(od::value& v, int level);
     static bool is_null(od::value& v) {
@@ -362,18 +362,19 @@ bool UpdateParser::key_of(od::field& f, std::string_view& key) {
 
 // Calls on_field(field) for each member of `obj`; it must consume the field's value.
 template <typename OnField>
-bool UpdateParser::fields(od::object obj, OnField&& on_field) {
+bool UpdateParser::fields(od::object& obj, OnField&& on_field) {
     for (auto member : obj) {
-        od::field f;
-        if (const error_code e = std::move(member).get(f)) return syntax(e);
-        if (!on_field(f)) return false;
+        if (const error_code e = member.error()) return syntax(e);
+        // Used in place: copying a field out of its result (od::field f; get(f)) stalls on a
+        // failed store forwarding and made the whole parser 1.4x slower.
+        if (!on_field(member.value_unsafe())) return false;
     }
     return true;
 }
 
 // Calls on_member(key, value) for each member of `obj`; it must consume the value.
 template <typename OnMember>
-bool UpdateParser::members(od::object obj, OnMember&& on_member) {
+bool UpdateParser::members(od::object& obj, OnMember&& on_member) {
     return fields(obj, [&](od::field& f) {
         std::string_view key;
         return key_of(f, key) && on_member(key, f.value());
@@ -384,7 +385,8 @@ bool UpdateParser::members(od::object obj, OnMember&& on_member) {
 // the previous match is compared first, in place (the line's padding covers a short key's
 // overread), so most keys are neither scanned nor decoded.
 template <typename Field, std::size_t N>
-bool UpdateParser::row_of(od::field& f, const std::array<Field, N>& table, std::size_t& hint, std::size_t& k) {
+bool UpdateParser::row_of(od::field& f, const std::array<Field, N>& table, std::size_t& hint,
+                          std::size_t& k) {
     if (hint < N) {
         const char* raw = f.key().raw();
         const std::string_view want = table[hint].key;
@@ -512,8 +514,8 @@ bool UpdateParser::detail(std::string_view key, od::value& v, std::vector<BlockD
     if (key.empty() || !is_digit(key[0]) || res.ec != std::errc() || res.ptr != key.data() + key.size()) {
         return fail("block_details: key '" + std::string(key) + "' is not a non-negative integer");
     }
-    od::object obj;
-    if (const error_code e = v.get_object().get(obj)) {
+    auto obj = v.get_object();
+    if (const error_code e = obj.error()) {
         return e == simdjson::INCORRECT_TYPE ? mistyped(v, "block_details." + std::string(key), Want::object)
                                              : syntax(e);
     }
@@ -522,7 +524,7 @@ bool UpdateParser::detail(std::string_view key, od::value& v, std::vector<BlockD
     block_ = id;
     std::uint32_t seen = 0;
     std::size_t hint = 0;
-    const bool ok = fields(obj, [&](od::field& f) {
+    const bool ok = fields(obj.value_unsafe(), [&](od::field& f) {
         std::size_t k = 0;
         if (!row_of(f, kDetail, hint, k)) return false;
         if (k == kDetail.size()) return validate(f.value(), 4);  // a newer producer's field
@@ -594,13 +596,13 @@ bool UpdateParser::parse(od::document& doc, UpdateRecord& r) {
     r = UpdateRecord{};
     r.block_details = std::move(keep);
 
-    od::object obj;
-    if (const error_code e = doc.get_object().get(obj)) {
+    auto obj = doc.get_object();
+    if (const error_code e = obj.error()) {
         return e == simdjson::INCORRECT_TYPE ? fail("expected a JSON object") : syntax(e);
     }
     std::uint32_t seen = 0;
     std::size_t hint = 0;
-    const bool ok = fields(obj, [&](od::field& f) {
+    const bool ok = fields(obj.value_unsafe(), [&](od::field& f) {
         std::size_t k = 0;
         if (!row_of(f, kTop, hint, k)) return false;
         if (k == kTop.size()) return validate(f.value(), 2);  // a newer producer's field
