@@ -21,6 +21,12 @@ bool is_blank(std::string_view line) {
 
 constexpr std::size_t kReadBlock = std::size_t(1) << 20;
 
+// buf_ holds the data, then detail::kLinePadding bytes that no read fills: every line in it can be
+// parsed in place (detail::parse_record_padded).
+std::size_t capacity(const std::vector<char>& buf) {
+    return buf.size() - detail::kLinePadding;
+}
+
 ParseStatus parse_line(std::string_view line, TelemetryRecord& out, std::string& error, bool padded) {
     if (!std::holds_alternative<UpdateRecord>(out)) out.emplace<UpdateRecord>();
     auto& update = std::get<UpdateRecord>(out);
@@ -91,10 +97,10 @@ bool JsonlReader::next_line(std::string_view& line, bool& had_newline) {
             len_ = 0;
             continue;
         }
-        if (len_ == capacity()) {
-            buf_.resize(std::min(capacity() * 2, kMaxLineBytes + 1) + detail::kLinePadding);
+        if (len_ == capacity(buf_)) {
+            buf_.resize(std::min(capacity(buf_) * 2, kMaxLineBytes + 1) + detail::kLinePadding);
         }
-        in_->read(buf_.data() + len_, std::streamsize(capacity() - len_));
+        in_->read(buf_.data() + len_, std::streamsize(capacity(buf_) - len_));
         len_ += std::size_t(in_->gcount());
         if (!*in_) {
             if (in_->bad()) add_problem("read error after line " + std::to_string(lines_));
@@ -123,7 +129,7 @@ void JsonlReader::skip_rest_of_long_line() {
             end_long_line(false);
             return;
         }
-        in_->read(buf_.data(), std::streamsize(capacity()));
+        in_->read(buf_.data(), std::streamsize(capacity(buf_)));
         len_ = std::size_t(in_->gcount());
         if (!*in_) {
             if (in_->bad()) add_problem("read error after line " + std::to_string(lines_));

@@ -5,6 +5,7 @@
 // this parser accepts is one sp::parse_json accepts too: no number beyond a double's range, no
 // nesting beyond 64 levels, valid escapes, no trailing characters (tests/fuzz/fuzz_jsonl.cpp).
 #include "update_record_parser.h"
+#include "update_record_fields.h"
 
 #include <simdjson.h>
 
@@ -20,87 +21,11 @@ namespace sp {
 namespace {
 
 namespace od = simdjson::ondemand;
+using namespace detail;  // NOLINT(google-build-using-namespace): the field tables (update_record_fields.h)
 using simdjson::error_code;
 using simdjson::SUCCESS;
 
 static_assert(detail::kLinePadding >= simdjson::SIMDJSON_PADDING);
-
-// One row per known key, in the writer's order. A member pointer handles the plain numeric
-// fields; the rest are handled by index in a switch.
-struct TopField {
-    std::string_view key;
-    double UpdateRecord::*dbl;
-    int UpdateRecord::*num;
-    std::optional<double> UpdateRecord::*opt = nullptr;  // optional additive numbers (null allowed)
-};
-enum TopIndex : std::size_t {
-    kStepId,
-    kBlockDetails = 9,
-    kMode = 11,
-    kMeasured,
-    kTrainLoss,
-    kEvalLoss,
-    kType,
-    kBudgetTarget = 17,
-    kEvalStep
-};
-constexpr std::array<TopField, 19> kTop = {{
-    {"step_id", nullptr, nullptr},
-    {"timestamp", &UpdateRecord::timestamp, nullptr},
-    {"blocks_bf16", nullptr, &UpdateRecord::blocks_bf16},
-    {"blocks_int8", nullptr, &UpdateRecord::blocks_int8},
-    {"mean_sensitivity", &UpdateRecord::mean_sensitivity, nullptr},
-    {"max_sensitivity", &UpdateRecord::max_sensitivity, nullptr},
-    {"min_sensitivity", &UpdateRecord::min_sensitivity, nullptr},
-    {"precision_changes", nullptr, &UpdateRecord::precision_changes},
-    {"estimated_bandwidth_saving_pct", &UpdateRecord::estimated_bandwidth_saving_pct, nullptr},
-    {"block_details", nullptr, nullptr},
-    {"blocks_fp8", nullptr, &UpdateRecord::blocks_fp8},
-    {"mode", nullptr, nullptr},
-    {"measured_bandwidth_saving_pct", nullptr, nullptr, &UpdateRecord::measured_bandwidth_saving_pct},
-    {"train_loss", nullptr, nullptr, &UpdateRecord::train_loss},
-    {"eval_loss", nullptr, nullptr, &UpdateRecord::eval_loss},
-    {"type", nullptr, nullptr},
-    {"blocks_int4", nullptr, &UpdateRecord::blocks_int4},
-    {"budget_target_pct", nullptr, nullptr, &UpdateRecord::budget_target_pct},
-    {"eval_step", nullptr, nullptr},
-}};
-constexpr std::uint32_t kTopRequired = (1u << 10) - 1;  // the seed's ten fields
-
-struct DetailField {
-    std::string_view key;
-    double BlockDetail::*dbl;
-    int BlockDetail::*num;
-};
-enum DetailIndex : std::size_t {
-    kPrecision,
-    kForced = 8,
-    kChanged,
-    kReason = 11,
-    kLastChangeStep = 13,
-    kSnr = 15,
-    kReasonText
-};
-constexpr std::array<DetailField, 17> kDetail = {{
-    {"precision", nullptr, nullptr},
-    {"sensitivity", &BlockDetail::sensitivity, nullptr},
-    {"grad_score", &BlockDetail::grad_score, nullptr},
-    {"error_score", &BlockDetail::error_score, nullptr},
-    {"relative_magnitude", &BlockDetail::relative_magnitude, nullptr},
-    {"l2_norm", &BlockDetail::l2_norm, nullptr},
-    {"max_abs", &BlockDetail::max_abs, nullptr},
-    {"variance", &BlockDetail::variance, nullptr},
-    {"forced", nullptr, nullptr},
-    {"changed", nullptr, nullptr},
-    {"mean", &BlockDetail::mean, nullptr},  // additive from here on
-    {"reason", nullptr, nullptr},
-    {"window", nullptr, &BlockDetail::window},
-    {"last_change_step", nullptr, nullptr},
-    {"switches", nullptr, &BlockDetail::switches},
-    {"snr_db", nullptr, nullptr},
-    {"reason_text", nullptr, nullptr},
-}};
-constexpr std::uint32_t kDetailRequired = (1u << 10) - 1;  // all but the additive last five
 
 // sp::parse_json's limit (sp/json_input.h): no record nests beyond 4 levels.
 constexpr int kMaxDepth = 64;
@@ -416,19 +341,19 @@ bool UpdateParser::validate(od::value& v, int level) {
     bool flag = false;
     switch (t) {
         case od::json_type::array: {
-            od::array array;
-            if (const error_code e = v.get_array().get(array)) return syntax(e);
-            for (auto element : array) {
-                od::value x;
-                if (const error_code e = std::move(element).get(x)) return syntax(e);
-                if (!validate(x, level + 1)) return false;
+            auto array = v.get_array();
+            if (const error_code e = array.error()) return syntax(e);
+            for (auto element : array.value_unsafe()) {
+                if (const error_code e = element.error()) return syntax(e);
+                if (!validate(element.value_unsafe(), level + 1)) return false;
             }
             return true;
         }
         case od::json_type::object: {
-            od::object obj;
-            if (const error_code e = v.get_object().get(obj)) return syntax(e);
-            return members(obj, [&](std::string_view, od::value& x) { return validate(x, level + 1); });
+            auto obj = v.get_object();
+            if (const error_code e = obj.error()) return syntax(e);
+            return members(obj.value_unsafe(),
+                           [&](std::string_view, od::value& x) { return validate(x, level + 1); });
         }
         case od::json_type::number:
             if (exact_double(v, number) == SUCCESS) return true;

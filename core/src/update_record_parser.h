@@ -11,6 +11,13 @@
 
 namespace sp::detail {
 
+// Readable bytes a caller of a *_padded function guarantees after the line (simdjson's padding).
+inline constexpr std::size_t kLinePadding = 64;
+
+// parse_record without copying the line: `line.data() + line.size()` starts kLinePadding readable
+// bytes (any values). JsonlReader's buffer keeps them.
+ParseStatus parse_record_padded(std::string_view line, TelemetryRecord& out, std::string& error);
+
 // Parses `line` as an update record into `out` (reusing its block_details capacity). False with
 // `error` set when it is not one: not JSON, not an object, a "type" other than "update", a field
 // missing, mistyped or out of range. `out` is then unspecified.

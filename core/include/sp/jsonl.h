@@ -45,25 +45,15 @@ enum class ParseStatus : std::uint8_t {
 };
 
 // Parses one line (surrounding whitespace allowed). On failure `error` says why and `out` is
-// unspecified. Update records go through simdjson On-Demand (core/src/update_record_parser.h), the
-// other kinds through sp::parse_json. A line over JsonlReader::kMaxLineBytes is corrupt. Unknown keys are
-// ignored. An UpdateRecord already held by `out` is reused, so parsing in a loop does not reallocate
-// block_details.
+// unspecified. Unknown keys are ignored. An UpdateRecord already held by `out` is reused, so
+// parsing in a loop does not reallocate block_details.
 ParseStatus parse_record(std::string_view line, TelemetryRecord& out, std::string& error);
 inline bool parse_record_line(std::string_view line, TelemetryRecord& out, std::string& error) {
     return parse_record(line, out, error) == ParseStatus::ok;
 }
 
 namespace detail {
-// Readable bytes a caller of parse_record_padded guarantees after the line (simdjson's padding).
-inline constexpr std::size_t kLinePadding = 64;
-// parse_record without copying the line: `line.data() + line.size()` starts kLinePadding readable
-// bytes (any values). JsonlReader's buffer keeps them.
-ParseStatus parse_record_padded(std::string_view line, TelemetryRecord& out, std::string& error);
-
-// Header/event/step-stats/unknown-type lines through sp::parse_json and nlohmann's DOM (they are
-// rare and their readers want a DOM); used by parse_record, also for the message of a line that
-// is not JSON.
+// Header/event/unknown-type lines through nlohmann's DOM (they are rare); used by parse_record.
 // nullopt: the line is a valid JSON object with no "type" or "type":"update" (an update record).
 // A line without "type" that has "step" and "blocks" but no "step_id" is a StepStatsRecord.
 std::optional<ParseStatus> parse_typed_record_dom(std::string_view line, TelemetryRecord& out,
@@ -107,9 +97,6 @@ class JsonlReader {
     void skip_rest_of_long_line();
     void end_long_line(bool had_newline);
     void add_problem(std::string reason);
-    // buf_ holds the data, then detail::kLinePadding bytes that no read fills: every line in it
-    // can be parsed in place (detail::parse_record_padded).
-    std::size_t capacity() const { return buf_.size() - detail::kLinePadding; }
 
     std::unique_ptr<std::ifstream> owned_;
     std::istream* in_;
