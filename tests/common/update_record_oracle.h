@@ -78,7 +78,7 @@ inline PerFormat snr_from(const ojson& v) {
     return out;
 }
 
-// Only digits, and the id fits an int ("007" is block 7, as the fast path reads it).
+// Only digits, and the id fits an int ("007" is block 7, as the parser reads it).
 inline int block_id(const std::string& key) {
     int id = -1;
     const char* end = key.data() + key.size();

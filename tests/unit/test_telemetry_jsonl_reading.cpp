@@ -129,7 +129,7 @@ class TestTelemetryJsonlReading : public QObject {
                                             minimal_line(std::string("{\"4\": ") + kDetail0 + "}"))
                                             .replace("\"changed\":false", "\"changed\":0")
                                      << "field 'block_details.4.changed': expected a boolean, got number";
-        // Unknown fields follow sp::parse_json's rules too (the fast path accepted both).
+        // Unknown fields follow sp::parse_json's rules too (checked down to their leaves).
         QTest::newRow("unknown field out of range")
             << QString::fromStdString(minimal_line())
                    .replace("\"block_details\"", "\"x\": 1e309, \"block_details\"")
