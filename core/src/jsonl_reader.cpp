@@ -1,6 +1,6 @@
-// Parsing of telemetry lines and the streaming JSONL reader. Update records take the fast path
-// (update_record_parser.h); header, event and unknown-type lines, and update lines that fail, go
-// to nlohmann (rare; good messages).
+// Parsing of telemetry lines and the streaming JSONL reader. Update records take simdjson
+// (update_record_parser.h); header, event, step-stats and unknown-type lines, and update lines
+// that fail, go to sp::parse_json and nlohmann's DOM (rare; good messages).
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
@@ -21,14 +21,20 @@ bool is_blank(std::string_view line) {
 
 constexpr std::size_t kReadBlock = std::size_t(1) << 20;
 
-}  // namespace
+// buf_ holds the data, then detail::kLinePadding bytes that no read fills: every line in it can be
+// parsed in place (detail::parse_record_padded).
+std::size_t capacity(const std::vector<char>& buf) {
+    return buf.size() - detail::kLinePadding;
+}
 
-ParseStatus parse_record(std::string_view line, TelemetryRecord& out, std::string& error) {
+ParseStatus parse_line(std::string_view line, TelemetryRecord& out, std::string& error, bool padded) {
     if (!std::holds_alternative<UpdateRecord>(out)) out.emplace<UpdateRecord>();
-    const detail::FastParse fast = detail::parse_update_record(line, std::get<UpdateRecord>(out), error);
-    if (fast.ok) return ParseStatus::ok;
-    if (fast.syntax_error && !fast.other_type) return ParseStatus::corrupt;
-    // Another record type, or a field error in what may be a typed record whose "type" comes later.
+    auto& update = std::get<UpdateRecord>(out);
+    if (padded ? detail::parse_update_record_padded(line, update, error)
+               : detail::parse_update_record(line, update, error)) {
+        return ParseStatus::ok;
+    }
+    // Another record type, or a bad line: sp::parse_json names a syntax error by column and key.
     std::string dom_error;
     const std::optional<ParseStatus> typed = detail::parse_typed_record_dom(line, out, dom_error);
     if (!typed) return ParseStatus::corrupt;  // an update record after all: keep the precise error
@@ -36,14 +42,24 @@ ParseStatus parse_record(std::string_view line, TelemetryRecord& out, std::strin
     return *typed;
 }
 
-JsonlReader::JsonlReader(std::istream& in) : in_(&in), buf_(kReadBlock) {}
+}  // namespace
+
+ParseStatus parse_record(std::string_view line, TelemetryRecord& out, std::string& error) {
+    return parse_line(line, out, error, false);
+}
+
+ParseStatus detail::parse_record_padded(std::string_view line, TelemetryRecord& out, std::string& error) {
+    return parse_line(line, out, error, true);
+}
+
+JsonlReader::JsonlReader(std::istream& in) : in_(&in), buf_(kReadBlock + detail::kLinePadding) {}
 
 JsonlReader::JsonlReader(const std::string& path)
     : owned_(std::make_unique<std::ifstream>(path, std::ios::binary)), in_(owned_.get()) {
     if (!*owned_) {
         throw std::runtime_error("cannot open telemetry file '" + path + "': " + std::strerror(errno));
     }
-    buf_.resize(kReadBlock);
+    buf_.resize(kReadBlock + detail::kLinePadding);
 }
 
 JsonlReader::~JsonlReader() = default;
@@ -81,8 +97,10 @@ bool JsonlReader::next_line(std::string_view& line, bool& had_newline) {
             len_ = 0;
             continue;
         }
-        if (len_ == buf_.size()) buf_.resize(std::min(buf_.size() * 2, kMaxLineBytes + 1));
-        in_->read(buf_.data() + len_, std::streamsize(buf_.size() - len_));
+        if (len_ == capacity(buf_)) {
+            buf_.resize(std::min(capacity(buf_) * 2, kMaxLineBytes + 1) + detail::kLinePadding);
+        }
+        in_->read(buf_.data() + len_, std::streamsize(capacity(buf_) - len_));
         len_ += std::size_t(in_->gcount());
         if (!*in_) {
             if (in_->bad()) add_problem("read error after line " + std::to_string(lines_));
@@ -111,7 +129,7 @@ void JsonlReader::skip_rest_of_long_line() {
             end_long_line(false);
             return;
         }
-        in_->read(buf_.data(), std::streamsize(buf_.size()));
+        in_->read(buf_.data(), std::streamsize(capacity(buf_)));
         len_ = std::size_t(in_->gcount());
         if (!*in_) {
             if (in_->bad()) add_problem("read error after line " + std::to_string(lines_));
@@ -140,7 +158,7 @@ bool JsonlReader::next(TelemetryRecord& out) {
         ++lines_;
         bytes_ += line.size() + (had_newline ? 1 : 0);
         if (is_blank(line)) continue;
-        switch (parse_record(line, out, error_)) {
+        switch (detail::parse_record_padded(line, out, error_)) {
             case ParseStatus::ok:
                 ++records_;
                 return true;

@@ -71,7 +71,7 @@ std::string dump(const ojson& j) {
     return j.dump(-1, ' ', false, ojson::error_handler_t::replace);
 }
 
-// Same wording as the fast update parser: "expected an integer, got string".
+// Same wording as the update-record parser: "expected an integer, got string".
 const char* json_type_name(const ojson& j) {
     if (j.is_number()) return "number";
     if (j.is_string()) return "string";
@@ -81,7 +81,7 @@ const char* json_type_name(const ojson& j) {
     return "object";
 }
 
-// Field access with messages naming the field, matching the fast update parser's wording.
+// Field access with messages naming the field, matching the update-record parser's wording.
 struct FieldError : std::runtime_error {
     using std::runtime_error::runtime_error;
 };

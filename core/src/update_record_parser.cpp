@@ -1,104 +1,41 @@
-// The fast path for update-record lines: see update_record_parser.h for why it exists.
+// The update-record parser (update_record_parser.h): simdjson On-Demand over one line. simdjson's
+// first stage checks the whole line's UTF-8, its strings' control characters and where its
+// strings and brackets are; the rest is checked here while the values are read. Every value of the
+// line is visited (known fields as their type, unknown ones down to their leaves), so that a line
+// this parser accepts is one sp::parse_json accepts too: no number beyond a double's range, no
+// nesting beyond 64 levels, valid escapes, no trailing characters (tests/fuzz/fuzz_jsonl.cpp).
+#include "update_record_parser.h"
+#include "update_record_fields.h"
+
+#include <simdjson.h>
+
 #include <algorithm>
 #include <array>
-#include <cerrno>
 #include <charconv>
 #include <cstring>
 #include <limits>
-#include <stdexcept>
-
-#include "update_record_parser.h"
-#include "utf8.h"
+#include <vector>
 
 namespace sp {
 
 namespace {
 
-// One row per known key, in the writer's order. A member pointer handles the plain numeric
-// fields; the rest are handled by index in a switch.
-struct TopField {
-    std::string_view key;
-    double UpdateRecord::*dbl;
-    int UpdateRecord::*num;
-    std::optional<double> UpdateRecord::*opt = nullptr;  // optional additive numbers (null allowed)
-};
-enum TopIndex : std::size_t {
-    kStepId,
-    kBlockDetails = 9,
-    kMode = 11,
-    kMeasured,
-    kTrainLoss,
-    kEvalLoss,
-    kType,
-    kBudgetTarget = 17,
-    kEvalStep
-};
-constexpr std::array<TopField, 19> kTop = {{
-    {"step_id", nullptr, nullptr},
-    {"timestamp", &UpdateRecord::timestamp, nullptr},
-    {"blocks_bf16", nullptr, &UpdateRecord::blocks_bf16},
-    {"blocks_int8", nullptr, &UpdateRecord::blocks_int8},
-    {"mean_sensitivity", &UpdateRecord::mean_sensitivity, nullptr},
-    {"max_sensitivity", &UpdateRecord::max_sensitivity, nullptr},
-    {"min_sensitivity", &UpdateRecord::min_sensitivity, nullptr},
-    {"precision_changes", nullptr, &UpdateRecord::precision_changes},
-    {"estimated_bandwidth_saving_pct", &UpdateRecord::estimated_bandwidth_saving_pct, nullptr},
-    {"block_details", nullptr, nullptr},
-    {"blocks_fp8", nullptr, &UpdateRecord::blocks_fp8},
-    {"mode", nullptr, nullptr},
-    {"measured_bandwidth_saving_pct", nullptr, nullptr, &UpdateRecord::measured_bandwidth_saving_pct},
-    {"train_loss", nullptr, nullptr, &UpdateRecord::train_loss},
-    {"eval_loss", nullptr, nullptr, &UpdateRecord::eval_loss},
-    {"type", nullptr, nullptr},
-    {"blocks_int4", nullptr, &UpdateRecord::blocks_int4},
-    {"budget_target_pct", nullptr, nullptr, &UpdateRecord::budget_target_pct},
-    {"eval_step", nullptr, nullptr},
-}};
-constexpr std::uint32_t kTopRequired = (1u << 10) - 1;  // the seed's ten fields
+namespace od = simdjson::ondemand;
+using namespace detail;  // NOLINT(google-build-using-namespace): the field tables (update_record_fields.h)
+using simdjson::error_code;
+using simdjson::SUCCESS;
 
-struct DetailField {
-    std::string_view key;
-    double BlockDetail::*dbl;
-    int BlockDetail::*num;
-};
-enum DetailIndex : std::size_t {
-    kPrecision,
-    kForced = 8,
-    kChanged,
-    kReason = 11,
-    kLastChangeStep = 13,
-    kSnr = 15,
-    kReasonText
-};
-constexpr std::array<DetailField, 17> kDetail = {{
-    {"precision", nullptr, nullptr},
-    {"sensitivity", &BlockDetail::sensitivity, nullptr},
-    {"grad_score", &BlockDetail::grad_score, nullptr},
-    {"error_score", &BlockDetail::error_score, nullptr},
-    {"relative_magnitude", &BlockDetail::relative_magnitude, nullptr},
-    {"l2_norm", &BlockDetail::l2_norm, nullptr},
-    {"max_abs", &BlockDetail::max_abs, nullptr},
-    {"variance", &BlockDetail::variance, nullptr},
-    {"forced", nullptr, nullptr},
-    {"changed", nullptr, nullptr},
-    {"mean", &BlockDetail::mean, nullptr},  // additive from here on
-    {"reason", nullptr, nullptr},
-    {"window", nullptr, &BlockDetail::window},
-    {"last_change_step", nullptr, nullptr},
-    {"switches", nullptr, &BlockDetail::switches},
-    {"snr_db", nullptr, nullptr},
-    {"reason_text", nullptr, nullptr},
-}};
-constexpr std::uint32_t kDetailRequired = (1u << 10) - 1;  // all but the additive last five
+static_assert(detail::kLinePadding >= simdjson::SIMDJSON_PADDING);
 
 // sp::parse_json's limit (sp/json_input.h): no record nests beyond 4 levels.
 constexpr int kMaxDepth = 64;
+// A parser keeps about six bytes per byte of the longest line it read; after a line longer than
+// this it gives that memory back.
+constexpr std::size_t kKeptCapacity = std::size_t(1) << 20;
 
-// Keys come in the writer's order, so trying the one after the previous match first makes the
-// lookup a single comparison almost always. Returns N when the key is unknown.
+// The row of `key` in `fields`, N when it is unknown.
 template <typename Field, std::size_t N>
-std::size_t find_key(const std::array<Field, N>& fields, std::string_view key, std::size_t hint) {
-    if (hint < N && fields[hint].key == key) return hint;
+std::size_t find_key(const std::array<Field, N>& fields, std::string_view key) {
     for (std::size_t i = 0; i < N; ++i) {
         if (fields[i].key == key) return i;
     }
@@ -109,31 +46,132 @@ bool is_digit(char c) {
     return c >= '0' && c <= '9';
 }
 
-const char* kind_of(char c) {
-    if (c == '"') return "string";
-    if (c == '{') return "object";
-    if (c == '[') return "array";
-    if (c == 't' || c == 'f') return "boolean";
-    if (c == 'n') return "null";
-    return "number";
+const char* kind_name(od::json_type t) {
+    switch (t) {
+        case od::json_type::array:
+            return "array";
+        case od::json_type::object:
+            return "object";
+        case od::json_type::number:
+            return "number";
+        case od::json_type::string:
+            return "string";
+        case od::json_type::boolean:
+            return "boolean";
+        case od::json_type::null:
+            return "null";
+    }
+    return "value";
+}
+
+// What a field expects, for the message naming a value of the wrong kind.
+enum class Want : std::uint8_t { integer, number, string, boolean, object };
+
+const char* wanted(Want w) {
+    static constexpr std::array<const char*, 5> kText = {"an integer", "a number", "a string", "a boolean",
+                                                         "an object"};
+    return kText[std::size_t(w)];
+}
+
+// JSON's number grammar (no "01", "1.", ".5", "+1"), on the error path only: it tells a malformed
+// number from one out of range, and a fraction from an integer.
+enum class NumberText : std::uint8_t { invalid, integer, fraction };
+
+NumberText number_text(std::string_view t) {
+    std::size_t i = 0;
+    const auto digits = [&] {
+        const std::size_t from = i;
+        while (i < t.size() && is_digit(t[i])) ++i;
+        return i > from;
+    };
+    if (i < t.size() && t[i] == '-') ++i;
+    if (i < t.size() && t[i] == '0') {
+        ++i;
+    } else if (!digits()) {
+        return NumberText::invalid;
+    }
+    NumberText kind = NumberText::integer;
+    if (i < t.size() && t[i] == '.') {
+        ++i;
+        kind = NumberText::fraction;
+        if (!digits()) return NumberText::invalid;
+    }
+    if (i < t.size() && (t[i] == 'e' || t[i] == 'E')) {
+        ++i;
+        kind = NumberText::fraction;
+        if (i < t.size() && (t[i] == '+' || t[i] == '-')) ++i;
+        if (!digits()) return NumberText::invalid;
+    }
+    return i == t.size() ? kind : NumberText::invalid;
+}
+
+// The value's text up to the next structural character, without trailing whitespace.
+std::string_view token_of(od::value& v) {
+    std::string_view t = v.raw_json_token();
+    while (!t.empty() && (t.back() == ' ' || t.back() == '\t' || t.back() == '\r' || t.back() == '\n'))
+        t.remove_suffix(1);
+    return t;
+}
+
+// Whether a number written "0.<z zeros><digits>[e<X>]" is below 1, about 10^(X - z - 1): for one
+// beyond a double's range, that tells an underflow from an overflow.
+bool below_one(std::string_view t) {
+    std::size_t i = t.find('.');
+    std::int64_t magnitude = -1;
+    if (i != std::string_view::npos) {
+        for (++i; i < t.size() && t[i] == '0'; ++i) --magnitude;
+    }
+    const std::size_t e = t.find_first_of("eE");
+    if (e != std::string_view::npos) {
+        std::int64_t exponent = 0;
+        std::size_t j = e + 1;
+        const bool negative = j < t.size() && t[j] == '-';
+        if (j < t.size() && (t[j] == '+' || t[j] == '-')) ++j;
+        for (; j < t.size() && exponent < 100000; ++j) exponent = exponent * 10 + (t[j] - '0');
+        magnitude += negative ? -exponent : exponent;
+    }
+    return magnitude < 0;
+}
+
+// A double, correctly rounded. simdjson 3.0.1's On-Demand get_double misreads a number written
+// "0.<digits>" with more than 19 significant digits: its overflow check counts the leading zeros
+// instead of the digits after them, so "0.30000000000000004441" reads as 0.1155... No writer of
+// this format writes one (the shortest form that round-trips has at most 17 digits), but doubles
+// are exact, so such a token is read again by std::from_chars.
+error_code exact_double(od::value& v, double& out) {
+    const std::string_view raw = v.raw_json_token();  // up to the next token: whitespace included
+    if (const error_code e = v.get_double().get(out)) return e;
+    if (raw.size() <= 21 || (raw[0] != '0' && (raw[0] != '-' || raw[1] != '0'))) return SUCCESS;
+    std::size_t i = raw[0] == '-' ? 2 : 1;  // after the integer part "0"
+    if (raw[i] == '.') {
+        for (++i; i < raw.size() && raw[i] == '0';) ++i;
+    }
+    std::size_t digits = 0;
+    for (; i < raw.size() && is_digit(raw[i]); ++i) ++digits;
+    if (digits <= 19) return SUCCESS;
+    const std::string_view t = token_of(v);
+    const auto res = std::from_chars(t.data(), t.data() + t.size(), out);
+    if (res.ec == std::errc()) return SUCCESS;
+    // Out of range: an underflow reads as 0, as sp::parse_json reads it; an overflow is an error.
+    if (!below_one(t)) return simdjson::NUMBER_ERROR;
+    out = t[0] == '-' ? -0.0 : 0.0;
+    return SUCCESS;
 }
 
 class UpdateParser {
   public:
     UpdateParser(std::string_view line, std::string& error)
-        : begin_(line.data()), p_(line.data()), end_(line.data() + line.size()), error_(error) {}
+        : begin_(line.data()), end_(line.data() + line.size()), error_(error) {}
 
-    bool parse(UpdateRecord& r);
-    bool other_type() const { return other_type_; }
-    bool syntax_error() const { return syntax_error_; }
+    bool parse(od::document& doc, UpdateRecord& r);
+    // simdjson refused the text (at `where`; nullptr: where the document stands). The column is
+    // the byte at which simdjson stopped: the start of the token it could not take.
+    bool syntax(const char* what, const char* where = nullptr);
+    bool syntax(error_code e, const char* where = nullptr) {
+        return syntax(simdjson::error_message(e), where);
+    }
 
   private:
-    bool syntax(const char* what) {
-        syntax_error_ = true;
-        error_ = "invalid JSON at column " + std::to_string(p_ - begin_ + 1) + ": " +
-                 (p_ >= end_ ? "unexpected end of line" : what);
-        return false;
-    }
     bool fail(std::string msg) {
         error_ = std::move(msg);
         return false;
@@ -143,282 +181,215 @@ class UpdateParser {
         if (block_ >= 0) f += "block_details." + std::to_string(block_) + ".";
         return f.append(name) + "'";
     }
-    // p_ is at a value of the wrong kind.
-    bool wrong_type(std::string_view name, const char* expected) {
-        const char* got = kind_of(*p_);
-        if (got == kind_of('0') && *p_ != '-' && !is_digit(*p_)) return syntax("unexpected character");
-        return fail(field(name) + ": expected " + expected + ", got " + got);
-    }
-
-    void ws() {
-        while (p_ < end_ && (*p_ == ' ' || *p_ == '\t' || *p_ == '\r' || *p_ == '\n')) ++p_;
-    }
-    // Skips whitespace; false (with a syntax error) at the end of the line.
-    bool more() {
-        ws();
-        return p_ < end_ || syntax("");
-    }
-    bool literal(std::string_view word) {
-        if (std::size_t(end_ - p_) < word.size() || std::memcmp(p_, word.data(), word.size()) != 0) {
-            return syntax("invalid literal");
-        }
-        p_ += word.size();
-        return true;
-    }
-
-    // p_ at '{'. Calls on_member(key) with p_ at each member's value, which it must consume.
+    bool mistyped(od::value& v, std::string_view name, Want want);
+    bool key_of(od::field& f, std::string_view& key);
+    template <typename OnField>
+    bool fields(od::object& obj, OnField&& on_field);
     template <typename OnMember>
-    bool object(OnMember&& on_member) {
-        ++p_;
-        if (!more()) return false;
-        if (*p_ == '}') return ++p_, true;
-        for (;;) {
-            std::string_view key;
-            if (*p_ != '"') return syntax("expected a key");
-            if (!string(key) || !more()) return false;
-            if (*p_ != ':') return syntax("expected ':'");
-            ++p_;
-            if (!more() || !on_member(key) || !more()) return false;
-            if (*p_ == '}') return ++p_, true;
-            if (*p_ != ',') return syntax("expected ',' or '}'");
-            ++p_;
-            if (!more()) return false;
+    bool members(od::object& obj, OnMember&& on_member);
+    template <typename Field, std::size_t N>
+    bool row_of(od::field& f, const std::array<Field, N>& table, std::size_t& hint, std::size_t& k);
+    template <typename OnMember>
+    bool object(od::value& v, std::string_view name, OnMember&& on_member) {
+        auto obj = v.get_object();  // used in place, like every object and field (see fields())
+        if (const error_code e = obj.error()) {
+            return e == simdjson::INCORRECT_TYPE ? mistyped(v, name, Want::object) : syntax(e);
         }
+        return members(obj.value_unsafe(), on_member);
+    }
+    bool validate(od::value& v, int level);
+    static bool is_null(od::value& v) {
+        bool null = false;
+        return v.is_null().get(null) == SUCCESS && null;
     }
 
-    bool string(std::string_view& out);
-    bool escaped_string(const char* start, std::string_view& out);
-    bool hex4(unsigned& cp);
-    bool number(const char*& start, bool& is_int);
-    bool skip_value(int level);
-    bool snr(PerFormat& out);
-
-    bool read_int64(std::int64_t& v, std::string_view name);
+    bool read_int64(od::value& v, std::int64_t& out, std::string_view name) {
+        return v.get_int64().get(out) == SUCCESS || mistyped(v, name, Want::integer);
+    }
     template <typename Int>
-    bool read_int(Int& v, std::string_view name) {
+    bool read_int(od::value& v, Int& out, std::string_view name) {
         std::int64_t wide = 0;
-        if (!read_int64(wide, name)) return false;
+        if (!read_int64(v, wide, name)) return false;
         if (wide < std::numeric_limits<Int>::min() || wide > std::numeric_limits<Int>::max()) {
             return fail(field(name) + ": integer out of range");
         }
-        v = Int(wide);
+        out = Int(wide);
         return true;
     }
-    bool read_double(double& v, std::string_view name);
-    bool read_string(std::string_view& v, std::string_view name) {
-        if (*p_ != '"') return wrong_type(name, "a string");
-        return string(v);
+    // null: no value (non-finite when written).
+    bool read_double(od::value& v, double& out, std::string_view name) {
+        if (exact_double(v, out) == SUCCESS) return true;
+        if (!is_null(v)) return mistyped(v, name, Want::number);
+        out = kNoValue;
+        return true;
     }
-    bool top_member(UpdateRecord& r, std::size_t k);
-    bool details(std::vector<BlockDetail>& out);
-    bool detail_member(BlockDetail& d, std::size_t k);
+    bool read_string(od::value& v, std::string_view& out, std::string_view name) {
+        const error_code e = v.get_string().get(out);
+        if (e == SUCCESS) return true;
+        return e == simdjson::INCORRECT_TYPE ? mistyped(v, name, Want::string) : syntax(e);
+    }
+    bool snr(od::value& v, PerFormat& out);
+    bool details(od::value& v, std::vector<BlockDetail>& out);
+    bool detail(std::string_view key, od::value& v, std::vector<BlockDetail>& out);
+    bool detail_member(od::value& v, BlockDetail& d, std::size_t k);
+    bool top_member(od::value& v, UpdateRecord& r, std::size_t k);
 
     const char* begin_;
-    const char* p_;
     const char* end_;
+    od::document* doc_ = nullptr;
     std::string& error_;
-    std::string scratch_;  // decoded strings that contained escapes
-    int block_ = -1;       // block whose detail is being parsed, for messages
-    bool other_type_ = false;
-    bool syntax_error_ = false;
+    int block_ = -1;  // block whose detail is being parsed, for messages
 };
 
-bool UpdateParser::string(std::string_view& out) {
-    const char* start = ++p_;  // after the opening quote
-    while (p_ < end_) {
-        const auto c = static_cast<unsigned char>(*p_);
-        if (c == '"') {
-            out = std::string_view(start, std::size_t(p_ - start));
-            ++p_;
-            return true;
-        }
-        if (c == '\\') return escaped_string(start, out);
-        if (c < 0x20) return syntax("control character in string");
-        if (c >= 0x80) {
-            const std::size_t n = detail::utf8_length(p_, end_);
-            if (n == 0) return syntax("invalid UTF-8 in string");
-            p_ += n;
-            continue;
-        }
-        ++p_;
-    }
-    return syntax("");
+bool UpdateParser::syntax(const char* what, const char* where) {
+    const char* loc = nullptr;
+    if (where == nullptr && doc_ != nullptr && doc_->current_location().get(loc) == SUCCESS) where = loc;
+    if (where == nullptr || where < begin_ || where > end_) where = end_;
+    error_ = "invalid JSON at column " + std::to_string(where - begin_ + 1) + ": " +
+             (where == end_ ? "unexpected end of line" : what);
+    return false;
 }
 
-bool UpdateParser::hex4(unsigned& cp) {
-    if (end_ - p_ < 4) return syntax("");
-    cp = 0;
-    for (int i = 0; i < 4; ++i, ++p_) {
-        const char c = *p_;
-        const unsigned digit = is_digit(c)              ? unsigned(c - '0')
-                               : (c >= 'a' && c <= 'f') ? unsigned(c - 'a' + 10)
-                               : (c >= 'A' && c <= 'F') ? unsigned(c - 'A' + 10)
-                                                        : 16u;
-        if (digit == 16u) return syntax("invalid \\u escape");
-        cp = cp * 16 + digit;
+// `v` is not what the field takes: a value of another kind, a number out of the field's range, a
+// fraction for an integer; or malformed (a syntax error).
+bool UpdateParser::mistyped(od::value& v, std::string_view name, Want want) {
+    od::json_type t{};
+    if (const error_code e = v.type().get(t)) return syntax(e);
+    const std::string_view text = token_of(v);
+    if (t == od::json_type::number) {
+        const NumberText kind = number_text(text);
+        if (kind == NumberText::invalid) return syntax("invalid number", text.data());
+        if (want == Want::integer) {
+            return fail(field(name) + (kind == NumberText::fraction ? ": expected an integer, got number"
+                                                                    : ": integer out of range"));
+        }
+        if (want == Want::number) return fail(field(name) + ": number out of range");
+    }
+    if ((t == od::json_type::boolean || t == od::json_type::null) && text != "true" && text != "false" &&
+        text != "null") {
+        return syntax("invalid literal", text.data());
+    }
+    return fail(field(name) + ": expected " + wanted(want) + ", got " + kind_name(t));
+}
+
+bool UpdateParser::key_of(od::field& f, std::string_view& key) {
+    const char* const start = f.key().raw();  // after the opening quote; the string is closed
+    const char* p = start;
+    while (*p != '"' && *p != '\\') ++p;
+    if (*p == '"') {
+        key = std::string_view(start, std::size_t(p - start));
+        return true;
+    }
+    // An escaped key ("step_\u0069d" is step_id): simdjson decodes it, checking its escapes.
+    if (const error_code e = f.unescaped_key().get(key)) return syntax(e, start);
+    return true;
+}
+
+// Calls on_field(field) for each member of `obj`; it must consume the field's value.
+template <typename OnField>
+bool UpdateParser::fields(od::object& obj, OnField&& on_field) {
+    for (auto member : obj) {
+        if (const error_code e = member.error()) return syntax(e);
+        // Used in place: copying a field out of its result (od::field f; get(f)) stalls on a
+        // failed store forwarding and made the whole parser 1.4x slower.
+        if (!on_field(member.value_unsafe())) return false;
     }
     return true;
 }
 
-bool UpdateParser::escaped_string(const char* start, std::string_view& out) {
-    static constexpr std::string_view kFrom = "\"\\/bfnrt";
-    static constexpr std::string_view kTo = "\"\\/\b\f\n\r\t";
-    scratch_.assign(start, p_);
-    while (p_ < end_) {
-        const char c = *p_;
-        if (c == '"') {
-            ++p_;
-            out = scratch_;
-            return true;
-        }
-        if (static_cast<unsigned char>(c) < 0x20) return syntax("control character in string");
-        if (static_cast<unsigned char>(c) >= 0x80) {
-            const std::size_t n = detail::utf8_length(p_, end_);
-            if (n == 0) return syntax("invalid UTF-8 in string");
-            scratch_.append(p_, n);
-            p_ += n;
-            continue;
-        }
-        ++p_;
-        if (c != '\\') {
-            scratch_ += c;
-            continue;
-        }
-        if (p_ == end_) return syntax("");
-        const std::size_t simple = kFrom.find(*p_);
-        if (simple != std::string_view::npos) {
-            scratch_ += kTo[simple];
-            ++p_;
-            continue;
-        }
-        if (*p_ != 'u') return syntax("invalid escape");
-        ++p_;
-        unsigned cp = 0;
-        if (!hex4(cp)) return false;
-        if (cp >= 0xDC00 && cp <= 0xDFFF) return syntax("lone low surrogate");
-        if (cp >= 0xD800 && cp <= 0xDBFF) {
-            unsigned low = 0;
-            if (end_ - p_ < 2 || p_[0] != '\\' || p_[1] != 'u') return syntax("lone high surrogate");
-            p_ += 2;
-            if (!hex4(low)) return false;
-            if (low < 0xDC00 || low > 0xDFFF) return syntax("invalid surrogate pair");
-            cp = 0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00);
-        }
-        detail::append_utf8(scratch_, cp);
-    }
-    return syntax("");
+// Calls on_member(key, value) for each member of `obj`; it must consume the value.
+template <typename OnMember>
+bool UpdateParser::members(od::object& obj, OnMember&& on_member) {
+    return fields(obj, [&](od::field& f) {
+        std::string_view key;
+        return key_of(f, key) && on_member(key, f.value());
+    });
 }
 
-// JSON's number grammar, which is stricter than from_chars (no "inf", "nan", "01", "1.", ".5").
-bool UpdateParser::number(const char*& start, bool& is_int) {
-    start = p_;
-    is_int = true;
-    if (p_ < end_ && *p_ == '-') ++p_;
-    if (p_ < end_ && *p_ == '0') {
-        ++p_;
-    } else if (p_ < end_ && is_digit(*p_)) {
-        while (p_ < end_ && is_digit(*p_)) ++p_;
-    } else {
-        return syntax("invalid number");
+// The row of `f`'s key in `table` (N when unknown). Keys come in the writer's order: the row after
+// the previous match is compared first, in place (the line's padding covers a short key's
+// overread), so most keys are neither scanned nor decoded.
+template <typename Field, std::size_t N>
+bool UpdateParser::row_of(od::field& f, const std::array<Field, N>& table, std::size_t& hint,
+                          std::size_t& k) {
+    if (hint < N) {
+        const char* raw = f.key().raw();
+        const std::string_view want = table[hint].key;
+        if (std::memcmp(raw, want.data(), want.size()) == 0 && raw[want.size()] == '"') {
+            k = hint++;
+            return true;
+        }
     }
-    if (p_ < end_ && *p_ == '.') {
-        is_int = false;
-        if (++p_ == end_ || !is_digit(*p_)) return syntax("invalid number");
-        while (p_ < end_ && is_digit(*p_)) ++p_;
-    }
-    if (p_ < end_ && (*p_ == 'e' || *p_ == 'E')) {
-        is_int = false;
-        if (++p_ < end_ && (*p_ == '+' || *p_ == '-')) ++p_;
-        if (p_ == end_ || !is_digit(*p_)) return syntax("invalid number");
-        while (p_ < end_ && is_digit(*p_)) ++p_;
-    }
+    std::string_view key;
+    if (!key_of(f, key)) return false;
+    k = find_key(table, key);
+    hint = k + 1;
     return true;
 }
 
-// Validates and skips any value (a newer producer's field) by sp::parse_json's rules (TELEMETRY.md
-// "Reading JSON"): at most kMaxDepth levels of arrays/objects, no number beyond a double's range.
-// p_ is at the value; `level` is the nesting level it opens if it is an array or object.
-bool UpdateParser::skip_value(int level) {
-    if ((*p_ == '{' || *p_ == '[') && level > kMaxDepth) return syntax("nested deeper than 64 levels");
-    std::string_view ignored;
-    const char* start = nullptr;
-    bool is_int = false;
-    double value = 0.0;
-    switch (*p_) {
-        case '"':
-            return string(ignored);
-        case 't':
-            return literal("true");
-        case 'f':
-            return literal("false");
-        case 'n':
-            return literal("null");
-        case '{':
-            return object([&](std::string_view) { return skip_value(level + 1); });
-        case '[':
-            ++p_;
-            if (!more()) return false;
-            if (*p_ == ']') return ++p_, true;
-            for (;;) {
-                if (!skip_value(level + 1) || !more()) return false;
-                if (*p_ == ']') return ++p_, true;
-                if (*p_ != ',') return syntax("expected ',' or ']'");
-                ++p_;
-                if (!more()) return false;
-            }
-        default:
-            if (!number(start, is_int)) return false;
-            // Not a syntax error: a typed line whose "type" comes later goes to the DOM, which
-            // decides (it reads an underflow as 0, which read_double refuses like an overflow).
-            if (std::from_chars(start, p_, value).ec != std::errc()) {
-                return fail("number out of range at column " + std::to_string(start - begin_ + 1));
+// Checks any value (a newer producer's field) by sp::parse_json's rules (TELEMETRY.md "Reading
+// JSON"): at most kMaxDepth levels of arrays/objects, no number beyond a double's range, valid
+// strings and literals. `level` is the nesting level the value opens if it is an array or object.
+bool UpdateParser::validate(od::value& v, int level) {
+    od::json_type t{};
+    if (const error_code e = v.type().get(t)) return syntax(e);
+    if ((t == od::json_type::array || t == od::json_type::object) && level > kMaxDepth) {
+        return syntax("nested deeper than 64 levels", token_of(v).data());
+    }
+    double number = 0.0;
+    std::string_view text;
+    bool flag = false;
+    switch (t) {
+        case od::json_type::array: {
+            auto array = v.get_array();
+            if (const error_code e = array.error()) return syntax(e);
+            for (auto element : array.value_unsafe()) {
+                if (const error_code e = element.error()) return syntax(e);
+                if (!validate(element.value_unsafe(), level + 1)) return false;
             }
             return true;
+        }
+        case od::json_type::object: {
+            auto obj = v.get_object();
+            if (const error_code e = obj.error()) return syntax(e);
+            return members(obj.value_unsafe(),
+                           [&](std::string_view, od::value& x) { return validate(x, level + 1); });
+        }
+        case od::json_type::number:
+            if (exact_double(v, number) == SUCCESS) return true;
+            text = token_of(v);
+            if (number_text(text) == NumberText::invalid) return syntax("invalid number", text.data());
+            return fail("number out of range at column " + std::to_string(text.data() - begin_ + 1));
+        case od::json_type::string:
+            if (const error_code e = v.get_string().get(text)) return syntax(e);
+            return true;
+        case od::json_type::boolean:
+            return v.get_bool().get(flag) == SUCCESS || syntax("invalid literal");
+        case od::json_type::null:
+            return is_null(v) || syntax("invalid literal");
     }
+    return syntax("unexpected character");
 }
 
-bool UpdateParser::read_int64(std::int64_t& v, std::string_view name) {
-    if (*p_ != '-' && !is_digit(*p_)) return wrong_type(name, "an integer");
-    const char* start = nullptr;
-    bool is_int = false;
-    if (!number(start, is_int)) return false;
-    if (!is_int) return fail(field(name) + ": expected an integer, got number");
-    if (std::from_chars(start, p_, v).ec != std::errc()) return fail(field(name) + ": integer out of range");
-    return true;
-}
-
-bool UpdateParser::read_double(double& v, std::string_view name) {
-    if (*p_ == 'n') {  // null: no value (non-finite when written)
-        v = kNoValue;
-        return literal("null");
-    }
-    if (*p_ != '-' && !is_digit(*p_)) return wrong_type(name, "a number");
-    const char* start = nullptr;
-    bool is_int = false;
-    if (!number(start, is_int)) return false;
-    if (std::from_chars(start, p_, v).ec != std::errc()) return fail(field(name) + ": number out of range");
-    return true;
-}
-
-bool UpdateParser::detail_member(BlockDetail& d, std::size_t k) {
+bool UpdateParser::detail_member(od::value& v, BlockDetail& d, std::size_t k) {
     const DetailField& f = kDetail[k];
-    if (f.dbl != nullptr) return read_double(d.*f.dbl, f.key);
-    if (f.num != nullptr) return read_int(d.*f.num, f.key);
+    if (f.dbl != nullptr) return read_double(v, d.*f.dbl, f.key);
+    if (f.num != nullptr) return read_int(v, d.*f.num, f.key);
     std::string_view text;
     switch (k) {
         case kPrecision: {
-            if (!read_string(text, f.key)) return false;
+            if (!read_string(v, text, f.key)) return false;
             const auto p = parse_precision(text);
             if (!p) return fail(field(f.key) + ": unknown precision '" + std::string(text) + "'");
             d.precision = *p;
             return true;
         }
         case kForced:
-            if (*p_ == 'n') {
+            if (is_null(v)) {
                 d.forced = ForcedBy::none;
-                return literal("null");
+                return true;
             }
-            if (!read_string(text, f.key)) return false;
+            if (!read_string(v, text, f.key)) return false;
             if (text != "config" && text != "pin") {
                 return fail(field(f.key) + ": expected null, \"config\" or \"pin\", got '" +
                             std::string(text) + "'");
@@ -426,22 +397,20 @@ bool UpdateParser::detail_member(BlockDetail& d, std::size_t k) {
             d.forced = text == "pin" ? ForcedBy::pin : ForcedBy::config;
             return true;
         case kChanged:
-            if (*p_ != 't' && *p_ != 'f') return wrong_type(f.key, "a boolean");
-            d.changed = *p_ == 't';
-            return literal(d.changed ? "true" : "false");
+            return v.get_bool().get(d.changed) == SUCCESS || mistyped(v, f.key, Want::boolean);
         case kReason: {
-            if (!read_string(text, f.key)) return false;
+            if (!read_string(v, text, f.key)) return false;
             const auto r = parse_reason(text);
             if (!r) return fail(field(f.key) + ": unknown reason '" + std::string(text) + "'");
             d.reason = *r;
             return true;
         }
         case kLastChangeStep:
-            return read_int64(d.last_change_step, f.key);
+            return read_int64(v, d.last_change_step, f.key);
         case kSnr:
-            return snr(d.snr_db);
+            return snr(v, d.snr_db);
         case kReasonText:
-            if (!read_string(text, f.key)) return false;
+            if (!read_string(v, text, f.key)) return false;
             d.reason_text.assign(text);
             return true;
         default:
@@ -450,65 +419,71 @@ bool UpdateParser::detail_member(BlockDetail& d, std::size_t k) {
 }
 
 // "snr_db": {"int8": 41.7, ...}; formats left out stay unknown.
-bool UpdateParser::snr(PerFormat& out) {
-    if (*p_ != '{') return wrong_type("snr_db", "an object");
+bool UpdateParser::snr(od::value& v, PerFormat& out) {
     out = kNoSnr;
-    return object([&](std::string_view key) {
+    return object(v, "snr_db", [&](std::string_view key, od::value& x) {
         const auto p = parse_precision(key);
         if (!p) return fail("snr_db: unknown format '" + std::string(key) + "'");
-        return read_double(out[std::size_t(*p)], "snr_db." + std::string(key));
+        return read_double(x, out[std::size_t(*p)], "snr_db." + std::string(key));
     });
 }
 
-bool UpdateParser::details(std::vector<BlockDetail>& out) {
-    if (*p_ != '{') return wrong_type("block_details", "an object");
-    return object([&](std::string_view key) {
-        int id = -1;
-        const auto res = std::from_chars(key.data(), key.data() + key.size(), id);
-        if (key.empty() || !is_digit(key[0]) || res.ec != std::errc() || res.ptr != key.data() + key.size()) {
-            return fail("block_details: key '" + std::string(key) + "' is not a non-negative integer");
-        }
-        if (*p_ != '{') return wrong_type("block_details." + std::string(key), "an object");
-        BlockDetail& d = out.emplace_back();
-        d.id = id;
-        block_ = id;
-        std::uint32_t seen = 0;
-        std::size_t hint = 0;
-        const bool ok = object([&](std::string_view name) {
-            const std::size_t k = find_key(kDetail, name, hint);
-            hint = k + 1;
-            if (k == kDetail.size()) return skip_value(4);  // a newer producer's field
-            seen |= 1u << k;
-            return detail_member(d, k);
-        });
-        if (!ok) return false;
-        for (std::size_t i = 0; (seen & kDetailRequired) != kDetailRequired; ++i) {
-            if (!(seen & (1u << i))) {
-                return fail("block_details." + std::to_string(id) + ": missing field '" +
-                            std::string(kDetail[i].key) + "'");
-            }
-        }
-        block_ = -1;
-        return true;
-    });
+bool UpdateParser::details(od::value& v, std::vector<BlockDetail>& out) {
+    return object(v, "block_details",
+                  [&](std::string_view key, od::value& x) { return detail(key, x, out); });
 }
 
-bool UpdateParser::top_member(UpdateRecord& r, std::size_t k) {
+bool UpdateParser::detail(std::string_view key, od::value& v, std::vector<BlockDetail>& out) {
+    int id = -1;
+    const auto res = std::from_chars(key.data(), key.data() + key.size(), id);
+    if (key.empty() || !is_digit(key[0]) || res.ec != std::errc() || res.ptr != key.data() + key.size()) {
+        return fail("block_details: key '" + std::string(key) + "' is not a non-negative integer");
+    }
+    auto obj = v.get_object();
+    if (const error_code e = obj.error()) {
+        return e == simdjson::INCORRECT_TYPE ? mistyped(v, "block_details." + std::string(key), Want::object)
+                                             : syntax(e);
+    }
+    BlockDetail& d = out.emplace_back();
+    d.id = id;
+    block_ = id;
+    std::uint32_t seen = 0;
+    std::size_t hint = 0;
+    const bool ok = fields(obj.value_unsafe(), [&](od::field& f) {
+        std::size_t k = 0;
+        if (!row_of(f, kDetail, hint, k)) return false;
+        if (k == kDetail.size()) return validate(f.value(), 4);  // a newer producer's field
+        seen |= 1u << k;
+        return detail_member(f.value(), d, k);
+    });
+    if (!ok) return false;
+    for (std::size_t i = 0; (seen & kDetailRequired) != kDetailRequired; ++i) {
+        if (!(seen & (1u << i))) {
+            return fail("block_details." + std::to_string(id) + ": missing field '" +
+                        std::string(kDetail[i].key) + "'");
+        }
+    }
+    block_ = -1;
+    return true;
+}
+
+bool UpdateParser::top_member(od::value& v, UpdateRecord& r, std::size_t k) {
     const TopField& f = kTop[k];
-    if (f.dbl != nullptr) return read_double(r.*f.dbl, f.key);
-    if (f.num != nullptr) return read_int(r.*f.num, f.key);
+    if (f.dbl != nullptr) return read_double(v, r.*f.dbl, f.key);
+    if (f.num != nullptr) return read_int(v, r.*f.num, f.key);
     std::string_view text;
-    double pct = 0.0;
+    double number = 0.0;
+    std::int64_t step = 0;
     switch (k) {
         case kStepId:
-            return read_int64(r.step_id, f.key);
+            return read_int64(v, r.step_id, f.key);
         case kBlockDetails:
             r.block_details.clear();
-            return details(r.block_details);  // repeated key replaces
+            return details(v, r.block_details);  // repeated key replaces
         case kMode: {
             r.mode.reset();
-            if (*p_ == 'n') return literal("null");
-            if (!read_string(text, f.key)) return false;
+            if (is_null(v)) return true;
+            if (!read_string(v, text, f.key)) return false;
             Mode m{};
             if (!parse_mode(text, m))
                 return fail(field(f.key) + ": unknown mode '" + std::string(text) + "'");
@@ -520,48 +495,49 @@ bool UpdateParser::top_member(UpdateRecord& r, std::size_t k) {
         case kEvalLoss:
         case kBudgetTarget:
             (r.*f.opt).reset();
-            if (*p_ == 'n') return literal("null");
-            if (!read_double(pct, f.key)) return false;
-            r.*f.opt = pct;
+            if (is_null(v)) return true;
+            if (!read_double(v, number, f.key)) return false;
+            r.*f.opt = number;
             return true;
-        case kEvalStep: {
+        case kEvalStep:
             r.eval_step.reset();  // null reads as absent, like the optional numbers
-            if (*p_ == 'n') return literal("null");
-            std::int64_t step = 0;
-            if (!read_int64(step, f.key)) return false;
+            if (is_null(v)) return true;
+            if (!read_int64(v, step, f.key)) return false;
             r.eval_step = step;
             return true;
-        }
         case kType:
-            if (!read_string(text, f.key)) return false;
-            if (text == "update") return true;
-            other_type_ = true;
-            return fail("not an update record");
+            if (!read_string(v, text, f.key)) return false;
+            return text == "update" || fail("not an update record");
         default:
             return false;  // every other row has a member pointer
     }
 }
 
-bool UpdateParser::parse(UpdateRecord& r) {
+bool UpdateParser::parse(od::document& doc, UpdateRecord& r) {
+    doc_ = &doc;
     // Reset, keeping block_details' capacity for the next record.
     std::vector<BlockDetail> keep = std::move(r.block_details);
     keep.clear();
     r = UpdateRecord{};
     r.block_details = std::move(keep);
 
-    if (!more() || *p_ != '{') return syntax("expected a JSON object");
+    auto obj = doc.get_object();
+    if (const error_code e = obj.error()) {
+        return e == simdjson::INCORRECT_TYPE ? fail("expected a JSON object") : syntax(e);
+    }
     std::uint32_t seen = 0;
     std::size_t hint = 0;
-    const bool ok = object([&](std::string_view key) {
-        const std::size_t k = find_key(kTop, key, hint);
-        hint = k + 1;
-        if (k == kTop.size()) return skip_value(2);  // a newer producer's field
+    const bool ok = fields(obj.value_unsafe(), [&](od::field& f) {
+        std::size_t k = 0;
+        if (!row_of(f, kTop, hint, k)) return false;
+        if (k == kTop.size()) return validate(f.value(), 2);  // a newer producer's field
         seen |= 1u << k;
-        return top_member(r, k);
+        return top_member(f.value(), r, k);
     });
     if (!ok) return false;
-    ws();
-    if (p_ != end_) return syntax("unexpected characters after the record");
+    const char* rest = nullptr;  // none: at the end of the document
+    if (doc.current_location().get(rest) == SUCCESS)
+        return syntax("unexpected characters after the record", rest);
     for (std::size_t i = 0; (seen & kTopRequired) != kTopRequired; ++i) {
         if (!(seen & (1u << i))) return fail("missing field '" + std::string(kTop[i].key) + "'");
     }
@@ -574,17 +550,41 @@ bool UpdateParser::parse(UpdateRecord& r) {
     return true;
 }
 
+// One On-Demand parser per thread (the dashboard parses on a worker thread), reused from line to line.
+od::parser& thread_parser() {
+    thread_local od::parser parser;
+    return parser;
+}
+
 }  // namespace
 
 namespace detail {
 
-FastParse parse_update_record(std::string_view line, UpdateRecord& out, std::string& error) {
-    UpdateParser parser(line, error);
-    FastParse result;
-    result.ok = parser.parse(out);
-    result.syntax_error = parser.syntax_error();
-    result.other_type = parser.other_type();
-    return result;
+bool parse_update_record_padded(std::string_view line, UpdateRecord& out, std::string& error) {
+    if (line.size() > JsonlReader::kMaxLineBytes) {  // never the reader's lines: it skips those
+        error = "line too long: " + std::to_string(line.size()) + " bytes (the limit is " +
+                std::to_string(JsonlReader::kMaxLineBytes) + ")";
+        return false;
+    }
+    od::parser& parser = thread_parser();
+    bool ok = false;
+    {
+        UpdateParser reader(line, error);
+        od::document doc;
+        const error_code e = parser.iterate(line.data(), line.size(), line.size() + kLinePadding).get(doc);
+        ok = e == SUCCESS ? reader.parse(doc, out) : reader.syntax(e, line.data());
+    }
+    if (parser.capacity() > kKeptCapacity) parser = od::parser{};
+    return ok;
+}
+
+bool parse_update_record(std::string_view line, UpdateRecord& out, std::string& error) {
+    thread_local std::vector<char> copy;  // the line followed by kLinePadding bytes
+    if (copy.size() < line.size() + kLinePadding) copy.resize(line.size() + kLinePadding);
+    if (!line.empty()) std::memcpy(copy.data(), line.data(), line.size());
+    const bool ok = parse_update_record_padded(std::string_view(copy.data(), line.size()), out, error);
+    if (copy.size() > kKeptCapacity) std::vector<char>().swap(copy);
+    return ok;
 }
 
 }  // namespace detail

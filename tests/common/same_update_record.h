@@ -1,6 +1,7 @@
 #pragma once
-// Field-by-field comparison of two UpdateRecords, for the differential checks of the fast update
-// parser against the DOM one (tests/fuzz/fuzz_jsonl.cpp, test_telemetry_jsonl_reading). Doubles compare with
+// Field-by-field comparison of two UpdateRecords, for the differential checks of the update-record
+// parser against the nlohmann oracle (tests/fuzz/fuzz_jsonl.cpp, test_telemetry_jsonl_reading). Doubles
+// compare with
 // ==, except that NaN equals NaN: JSON null reads as NaN, and nlohmann reads "-0" as the integer 0,
 // so -0.0 and 0.0 must count as equal.
 #include <cmath>

@@ -1,5 +1,6 @@
 // Telemetry JSONL, reading: loading the original tool's records, tolerated formatting, every
-// rejected line with its message, the fast parser against the DOM one, and the reader's handling of
+// rejected line with its message, the reading rules (exact doubles, UTF-8, depth, size), the
+// simdjson parser against the nlohmann oracle, and the reader's handling of
 // corrupt, unknown, blank, torn and overlong lines in streams and files (with the writer). The wire
 // shape and round trips are in test_telemetry_jsonl.cpp.
 #include <QtTest>
@@ -12,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "../common/same_update_record.h"
+#include "../common/update_record_oracle.h"
 #include "sp/jsonl.h"
 #include "telemetry_jsonl_fixtures.h"
 #include "update_record_parser.h"
@@ -83,13 +85,15 @@ class TestTelemetryJsonlReading : public QObject {
     void rejects_bad_lines_data() {
         QTest::addColumn<QString>("line");
         QTest::addColumn<QString>("error");
+        // Text that is not JSON: sp::parse_json's message (TELEMETRY.md "Reading JSON"), with its column.
         QTest::newRow("garbage") << "hello world"
-                                 << "invalid JSON at column 1";
+                                 << "invalid JSON: column 1: syntax error";
         QTest::newRow("array") << "[1,2]"
                                << "expected a JSON object";
         QTest::newRow("truncated") << QString::fromStdString(minimal_line()).left(60)
-                                   << "unexpected end of line";
-        QTest::newRow("trailing") << QString::fromStdString(minimal_line() + " x") << "unexpected characters";
+                                   << "invalid JSON: column 61: syntax error while parsing object key - "
+                                      "unexpected end of input";
+        QTest::newRow("trailing") << QString::fromStdString(minimal_line() + " x") << "expected end of input";
         QTest::newRow("wrong type") << QString::fromStdString(minimal_line())
                                            .replace("\"blocks_int8\": 29", "\"blocks_int8\": \"29\"")
                                     << "field 'blocks_int8': expected an integer, got string";
@@ -125,7 +129,7 @@ class TestTelemetryJsonlReading : public QObject {
                                             minimal_line(std::string("{\"4\": ") + kDetail0 + "}"))
                                             .replace("\"changed\":false", "\"changed\":0")
                                      << "field 'block_details.4.changed': expected a boolean, got number";
-        // Unknown fields follow sp::parse_json's rules too (the fast path accepted both).
+        // Unknown fields follow sp::parse_json's rules too (checked down to their leaves).
         QTest::newRow("unknown field out of range")
             << QString::fromStdString(minimal_line())
                    .replace("\"block_details\"", "\"x\": 1e309, \"block_details\"")
@@ -136,8 +140,10 @@ class TestTelemetryJsonlReading : public QObject {
                             QString::fromStdString("\"x\": " + std::string(64, '[') + std::string(64, ']') +
                                                    ", \"block_details\""))
             << "nested deeper than 64";
-        QTest::newRow("bad escape") << R"({"note": "\x"})"
-                                    << "invalid escape";
+        QTest::newRow("bad escape")
+            << R"({"note": "\x"})"
+            << "column 12, key 'note': syntax error while parsing value - invalid string: "
+               "forbidden character after backslash";
         QTest::newRow("header field") << R"({"type":"header","schema_version":"1"})"
                                       << "field 'schema_version': expected an integer, got string";
         QTest::newRow("event missing") << R"({"type":"event","kind":"warning","step":3})"
@@ -158,9 +164,9 @@ class TestTelemetryJsonlReading : public QObject {
         QVERIFY2(QString::fromStdString(why).contains(error), why.c_str());
     }
 
-    // The DOM parser (the fuzzer's reference) agrees with the fast path on every fixture line that
-    // is JSON: both accept it with equal records, or both reject it.
-    void dom_parser_agrees_with_fast_path() {
+    // The nlohmann oracle (the fuzzer's reference) agrees with the parser on every fixture line
+    // that is JSON: both accept it with equal records, or both reject it.
+    void oracle_agrees_with_parser() {
         std::vector<std::string> lines = {to_json_line(sample_update()), minimal_line(),
                                           minimal_line(std::string(R"({"3": )") + kDetail0 + "}")};
         for (const char* name : {"replay_small", "replay_original_tool", "replay_corrupt"}) {
@@ -174,8 +180,8 @@ class TestTelemetryJsonlReading : public QObject {
             if (j.is_discarded()) continue;
             UpdateRecord fast, dom;
             std::string fast_error, dom_error;
-            const bool fast_ok = detail::parse_update_record(line, fast, fast_error).ok;
-            const bool dom_ok = detail::update_record_from_json(j, dom, dom_error);
+            const bool fast_ok = detail::parse_update_record(line, fast, fast_error);
+            const bool dom_ok = test::update_record_from_json(j, dom, dom_error);
             QVERIFY2(fast_ok == dom_ok,
                      qPrintable(QString::fromStdString(line + "\n" + fast_error + " | " + dom_error)));
             if (!fast_ok) continue;
@@ -186,9 +192,9 @@ class TestTelemetryJsonlReading : public QObject {
         QVERIFY(updates >= 20);
     }
 
-    // eval_step (additive): written when set, read by both parsers, null or absent reads as absent
-    // (older files: the eval loss belongs to the record's own step); a non-integer is an error.
-    void eval_step_round_trips_through_both_parsers() {
+    // eval_step (additive): written when set, read by the parser and the oracle, null or absent reads as
+    // absent (older files: the eval loss belongs to the record's own step); a non-integer is an error.
+    void eval_step_round_trips_through_parser_and_oracle() {
         UpdateRecord r = sample_update();
         r.eval_step = 1234567890000;
         const std::string line = to_json_line(r);
@@ -196,8 +202,8 @@ class TestTelemetryJsonlReading : public QObject {
         const auto check_both = [](const std::string& text, std::optional<std::int64_t> expected) {
             UpdateRecord fast, dom;
             std::string error;
-            QVERIFY2(detail::parse_update_record(text, fast, error).ok, error.c_str());
-            QVERIFY2(detail::update_record_from_json(nlohmann::ordered_json::parse(text), dom, error),
+            QVERIFY2(detail::parse_update_record(text, fast, error), error.c_str());
+            QVERIFY2(test::update_record_from_json(nlohmann::ordered_json::parse(text), dom, error),
                      error.c_str());
             QCOMPARE(fast.eval_step, expected);
             QCOMPARE(dom.eval_step, expected);
@@ -211,10 +217,102 @@ class TestTelemetryJsonlReading : public QObject {
             minimal_line().substr(0, minimal_line().size() - 1) + R"(, "eval_step": 0.5})";
         UpdateRecord out;
         std::string why;
-        QVERIFY(!detail::parse_update_record(with_float, out, why).ok);
+        QVERIFY(!detail::parse_update_record(with_float, out, why));
         QVERIFY2(QString::fromStdString(why).contains("field 'eval_step': expected an integer"), why.c_str());
-        QVERIFY(!detail::update_record_from_json(nlohmann::ordered_json::parse(with_float), out, why));
+        QVERIFY(!test::update_record_from_json(nlohmann::ordered_json::parse(with_float), out, why));
         QVERIFY2(QString::fromStdString(why).contains("field 'eval_step': expected an integer"), why.c_str());
+    }
+
+    // Doubles are read correctly rounded (TELEMETRY.md "Numbers and null"): the same bits as
+    // strtod, subnormals and the largest finite double included. Beyond a double's range is an
+    // error naming the key, never infinity; an underflow reads as 0, as sp::parse_json reads it.
+    void doubles_read_exactly() {
+        const auto with_mean = [](const std::string& number) {
+            std::string line = minimal_line();
+            return line.replace(line.find("0.34"), 4, number);
+        };
+        for (const char* text :
+             {"0.30000000000000004", "0.19999999999999998", "4.9406564584124654e-324", "5e-324",
+              "2.2250738585072009e-308", "2.2250738585072014e-308",
+              "2.225073858507201136057409796709131975934819546351645648e-308", "1.7976931348623157e308",
+              "1e308", "9007199254740993", "-1.5e-7", "1e-400", "-0", "123456789012345678901234567890",
+              "0.1000000000000000055511151231257827021181583404541015625", "0.30000000000000004441",
+              "-0.1000000000000000055511", "0.1234567890123456789012e-330",
+              "0.0000000000000000000001234567890123456789012"}) {
+            const UpdateRecord r = parse_update(with_mean(text));
+            CHECK_SAME(r.mean_sensitivity, std::strtod(text, nullptr));
+        }
+        for (const char* text : {"1e309", "-1e309", "1.8e308", "2e400", "0.1234567890123456789012e320"}) {
+            TelemetryRecord rec;
+            std::string why;
+            QCOMPARE(parse_record(with_mean(text), rec, why), ParseStatus::corrupt);
+            const std::string expected =
+                "key 'mean_sensitivity': number beyond the range of a double: " + std::string(text);
+            QVERIFY2(why.find(expected) != std::string::npos, why.c_str());
+        }
+    }
+
+    // Strings are UTF-8 (RFC 3629: no overlong forms, no surrogates, nothing past U+10FFFF) and
+    // their escapes are decoded; a line that breaks either is corrupt, in any string of it.
+    void strings_are_utf8_with_escapes_decoded() {
+        const auto with_text = [](const std::string& json_string, const std::string& where) {
+            std::string detail = kDetail0;
+            if (where.empty()) detail.insert(detail.size() - 1, ", \"reason_text\": " + json_string);
+            std::string line = minimal_line("{\"4\": " + detail + "}");
+            if (where == "unknown") line.insert(1, "\"note\": " + json_string + ", ");
+            if (where == "key") line.insert(1, json_string + ": 1, ");
+            return line;
+        };
+        const UpdateRecord r =
+            parse_update(with_text("\"caf\\u00e9 \\ud83d\\ude00 \\\"\\\\\\/\\b\\f\\n\\r\\t ≥\"", ""));
+        QCOMPARE(r.block_details.size(), std::size_t(1));
+        QCOMPARE(r.block_details[0].reason_text, std::string("café 😀 \"\\/\b\f\n\r\t ≥"));
+        for (const char* where : {"", "unknown", "key"}) {
+            for (const char* bad :
+                 {"\"a\xff\"", "\"\xc0\xaf\"", "\"\xed\xa0\x80\"", "\"\xf4\x90\x80\x80\"", "\"\xe2\x82\"",
+                  "\"\\udc00\"", "\"\\ud800x\"", "\"\\ud800\\u0041\"", "\"\\u12\"", "\"tab\there\""}) {
+                TelemetryRecord rec;
+                std::string why;
+                QVERIFY2(parse_record(with_text(bad, where), rec, why) == ParseStatus::corrupt,
+                         qPrintable(QString("%1 in %2").arg(bad, where)));
+                QVERIFY2(why.find("invalid JSON: column ") == 0, why.c_str());
+            }
+        }
+    }
+
+    // sp::parse_json's depth limit holds in a newer producer's fields: 64 levels of arrays and
+    // objects, the record's own counted (a top-level field's value opens level 2, a detail's 4).
+    void nesting_is_limited_to_64_levels() {
+        const auto nested = [](int levels) { return std::string(levels, '[') + std::string(levels, ']'); };
+        std::string top = minimal_line();
+        top.insert(1, "\"x\": " + nested(63) + ", ");
+        QCOMPARE(parse_update(top).step_id, std::int64_t(50));
+        std::string detail = kDetail0;
+        detail.insert(detail.size() - 1, ", \"x\": " + nested(61));
+        QCOMPARE(parse_update(minimal_line("{\"4\": " + detail + "}")).block_details.size(), std::size_t(1));
+        for (const std::string& line :
+             {minimal_line().insert(1, "\"x\": " + nested(64) + ", "),
+              minimal_line("{\"4\": " +
+                           std::string(kDetail0).insert(std::strlen(kDetail0) - 1, ", \"x\": " + nested(62)) +
+                           "}")}) {
+            TelemetryRecord rec;
+            std::string why;
+            QCOMPARE(parse_record(line, rec, why), ParseStatus::corrupt);
+            QVERIFY2(why.find("nested deeper than 64 levels") != std::string::npos, why.c_str());
+        }
+    }
+
+    // A line longer than the reader's limit is refused before it is parsed (the reader never holds
+    // one: overlong_line_is_skipped), so no caller makes the parser grow without end.
+    void parse_record_refuses_a_line_beyond_the_limit() {
+        std::string line = minimal_line();
+        line.append(JsonlReader::kMaxLineBytes + 1 - line.size(), ' ');
+        TelemetryRecord rec;
+        std::string why;
+        QCOMPARE(parse_record(line, rec, why), ParseStatus::corrupt);
+        QVERIFY2(why.find("too large: 16777217 bytes") != std::string::npos, why.c_str());
+        line.pop_back();  // at the limit: read
+        QCOMPARE(parse_record(line, rec, why), ParseStatus::ok);
     }
 
     void unknown_type_is_separate() {

@@ -9,7 +9,8 @@
 #    against the pip LibTorch of python3 (torch.utils.cmake_prefix_path) on a GPU, against the
 #    system's LibTorch with --cpu. Where the system has no nlohmann_json or CLI11, the headers come from
 #    build/device-carry/include, which --prepare-carry fills on this machine (name build/device-carry
-#    in the device tool's carry).
+#    in the device tool's carry); where it has no simdjson, Debian's header and shared library come
+#    from build/device-carry/simdjson (include/, lib/; the build tree's RPATH finds the library).
 # 2. On a GPU, unless --no-kernel-checks, runs tools/gpu_checks/run_on_device.sh (the CUDA kernel
 #    checks, compute-sanitizer tools listed in SANITIZERS, default memcheck; the benchmark) while
 #    the trainer builds, into $OUT/kernels.
@@ -44,7 +45,10 @@ while [ $# -gt 0 ]; do
     --prepare-carry)
       mkdir -p "$carry/include"
       cp -r /usr/include/nlohmann /usr/include/CLI "$carry/include/"
-      echo "run_trainer_on_device: nlohmann_json and CLI11 headers in $carry/include ($(du -sh "$carry" | cut -f1))"
+      mkdir -p "$carry/simdjson/include" "$carry/simdjson/lib"
+      cp /usr/include/simdjson.h "$carry/simdjson/include/"
+      cp -L /usr/lib/x86_64-linux-gnu/libsimdjson.so.* "$carry/simdjson/lib/"  # files, not links: they travel
+      echo "run_trainer_on_device: nlohmann_json and CLI11 headers in $carry/include, simdjson in $carry/simdjson ($(du -sh "$carry" | cut -f1))"
       exit 0 ;;
     -h|--help) sed -n '2,/^# $OUT defaults/p' "$0"; exit 0 ;;
     *) echo "run_trainer_on_device: unknown argument '$1' (try --help)" >&2; exit 2 ;;
@@ -74,6 +78,7 @@ if [ "$cpu" = 0 ]; then
 fi
 [ -d "$carry/include/nlohmann" ] && config+=(-DSP_NLOHMANN_INCLUDE_DIR="$carry/include")
 [ -d "$carry/include/CLI" ] && config+=(-DSP_CLI11_INCLUDE_DIR="$carry/include")
+[ -f "$carry/simdjson/include/simdjson.h" ] && config+=(-DSP_SIMDJSON_DIR="$carry/simdjson")
 
 kernels_pid=""
 if [ "$cpu" = 0 ] && [ "$kernel_checks" = 1 ]; then

@@ -1,6 +1,8 @@
-// The general parser for update records: the same rules as the fast path (update_record_parser.cpp,
-// core/TELEMETRY.md), written plainly over nlohmann's DOM. It is the reference the fast path is
-// checked against (tests/fuzz/fuzz_jsonl.cpp), so it shares no code with it.
+#pragma once
+// The test oracle for update records: core/TELEMETRY.md's rules written plainly over nlohmann's DOM,
+// sharing no code with sp_core's parser (simdjson On-Demand, core/src/update_record_parser.cpp),
+// which the fuzzer (tests/fuzz/fuzz_jsonl.cpp) and test_telemetry_jsonl_reading check against it.
+// Tests only: sp_core has one parser for update records.
 #include <algorithm>
 #include <charconv>
 #include <cstdint>
@@ -9,10 +11,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "update_record_parser.h"
+#include "sp/telemetry.h"
 
-namespace sp::detail {
-namespace {
+namespace sp::test {
+namespace oracle {
 
 using ojson = nlohmann::ordered_json;
 
@@ -20,7 +22,7 @@ struct Bad : std::runtime_error {
     using std::runtime_error::runtime_error;
 };
 
-const char* kind_of(const ojson& v) {
+inline const char* kind_of(const ojson& v) {
     if (v.is_number()) return "number";
     if (v.is_string()) return "string";
     if (v.is_boolean()) return "boolean";
@@ -29,11 +31,11 @@ const char* kind_of(const ojson& v) {
     return "object";
 }
 
-[[noreturn]] void wrong_type(const std::string& name, const char* expected, const ojson& v) {
+[[noreturn]] inline void wrong_type(const std::string& name, const char* expected, const ojson& v) {
     throw Bad("field '" + name + "': expected " + expected + ", got " + kind_of(v));
 }
 
-std::int64_t to_int64(const ojson& v, const std::string& name) {
+inline std::int64_t to_int64(const ojson& v, const std::string& name) {
     if (!v.is_number_integer()) wrong_type(name, "an integer", v);
     if (v.is_number_unsigned() && v.get<std::uint64_t>() > std::uint64_t(INT64_MAX)) {
         throw Bad("field '" + name + "': integer out of range");
@@ -41,7 +43,7 @@ std::int64_t to_int64(const ojson& v, const std::string& name) {
     return v.get<std::int64_t>();
 }
 
-int to_int(const ojson& v, const std::string& name) {
+inline int to_int(const ojson& v, const std::string& name) {
     const std::int64_t wide = to_int64(v, name);
     if (wide < std::numeric_limits<int>::min() || wide > std::numeric_limits<int>::max()) {
         throw Bad("field '" + name + "': integer out of range");
@@ -49,23 +51,23 @@ int to_int(const ojson& v, const std::string& name) {
     return int(wide);
 }
 
-double to_double(const ojson& v, const std::string& name) {  // null: no value
+inline double to_double(const ojson& v, const std::string& name) {  // null: no value
     if (v.is_null()) return kNoValue;
     if (!v.is_number()) wrong_type(name, "a number", v);
     return v.get<double>();
 }
 
-std::optional<double> to_optional(const ojson& v, const std::string& name) {  // null: absent
+inline std::optional<double> to_optional(const ojson& v, const std::string& name) {  // null: absent
     if (v.is_null()) return std::nullopt;
     return to_double(v, name);
 }
 
-const std::string& text_of(const ojson& v, const std::string& name) {
+inline const std::string& text_of(const ojson& v, const std::string& name) {
     if (!v.is_string()) wrong_type(name, "a string", v);
     return v.get_ref<const std::string&>();
 }
 
-PerFormat snr_from(const ojson& v) {
+inline PerFormat snr_from(const ojson& v) {
     if (!v.is_object()) wrong_type("snr_db", "an object", v);
     PerFormat out = kNoSnr;
     for (const auto& [key, value] : v.items()) {
@@ -76,8 +78,8 @@ PerFormat snr_from(const ojson& v) {
     return out;
 }
 
-// Only digits, and the id fits an int ("007" is block 7, as the fast path reads it).
-int block_id(const std::string& key) {
+// Only digits, and the id fits an int ("007" is block 7, as the parser reads it).
+inline int block_id(const std::string& key) {
     int id = -1;
     const char* end = key.data() + key.size();
     const auto res = std::from_chars(key.data(), end, id);
@@ -87,7 +89,7 @@ int block_id(const std::string& key) {
     return id;
 }
 
-BlockDetail detail_from(const std::string& key, const ojson& v) {
+inline BlockDetail detail_from(const std::string& key, const ojson& v) {
     BlockDetail d;
     d.id = block_id(key);
     const std::string prefix = "block_details." + std::to_string(d.id) + ".";
@@ -156,7 +158,7 @@ BlockDetail detail_from(const std::string& key, const ojson& v) {
     return d;
 }
 
-void update_from(const ojson& j, UpdateRecord& r) {
+inline void update_from(const ojson& j, UpdateRecord& r) {
     if (!j.is_object()) throw Bad("expected a JSON object");
     if (const auto t = j.find("type"); t != j.end() && text_of(*t, "type") != "update") {
         throw Bad("not an update record");
@@ -224,9 +226,11 @@ void update_from(const ojson& j, UpdateRecord& r) {
     if (dup != d.end()) throw Bad("block_details: duplicate block id " + std::to_string(dup->id));
 }
 
-}  // namespace
+}  // namespace oracle
 
-bool update_record_from_json(const nlohmann::ordered_json& j, UpdateRecord& out, std::string& error) {
+// False with `error` set when `j` is not a valid update record (a "type" other than "update" included).
+inline bool update_record_from_json(const nlohmann::ordered_json& j, UpdateRecord& out, std::string& error) {
+    using namespace oracle;
     out = UpdateRecord{};
     try {
         update_from(j, out);
@@ -237,4 +241,4 @@ bool update_record_from_json(const nlohmann::ordered_json& j, UpdateRecord& out,
     }
 }
 
-}  // namespace sp::detail
+}  // namespace sp::test

@@ -1,0 +1,90 @@
+#pragma once
+// Internal to the update-record parser (update_record_parser.cpp): the keys it knows, in the
+// writer's order (core/TELEMETRY.md "Update record"), with the struct member each one fills.
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+#include "sp/telemetry.h"
+
+namespace sp::detail {
+
+// One row per known key, in the writer's order. A member pointer handles the plain numeric
+// fields; the rest are handled by index in a switch.
+struct TopField {
+    std::string_view key;
+    double UpdateRecord::*dbl;
+    int UpdateRecord::*num;
+    std::optional<double> UpdateRecord::*opt = nullptr;  // optional additive numbers (null allowed)
+};
+enum TopIndex : std::size_t {
+    kStepId,
+    kBlockDetails = 9,
+    kMode = 11,
+    kMeasured,
+    kTrainLoss,
+    kEvalLoss,
+    kType,
+    kBudgetTarget = 17,
+    kEvalStep
+};
+constexpr std::array<TopField, 19> kTop = {{
+    {"step_id", nullptr, nullptr},
+    {"timestamp", &UpdateRecord::timestamp, nullptr},
+    {"blocks_bf16", nullptr, &UpdateRecord::blocks_bf16},
+    {"blocks_int8", nullptr, &UpdateRecord::blocks_int8},
+    {"mean_sensitivity", &UpdateRecord::mean_sensitivity, nullptr},
+    {"max_sensitivity", &UpdateRecord::max_sensitivity, nullptr},
+    {"min_sensitivity", &UpdateRecord::min_sensitivity, nullptr},
+    {"precision_changes", nullptr, &UpdateRecord::precision_changes},
+    {"estimated_bandwidth_saving_pct", &UpdateRecord::estimated_bandwidth_saving_pct, nullptr},
+    {"block_details", nullptr, nullptr},
+    {"blocks_fp8", nullptr, &UpdateRecord::blocks_fp8},
+    {"mode", nullptr, nullptr},
+    {"measured_bandwidth_saving_pct", nullptr, nullptr, &UpdateRecord::measured_bandwidth_saving_pct},
+    {"train_loss", nullptr, nullptr, &UpdateRecord::train_loss},
+    {"eval_loss", nullptr, nullptr, &UpdateRecord::eval_loss},
+    {"type", nullptr, nullptr},
+    {"blocks_int4", nullptr, &UpdateRecord::blocks_int4},
+    {"budget_target_pct", nullptr, nullptr, &UpdateRecord::budget_target_pct},
+    {"eval_step", nullptr, nullptr},
+}};
+constexpr std::uint32_t kTopRequired = (1u << 10) - 1;  // the seed's ten fields
+
+struct DetailField {
+    std::string_view key;
+    double BlockDetail::*dbl;
+    int BlockDetail::*num;
+};
+enum DetailIndex : std::size_t {
+    kPrecision,
+    kForced = 8,
+    kChanged,
+    kReason = 11,
+    kLastChangeStep = 13,
+    kSnr = 15,
+    kReasonText
+};
+constexpr std::array<DetailField, 17> kDetail = {{
+    {"precision", nullptr, nullptr},
+    {"sensitivity", &BlockDetail::sensitivity, nullptr},
+    {"grad_score", &BlockDetail::grad_score, nullptr},
+    {"error_score", &BlockDetail::error_score, nullptr},
+    {"relative_magnitude", &BlockDetail::relative_magnitude, nullptr},
+    {"l2_norm", &BlockDetail::l2_norm, nullptr},
+    {"max_abs", &BlockDetail::max_abs, nullptr},
+    {"variance", &BlockDetail::variance, nullptr},
+    {"forced", nullptr, nullptr},
+    {"changed", nullptr, nullptr},
+    {"mean", &BlockDetail::mean, nullptr},  // additive from here on
+    {"reason", nullptr, nullptr},
+    {"window", nullptr, &BlockDetail::window},
+    {"last_change_step", nullptr, nullptr},
+    {"switches", nullptr, &BlockDetail::switches},
+    {"snr_db", nullptr, nullptr},
+    {"reason_text", nullptr, nullptr},
+}};
+constexpr std::uint32_t kDetailRequired = (1u << 10) - 1;  // all but the additive last five
+
+}  // namespace sp::detail
