@@ -19,6 +19,7 @@
 #include <QToolBar>
 #include <QVBoxLayout>
 
+#include "fit_columns.h"
 #include "sp/ui/block_table_model.h"
 #include "sp/ui/block_table_panel.h"
 #include "sp/ui/charts_panel.h"
@@ -451,6 +452,8 @@ void MainWindow::updateStatus() {
 QImage MainWindow::renderWindow() {
     shown_revision_ = UINT64_MAX;  // force one full refresh
     refreshViews();
+    // The rows that refresh brought fit their columns on the next turn of the event loop: now.
+    for (ColumnFitter* fitter : findChildren<ColumnFitter*>()) fitter->fitNow();
     return grab().toImage();
 }
 
