@@ -135,5 +135,5 @@ class TestEventLogIndex : public QObject {
     }
 };
 
-QTEST_GUILESS_MAIN(TestEventLogIndex)
+QTEST_MAIN(TestEventLogIndex)
 #include "test_event_log_index.moc"
