@@ -34,29 +34,29 @@ namespace {
 using Clock = std::chrono::steady_clock;
 namespace fs = std::filesystem;
 
-double secondsSince(Clock::time_point t0) {
+double seconds_since(Clock::time_point t0) {
     return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-double rawRead(const std::string& path) {
+double raw_read(const std::string& path) {
     const auto t0 = Clock::now();
     std::ifstream in(path, std::ios::binary);
     std::vector<char> buffer(std::size_t(4) << 20);
     std::size_t total = 0;
     while (in.read(buffer.data(), std::streamsize(buffer.size())) || in.gcount() > 0)
         total += std::size_t(in.gcount());
-    const double s = secondsSince(t0);
+    const double s = seconds_since(t0);
     if (total == 0) std::fprintf(stderr, "read nothing from %s\n", path.c_str());
     return s;
 }
 
-double parseOnly(const std::string& path) {
+double parse_only(const std::string& path) {
     const auto t0 = Clock::now();
     sp::JsonlReader reader(path);
     sp::TelemetryRecord rec;
     while (reader.next(rec)) {
     }
-    return secondsSince(t0);
+    return seconds_since(t0);
 }
 
 struct AppRun {
@@ -65,7 +65,7 @@ struct AppRun {
     bool ok = false;
 };
 
-AppRun runApp(const std::string& file, const std::string& png) {
+AppRun run_app(const std::string& file, const std::string& png) {
     AppRun run;
     QProcess app;
     const QStringList args{
@@ -75,7 +75,7 @@ AppRun runApp(const std::string& file, const std::string& png) {
     const auto t0 = Clock::now();
     app.start(QStringLiteral(SP_DASHBOARD_PATH), args);
     if (!app.waitForFinished(-1)) return run;
-    run.wall = secondsSince(t0);
+    run.wall = seconds_since(t0);
     const QString err = QString::fromLocal8Bit(app.readAllStandardError());
     static const QRegularExpression line(QStringLiteral("sp-dashboard: timing (\\w+) ([0-9.]+)"));
     for (auto it = line.globalMatch(err); it.hasNext();) {
@@ -102,15 +102,15 @@ struct Range {
 std::pair<double, double> measure(const char* title, const std::string& file, int repeat) {
     const double mb = double(fs::file_size(file)) / 1e6;
     std::printf("\n%s: %s, %.1f MB\n", title, file.c_str(), mb);
-    const double raw = rawRead(file);
-    const double parse = parseOnly(file);
+    const double raw = raw_read(file);
+    const double parse = parse_only(file);
     std::printf("(a) raw read:          %6.2f s  %7.1f MB/s\n", raw, mb / raw);
     std::printf("(b) JsonlReader alone: %6.2f s  %7.1f MB/s\n", parse, mb / parse);
     const std::string png = (fs::temp_directory_path() / "sp_bench_dashboard_app.png").string();
     std::map<std::string, Range> ranges;
     Range wall;
     for (int i = 0; i < repeat; ++i) {
-        const AppRun run = runApp(file, png);
+        const AppRun run = run_app(file, png);
         if (!run.ok) return {-1.0, -1.0};
         const double open = run.at.at("open_s");
         ranges["start -> open"].add(open);
@@ -181,7 +181,7 @@ int main(int argc, char** argv) {
         sp::test::write_dashboard_file(path, b, u, "bench-dashboard-app");
         generated.push_back(path);
         std::printf("generated %s (%d blocks x %d updates) in %.1f s\n", path.c_str(), b, u,
-                    secondsSince(t0));
+                    seconds_since(t0));
     };
     ensure(file,
            "sp_bench_dashboard_app_" + std::to_string(blocks) + "x" + std::to_string(updates) + ".jsonl",

@@ -59,7 +59,7 @@ std::vector<int> ColumnFitter::rowsInView() const {
         const int per_row = std::max(rows->defaultSectionSize(), 1);
         last = std::min(count - 1, first + height / per_row);
     }
-    out.reserve(std::size_t(last - first + 1));
+    out.reserve(std::size_t(last - first) + 1);
     for (int v = first; v <= last; ++v) {
         const int row = rows->logicalIndex(v);
         if (!rows->isSectionHidden(row)) out.push_back(row);
