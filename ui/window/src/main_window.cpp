@@ -6,6 +6,7 @@
 #include <QAction>
 #include <QCloseEvent>
 #include <QComboBox>
+#include <QCoreApplication>
 #include <QDockWidget>
 #include <QFileDialog>
 #include <QFileInfo>
@@ -454,6 +455,8 @@ QImage MainWindow::renderWindow() {
     refreshViews();
     // The rows that refresh brought fit their columns on the next turn of the event loop: now.
     for (ColumnFitter* fitter : findChildren<ColumnFitter*>()) fitter->fitNow();
+    // ... and labels whose text just changed (the status line at the end of a load) their room.
+    QCoreApplication::sendPostedEvents(nullptr, QEvent::LayoutRequest);
     return grab().toImage();
 }
 
