@@ -73,8 +73,13 @@ std::optional<DashboardOptions> parseDashboardOptions(const QCoreApplication& ap
         QStringLiteral("WxH"));
     const QCommandLineOption theme(QStringLiteral("theme"), QStringLiteral("dark or light."),
                                    QStringLiteral("NAME"));
+    const QCommandLineOption timings(
+        QStringLiteral("timings"),
+        QStringLiteral("Print when each milestone was reached, in seconds since the start, to stderr: "
+                       "'sp-dashboard: timing NAME S' for open_s, first_paint_s, loaded_s, screenshot_s."));
     parser.addOptions(
         {replay, connect, ranks, server_key, client_key, screenshot, exit_after, timeout, size, theme});
+    parser.addOption(timings);
     if (!parser.parse(app.arguments())) return usageError(parser.errorText());
     if (parser.isSet(QStringLiteral("help"))) parser.showHelp(0);
     if (parser.isSet(QStringLiteral("version"))) parser.showVersion();
@@ -88,6 +93,7 @@ std::optional<DashboardOptions> parseDashboardOptions(const QCoreApplication& ap
     o.server_key_file = parser.value(server_key);
     o.client_key_file = parser.value(client_key);
     o.screenshot = parser.value(screenshot);
+    o.timings = parser.isSet(timings);
     if (parser.isSet(exit_after) && !positiveInt(parser.value(exit_after), o.exit_after_updates))
         return usageError(QStringLiteral("--exit-after-updates: expected a positive integer, got '%1'")
                               .arg(parser.value(exit_after)));

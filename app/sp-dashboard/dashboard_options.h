@@ -21,6 +21,7 @@ struct DashboardOptions {
     int timeout_seconds = 120;   // --timeout S: headless runs give up after this long
     std::optional<QSize> size;   // --size WxH (the window's default size without it)
     QString theme;               // --theme dark|light ("" = the saved choice)
+    bool timings = false;  // --timings: print open_s, first_paint_s, loaded_s, screenshot_s (app_timings.h)
 
     // Headless: the window renders, saves and quits instead of waiting for the user.
     bool headless() const { return !screenshot.isEmpty() || exit_after_updates > 0; }

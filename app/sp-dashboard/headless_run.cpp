@@ -4,14 +4,20 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "app_timings.h"
 #include "sp/ui/export.h"
 #include "sp/ui/main_window.h"
 #include "sp/ui/run_session.h"
 
 namespace sp::dashboard {
 
-HeadlessRun::HeadlessRun(sp::ui::MainWindow* window, DashboardOptions options, QObject* parent)
-    : QObject(parent), window_(window), options_(std::move(options)) {
+HeadlessRun::HeadlessRun(sp::ui::MainWindow* window, DashboardOptions options, AppTimings* timings,
+                         QObject* parent)
+    : QObject(parent), window_(window), options_(std::move(options)), timings_(timings) {
+    // The end of a load is a state change: the screenshot follows it at once, not at the next poll
+    // (which still counts live updates and the timeout).
+    for (sp::ui::RunSession* s : window_->sessions())
+        connect(s, &sp::ui::RunSession::stateChanged, this, &HeadlessRun::poll, Qt::QueuedConnection);
     poll_.setInterval(100);
     connect(&poll_, &QTimer::timeout, this, &HeadlessRun::poll);
     poll_.start();
@@ -47,6 +53,7 @@ bool HeadlessRun::ready(QString* failure) const {
 }
 
 void HeadlessRun::poll() {
+    if (!poll_.isActive()) return;  // finished: a queued state change came after
     QString failure;
     if (ready(&failure)) {
         if (!failure.isEmpty()) std::fprintf(stderr, "sp-dashboard: %s\n", qPrintable(failure));
@@ -57,6 +64,7 @@ void HeadlessRun::poll() {
                 std::fprintf(stderr, "sp-dashboard: %s\n", qPrintable(error));
                 code = 1;
             } else {
+                if (timings_ != nullptr) timings_->mark("screenshot_s");
                 std::printf("sp-dashboard: wrote %s (%dx%d)\n", qPrintable(options_.screenshot),
                             window_->width(), window_->height());
             }

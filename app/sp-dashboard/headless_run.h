@@ -15,10 +15,14 @@ class MainWindow;
 
 namespace sp::dashboard {
 
+class AppTimings;
+
 class HeadlessRun : public QObject {
     Q_OBJECT
   public:
-    HeadlessRun(sp::ui::MainWindow* window, DashboardOptions options, QObject* parent = nullptr);
+    // `timings` (--timings; may be null) is told when the screenshot is written.
+    HeadlessRun(sp::ui::MainWindow* window, DashboardOptions options, AppTimings* timings,
+                QObject* parent = nullptr);
 
   private:
     void poll();
@@ -27,6 +31,7 @@ class HeadlessRun : public QObject {
 
     sp::ui::MainWindow* window_;
     DashboardOptions options_;
+    AppTimings* timings_;
     QTimer poll_;
     QElapsedTimer clock_;
 };

@@ -1,11 +1,13 @@
 // sp-dashboard: the Selective Precision dashboard (see ui/ for everything it shows).
 #include <QApplication>
 #include <QCoreApplication>
+#include <QElapsedTimer>
 #include <QIcon>
 #include <QSettings>
 #include <QTemporaryDir>
 #include <cstdio>
 
+#include "app_timings.h"
 #include "dashboard_options.h"
 #include "headless_run.h"
 #include "sp/ui/connection_dialog.h"
@@ -48,6 +50,8 @@ bool asksForHelpOrVersion(int argc, char** argv) {
 
 int main(int argc, char** argv) {
     using namespace sp::dashboard;
+    QElapsedTimer since_start;  // --timings counts from here
+    since_start.start();
     if (asksForHelpOrVersion(argc, argv)) {
         QCoreApplication app(argc, argv);
         setApplicationNames();
@@ -91,7 +95,9 @@ int main(int argc, char** argv) {
         }
     }
     for (const QString& path : options->replay) window.openFile(path);
+    AppTimings* timings = options->timings ? new AppTimings(&window, since_start, &app) : nullptr;
+    if (timings != nullptr) timings->mark("open_s");
     window.show();
-    if (options->headless()) new HeadlessRun(&window, *options, &app);
+    if (options->headless()) new HeadlessRun(&window, *options, timings, &app);
     return QApplication::exec();
 }

@@ -2,6 +2,7 @@
 // and exits 0; bad flags and unreadable files fail with a message naming what is wrong.
 #include <QImage>
 #include <QProcess>
+#include <QRegularExpression>
 #include <QTemporaryDir>
 #include <QtTest>
 
@@ -64,6 +65,30 @@ class TestDashboardApp : public QObject {
             QVERIFY(!image.isNull());
             QCOMPARE(QStringLiteral("%1x%2").arg(image.width()).arg(image.height()), size);
         }
+    }
+
+    // --timings: open, first paint, loaded and screenshot, once each, as they happen, in seconds.
+    void timingsNameEachMilestoneInOrder() {
+        const QString png = dir_.filePath(QStringLiteral("timings.png"));
+        const Result r = runDashboard({QStringLiteral("--replay"), fixture_, QStringLiteral("--screenshot"),
+                                       png, QStringLiteral("--timings")});
+        QVERIFY2(r.code == 0, qPrintable(r.err));
+        static const QRegularExpression line(QStringLiteral("^sp-dashboard: timing (\\w+) ([0-9.]+)$"),
+                                             QRegularExpression::MultilineOption);
+        QStringList names;
+        double last = 0.0;
+        for (auto it = line.globalMatch(r.err); it.hasNext();) {
+            const QRegularExpressionMatch m = it.next();
+            names << m.captured(1);
+            QVERIFY2(m.captured(2).toDouble() >= last, qPrintable(r.err));
+            last = m.captured(2).toDouble();
+        }
+        // A small file may be loaded before the first frame with data: the middle two in either order.
+        QCOMPARE(names.size(), 4);
+        QCOMPARE(names.front(), QStringLiteral("open_s"));
+        QCOMPARE(names.back(), QStringLiteral("screenshot_s"));
+        QVERIFY(names.contains(QStringLiteral("first_paint_s")) &&
+                names.contains(QStringLiteral("loaded_s")));
     }
 
     // A headless run neither reads the saved settings (a saved light theme does not change the

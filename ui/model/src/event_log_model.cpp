@@ -23,6 +23,10 @@ int EventLogModel::columnCount(const QModelIndex& parent) const {
     return parent.isValid() ? 0 : ColumnCount;
 }
 
+const EventLog* EventLogModel::log() const {
+    return session_ ? &session_->events() : nullptr;
+}
+
 void EventLogModel::sync() {
     const int size = session_ ? static_cast<int>(session_->events().size()) : 0;
     const std::uint64_t serial = session_ ? session_->events().serial() : 0;

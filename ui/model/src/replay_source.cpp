@@ -84,6 +84,7 @@ void ReplaySource::run() {
 
     auto batch = std::make_shared<std::vector<sp::TelemetryRecord>>();
     std::size_t weight = 0;
+    bool first_update_sent = false;
     QElapsedTimer since;
     since.start();
     const auto flush = [&] {
@@ -120,11 +121,17 @@ void ReplaySource::run() {
                 post([this, h = *header] { emit headerReceived(h); });
                 continue;
             }
-            if (const auto* update = std::get_if<sp::UpdateRecord>(&rec))
+            // The file's first update goes out alone, at once: the window has something to draw
+            // while the rest loads (a big file's first full batch is tens of megabytes in).
+            bool first_update = false;
+            if (const auto* update = std::get_if<sp::UpdateRecord>(&rec)) {
                 weight += update->block_details.size();
+                first_update = !std::exchange(first_update_sent, true);
+            }
             ++weight;
             batch->push_back(std::move(rec));
-            if (batch->size() >= kBatchRecords || weight >= kBatchWeight || since.elapsed() >= kBatchMillis)
+            if (first_update || batch->size() >= kBatchRecords || weight >= kBatchWeight ||
+                since.elapsed() >= kBatchMillis)
                 flush();
         }
         flush();

@@ -249,9 +249,8 @@ void RunSession::onCommandEvent(const sp::EventRecord& rec, const QString& paylo
 }
 
 void RunSession::rejectPending(const QString& reason) {
-    for (std::size_t i = 0; i < events_.size(); ++i) {
+    for (std::size_t i : events_.pendingCommands()) {  // the index's, not a scan of the log
         EventEntry& e = events_.at(i);
-        if (e.category != EventCategory::command || e.state != CommandState::pending) continue;
         e.state = CommandState::rejected;
         e.detail = reason;
         emit commandStateChanged(e.request_id);

@@ -7,35 +7,24 @@
 #include <QHeaderView>
 #include <QLabel>
 #include <QScrollBar>
-#include <QSortFilterProxyModel>
 #include <QTableView>
 #include <QVBoxLayout>
 
 #include "fit_columns.h"
 #include "sp/ui/event_log.h"
+#include "sp/ui/event_log_filter.h"
 #include "sp/ui/event_log_model.h"
 
 namespace sp::ui {
 
 namespace {
 
-// Keeps rows of one category (or all, category < 0).
-class CategoryFilter : public QSortFilterProxyModel {
+// Colour is the view's business: command states and alarming categories stand out.
+class ColouredEvents : public EventLogFilter {
   public:
-    using QSortFilterProxyModel::QSortFilterProxyModel;
-    void setCategory(int category) {
-        category_ = category;
-        invalidateRowsFilter();
-    }
-    void setStepLimit(std::optional<std::int64_t> step) {
-        if (step == step_limit_) return;
-        step_limit_ = step;
-        invalidateRowsFilter();
-    }
-
-    // Colour is the view's business: command states and alarming categories stand out.
+    using EventLogFilter::EventLogFilter;
     QVariant data(const QModelIndex& index, int role) const override {
-        if (role != Qt::ForegroundRole) return QSortFilterProxyModel::data(index, role);
+        if (role != Qt::ForegroundRole) return EventLogFilter::data(index, role);
         const auto state = static_cast<CommandState>(index.data(EventLogModel::CommandStateRole).toInt());
         switch (state) {
             case CommandState::pending:
@@ -51,26 +40,15 @@ class CategoryFilter : public QSortFilterProxyModel {
         if (category == EventCategory::rollback || category == EventCategory::dropped ||
             category == EventCategory::warning || category == EventCategory::load)
             return QColor(0xe3, 0x7b, 0x40);
-        return QSortFilterProxyModel::data(index, role);
+        return EventLogFilter::data(index, role);
     }
-
-  protected:
-    bool filterAcceptsRow(int row, const QModelIndex& parent) const override {
-        const QModelIndex index = sourceModel()->index(row, 0, parent);
-        if (step_limit_ && index.data(EventLogModel::StepRole).toLongLong() > *step_limit_) return false;
-        return category_ < 0 || index.data(EventLogModel::CategoryRole).toInt() == category_;
-    }
-
-  private:
-    int category_ = -1;
-    std::optional<std::int64_t> step_limit_;
 };
 
 }  // namespace
 
 EventLogPanel::EventLogPanel(QWidget* parent)
     : QWidget(parent),
-      proxy_(new CategoryFilter(this)),
+      proxy_(new ColouredEvents(this)),
       category_(new QComboBox(this)),
       view_(new QTableView(this)) {
     category_->addItem(tr("All events"), -1);
@@ -100,7 +78,9 @@ EventLogPanel::EventLogPanel(QWidget* parent)
     layout->addWidget(view_);
 
     connect(category_, &QComboBox::currentIndexChanged, this, [this](int i) {
-        static_cast<CategoryFilter*>(proxy_)->setCategory(category_->itemData(i).toInt());
+        const int category = category_->itemData(i).toInt();
+        proxy_->setCategory(
+            category < 0 ? std::nullopt : std::optional<EventCategory>(static_cast<EventCategory>(category)));
     });
     connect(view_, &QAbstractItemView::doubleClicked, this, [this](const QModelIndex& index) {
         const qlonglong step = index.data(EventLogModel::StepRole).toLongLong();
@@ -114,7 +94,7 @@ EventLogPanel::EventLogPanel(QWidget* parent)
 }
 
 void EventLogPanel::setStepLimit(std::optional<std::int64_t> step) {
-    static_cast<CategoryFilter*>(proxy_)->setStepLimit(step);
+    proxy_->setStepLimit(step);
 }
 
 void EventLogPanel::addContextAction(QAction* action) {

@@ -6,6 +6,7 @@
 #include <QAction>
 #include <QCloseEvent>
 #include <QComboBox>
+#include <QCoreApplication>
 #include <QDockWidget>
 #include <QFileDialog>
 #include <QFileInfo>
@@ -19,6 +20,7 @@
 #include <QToolBar>
 #include <QVBoxLayout>
 
+#include "fit_columns.h"
 #include "sp/ui/block_table_model.h"
 #include "sp/ui/block_table_panel.h"
 #include "sp/ui/charts_panel.h"
@@ -451,6 +453,10 @@ void MainWindow::updateStatus() {
 QImage MainWindow::renderWindow() {
     shown_revision_ = UINT64_MAX;  // force one full refresh
     refreshViews();
+    // The rows that refresh brought fit their columns on the next turn of the event loop: now.
+    for (ColumnFitter* fitter : findChildren<ColumnFitter*>()) fitter->fitNow();
+    // ... and labels whose text just changed (the status line at the end of a load) their room.
+    QCoreApplication::sendPostedEvents(nullptr, QEvent::LayoutRequest);
     return grab().toImage();
 }
 

@@ -32,6 +32,8 @@ class EventLogModel : public QAbstractTableModel {
 
     // Catches up with the log: inserts rows for new entries (a log that started over resets the model).
     void sync();
+    // The log the rows show (its index answers EventLogFilter); null without a session.
+    const EventLog* log() const;
 
   private:
     void onCommandStateChanged(const QString& request_id);

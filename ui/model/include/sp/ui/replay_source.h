@@ -17,6 +17,7 @@ class ReplaySource : public TelemetrySource {
   public:
     // A batch closes at this many block details (records weigh 1 + their details), or after
     // kBatchMillis, whichever comes first: small batches keep the GUI responsive, big ones cheap.
+    // The file's first update is a batch of its own, sent at once (the first paint waits for no more).
     static constexpr std::size_t kBatchWeight = 64 * 1024;
     static constexpr std::size_t kBatchRecords = 512;
     static constexpr int kBatchMillis = 20;

@@ -11,10 +11,11 @@
 class QAbstractItemModel;
 class QAction;
 class QComboBox;
-class QSortFilterProxyModel;
 class QTableView;
 
 namespace sp::ui {
+
+class EventLogFilter;
 
 class EventLogPanel : public QWidget {
     Q_OBJECT
@@ -33,7 +34,7 @@ class EventLogPanel : public QWidget {
     void stepActivated(qint64 step);
 
   private:
-    QSortFilterProxyModel* proxy_;
+    EventLogFilter* proxy_;
     QComboBox* category_;
     QTableView* view_;
 };
