@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -98,12 +99,14 @@ Timing measure(const Case& c, int blocks, int iterations) {
 
 }  // namespace
 
-int main() {
+// An argument runs only the cases whose name contains it (e.g. `bench_policy budget`).
+int main(int argc, char** argv) {
     std::printf("policy update cost (median of N steps; every step an update step)\n");
     const Case cases[] = {{"dynamic", sp::Mode::dynamic, false},
                           {"dynamic, snr_tiers on", sp::Mode::dynamic, true},
                           {"budget, snr_tiers on", sp::Mode::budget, true}};
     for (const Case& c : cases) {
+        if (argc > 1 && std::strstr(c.name, argv[1]) == nullptr) continue;
         std::printf("\n%s\n", c.name);
         std::printf("%8s %6s %14s %14s %16s %10s\n", "blocks", "N", "observe us", "update us", "baseline us",
                     "update/baseline");
