@@ -1,25 +1,18 @@
 #include "format_choice.h"
 
 #include <cmath>
-#include <cstdio>
 
 namespace sp::detail {
-
-std::string fmt(double v, int decimals) {
-    if (std::isnan(v)) return "unknown";
-    char text[32];
-    std::snprintf(text, sizeof text, "%.*f", decimals, v);
-    return text;
-}
 
 namespace {
 
 FormatChoice untiered(Precision current, FormatMask admitted, Precision fallback) {
-    const Precision wanted = current != Precision::bf16 ? current : fallback;
-    if (wanted == Precision::bf16) return {Precision::bf16, "bf16"};
-    if (!has_format(admitted, wanted))
-        return {Precision::bf16, std::string(to_string(wanted)) + " not faster than bf16 (gate): bf16"};
-    return {wanted, std::string(to_string(wanted))};
+    FormatChoice out;
+    out.facts.wanted = current != Precision::bf16 ? current : fallback;
+    if (out.facts.wanted == Precision::bf16) return out;
+    out.facts.refused = !has_format(admitted, out.facts.wanted);
+    if (!out.facts.refused) out.format = out.facts.wanted;
+    return out;
 }
 
 }  // namespace
@@ -28,31 +21,31 @@ FormatChoice choose_low_format(Precision current, bool first, const PerFormat& s
                                Precision fallback, const Config& c) {
     if (!c.snr_tiers) return untiered(current, admitted, fallback);
     FormatChoice out;
+    out.facts.tiered = true;
     for (Precision p : kLowFormatsCheapestFirst) {
-        const std::string name(to_string(p));
-        if (!out.why.empty()) out.why += "; ";
+        const auto i = std::size_t(p);
         if (!has_format(admitted, p)) {
-            out.why += name + " not faster than bf16 (gate)";
+            out.facts.outcome[i] = TierOutcome::gated;
             continue;
         }
-        const double snr = snr_db[std::size_t(p)];
-        const double threshold = c.snr_threshold_db[std::size_t(p)];
+        const double snr = snr_db[i];
+        if (std::isnan(snr)) {
+            out.facts.outcome[i] = TierOutcome::unknown;
+            continue;
+        }
+        const double threshold = c.snr_threshold_db[i];
         const double need = first          ? threshold
                             : p == current ? threshold - c.snr_hysteresis_db
                                            : threshold + c.snr_hysteresis_db;
-        if (std::isnan(snr)) {
-            out.why += name + " SNR unknown";
-            continue;
-        }
+        out.facts.need_db[i] = need;
         if (!(snr >= need)) {
-            out.why += name + " " + fmt(snr, 1) + " dB < " + fmt(need, 1) + " dB";
+            out.facts.outcome[i] = TierOutcome::below;
             continue;
         }
+        out.facts.outcome[i] = TierOutcome::chosen;
         out.format = p;
-        out.why += name + " " + fmt(snr, 1) + " dB >= " + fmt(need, 1) + " dB: " + name;
         return out;
     }
-    out.why += ": bf16";
     return out;
 }
 

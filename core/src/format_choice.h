@@ -1,16 +1,16 @@
 #pragma once
 // Which format below BF16 a block takes once its sensitivity lets it leave BF16 (POLICY.md rules 16
-// and 17), with the words that explain the choice. Internal to sp_core: Policy uses it.
-#include <string>
-
+// and 17), with the facts that explain the choice (rendered in words by sp::reason_text). Internal to
+// sp_core: Policy uses it.
 #include "sp/config.h"
 #include "sp/precision.h"
+#include "sp/reason_facts.h"
 
 namespace sp::detail {
 
 struct FormatChoice {
     Precision format = Precision::bf16;  // bf16 when no low format qualifies
-    std::string why;                     // e.g. "int4 19.1 dB < 24 dB; int8 41.7 dB: int8"
+    FormatChoiceFacts facts;             // e.g. int4 below its need, int8 chosen
 };
 
 // `admitted`: the formats the gate lets this block take. With snr_tiers off the low format is the
@@ -20,8 +20,5 @@ struct FormatChoice {
 // threshold - snr_hysteresis_db and entering another one threshold + snr_hysteresis_db.
 FormatChoice choose_low_format(Precision current, bool first, const PerFormat& snr_db, FormatMask admitted,
                                Precision fallback, const Config& c);
-
-// "0.123": the short form of a score or a dB value in reason texts.
-std::string fmt(double v, int decimals = 3);
 
 }  // namespace sp::detail

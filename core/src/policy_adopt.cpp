@@ -28,7 +28,8 @@ std::vector<PrecisionChange> Policy::adopt(std::int64_t step, const std::vector<
         if (amend_record) {
             BlockDetail& d = record_.block_details[i];
             d.reason = why;
-            d.reason_text = "as rank 0 decided (" + std::string(to_string(why)) + ")";
+            d.facts = ReasonFacts{};  // the words name rank 0's reason, which d.reason now holds
+            d.facts.rule = ReasonRule::adopted;
         }
     }
     if (amend_record && !changes.empty()) {

@@ -9,8 +9,6 @@
 
 namespace sp {
 
-using detail::fmt;
-
 bool Policy::cooling(std::size_t b, std::int64_t step) const {
     return (cooldown_from_[b] != kNever && step < cooldown_from_[b] + config_.min_steps_between_switches) ||
            (rollback_until_[b] != kNever && step < rollback_until_[b]);
@@ -75,29 +73,28 @@ void Policy::score_blocks(UpdateRecord& rec) const {
 Policy::Decision Policy::decide_dynamic(BlockDetail& d, std::int64_t step, bool first) const {
     const std::size_t b = std::size_t(d.id);
     const Precision current = effective_[b];
-    const std::string sens = "sensitivity " + fmt(d.sensitivity);
+    ReasonFacts& f = d.facts;
     if (first) {
         // Rule 5: thresholds without hysteresis.
         Precision fallback = Precision::int8;
         if (d.sensitivity >= config_.bf16_threshold) {
-            d.reason_text = sens + " >= bf16_threshold " + fmt(config_.bf16_threshold) + ": bf16";
+            f.rule = ReasonRule::reached_bf16;
+            f.threshold = config_.bf16_threshold;
             return {Precision::bf16, Reason::initial};
         }
         if (d.sensitivity < config_.int8_threshold) {
-            d.reason_text = sens + " < int8_threshold " + fmt(config_.int8_threshold) + "; ";
+            f.rule = ReasonRule::below_int8;
+            f.threshold = config_.int8_threshold;
         } else {
             fallback = config_.ambiguous_default;
-            d.reason_text =
-                sens + " in the ambiguous band: ambiguous_default " + std::string(to_string(fallback)) + "; ";
-            if (fallback == Precision::bf16) {
-                d.reason_text += "bf16";
-                return {Precision::bf16, Reason::initial};
-            }
+            f.rule = ReasonRule::ambiguous;
+            f.format = fallback;
+            if (fallback == Precision::bf16) return {Precision::bf16, Reason::initial};
         }
         // The first assignment starts from BF16 whatever a released pin left behind.
         const detail::FormatChoice choice =
             detail::choose_low_format(Precision::bf16, true, d.snr_db, allowed(b), fallback, config_);
-        d.reason_text += choice.why;
+        f.choice = choice.facts;
         return {choice.format, Reason::initial};
     }
 
@@ -105,31 +102,26 @@ Policy::Decision Policy::decide_dynamic(BlockDetail& d, std::int64_t step, bool 
     Precision wanted = Precision::bf16;
     if (current == Precision::bf16) {
         const double below = config_.int8_threshold - config_.hysteresis_margin;  // in double, as written
-        if (d.sensitivity < below) {
-            d.reason_text = sens + " < int8_threshold - hysteresis_margin " + fmt(below) + "; ";
-        } else {
-            d.reason_text = sens + " >= " + fmt(below) + " (int8_threshold - hysteresis_margin): bf16";
-        }
-        if (d.sensitivity < below) {
-            const auto choice =
-                detail::choose_low_format(current, false, d.snr_db, allowed(b), Precision::int8, config_);
-            wanted = choice.format;
-            d.reason_text += choice.why;
-        }
+        f.threshold = below;
+        f.rule = d.sensitivity < below ? ReasonRule::leaves_bf16 : ReasonRule::stays_bf16;
     } else if (d.sensitivity >= config_.bf16_threshold) {
-        d.reason_text = sens + " >= bf16_threshold " + fmt(config_.bf16_threshold) + ": bf16";
+        f.rule = ReasonRule::reached_bf16;
+        f.threshold = config_.bf16_threshold;
     } else {
-        // ... rule 17: the SNR tiers decide which format.
-        d.reason_text = sens + " < bf16_threshold " + fmt(config_.bf16_threshold) + "; ";
+        f.rule = ReasonRule::below_bf16_band;
+        f.threshold = config_.bf16_threshold;
+    }
+    // ... rule 17: the SNR tiers decide which format.
+    if (f.rule == ReasonRule::leaves_bf16 || f.rule == ReasonRule::below_bf16_band) {
         const auto choice =
             detail::choose_low_format(current, false, d.snr_db, allowed(b), Precision::int8, config_);
         wanted = choice.format;
-        d.reason_text += choice.why;
+        f.choice = choice.facts;
     }
     if (wanted == current) return {current, Reason::hold};
     if (cooling(b, step)) {  // rule 7
-        d.reason_text += "; held in " + std::string(to_string(current)) + " by the cooldown until step " +
-                         std::to_string(free_from(b));
+        f.cooldown_until = free_from(b);
+        f.held_in = current;
         return {current, Reason::cooldown};
     }
     return {wanted, Reason::policy};
@@ -165,8 +157,9 @@ std::vector<Precision> Policy::plan_budget_map(const UpdateRecord& rec, std::int
 Policy::Decision Policy::decide_budget(BlockDetail& d, Precision planned) const {
     const std::size_t b = std::size_t(d.id);
     const Precision current = effective_[b];
-    d.reason_text = "budget " + fmt(budget_target_pct_, 1) + "%, sensitivity " + fmt(d.sensitivity) + ": " +
-                    std::string(to_string(planned));
+    d.facts.rule = ReasonRule::budget;
+    d.facts.threshold = budget_target_pct_;
+    d.facts.format = planned;
     return {planned, planned == current ? Reason::hold : Reason::policy};
 }
 
@@ -224,17 +217,17 @@ Policy::Decision Policy::decide(BlockDetail& d, std::int64_t step, bool first_dy
                                 const std::vector<Precision>& planned) const {
     const std::size_t b = std::size_t(d.id);
     if (const auto forced = forced_precision(d.id, &d.forced)) {  // rule 9
-        d.reason_text = d.forced == ForcedBy::pin
-                            ? "pinned to " + std::string(to_string(*forced)) + " by the operator"
-                            : "forced to " + std::string(to_string(*forced)) + " by the config";
+        d.facts.rule = d.forced == ForcedBy::pin ? ReasonRule::pinned : ReasonRule::forced;
+        d.facts.format = *forced;
         return {*forced, d.forced == ForcedBy::pin ? Reason::pin : Reason::config};
     }
     if (mode_ == Mode::off || mode_ == Mode::static_) {  // rule 8
-        d.reason_text = "mode " + std::string(to_string(mode_)) + ": bf16";
+        d.facts.rule = ReasonRule::mode;
+        d.facts.mode = mode_;
         return {Precision::bf16, Reason::mode};
     }
     if (nonfinite_since_update_[b]) {  // rule 4: safety, even inside the cooldown
-        d.reason_text = "non-finite gradients since the last update: bf16";
+        d.facts.rule = ReasonRule::nonfinite;
         return {Precision::bf16, Reason::nonfinite};
     }
     if (mode_ == Mode::budget) return decide_budget(d, planned[b]);  // rule 18

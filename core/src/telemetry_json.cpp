@@ -12,6 +12,7 @@
 
 #include "sp/json_input.h"
 #include "sp/jsonl.h"
+#include "sp/reason_text.h"
 
 namespace sp {
 
@@ -342,9 +343,13 @@ void append_json(std::string& s, const UpdateRecord& r) {
         s += ",\"switches\":";
         put_int(s, d.switches);
         append_snr(s, d.snr_db);
-        if (!d.reason_text.empty()) {
+        if (!d.reason_text.empty()) {  // words read from a file or a stream: any text, escaped
             s += ",\"reason_text\":";
             s += ojson(d.reason_text).dump();
+        } else if (has_reason_text(d)) {  // the policy's facts, rendered here: plain ASCII
+            s += ",\"reason_text\":\"";
+            append_reason_text(s, d);
+            s += '"';
         }
         s += '}';
     }

@@ -1,4 +1,7 @@
-// Policy update cost for 48, 1,000 and 10,000 blocks.
+// Policy update cost for 48, 1,000 and 10,000 blocks, in three cases: mode dynamic with the SNR tiers
+// off (the seed's rules), dynamic with snr_tiers on, and mode budget (with the tiers on, so the plan
+// also filters formats by SNR). With the tiers each block holds an SNR estimate per format, spread so
+// that the tiers' walk stops at different formats (int4, int8, fp8, or none: bf16).
 //
 // Each measured iteration is one step: observe() every block, then update(). Every step is an update
 // step (warmup 0, interval 1), so this is the worst case; in a real run updates come every
@@ -7,6 +10,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -25,15 +29,37 @@ struct Timing {
     double observe_us, update_us, baseline_us;
 };
 
-Timing measure(int blocks, int iterations) {
+struct Case {
+    const char* name;
+    sp::Mode mode;
+    bool snr_tiers;
+};
+
+// Block b's SNR per format: int4 around its 18 dB threshold, int8 above or below 31 dB, fp8 spread.
+sp::BlockSnr snr_of(int b, std::mt19937_64& rng) {
+    std::uniform_real_distribution<double> db(-8.0, 8.0);
+    sp::BlockSnr s;
+    s.block_id = b;
+    s.snr_db[std::size_t(sp::Precision::int4)] = 18.0 + db(rng);
+    s.snr_db[std::size_t(sp::Precision::int8)] = 31.0 + db(rng);
+    s.snr_db[std::size_t(sp::Precision::fp8_e4m3)] = 28.0 + db(rng);
+    s.snr_db[std::size_t(sp::Precision::fp8_e5m2)] = 24.0 + db(rng);
+    return s;
+}
+
+Timing measure(const Case& c, int blocks, int iterations) {
     sp::Config config;
     config.warmup_steps = 0;
     config.update_interval_steps = 1;
+    config.mode = c.mode;
+    config.snr_tiers = c.snr_tiers;
     std::vector<double> calibration(static_cast<std::size_t>(blocks));
     std::mt19937_64 rng(7);
     std::uniform_real_distribution<double> uni(0.0, 1.0);
     for (double& e : calibration) e = 0.1 * uni(rng);
     sp::Policy policy(config, sp::uniform_layout(blocks, 1 << 20), calibration);
+    if (c.snr_tiers)
+        for (int b = 0; b < blocks; ++b) policy.observe_snr(snr_of(b, rng));
 
     std::vector<sp::BlockGradStats> stats(static_cast<std::size_t>(blocks));
     std::vector<sp::BlockDetail> details(static_cast<std::size_t>(blocks));
@@ -73,15 +99,23 @@ Timing measure(int blocks, int iterations) {
 
 }  // namespace
 
-int main() {
+// An argument runs only the cases whose name contains it (e.g. `bench_policy budget`).
+int main(int argc, char** argv) {
     std::printf("policy update cost (median of N steps; every step an update step)\n");
-    std::printf("%8s %6s %14s %14s %16s %10s\n", "blocks", "N", "observe us", "update us", "baseline us",
-                "update/baseline");
-    for (int blocks : {48, 1000, 10000}) {
-        const int iterations = blocks >= 10000 ? 200 : 2000;
-        const Timing t = measure(blocks, iterations);
-        std::printf("%8d %6d %14.2f %14.2f %16.2f %10.1fx\n", blocks, iterations, t.observe_us, t.update_us,
-                    t.baseline_us, t.update_us / t.baseline_us);
+    const Case cases[] = {{"dynamic", sp::Mode::dynamic, false},
+                          {"dynamic, snr_tiers on", sp::Mode::dynamic, true},
+                          {"budget, snr_tiers on", sp::Mode::budget, true}};
+    for (const Case& c : cases) {
+        if (argc > 1 && std::strstr(c.name, argv[1]) == nullptr) continue;
+        std::printf("\n%s\n", c.name);
+        std::printf("%8s %6s %14s %14s %16s %10s\n", "blocks", "N", "observe us", "update us", "baseline us",
+                    "update/baseline");
+        for (int blocks : {48, 1000, 10000}) {
+            const int iterations = blocks >= 10000 ? 200 : 2000;
+            const Timing t = measure(c, blocks, iterations);
+            std::printf("%8d %6d %14.2f %14.2f %16.2f %10.1fx\n", blocks, iterations, t.observe_us,
+                        t.update_us, t.baseline_us, t.update_us / t.baseline_us);
+        }
     }
     return 0;
 }

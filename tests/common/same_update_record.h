@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 
+#include "sp/reason_text.h"
 #include "sp/telemetry.h"
 
 namespace sp::test {
@@ -67,7 +68,7 @@ inline std::string update_record_difference(const UpdateRecord& a, const UpdateR
         for (std::size_t f = 0; f < x.snr_db.size(); ++f) {
             SP_DIFF(same_double(x.snr_db[f], y.snr_db[f]), at + "snr_db[" + std::to_string(f) + "]");
         }
-        SP_DIFF(x.reason_text == y.reason_text, at + "reason_text");
+        SP_DIFF(reason_text(x) == reason_text(y), at + "reason_text");  // words read, or rendered from facts
     }
 #undef SP_DIFF
     return {};

@@ -13,6 +13,7 @@
 
 #include "sp/agent/agent.h"
 #include "sp/format_gate.h"
+#include "sp/reason_text.h"
 #include "sp/simulator.h"
 
 using namespace sp;
@@ -199,7 +200,7 @@ class TestAgent : public QObject {
             for (const BlockDetail& d : sim.records[u].block_details) {
                 const auto& rd = j["block_details"][std::to_string(d.id)];
                 QCOMPARE(std::string(to_string(d.precision)), rd["precision"].get<std::string>());
-                QCOMPARE(d.reason_text, rd["reason_text"].get<std::string>());
+                QCOMPARE(reason_text(d), rd["reason_text"].get<std::string>());
             }
             ++u;
         }

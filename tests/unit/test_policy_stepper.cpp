@@ -25,6 +25,7 @@
 #include "sp/agent/agent.h"
 #include "sp/layout.h"
 #include "sp/policy_stepper.h"
+#include "sp/reason_text.h"
 #include "sp/simulator.h"
 
 using namespace sp;
@@ -156,9 +157,9 @@ std::string compare(const std::vector<nlohmann::json>& lines, const SimulationRe
                 const nlohmann::json& f = j["block_details"][std::to_string(d.id)];
                 if (to_string(d.precision) != f["precision"].get<std::string>() ||
                     to_string(d.reason) != f["reason"].get<std::string>() ||
-                    d.reason_text != f["reason_text"].get<std::string>())
+                    reason_text(d) != f["reason_text"].get<std::string>())
                     return at + ", block " + std::to_string(d.id) + ": simulated " +
-                           std::string(to_string(d.precision)) + " (" + d.reason_text + "), recorded " +
+                           std::string(to_string(d.precision)) + " (" + reason_text(d) + "), recorded " +
                            f.dump();
             }
         } else if (j.value("kind", "") == "rollback") {

@@ -7,6 +7,7 @@
 
 #include "../common/commands.h"
 #include "sp/policy.h"
+#include "sp/reason_text.h"
 
 using namespace sp;
 using sp::test::pin;
@@ -64,15 +65,15 @@ class TestPolicyTiers : public QObject {
         const std::vector<Precision> want = {Precision::int8, Precision::int4, Precision::fp8_e4m3,
                                              Precision::bf16, Precision::bf16};
         QCOMPARE(p.precisions(), want);
-        QCOMPARE(r->block_details[0].reason_text,
+        QCOMPARE(reason_text(r->block_details[0]),
                  std::string("sensitivity 0.100 < int8_threshold 0.300; int4 19.1 dB < 24.0 dB; "
                              "int8 41.7 dB >= 30.0 dB: int8"));
-        QVERIFY2(contains(r->block_details[3].reason_text, ">= bf16_threshold 0.600: bf16"),
-                 r->block_details[3].reason_text.c_str());
-        QVERIFY2(contains(r->block_details[4].reason_text,
+        QVERIFY2(contains(reason_text(r->block_details[3]), ">= bf16_threshold 0.600: bf16"),
+                 reason_text(r->block_details[3]).c_str());
+        QVERIFY2(contains(reason_text(r->block_details[4]),
                           "int4 SNR unknown; int8 SNR unknown; fp8_e4m3 SNR unknown; "
                           "fp8_e5m2 SNR unknown: bf16"),
-                 r->block_details[4].reason_text.c_str());
+                 reason_text(r->block_details[4]).c_str());
         QCOMPARE(r->blocks_int4, 1);
         QCOMPARE(r->blocks_int8, 1);
         QCOMPARE(r->blocks_fp8, 1);
@@ -101,8 +102,8 @@ class TestPolicyTiers : public QObject {
         p.observe_snr(snr(0, 20, 28, 26, 24));
         r = p.update(4, 0.0);
         QCOMPARE(p.precisions()[0], Precision::fp8_e5m2);
-        QVERIFY2(contains(r->block_details[0].reason_text, "int4 20.0 dB < 21.0 dB; int8 28.0 dB < 33.0 dB"),
-                 r->block_details[0].reason_text.c_str());
+        QVERIFY2(contains(reason_text(r->block_details[0]), "int4 20.0 dB < 21.0 dB; int8 28.0 dB < 33.0 dB"),
+                 reason_text(r->block_details[0]).c_str());
         p.observe_snr(snr(0, 0, 0, 0, 0));  // nothing clears: back to BF16
         p.update(5, 0.0);
         QCOMPARE(p.precisions()[0], Precision::bf16);
@@ -115,8 +116,8 @@ class TestPolicyTiers : public QObject {
         p.observe_snr(snr(1, 40, 45, 40, 40));
         const UpdateRecord* r = p.update(0, 0.0);
         QCOMPARE(p.precisions(), (std::vector<Precision>{Precision::int8, Precision::bf16}));
-        QVERIFY2(contains(r->block_details[0].reason_text, "int4 not faster than bf16 (gate); int8 45.0 dB"),
-                 r->block_details[0].reason_text.c_str());
+        QVERIFY2(contains(reason_text(r->block_details[0]), "int4 not faster than bf16 (gate); int8 45.0 dB"),
+                 reason_text(r->block_details[0]).c_str());
         QVERIFY(p.admitted_formats()[1] == format_bit(Precision::bf16));  // BF16 is always admitted
         QVERIFY_THROWS_EXCEPTION(std::invalid_argument, p.set_admitted_formats({0}));
     }
@@ -140,8 +141,8 @@ class TestPolicyTiers : public QObject {
         const UpdateRecord* r = p.update(1, 0.0);
         QCOMPARE(p.precisions()[0], Precision::int8);
         QCOMPARE(r->block_details[0].reason, Reason::cooldown);
-        QVERIFY2(contains(r->block_details[0].reason_text, "held in int8 by the cooldown until step 10"),
-                 r->block_details[0].reason_text.c_str());
+        QVERIFY2(contains(reason_text(r->block_details[0]), "held in int8 by the cooldown until step 10"),
+                 reason_text(r->block_details[0]).c_str());
         p.update(10, 0.0);
         QCOMPARE(p.precisions()[0], Precision::int4);
     }
@@ -153,7 +154,7 @@ class TestPolicyTiers : public QObject {
         p.observe_snr(snr(0, 40, 10, 10, 10));  // reported, not used
         const UpdateRecord* r = p.update(0, 0.0);
         QCOMPARE(p.precisions(), (std::vector<Precision>{Precision::int8, Precision::bf16}));
-        QCOMPARE(r->block_details[0].reason_text,
+        QCOMPARE(reason_text(r->block_details[0]),
                  std::string("sensitivity 0.100 < int8_threshold 0.300; int8"));
         QCOMPARE(r->block_details[0].snr_db[std::size_t(Precision::int4)], 40.0);
     }
@@ -169,8 +170,8 @@ class TestPolicyTiers : public QObject {
                                                          Precision::int4}));
         QCOMPARE(*r->budget_target_pct, 60.0);
         QCOMPARE(r->estimated_bandwidth_saving_pct, 62.5);
-        QVERIFY2(contains(r->block_details[0].reason_text, "budget 60.0%"),
-                 r->block_details[0].reason_text.c_str());
+        QVERIFY2(contains(reason_text(r->block_details[0]), "budget 60.0%"),
+                 reason_text(r->block_details[0]).c_str());
         QVERIFY(p.apply(set_budget(50.0), 1).ok);
         r = p.update(1, 0.0);
         QCOMPARE(p.precisions(), std::vector<Precision>(4, Precision::int8));

@@ -12,6 +12,7 @@
 #include "sp/config.h"
 #include "sp/layout.h"
 #include "sp/precision.h"
+#include "sp/reason_facts.h"
 #include "sp/stats.h"
 
 namespace sp {
@@ -57,9 +58,13 @@ struct BlockDetail {
     int window = 0;                      // finite observations in the window
     std::int64_t last_change_step = -1;  // -1: never changed
     int switches = 0;                    // precision changes so far in this run
-    // The latest SNR estimate per format ("snr_db", low formats only; NaN/absent: none yet) and the
-    // decision in words ("reason_text"): thresholds, SNR tiers, gate, budget, cooldown.
+    // The latest SNR estimate per format ("snr_db", low formats only; NaN/absent: none yet).
     PerFormat snr_db = kNoSnr;
+    // The decision as data, filled by the policy (in no file: files carry its words).
+    ReasonFacts facts;
+    // The decision in words ("reason_text") as read from a file or a stream; empty in the records the
+    // policy makes. Read either through sp::reason_text (sp/reason_text.h), which renders the facts
+    // when there are no words.
     std::string reason_text;
 };
 
