@@ -6,6 +6,7 @@
 #include <numeric>
 #include <stdexcept>
 
+#include "simd_clones.h"
 #include "sp/snr.h"
 
 namespace sp {
@@ -73,22 +74,6 @@ namespace {
 // separate add does).
 using DoubleLanes = double __attribute__((vector_size(32)));
 using FloatLanes = float __attribute__((vector_size(16)));
-
-// The load-time choice is an ifunc resolver, which runs before a sanitizer's runtime is set up and
-// crashes an instrumented binary (under ThreadSanitizer every program linking sp_core, at start): the
-// sanitizer builds keep the baseline version alone.
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define SP_SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || __has_feature(memory_sanitizer)
-#define SP_SANITIZED 1
-#endif
-#endif
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(SP_SANITIZED)
-#define SP_AVX2_AND_BASELINE __attribute__((target_clones("avx2", "default")))
-#else
-#define SP_AVX2_AND_BASELINE
-#endif
 
 SP_AVX2_AND_BASELINE double dot(const float* a, const float* b, std::size_t n) {
     DoubleLanes sum = {0, 0, 0, 0};
