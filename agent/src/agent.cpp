@@ -108,7 +108,14 @@ void Agent::register_blocks(std::vector<AgentBlock> blocks) {
     stepper_ = std::make_unique<PolicyStepper>(*policy_);
     admitted_ = admitted_by_gate();
     configure_policy();
-    profiler_ = std::make_unique<detail::DistributionProfiler>(config_, blocks_);
+    // The runtimes' masters (HintSink::master), asked when a layer's input is seen: sinks may be added
+    // after the blocks.
+    profiler_ = std::make_unique<detail::DistributionProfiler>(
+        config_, blocks_, [this](std::size_t block, std::size_t k) -> const at::Tensor* {
+            for (const HintSink* sink : hint_sinks_)
+                if (const at::Tensor* m = sink->master(block, k)) return m;
+            return nullptr;
+        });
     commands_->set_block_count(int(blocks_.size()));
     options_.collector->prepare(blocks_);
     if (server_) server_->set_run(run_id_, policy_->layout(), config_json_);

@@ -22,6 +22,19 @@ at::Tensor host_float(const at::Tensor& t) {
 
 // rows x cols as the formats scale it: a weight [out, in, ...] has `out` rows; an activation
 // [..., features] has one row per feature vector; a vector is one row.
+// The "sample" estimator's SNR per format (the low formats; the others stay 0) of a layer's output:
+// w [rows x in] on tokens [count x in], both host fp32. The worker's job, or the training thread's.
+std::array<double, kPrecisionCount> output_snr_per_format(const float* w, std::size_t rows, std::size_t in,
+                                                          const std::vector<float>& tokens, std::size_t count,
+                                                          std::size_t int4_group) {
+    const std::vector<Precision> formats(kLowFormatsCheapestFirst.begin(), kLowFormatsCheapestFirst.end());
+    const std::vector<double> measured =
+        output_snr_db(formats, w, rows, in, tokens.data(), count, int4_group);
+    std::array<double, kPrecisionCount> snr{};
+    for (std::size_t f = 0; f < formats.size(); ++f) snr[std::size_t(formats[f])] = measured[f];
+    return snr;
+}
+
 std::pair<std::size_t, std::size_t> rows_cols(const at::Tensor& t, bool input) {
     const auto n = std::size_t(t.numel());
     if (n == 0) return {0, 0};
@@ -33,7 +46,8 @@ std::pair<std::size_t, std::size_t> rows_cols(const at::Tensor& t, bool input) {
 
 }  // namespace
 
-DistributionProfiler::DistributionProfiler(const Config& c, const std::vector<AgentBlock>& blocks)
+DistributionProfiler::DistributionProfiler(const Config& c, const std::vector<AgentBlock>& blocks,
+                                           MasterSource masters)
     : blocks_(blocks),
       estimator_(parse_snr_estimator(c.snr_estimator).value_or(SnrEstimator::zeroing)),
       int4_group_(std::size_t(c.int4_group_size)),
@@ -50,6 +64,7 @@ DistributionProfiler::DistributionProfiler(const Config& c, const std::vector<Ag
             for (std::size_t k = 0; k < params.size(); ++k) layers_[b].push_back(k);
     }
     seed_ = std::uint64_t(c.snr_seed);
+    masters_ = std::move(masters);
 }
 
 bool DistributionProfiler::due(std::int64_t step) const {
@@ -101,6 +116,22 @@ void DistributionProfiler::observe_input(std::int64_t step, int block, int layer
         s.tokens = sample_rows(host.data_ptr<float>(), rows, cols, kInputTokens, token_seed, stream);
     }
     s.count = cols == 0 ? 0 : s.tokens.size() / cols;
+    // The weight's master is what finish() would measure (the parameter holds it again by then, and
+    // nothing changes it before the optimizer steps): its sampled rows are copied now and the worker
+    // measures the output while the step goes on; the same numbers, whenever the job runs.
+    const at::Tensor* master =
+        masters_ && estimator_ == SnrEstimator::sample && w.dim() >= 2 && s.count > 0
+            ? masters_(std::size_t(block), layers_[std::size_t(block)][std::size_t(layer)])
+            : nullptr;
+    if (master && master->sizes() == w.sizes()) {
+        const at::Tensor sampled =
+            sampled_weight_rows(*master, step, stream_of(block, std::size_t(layer), false));
+        std::vector<float> wrows(sampled.data_ptr<float>(), sampled.data_ptr<float>() + sampled.numel());
+        s.output_snr = worker_.submit([wrows = std::move(wrows), n = std::size_t(sampled.size(0)), in = cols,
+                                       tokens = s.tokens, count = s.count, group = int4_group_] {
+            return output_snr_per_format(wrows.data(), n, in, tokens, count, group);
+        });
+    }
     inputs_[{block, layer}] = std::move(s);
 }
 
@@ -109,10 +140,8 @@ double DistributionProfiler::layer_snr(Precision p, const TensorProfile& w, cons
     return estimated_pair_snr_db(p, w, in->profile, estimator_);
 }
 
-std::array<double, kPrecisionCount> DistributionProfiler::sampled_output_snr(const at::Tensor& w,
-                                                                             const InputSample& input,
-                                                                             std::int64_t step,
-                                                                             std::uint64_t stream) const {
+at::Tensor DistributionProfiler::sampled_weight_rows(const at::Tensor& w, std::int64_t step,
+                                                     std::uint64_t stream) const {
     // Every format scales each output row on its own (a row scale, or groups within the row), so
     // the sampled rows are quantized exactly as in the whole matrix: only they are gathered (on the
     // weight's device), copied to the host and quantized, which bounds the cost per layer however
@@ -125,15 +154,16 @@ std::array<double, kPrecisionCount> DistributionProfiler::sampled_output_snr(con
         std::vector<std::int64_t> index(picked.begin(), picked.end());
         rows = rows.index_select(0, at::tensor(index, at::kLong).to(w.device()));
     }
-    const at::Tensor host = host_float(rows);
-    const auto cols = std::size_t(host.size(1));
-    const std::vector<Precision> formats(kLowFormatsCheapestFirst.begin(), kLowFormatsCheapestFirst.end());
-    const std::vector<double> measured =
-        output_snr_db(formats, host.data_ptr<float>(), std::size_t(host.size(0)), cols, input.tokens.data(),
-                      input.count, int4_group_);
-    std::array<double, kPrecisionCount> snr{};
-    for (std::size_t f = 0; f < formats.size(); ++f) snr[std::size_t(formats[f])] = measured[f];
-    return snr;
+    return host_float(rows);
+}
+
+DistributionProfiler::FormatSnr DistributionProfiler::sampled_output_snr(const at::Tensor& w,
+                                                                         const InputSample& input,
+                                                                         std::int64_t step,
+                                                                         std::uint64_t stream) const {
+    const at::Tensor host = sampled_weight_rows(w, step, stream);
+    return output_snr_per_format(host.data_ptr<float>(), std::size_t(host.size(0)), std::size_t(host.size(1)),
+                                 input.tokens, input.count, int4_group_);
 }
 
 std::vector<BlockSnr> DistributionProfiler::finish(std::int64_t step) {
@@ -146,9 +176,11 @@ std::vector<BlockSnr> DistributionProfiler::finish(std::int64_t step) {
             if (w.numel() == 0) continue;
             const std::uint64_t stream = stream_of(int(b), l, false);
             const auto in = inputs_step_ == step ? inputs_.find({int(b), int(l)}) : inputs_.end();
-            const InputSample* input = in != inputs_.end() ? &in->second : nullptr;
-            std::array<double, kPrecisionCount> snr{};
-            if (estimator_ == SnrEstimator::sample && input && input->count > 0 && w.dim() >= 2) {
+            InputSample* input = in != inputs_.end() ? &in->second : nullptr;
+            FormatSnr snr{};
+            if (input && input->output_snr.valid()) {
+                snr = input->output_snr.get();  // measured on the worker; waits if still running
+            } else if (estimator_ == SnrEstimator::sample && input && input->count > 0 && w.dim() >= 2) {
                 snr = sampled_output_snr(w, *input, step, stream);
             } else {
                 const at::Tensor host = host_float(w);  // once per layer, for the profile and every format

@@ -5,15 +5,20 @@
 // the "sample" estimator and an input, that is the SNR of the layer's output on kInputTokens sampled
 // tokens and kWeightRows sampled output rows, both operands quantized (output_snr_db); otherwise the
 // weight's (and input's) profile estimate (core/SNR.md). The block's SNR in a format is its worst
-// layer's. Training-thread only.
+// layer's. Training-thread only, but for its worker: when the runtime names the weights' fp32 masters
+// (MasterSource), the output SNR of a layer is measured on the worker thread from the moment its input
+// is seen, and finish() waits for it (core/SNR.md, "Off the training thread").
 #include <ATen/core/Tensor.h>
 
 #include <array>
 #include <cstdint>
+#include <functional>
+#include <future>
 #include <map>
 #include <utility>
 #include <vector>
 
+#include "serial_worker.h"
 #include "sp/agent/block.h"
 #include "sp/config.h"
 #include "sp/snr.h"
@@ -23,7 +28,12 @@ namespace sp::agent::detail {
 
 class DistributionProfiler {
   public:
-    DistributionProfiler(const Config& config, const std::vector<AgentBlock>& blocks);
+    // The fp32 value of block b's k-th streamed parameter when the parameter holds another during the
+    // forward pass (HintSink::master), or nullptr.
+    using MasterSource = std::function<const at::Tensor*(std::size_t block, std::size_t k)>;
+
+    DistributionProfiler(const Config& config, const std::vector<AgentBlock>& blocks,
+                         MasterSource masters = {});
 
     // Whether `step` takes distribution statistics (step % distribution_interval_steps == 0).
     bool due(std::int64_t step) const;
@@ -46,17 +56,21 @@ class DistributionProfiler {
     static constexpr std::size_t kWeightRows = 128;
 
   private:
+    using FormatSnr = std::array<double, kPrecisionCount>;
     struct InputSample {
         TensorProfile profile;
         std::vector<float> tokens;  // kInputTokens sampled rows (fewer for a short input), row-major
         std::size_t count = 0;
+        std::future<FormatSnr> output_snr;  // valid when the worker measures the layer's output SNR
     };
     // `host`: fp32, contiguous, on the CPU. `input`: an activation (rows are its feature vectors).
     TensorProfile profile(const at::Tensor& host, bool input, std::int64_t step, std::uint64_t stream) const;
     // The "sample" estimator's SNR per format (low formats only) of weight `w` (any device) on the
     // input's sampled tokens, over kWeightRows sampled output rows.
-    std::array<double, kPrecisionCount> sampled_output_snr(const at::Tensor& w, const InputSample& input,
-                                                           std::int64_t step, std::uint64_t stream) const;
+    FormatSnr sampled_output_snr(const at::Tensor& w, const InputSample& input, std::int64_t step,
+                                 std::uint64_t stream) const;
+    // The kWeightRows output rows of `w` that sampled_output_snr measures, on the host, fp32 [rows x in].
+    at::Tensor sampled_weight_rows(const at::Tensor& w, std::int64_t step, std::uint64_t stream) const;
     // A fresh, reproducible draw per step: the same seed and step sample the same elements and rows.
     std::uint64_t step_seed(std::int64_t step) const {
         return seed_ ^ (std::uint64_t(step) * 0x9E3779B97F4A7C15ull);
@@ -74,6 +88,8 @@ class DistributionProfiler {
     std::vector<std::vector<std::size_t>> layers_;       // per block: indices into params (profiled tensors)
     std::map<std::pair<int, int>, InputSample> inputs_;  // (block, layer) -> input sample
     std::int64_t inputs_step_ = -1;
+    MasterSource masters_;
+    SerialWorker<FormatSnr> worker_;  // last: destroyed (its queue run, joined) before what jobs read
 };
 
 }  // namespace sp::agent::detail

@@ -73,6 +73,11 @@ ReferencePrecisionRuntime::ReferencePrecisionRuntime(std::vector<AgentBlock> blo
     for (std::size_t b = 0; b < n; ++b) total_ += materialize(b);  // the initial load: no step's
 }
 
+const at::Tensor* ReferencePrecisionRuntime::master(std::size_t block, std::size_t k) const {
+    if (block >= masters_.size() || k >= masters_[block].size()) return nullptr;
+    return &masters_[block][k];
+}
+
 bool ReferencePrecisionRuntime::frozen(std::size_t block, std::size_t k) const {
     return !blocks_[block].streamed()[k].requires_grad();
 }

@@ -1,5 +1,5 @@
-// INT4 per-group and FP8 per-row reference quantizers, BF16 rounding, and the per-format entry
-// points (stored_bytes, roundtrip). The arithmetic contract is in sp/quantize.h.
+// INT4 per-group and FP8 per-row reference quantizers, BF16 rounding, and stored_bytes (roundtrip,
+// vectorized: quantize_roundtrip.cpp). The arithmetic contract is in sp/quantize.h.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -33,42 +33,6 @@ Fp8Codec fp8_codec(Precision format) {
             return {kFp8E5M2Max, encode_fp8_e5m2, decode_fp8_e5m2};
         default:
             throw std::invalid_argument("FP8 rows: the format must be fp8_e4m3 or fp8_e5m2");
-    }
-}
-
-// dequantize(quantize(...)) for INT8 (one group per row) and INT4 without the codes: a code
-// dequantizes to exactly the rounded value times the scale, so the codes need not be stored.
-void integer_roundtrip_rows(const float* w, std::size_t rows, std::size_t cols, std::size_t group,
-                            float max_code, float min_scale, float* out) {
-    for (std::size_t r = 0; r < rows; ++r) {
-        for (std::size_t begin = 0; begin < cols; begin += group) {
-            const std::size_t end = std::min(begin + group, cols);
-            const float* x = w + r * cols;
-            const float scale = std::max(finite_absmax(x + begin, end - begin) / max_code, min_scale);
-            for (std::size_t c = begin; c < end; ++c)
-                out[r * cols + c] =
-                    std::isnan(x[c])
-                        ? 0.0f
-                        : detail::round_half_even_small(std::clamp(x[c] / scale, -max_code, max_code)) *
-                              scale;
-        }
-    }
-}
-
-// dequantize_fp8_rows(quantize_fp8_rows(...)) without the codes: decode(encode(v)) is round_to_fp8(v)
-// for every finite v, so the value is rounded once instead of encoded and decoded (test_quantize
-// checks the two agree).
-void fp8_roundtrip_rows(const float* w, std::size_t rows, std::size_t cols, Precision format, float* out) {
-    const Fp8Codec codec = fp8_codec(format);
-    float (*const round)(float) = format == Precision::fp8_e4m3 ? round_to_fp8_e4m3 : round_to_fp8_e5m2;
-    for (std::size_t r = 0; r < rows; ++r) {
-        const float* row = w + r * cols;
-        const float scale = std::max(finite_absmax(row, cols) / codec.max_finite, kFp8MinScale);
-        for (std::size_t c = 0; c < cols; ++c) {
-            const float x = row[c] / scale;
-            out[r * cols + c] =
-                std::isnan(x) ? 0.0f : round(std::clamp(x, -codec.max_finite, codec.max_finite)) * scale;
-        }
     }
 }
 
@@ -168,27 +132,6 @@ std::uint64_t stored_bytes(Precision p, std::size_t rows, std::size_t cols, std:
                    kScaleBytes * rows * int4_groups_per_row(cols, int4_group);
     }
     throw std::invalid_argument("stored_bytes: unknown precision");
-}
-
-void roundtrip(Precision p, const float* w, std::size_t rows, std::size_t cols, float* out,
-               std::size_t int4_group) {
-    switch (p) {
-        case Precision::bf16:
-            for (std::size_t i = 0; i < rows * cols; ++i) out[i] = round_to_bf16(w[i]);
-            return;
-        case Precision::int8:
-            if (cols > 0) integer_roundtrip_rows(w, rows, cols, cols, float(kInt8Max), kInt8MinScale, out);
-            return;
-        case Precision::fp8_e4m3:
-        case Precision::fp8_e5m2:
-            fp8_roundtrip_rows(w, rows, cols, p, out);
-            return;
-        case Precision::int4:
-            require_int4_group(int4_group);
-            integer_roundtrip_rows(w, rows, cols, int4_group, float(kInt4Max), kInt4MinScale, out);
-            return;
-    }
-    throw std::invalid_argument("roundtrip: unknown precision");
 }
 
 float round_to_bf16(float x) {

@@ -6,6 +6,7 @@
 #include <numeric>
 #include <stdexcept>
 
+#include "simd_clones.h"
 #include "sp/snr.h"
 
 namespace sp {
@@ -74,22 +75,6 @@ namespace {
 using DoubleLanes = double __attribute__((vector_size(32)));
 using FloatLanes = float __attribute__((vector_size(16)));
 
-// The load-time choice is an ifunc resolver, which runs before a sanitizer's runtime is set up and
-// crashes an instrumented binary (under ThreadSanitizer every program linking sp_core, at start): the
-// sanitizer builds keep the baseline version alone.
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define SP_SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || __has_feature(memory_sanitizer)
-#define SP_SANITIZED 1
-#endif
-#endif
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(SP_SANITIZED)
-#define SP_AVX2_AND_BASELINE __attribute__((target_clones("avx2", "default")))
-#else
-#define SP_AVX2_AND_BASELINE
-#endif
-
 SP_AVX2_AND_BASELINE double dot(const float* a, const float* b, std::size_t n) {
     DoubleLanes sum = {0, 0, 0, 0};
     std::size_t i = 0;
@@ -126,11 +111,62 @@ SP_AVX2_AND_BASELINE void dot4(const float* w, const float* x, std::size_t n, do
     }
 }
 
+// dot4() for two vectors x0 and x1 at once: eight chains of additions, and each row's floats
+// converted once for both. Every (row, vector) pair has its own lanes: the bits of dot().
+SP_AVX2_AND_BASELINE void dot4x2(const float* w, const float* x0, const float* x1, std::size_t n,
+                                 double* out0, double* out1) {
+    DoubleLanes s0[4] = {{0, 0, 0, 0}, {0, 0, 0, 0}, {0, 0, 0, 0}, {0, 0, 0, 0}};
+    DoubleLanes s1[4] = {{0, 0, 0, 0}, {0, 0, 0, 0}, {0, 0, 0, 0}, {0, 0, 0, 0}};
+    std::size_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        FloatLanes f0, f1;
+        std::memcpy(&f0, x0 + i, sizeof f0);
+        std::memcpy(&f1, x1 + i, sizeof f1);
+        const DoubleLanes a = __builtin_convertvector(f0, DoubleLanes);
+        const DoubleLanes b = __builtin_convertvector(f1, DoubleLanes);
+        for (std::size_t r = 0; r < 4; ++r) {
+            FloatLanes fw;
+            std::memcpy(&fw, w + r * n + i, sizeof fw);
+            const DoubleLanes wr = __builtin_convertvector(fw, DoubleLanes);
+            s0[r] += wr * a;
+            s1[r] += wr * b;
+        }
+    }
+    for (std::size_t r = 0; r < 4; ++r) {
+        double t0 = s0[r][0], t1 = s1[r][0];
+        for (std::size_t k = i; k < n; ++k) {
+            t0 += double(w[r * n + k]) * double(x0[k]);
+            t1 += double(w[r * n + k]) * double(x1[k]);
+        }
+        out0[r] = (t0 + s0[r][1]) + (s0[r][2] + s0[r][3]);
+        out1[r] = (t1 + s1[r][1]) + (s1[r][2] + s1[r][3]);
+    }
+}
+
 // y[o] = dot(w row o, x) for every output row o of an out x n matrix.
 void dots(const float* w, std::size_t out, const float* x, std::size_t n, double* y) {
     std::size_t o = 0;
     for (; o + 4 <= out; o += 4) dot4(w + o * n, x, n, y + o);
     for (; o < out; ++o) y[o] = dot(w + o * n, x, n);
+}
+
+// y[t * out + o] = dot(w row o, x row t) for every token t of x [tokens x n], two tokens at a time.
+void token_dots(const float* w, std::size_t out, const float* x, std::size_t tokens, std::size_t n,
+                double* y) {
+    std::size_t t = 0;
+    for (; t + 2 <= tokens; t += 2) {
+        const float* x0 = x + t * n;
+        const float* x1 = x0 + n;
+        double* y0 = y + t * out;
+        double* y1 = y0 + out;
+        std::size_t o = 0;
+        for (; o + 4 <= out; o += 4) dot4x2(w + o * n, x0, x1, n, y0 + o, y1 + o);
+        for (; o < out; ++o) {
+            y0[o] = dot(w + o * n, x0, n);
+            y1[o] = dot(w + o * n, x1, n);
+        }
+    }
+    if (t < tokens) dots(w, out, x + t * n, n, y + t * out);
 }
 
 }  // namespace
@@ -140,25 +176,21 @@ std::vector<double> output_snr_db(const std::vector<Precision>& formats, const f
                                   std::size_t int4_group) {
     // The unquantized output once, for every format.
     std::vector<double> y(tokens * out);
+    token_dots(w, out, x, tokens, in, y.data());
     double signal = 0;
-    for (std::size_t t = 0; t < tokens; ++t) {
-        dots(w, out, x + t * in, in, y.data() + t * out);
-        for (std::size_t o = 0; o < out; ++o) signal += y[t * out + o] * y[t * out + o];
-    }
+    for (double v : y) signal += v * v;
     std::vector<double> snr;
     snr.reserve(formats.size());
     std::vector<float> wq(out * in), xq(tokens * in);
-    std::vector<double> yq(out);
+    std::vector<double> yq(tokens * out);
     for (Precision p : formats) {
         roundtrip(p, w, out, in, wq.data(), int4_group);
         roundtrip(p, x, tokens, in, xq.data(), int4_group);
+        token_dots(wq.data(), out, xq.data(), tokens, in, yq.data());
         double error = 0;
-        for (std::size_t t = 0; t < tokens; ++t) {
-            dots(wq.data(), out, xq.data() + t * in, in, yq.data());
-            for (std::size_t o = 0; o < out; ++o) {
-                const double d = y[t * out + o] - yq[o];
-                error += d * d;
-            }
+        for (std::size_t i = 0; i < y.size(); ++i) {
+            const double d = y[i] - yq[i];
+            error += d * d;
         }
         if (!(signal > 0.0) || !std::isfinite(signal) || !std::isfinite(error))
             snr.push_back(std::numeric_limits<double>::quiet_NaN());

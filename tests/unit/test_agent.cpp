@@ -111,6 +111,40 @@ class NoE5m2Sink : public CountingSink {
     FormatMask formats() const override { return kAllFormats & FormatMask(~format_bit(Precision::fp8_e5m2)); }
 };
 
+// A runtime that names fp32 masters (HintSink::master) and, like the reference runtime, puts other
+// values into the parameters for the forward pass (scramble) and the masters back before
+// compute_hints (restore).
+class MasterSink : public CountingSink {
+  public:
+    explicit MasterSink(const std::vector<AgentBlock>& blocks) {
+        for (const AgentBlock& b : blocks) {
+            masters_.emplace_back();
+            for (const torch::Tensor& p : b.streamed()) {
+                params_.push_back(p);
+                masters_.back().push_back(p.detach().clone());
+            }
+        }
+    }
+    const at::Tensor* master(std::size_t block, std::size_t k) const override {
+        return block < masters_.size() && k < masters_[block].size() ? &masters_[block][k] : nullptr;
+    }
+    void scramble() {
+        torch::NoGradGuard no_grad;
+        for (torch::Tensor& p : params_)
+            p.copy_(torch::arange(p.numel()).reshape(p.sizes()).to(torch::kFloat));
+    }
+    void restore() {
+        torch::NoGradGuard no_grad;
+        std::size_t i = 0;
+        for (const auto& block : masters_)
+            for (const torch::Tensor& m : block) params_[i++].copy_(m);
+    }
+
+  private:
+    std::vector<torch::Tensor> params_;
+    std::vector<std::vector<torch::Tensor>> masters_;
+};
+
 // A gate file admitting INT8 and INT4 for the 8-column matrices (and vectors) of the test model.
 QString write_gate(const QString& path) {
     FormatGatePolicy g;
@@ -135,6 +169,45 @@ QString write_gate(const QString& path) {
 class TestAgent : public QObject {
     Q_OBJECT
   private slots:
+    // The "sample" estimator measures a layer's output from its input and its weight. With a runtime
+    // that names the masters it does so on the profiler's worker, from the master, as the input is
+    // seen; without, in compute_hints on the parameters. The two runs record the same SNR, although
+    // the parameters held other values during the first one's forward passes.
+    void output_snr_off_the_training_thread_reads_the_masters() {
+        std::vector<std::string> snr[2];
+        for (int run = 0; run < 2; ++run) {
+            QTemporaryDir dir;
+            const QString path = dir.filePath("run.jsonl");
+            Config c = small_config(path);
+            c.distribution_interval_steps = 4;
+            c.snr_estimator = "sample";
+            Model model(3);
+            {
+                Agent agent(c, fixed_clock());
+                agent.register_blocks(model.named());
+                CountingSink plain;
+                MasterSink masters(agent.blocks());
+                agent.add_hint_sink(run == 0 ? static_cast<HintSink*>(&plain) : &masters);
+                torch::manual_seed(5);
+                for (int step = 0; step < 9; ++step) {
+                    agent.begin_step(step);
+                    if (run == 1) masters.scramble();
+                    if (agent.wants_layer_inputs(step))
+                        for (int b = 0; b < 3; ++b) agent.observe_layer_input(b, 0, torch::randn({16, 8}));
+                    if (run == 1) masters.restore();
+                    model.set_grads(step);
+                    agent.collect_block_grad_stats();
+                    agent.compute_hints(step);
+                    agent.end_step(2.0);
+                }
+            }
+            for (const auto& j : read_lines(path))
+                if (j.contains("snr")) snr[run].push_back(j["snr"].dump());
+        }
+        QCOMPARE(snr[0].size(), std::size_t(3));  // steps 0, 4, 8
+        QCOMPARE(snr[1], snr[0]);
+    }
+
     void tiers_gate_and_runtime_formats_are_recorded_and_replayed() {
         QTemporaryDir dir;
         const QString path = dir.filePath("run.jsonl");

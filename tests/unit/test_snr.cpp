@@ -306,6 +306,42 @@ class TestSnr : public QObject {
         QVERIFY(std::isnan(sp::output_snr_db(sp::Precision::int8, zeros.data(), out, in, x.data(), tokens)));
     }
 
+    // The products are blocked (four rows, two tokens at a time) and vectorized; each output element
+    // must still be the documented four-lane sum, and the SNR the plain double sums over it, bit for
+    // bit, at every shape (odd rows, tokens and widths leave every kind of remainder).
+    void output_snr_is_the_plain_four_lane_sum() {
+        const auto lane_dot = [](const float* a, const float* b, std::size_t n) {
+            double lane[4] = {0, 0, 0, 0};
+            std::size_t i = 0;
+            for (; i + 4 <= n; i += 4)
+                for (std::size_t k = 0; k < 4; ++k) lane[k] += double(a[i + k]) * double(b[i + k]);
+            for (; i < n; ++i) lane[0] += double(a[i]) * double(b[i]);
+            return (lane[0] + lane[1]) + (lane[2] + lane[3]);
+        };
+        for (std::size_t out = 1; out <= 9; out += 2)
+            for (std::size_t tokens = 1; tokens <= 5; ++tokens)
+                for (std::size_t in : {1u, 3u, 4u, 9u, 13u, 67u}) {
+                    const auto w = gaussian(out * in, 0.0, 1.0, out), x = gaussian(tokens * in, 0.0, 2.0, in);
+                    std::vector<float> wq(w.size()), xq(x.size());
+                    sp::roundtrip(sp::Precision::int4, w.data(), out, in, wq.data(), 4);
+                    sp::roundtrip(sp::Precision::int4, x.data(), tokens, in, xq.data(), 4);
+                    double signal = 0, error = 0;
+                    for (std::size_t t = 0; t < tokens; ++t)
+                        for (std::size_t o = 0; o < out; ++o) {
+                            const double y = lane_dot(w.data() + o * in, x.data() + t * in, in);
+                            const double d = y - lane_dot(wq.data() + o * in, xq.data() + t * in, in);
+                            signal += y * y;
+                            error += d * d;
+                        }
+                    const double expected = error == 0.0 ? kInf : 10.0 * std::log10(signal / error);
+                    const double actual =
+                        sp::output_snr_db(sp::Precision::int4, w.data(), out, in, x.data(), tokens, 4);
+                    QVERIFY2(actual == expected,
+                             qPrintable(QString::asprintf("%zu x %zu, %zu tokens: %a, expected %a", out, in,
+                                                          tokens, actual, expected)));
+                }
+    }
+
     void sample_rows_are_distinct_ordered_and_reproducible() {
         std::vector<float> x(100 * 3);
         for (std::size_t i = 0; i < x.size(); ++i) {

@@ -163,7 +163,8 @@ void dequantize_fp8_rows(const Fp8Rows& m, float* out);
 //
 // roundtrip: w materialized in p (quantize then dequantize) into out[rows*cols]; exactly the
 // per-format functions above (INT8 per row, INT4 per group, FP8 per row). BF16 is round_to_bf16 per
-// element.
+// element. It is computed on vectors (core/src/quantize_roundtrip.cpp); those scalar functions are
+// its oracle, equal bit for bit (tests/unit/test_quantize_vector.cpp).
 //
 // round_to_bf16: round to nearest, ties to even, on the bit pattern (what c10::BFloat16 and
 // at::Tensor::to(kBFloat16) do): bits' = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000.

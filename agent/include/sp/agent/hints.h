@@ -2,11 +2,16 @@
 // What the agent hands the trainer's runtime: the block -> precision map and why, the way the
 // seed's Conductor consumes `block_precision_map`. No LibTorch here: a user's runtime can consume
 // hints without knowing anything of the agent's internals.
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
 #include "sp/precision.h"
 #include "sp/telemetry.h"
+
+namespace at {
+class Tensor;
+}
 
 namespace sp::agent {
 
@@ -25,6 +30,13 @@ class HintSink {
     // The formats this runtime can materialize. The agent never routes to others and rejects pins to
     // them when the request arrives.
     virtual FormatMask formats() const { return kAllFormats; }
+    // The full-precision value of block `block`'s k-th streamed parameter (AgentBlock::streamed())
+    // when the parameter itself holds something else during the forward pass (the reference
+    // runtime's materialized copy): the fp32 master, which must stay unchanged from the forward pass
+    // until the optimizer steps. With it the agent measures a layer's output SNR off the training
+    // thread while the step goes on (core/SNR.md, "Off the training thread"). nullptr (the default):
+    // the agent measures the parameter in compute_hints(), on the training thread.
+    virtual const at::Tensor* master(std::size_t /*block*/, std::size_t /*k*/) const { return nullptr; }
 };
 
 }  // namespace sp::agent

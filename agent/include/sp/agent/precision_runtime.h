@@ -64,6 +64,9 @@ class ReferencePrecisionRuntime : public HintSink {
                                        std::size_t int4_group_size = kDefaultInt4GroupSize);
 
     // Every format materializes here (HintSink::formats() stays at its default: all of them).
+    // The masters (host copies with the CUDA upload path), changed only by after_optimizer_step();
+    // nullptr for a block or parameter the runtime lacks.
+    const at::Tensor* master(std::size_t block, std::size_t k) const override;
 
     // Records the routed map (hints.precision, one per block; std::invalid_argument for another
     // length — nothing changes then). Every
