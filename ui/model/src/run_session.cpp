@@ -260,7 +260,15 @@ void RunSession::onRecords(const RecordBatch& batch) {
             [&](const auto& r) {
                 using T = std::decay_t<decltype(r)>;
                 if constexpr (std::is_same_v<T, sp::UpdateRecord>) {
-                    store_.append(r);
+                    // A block id outside the layout: a bad record, skipped (the first one named;
+                    // a replay's load summary counts them all).
+                    if (const auto bad = store_.append(r)) {
+                        if (store_.rejectedCount() == 1)
+                            logLocal(EventCategory::load,
+                                     QStringLiteral("bad update record skipped: %1").arg(qs(*bad)), QString(),
+                                     r.step_id);
+                        return;
+                    }
                     noteBudgetRisks(r);
                     mode_seen_ = r.mode;
                     if (r.budget_target_pct) target_seen_ = r.budget_target_pct;
@@ -423,6 +431,11 @@ void RunSession::onLoadFinished(const LoadReport& report) {
         for (const sp::LineProblem& p : report.problems)
             lines << QStringLiteral("line %1: %2").arg(p.line).arg(qs(p.reason));
         logLocal(EventCategory::load, text, lines.join(QLatin1Char('\n')));
+    }
+    if (store_.rejectedCount() > 0) {
+        logLocal(EventCategory::load,
+                 QStringLiteral("%1 update records skipped: a block id outside the layout")
+                     .arg(store_.rejectedCount()));
     }
     if (report.unknown_types > 0) {
         logLocal(EventCategory::load,
