@@ -1,10 +1,13 @@
 #pragma once
 // sp-dashboard's command line.
+#include <cstddef>
 #include <optional>
 
 #include <QSize>
 #include <QString>
 #include <QStringList>
+
+#include "sp/ui/run_session.h"
 
 class QCoreApplication;
 
@@ -21,6 +24,8 @@ struct DashboardOptions {
     int timeout_seconds = 120;   // --timeout S: headless runs give up after this long
     std::optional<QSize> size;   // --size WxH (the window's default size without it)
     QString theme;               // --theme dark|light ("" = the saved choice)
+    // --retain-updates N: a live run's per-block history kept at full resolution (0: all)
+    std::size_t retain_updates = sp::ui::RunSession::kDefaultLiveRetainUpdates;
 
     // Headless: the window renders, saves and quits instead of waiting for the user.
     bool headless() const { return !screenshot.isEmpty() || exit_after_updates > 0; }

@@ -4,10 +4,13 @@
 //   (b) replay   - ReplaySource + RunSession loading the file into the TelemetryStore, end to end
 //                  (worker-thread parsing, batches to the GUI thread, store appends)
 //   (c) memory   - store.memoryBytes(), bytes per block-update, and the process's max RSS growth
+//   (d) store    - TelemetryStore::append alone on parsed records (the store's own cost, shown as
+//                  the file throughput it would allow: file MB / append seconds)
 // (a) runs again after (b) so a noisy machine shows up as two different baselines.
 // Usage: bench_dashboard_replay [--blocks N] [--updates M] [--file PATH] [--keep]
-//   Default 1000 x 10000 (about 2.5 GB in the temp dir; a generated file is removed afterwards
-//   unless --keep, and an existing --file is reused as it is).
+//   Default 1000 x 10000 (about 3.8 GB in the temp dir; a generated file is removed afterwards
+//   unless --keep, and an existing --file is reused as it is). The goal size is
+//   --updates 100000 (about 38 GB).
 #include <sys/resource.h>
 
 #include <chrono>
@@ -17,6 +20,8 @@
 #include <filesystem>
 #include <random>
 #include <string>
+#include <variant>
+#include <vector>
 
 #include <QCoreApplication>
 #include <QEventLoop>
@@ -101,6 +106,34 @@ void generate(const std::string& path, int blocks, int updates) {
         r.estimated_bandwidth_saving_pct = 50.0 * r.blocks_int8 / blocks;
         writer.write(r);
     }
+}
+
+// (d): `updates` appends of a few distinct parsed records (parsing kept out), into a store sized
+// like a replay's (the header's layout, reserved from the file size).
+void storeAppendAlone(const std::string& path, int blocks, int updates, double mb) {
+    std::vector<sp::UpdateRecord> records;
+    {
+        sp::JsonlReader reader(path);
+        sp::TelemetryRecord rec;
+        while (records.size() < 16 && reader.next(rec))
+            if (auto* u = std::get_if<sp::UpdateRecord>(&rec)) records.push_back(*u);
+    }
+    if (records.empty()) return;
+    sp::ui::TelemetryStore store;
+    store.reset(sp::uniform_layout(blocks, 8u << 20));
+    store.reserve(std::size_t(updates));
+    const auto t0 = Clock::now();
+    for (int u = 0; u < updates; ++u) {
+        sp::UpdateRecord& r = records[std::size_t(u) % records.size()];
+        r.step_id = 10 * std::int64_t(u);
+        if (store.append(r)) return;
+    }
+    const double s = seconds_since(t0);
+    std::printf(
+        "(d) %-22s %8.2f s  %7.1f MB/s of file  %5.2f ns per block-update  (%.2f bytes per "
+        "block-update)\n",
+        "store append alone:", s, mb / s, s * 1e9 / (double(blocks) * updates),
+        double(store.memoryBytes()) / (double(blocks) * updates));
 }
 
 }  // namespace
@@ -188,6 +221,7 @@ int main(int argc, char** argv) {
                 sp::ui::TelemetryStore::kBytesPerBlockUpdate);
     std::printf("    max RSS growth during (b): %.1f MB (%.2f bytes per block-update)\n",
                 double(rss_after - rss_before) / 1024.0, double(rss_after - rss_before) * 1024.0 / cells);
+    storeAppendAlone(path, blocks, updates, mb);
     if (generated && !keep) std::filesystem::remove(path);  // a file we were given stays
     return store.updateCount() == std::size_t(updates) ? 0 : 1;
 }

@@ -1,6 +1,7 @@
 // TelemetryStore: the dashboard's columnar copy of a run (ui/model/include/sp/ui/telemetry_store.h).
 #include <cmath>
 #include <limits>
+#include <random>
 
 #include <QtTest>
 
@@ -282,6 +283,81 @@ class TestUiStore : public QObject {
         QVERIFY(std::isinf(sp::ui::fromBfloat16(sp::ui::toBfloat16(std::numeric_limits<float>::infinity()))));
         QVERIFY(std::isnan(sp::ui::fromBfloat16(sp::ui::toBfloat16(sp::ui::kMissing))));
         QVERIFY(std::isnan(sp::ui::fromHalf(sp::ui::toHalf(sp::ui::kMissing))));
+    }
+
+    void summaryMatchesTheValues() {
+        // Every [first, last) of a series with gaps: the summary's min/max/mean are the values'.
+        sp::ui::SeriesSummary summary;
+        std::vector<float> values;
+        std::mt19937 rng(7);
+        std::uniform_real_distribution<float> unit(0.0f, 1.0f);
+        for (int u = 0; u < 3000; ++u) {
+            const float v = u % 97 < 5 || (u >= 1024 && u < 1300) ? sp::ui::kMissing : unit(rng);
+            values.push_back(v);
+            summary.append(v);
+        }
+        QVERIFY(summary.levelCount() >= 4);
+        const auto raw = [&](std::size_t u) { return values[u]; };
+        for (int trial = 0; trial < 400; ++trial) {
+            std::size_t first = rng() % values.size(), last = rng() % (values.size() + 1);
+            if (first > last) std::swap(first, last);
+            sp::ui::SpanStats want;
+            for (std::size_t u = first; u < last; ++u) want.add(values[u]);
+            const sp::ui::SpanStats got = summary.stats(first, last, raw);
+            QCOMPARE(got.count, want.count);
+            if (!want.count) {
+                QVERIFY(std::isnan(got.max));
+                continue;
+            }
+            QCOMPARE(got.min, want.min);
+            QCOMPARE(got.max, want.max);
+            QVERIFY(std::abs(got.mean() - want.mean()) < 1e-5f);
+        }
+        // The store keeps one per drawn field.
+        TelemetryStore store;
+        store.reset(sp::uniform_layout(1));
+        for (std::size_t u = 0; u < 300; ++u)
+            store.append(updateRecord(std::int64_t(u), {blockDetail(0, Precision::int8, double(u) / 300.0)}));
+        const sp::ui::SpanStats s = store.stats(0, BlockField::sensitivity, 10, 290);
+        QCOMPARE(s.count, std::uint64_t(280));
+        QCOMPARE(s.max, fp16(float(289.0 / 300.0)));  // an edge value: read from the fp16 column
+    }
+
+    void retentionKeepsTheLatestUpdatesAndTheSummary() {
+        TelemetryStore store;
+        store.reset(sp::uniform_layout(2));
+        const std::size_t retain = TelemetryStore::kMinRetainUpdates;
+        store.setRetainUpdates(10);  // raised to the minimum
+        QCOMPARE(store.retainUpdates(), retain);
+        const std::size_t updates = 4 * retain;
+        for (std::size_t u = 0; u < updates; ++u) {
+            sp::BlockDetail d = blockDetail(0, Precision::int8, 0.25, sp::ForcedBy::none, u == 7);
+            if (u >= 2 * retain) d.sensitivity = 0.75;
+            store.append(updateRecord(std::int64_t(u), {d}));
+            QVERIFY(store.updateCount() - store.firstKept() <= retain + retain / 4);
+        }
+        QCOMPARE(store.updateCount(), updates);  // rows are all kept
+        QVERIFY(store.firstKept() >= updates - retain - retain / 4);
+        QVERIFY(store.memoryBytes() <
+                std::size_t(2) * (retain + retain / 4) * TelemetryStore::kBytesPerBlockUpdate +
+                    updates * sizeof(sp::ui::UpdateRow) + 2 * 40000);
+        const std::size_t old = 100;
+        QVERIFY(!store.cell(0, old).present);
+        QVERIFY(std::isnan(store.value(0, old, BlockField::sensitivity)));
+        // Drawn, a dropped update reads as its summary span's mean; the kept ones as they were.
+        const sp::ui::FieldSeries s = store.series(0, BlockField::sensitivity);
+        QCOMPARE(s.size(), updates);
+        QCOMPARE(s[old], 0.25f);
+        QVERIFY(std::isnan(store.series(1, BlockField::sensitivity)[old]));
+        QCOMPARE(s[updates - 1], 0.75f);
+        QVERIFY(store.cell(0, updates - 1).present);
+        const sp::ui::SpanStats all = store.stats(0, BlockField::sensitivity, 0, updates);
+        QCOMPARE(all.count, std::uint64_t(updates));
+        QCOMPARE(all.min, 0.25f);
+        QCOMPARE(all.max, 0.75f);
+        // The precision-change history outlives the columns.
+        QCOMPARE(store.switchesUpTo(0, updates - 1), 1);
+        QCOMPARE(store.lastChangeStep(0, updates - 1), std::int64_t(7));
     }
 
     void memoryIsColumnBytesPlusRows() {

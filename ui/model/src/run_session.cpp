@@ -18,9 +18,22 @@ namespace sp::ui {
 
 using namespace session_text;
 
+namespace {
+std::size_t live_retain_updates = RunSession::kDefaultLiveRetainUpdates;
+}  // namespace
+
+void RunSession::setLiveRetainUpdates(std::size_t updates) {
+    live_retain_updates = updates;
+}
+
+std::size_t RunSession::liveRetainUpdates() {
+    return live_retain_updates;
+}
+
 RunSession::RunSession(std::unique_ptr<TelemetrySource> source, QObject* parent)
     : QObject(parent), source_(std::move(source)) {
     registerUiMetaTypes();
+    if (source_->isLive()) store_.setRetainUpdates(live_retain_updates);
     TelemetrySource* s = source_.get();
     connect(s, &TelemetrySource::headerReceived, this, [this](const sp::RunHeader& h) {
         // A file's header starts a run whose end is judged; live, the header is rebuilt from every

@@ -74,6 +74,7 @@ void TelemetryStore::reset(BlockLayout layout) {
     layout_ = std::move(layout);
     layout_given_ = !layout_.empty();
     rejected_ = 0;
+    first_kept_ = 0;
     // Give the memory back: a restarted run may be much smaller.
     std::vector<UpdateRow>().swap(rows_);
     std::vector<BlockColumns>(layout_.size()).swap(blocks_);
@@ -87,6 +88,27 @@ void TelemetryStore::reserve(std::size_t updates) {
         b.state.reserve(updates);
         b.reason.reserve(updates);
     }
+}
+
+void TelemetryStore::setRetainUpdates(std::size_t updates) {
+    retain_ = updates == 0 ? 0 : std::max(updates, kMinRetainUpdates);
+    dropOldColumns();
+}
+
+void TelemetryStore::dropOldColumns() {
+    const std::size_t kept = rows_.size() - first_kept_;
+    if (retain_ == 0 || kept <= retain_ + retain_ / 4) return;
+    const std::size_t drop = kept - retain_;
+    const auto cut = [drop](auto& column) {
+        column.erase(column.begin(), column.begin() + std::ptrdiff_t(drop));
+    };
+    for (BlockColumns& b : blocks_) {
+        cut(b.sensitivity);
+        cut(b.l2_norm);
+        cut(b.state);
+        cut(b.reason);
+    }
+    first_kept_ += drop;
 }
 
 void TelemetryStore::adoptLayout(const BlockLayout& layout) {
@@ -114,14 +136,19 @@ void TelemetryStore::growBlocks(int count) {
         }
         // Earlier updates read as missing for the new block; reserve like the other columns.
         BlockColumns& b = blocks_[id];
+        const std::size_t kept = n - first_kept_;
         b.sensitivity.reserve(cap);
-        b.sensitivity.assign(n, kMissingHalf);
+        b.sensitivity.assign(kept, kMissingHalf);
         b.l2_norm.reserve(cap);
-        b.l2_norm.assign(n, kMissingBfloat16);
+        b.l2_norm.assign(kept, kMissingBfloat16);
         b.state.reserve(cap);
-        b.state.assign(n, 0);
+        b.state.assign(kept, 0);
         b.reason.reserve(cap);
-        b.reason.assign(n, static_cast<std::uint8_t>(Reason::hold));
+        b.reason.assign(kept, static_cast<std::uint8_t>(Reason::hold));
+        for (std::size_t u = 0; u < n; ++u) {
+            b.sensitivity_summary.append(kMissing);
+            b.l2_summary.append(kMissing);
+        }
     }
 }
 
@@ -154,6 +181,7 @@ std::optional<std::string> TelemetryStore::append(const UpdateRecord& r) {
         }
     }
     rows_.push_back(rowOf(r));
+    dropOldColumns();
     return std::nullopt;
 }
 
@@ -175,6 +203,8 @@ void TelemetryStore::appendBlock(BlockColumns& b, const BlockDetail* d, std::siz
         b.l2_norm.push_back(kMissingBfloat16);
         b.state.push_back(0);
         b.reason.push_back(static_cast<std::uint8_t>(Reason::hold));
+        b.sensitivity_summary.append(kMissing);
+        b.l2_summary.append(kMissing);
         std::fill(recent, recent + kDetailFieldCount, kMissing);
         return;
     }
@@ -188,8 +218,12 @@ void TelemetryStore::appendBlock(BlockColumns& b, const BlockDetail* d, std::siz
         b.base_switches = std::max(0, d->switches - (changed ? 1 : 0));
         b.base_last_change_step = changed ? -1 : d->last_change_step;
     }
-    b.sensitivity.push_back(toHalf(static_cast<float>(d->sensitivity)));
-    b.l2_norm.push_back(toBfloat16(static_cast<float>(d->l2_norm)));
+    const auto sensitivity = static_cast<float>(d->sensitivity);
+    const auto l2 = static_cast<float>(d->l2_norm);
+    b.sensitivity.push_back(toHalf(sensitivity));
+    b.l2_norm.push_back(toBfloat16(l2));
+    b.sensitivity_summary.append(sensitivity);
+    b.l2_summary.append(l2);
     recent[0] = static_cast<float>(d->grad_score);
     recent[1] = static_cast<float>(d->error_score);
     recent[2] = static_cast<float>(d->relative_magnitude);
@@ -206,16 +240,28 @@ FieldSeries TelemetryStore::series(int block, BlockField field) const {
     if (block < 0 || block >= blockCount()) return {};
     const BlockColumns& b = blocks_[static_cast<std::size_t>(block)];
     if (field == BlockField::sensitivity)
-        return {b.sensitivity.data(), b.sensitivity.size(), FieldSeries::Codec::fp16};
-    if (field == BlockField::l2_norm) return {b.l2_norm.data(), b.l2_norm.size(), FieldSeries::Codec::bf16};
+        return {b.sensitivity.data(), first_kept_, first_kept_ + b.sensitivity.size(),
+                FieldSeries::Codec::fp16, &b.sensitivity_summary};
+    if (field == BlockField::l2_norm)
+        return {b.l2_norm.data(), first_kept_, first_kept_ + b.l2_norm.size(), FieldSeries::Codec::bf16,
+                &b.l2_summary};
     return {};
+}
+
+SpanStats TelemetryStore::stats(int block, BlockField field, std::size_t first, std::size_t last) const {
+    const FieldSeries s = series(block, field);
+    if (s.empty()) return {};
+    const BlockColumns& b = blocks_[static_cast<std::size_t>(block)];
+    const SeriesSummary& summary = field == BlockField::sensitivity ? b.sensitivity_summary : b.l2_summary;
+    // Dropped updates only through whole entries: their raw values are gone.
+    return summary.stats(first, last, [&](std::size_t u) { return u < first_kept_ ? kMissing : s[u]; });
 }
 
 float TelemetryStore::value(int block, std::size_t update, BlockField field) const {
     const int slot = detailSlot(field);
-    if (slot < 0) {
+    if (slot < 0) {  // a dropped update has no value of its own (series() draws it from the summary)
         const FieldSeries s = series(block, field);
-        return update < s.size() ? s[update] : kMissing;
+        return update < s.size() && update >= first_kept_ ? s[update] : kMissing;
     }
     // Only the latest kDetailWindow updates keep the detail fields.
     const std::size_t n = rows_.size();
@@ -227,14 +273,15 @@ float TelemetryStore::value(int block, std::size_t update, BlockField field) con
 BlockCell TelemetryStore::cell(int block, std::size_t update) const {
     BlockCell c;
     if (block < 0 || block >= blockCount() || update >= rows_.size()) return c;
+    if (update < first_kept_) return c;  // retention dropped it
     const BlockColumns& b = blocks_[static_cast<std::size_t>(block)];
-    const std::uint8_t s = b.state[update];
+    const std::uint8_t s = b.state[update - first_kept_];
     if (!(s & kPresentBit)) return c;
     c.present = true;
     c.precision = precisionOf(s);
     c.forced = static_cast<ForcedBy>((s >> 3) & 3u);
     c.changed = (s & kChangedBit) != 0;
-    c.reason = static_cast<Reason>(b.reason[update]);
+    c.reason = static_cast<Reason>(b.reason[update - first_kept_]);
     return c;
 }
 
@@ -289,6 +336,7 @@ std::size_t TelemetryStore::memoryBytes() const {
     for (const BlockColumns& b : blocks_) {
         bytes += (b.sensitivity.capacity() + b.l2_norm.capacity()) * sizeof(std::uint16_t);
         bytes += b.recent.capacity() * sizeof(float);
+        bytes += b.sensitivity_summary.memoryBytes() + b.l2_summary.memoryBytes();
         bytes += b.state.capacity() + b.reason.capacity();
         bytes += b.change_updates.capacity() * sizeof(std::uint32_t);
     }

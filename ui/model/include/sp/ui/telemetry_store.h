@@ -11,8 +11,11 @@
 //   grad_score, error_score, relative_magnitude, max_abs
 //                        float, the latest kDetailWindow updates only (the table and the Why panel
 //                        at a chosen update; older updates read them as missing)
-// Memory: kBytesPerBlockUpdate per block per update, plus kDetailWindow * 16 bytes per block, plus
-// UpdateRow per update.
+// Both drawn fields also have a SeriesSummary per block (min/max/mean per power-of-two span, about
+// 0.5 bytes per block-update for the two), for zoomed-out drawing and for the updates a live run's
+// retention (setRetainUpdates) no longer keeps at full resolution.
+// Memory: kBytesPerBlockUpdate per block per update (only the retained ones), plus the summaries,
+// plus kDetailWindow * 16 bytes per block, plus UpdateRow per update (run-level rows are all kept).
 #include <cstddef>
 #include <cstdint>
 #include <limits>
@@ -24,6 +27,7 @@
 #include "sp/precision.h"
 #include "sp/telemetry.h"
 #include "sp/ui/half_float.h"
+#include "sp/ui/series_summary.h"
 
 namespace sp::ui {
 
@@ -70,23 +74,32 @@ enum class BlockField : std::uint8_t {
 inline constexpr int kBlockFieldCount = 6;
 
 // A drawn field's column (sensitivity or l2_norm) read in place: one value per update, decoded
-// from its 16-bit form. Valid until the store is next changed.
+// from its 16-bit form; an update the store no longer keeps (retention) reads as the mean of its
+// summary's finest span (SeriesSummary::kFirstSpan updates), NaN past it. Valid until the store is
+// next changed.
 class FieldSeries {
   public:
     enum class Codec : std::uint8_t { fp16, bf16 };
     FieldSeries() = default;
-    FieldSeries(const std::uint16_t* data, std::size_t size, Codec codec)
-        : data_(data), size_(size), codec_(codec) {}
+    FieldSeries(const std::uint16_t* data, std::size_t first, std::size_t size, Codec codec,
+                const SeriesSummary* summary)
+        : data_(data), first_(first), size_(size), codec_(codec), summary_(summary) {}
     std::size_t size() const { return size_; }
     bool empty() const { return size_ == 0; }
+    // The first update read from the column itself (before it: from the summary).
+    std::size_t firstKept() const { return first_; }
     float operator[](std::size_t update) const {
-        return codec_ == Codec::fp16 ? fromHalf(data_[update]) : fromBfloat16(data_[update]);
+        if (update < first_) return summary_->finestMean(update);
+        const std::uint16_t v = data_[update - first_];
+        return codec_ == Codec::fp16 ? fromHalf(v) : fromBfloat16(v);
     }
 
   private:
     const std::uint16_t* data_ = nullptr;
+    std::size_t first_ = 0;
     std::size_t size_ = 0;
     Codec codec_ = Codec::fp16;
+    const SeriesSummary* summary_ = nullptr;
 };
 
 class TelemetryStore {
@@ -104,6 +117,16 @@ class TelemetryStore {
     // update records name them, called "blocks.<id>").
     void reset(BlockLayout layout);
     void reserve(std::size_t updates);
+    // Live runs: keep the per-block columns (drawn fields, state, reason) of the latest `updates`
+    // updates only (at least kMinRetainUpdates; 0: all, the default and a replay's). Older updates
+    // keep their rows, their precision-change history and the summaries: their drawn fields read as
+    // the summary's finest-span mean, their cells as not present. Dropped in chunks of a quarter of
+    // `updates`, so the columns hold at most 1.25 x `updates`.
+    void setRetainUpdates(std::size_t updates);
+    std::size_t retainUpdates() const { return retain_; }
+    static constexpr std::size_t kMinRetainUpdates = 1024;
+    // The first update whose per-block columns are kept (0 unless retention dropped some).
+    std::size_t firstKept() const { return first_kept_; }
     // Takes names and sizes from `layout` for the blocks it describes (growing the store when it
     // has more blocks) without dropping updates: a header that arrives after the first records.
     void adoptLayout(const BlockLayout& layout);
@@ -127,6 +150,11 @@ class TelemetryStore {
     // One block's column of a drawn field (sensitivity, l2_norm), one value per update (NaN where
     // missing); empty for another field (read those with value()) or a block out of range.
     FieldSeries series(int block, BlockField field) const;
+    // Min/max/mean of a drawn field over updates [first, last) from its summary (O(log n) entries
+    // plus at most 2 * SeriesSummary::kFirstSpan values at the edges); empty stats otherwise.
+    SpanStats stats(int block, BlockField field, std::size_t first, std::size_t last) const;
+    // The field's value at an update as kept (NaN: missing, or dropped by retention, or a detail
+    // field older than kDetailWindow updates).
     float value(int block, std::size_t update, BlockField field) const;
     BlockCell cell(int block, std::size_t update) const;
 
@@ -155,6 +183,7 @@ class TelemetryStore {
     struct BlockColumns {
         std::vector<std::uint16_t> sensitivity;  // fp16
         std::vector<std::uint16_t> l2_norm;      // bf16
+        SeriesSummary sensitivity_summary, l2_summary;
         std::vector<float> recent;         // kDetailWindow x kDetailFieldCount, update u at u % kDetailWindow
         std::vector<std::uint8_t> state;   // precision | forced << 3 | changed << 5 | present << 6
         std::vector<std::uint8_t> reason;  // sp::Reason
@@ -175,6 +204,9 @@ class TelemetryStore {
     BlockLayout layout_;
     bool layout_given_ = false;  // from a header (reset / adoptLayout with blocks): ids beyond are bad
     std::uint64_t rejected_ = 0;
+    std::size_t retain_ = 0;      // 0: keep every update's columns
+    std::size_t first_kept_ = 0;  // updates before it live only in the summaries
+    void dropOldColumns();
     std::vector<UpdateRow> rows_;
     std::vector<BlockColumns> blocks_;
 };
