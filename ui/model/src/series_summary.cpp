@@ -8,6 +8,14 @@ void SeriesSummary::clear() {
     size_ = 0;
 }
 
+void SeriesSummary::reserve(std::size_t values) {
+    std::size_t entries = values / kFirstSpan;
+    for (std::size_t level = 0; entries > 0; ++level, entries /= 2) {
+        if (levels_.size() <= level) levels_.emplace_back();
+        levels_[level].reserve(entries);
+    }
+}
+
 SpanStats SeriesSummary::statsOf(const Entry& e) {
     SpanStats s;
     if (e.count <= 0.0f) return s;

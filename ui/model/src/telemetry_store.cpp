@@ -85,6 +85,8 @@ void TelemetryStore::reserve(std::size_t updates) {
     for (BlockColumns& b : blocks_) {
         b.sensitivity.reserve(updates);
         b.l2_norm.reserve(updates);
+        b.sensitivity_summary.reserve(updates);
+        b.l2_summary.reserve(updates);
         b.state.reserve(updates);
         b.reason.reserve(updates);
     }

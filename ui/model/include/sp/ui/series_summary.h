@@ -4,7 +4,7 @@
 // amortised O(1)). A zoomed-out drawing asks stats() for a pixel's updates and gets them from
 // O(log n) entries plus at most 2 * kFirstSpan raw values at the ragged edges, not from every update;
 // updates the store no longer keeps (a live run's retention, telemetry_store.h) are drawn from it
-// alone. Memory: about 2 / kFirstSpan entries per value (16 bytes each): 0.25 bytes per value.
+// alone. Memory: about 2 / kFirstSpan entries per value (16 bytes each): 0.125 bytes per value.
 // Qt-free.
 #include <cmath>
 #include <cstddef>
@@ -40,10 +40,12 @@ struct SpanStats {
 
 class SeriesSummary {
   public:
-    static constexpr std::size_t kFirstSpan = 128;  // the finest level's span (a power of two)
+    static constexpr std::size_t kFirstSpan = 256;  // the finest level's span (a power of two)
 
     void clear();
     void append(float v);  // NaN: missing, not counted
+    // Room for `values` without regrowing a level (a replay sized from its file, like the columns).
+    void reserve(std::size_t values);
     std::size_t size() const { return size_; }
 
     // Stats of values [first, last) (clamped to size()); `raw(u)` reads value u for the updates not

@@ -12,7 +12,7 @@
 //                        float, the latest kDetailWindow updates only (the table and the Why panel
 //                        at a chosen update; older updates read them as missing)
 // Both drawn fields also have a SeriesSummary per block (min/max/mean per power-of-two span, about
-// 0.5 bytes per block-update for the two), for zoomed-out drawing and for the updates a live run's
+// 0.25 bytes per block-update for the two), for zoomed-out drawing and for the updates a live run's
 // retention (setRetainUpdates) no longer keeps at full resolution.
 // Memory: kBytesPerBlockUpdate per block per update (only the retained ones), plus the summaries,
 // plus kDetailWindow * 16 bytes per block, plus UpdateRow per update (run-level rows are all kept).
