@@ -67,8 +67,15 @@ class TestRunSession : public QObject {
         QCOMPARE(Rig(true).session->store().retainUpdates(), RunSession::kDefaultLiveRetainUpdates);
         QCOMPARE(Rig(false).session->store().retainUpdates(), std::size_t(0));  // replays keep all
         RunSession::setLiveRetainUpdates(5000);
-        QCOMPARE(Rig(true).session->store().retainUpdates(), std::size_t(5000));
+        Rig rig(true);
+        QCOMPARE(rig.session->store().retainUpdates(), std::size_t(5000));
         RunSession::setLiveRetainUpdates(RunSession::kDefaultLiveRetainUpdates);
+        // An agent restart moves the run to an earlier-run session; the new run keeps the setting.
+        rig.source->header(runHeader("run-A", 2));
+        rig.source->records({uniformUpdate(10, 2)});
+        rig.source->header(runHeader("run-B", 2));
+        QCOMPARE(rig.session->earlierRuns().size(), std::size_t(1));
+        QCOMPARE(rig.session->store().retainUpdates(), std::size_t(5000));
     }
 
     void aBlockIdOutsideTheLayoutIsLoggedAndSkipped() {
