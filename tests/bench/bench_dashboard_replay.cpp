@@ -110,7 +110,7 @@ void generate(const std::string& path, int blocks, int updates) {
 
 // (d): `updates` appends of a few distinct parsed records (parsing kept out), into a store sized
 // like a replay's (the header's layout, reserved from the file size).
-void storeAppendAlone(const std::string& path, int blocks, int updates, double mb) {
+void store_append_alone(const std::string& path, int blocks, int updates, double mb) {
     std::vector<sp::UpdateRecord> records;
     {
         sp::JsonlReader reader(path);
@@ -233,7 +233,7 @@ int main(int argc, char** argv) {
         "    max RSS growth during (b): %.1f MB (%.2f bytes per block-update); process max RSS %.1f MB\n",
         double(rss_after - rss_before) / 1024.0, double(rss_after - rss_before) * 1024.0 / cells,
         double(rss_after) / 1024.0);
-    storeAppendAlone(path, blocks, updates, mb);
+    store_append_alone(path, blocks, updates, mb);
     if (generated && !keep) std::filesystem::remove(path);  // a file we were given stays
     return store.updateCount() == std::size_t(updates) ? 0 : 1;
 }
