@@ -77,9 +77,14 @@ std::optional<DashboardOptions> parseDashboardOptions(const QCoreApplication& ap
         QStringLiteral("timings"),
         QStringLiteral("Print when each milestone was reached, in seconds since the start, to stderr: "
                        "'sp-dashboard: timing NAME S' for open_s, first_paint_s, loaded_s, screenshot_s."));
-    parser.addOptions(
-        {replay, connect, ranks, server_key, client_key, screenshot, exit_after, timeout, size, theme});
-    parser.addOption(timings);
+    const QCommandLineOption retain(
+        QStringLiteral("retain-updates"),
+        QStringLiteral("Live: keep each block's history of the latest N updates at full resolution, older "
+                       "ones as a min/max/mean summary (default %1; 0 keeps all). Replays keep all.")
+            .arg(sp::ui::RunSession::kDefaultLiveRetainUpdates),
+        QStringLiteral("N"));
+    parser.addOptions({replay, connect, ranks, server_key, client_key, screenshot, exit_after, timeout, size,
+                       theme, timings, retain});
     if (!parser.parse(app.arguments())) return usageError(parser.errorText());
     if (parser.isSet(QStringLiteral("help"))) parser.showHelp(0);
     if (parser.isSet(QStringLiteral("version"))) parser.showVersion();
@@ -112,6 +117,15 @@ std::optional<DashboardOptions> parseDashboardOptions(const QCoreApplication& ap
     if (parser.isSet(timeout) && !positiveInt(parser.value(timeout), o.timeout_seconds))
         return usageError(QStringLiteral("--timeout: expected a positive number of seconds, got '%1'")
                               .arg(parser.value(timeout)));
+    if (parser.isSet(retain)) {
+        bool ok = false;
+        const qulonglong n = parser.value(retain).toULongLong(&ok);
+        if (!ok)
+            return usageError(
+                QStringLiteral("--retain-updates: expected a number of updates (0: all), got '%1'")
+                    .arg(parser.value(retain)));
+        o.retain_updates = std::size_t(n);
+    }
     if (parser.isSet(size)) {
         const QRegularExpressionMatch m =
             QRegularExpression(QStringLiteral("^(\\d{3,5})x(\\d{3,5})$")).match(parser.value(size));

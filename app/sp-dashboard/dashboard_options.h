@@ -1,10 +1,13 @@
 #pragma once
 // sp-dashboard's command line.
+#include <cstddef>
 #include <optional>
 
 #include <QSize>
 #include <QString>
 #include <QStringList>
+
+#include "sp/ui/run_session.h"
 
 class QCoreApplication;
 
@@ -22,6 +25,8 @@ struct DashboardOptions {
     std::optional<QSize> size;   // --size WxH (the window's default size without it)
     QString theme;               // --theme dark|light ("" = the saved choice)
     bool timings = false;  // --timings: print open_s, first_paint_s, loaded_s, screenshot_s (app_timings.h)
+    // --retain-updates N: a live run's per-block history kept at full resolution (0: all)
+    std::size_t retain_updates = sp::ui::RunSession::kDefaultLiveRetainUpdates;
 
     // Headless: the window renders, saves and quits instead of waiting for the user.
     bool headless() const { return !screenshot.isEmpty() || exit_after_updates > 0; }

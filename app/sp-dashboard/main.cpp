@@ -12,6 +12,7 @@
 #include "headless_run.h"
 #include "sp/ui/connection_dialog.h"
 #include "sp/ui/main_window.h"
+#include "sp/ui/run_session.h"
 #include "sp/ui/telemetry_source.h"
 #include "sp/ui/theme.h"
 
@@ -65,6 +66,7 @@ int main(int argc, char** argv) {
     std::optional<DashboardOptions> options = parseDashboardOptions(app);
     if (!options) return 2;
     sp::ui::registerUiMetaTypes();
+    sp::ui::RunSession::setLiveRetainUpdates(options->retain_updates);
     // A headless run (a screenshot) neither reads nor writes the user's saved settings: it always
     // shows the default layout and never changes the next interactive session. Every QSettings in
     // the program then goes to an empty folder that disappears with the run.

@@ -4,10 +4,13 @@
 //   (b) replay   - ReplaySource + RunSession loading the file into the TelemetryStore, end to end
 //                  (worker-thread parsing, batches to the GUI thread, store appends)
 //   (c) memory   - store.memoryBytes(), bytes per block-update, and the process's max RSS growth
+//   (d) store    - TelemetryStore::append alone on parsed records (the store's own cost, shown as
+//                  the file throughput it would allow: file MB / append seconds)
 // (a) runs again after (b) so a noisy machine shows up as two different baselines.
 // Usage: bench_dashboard_replay [--blocks N] [--updates M] [--file PATH] [--keep]
-//   Default 1000 x 10000 (about 2.5 GB in the temp dir; a generated file is removed afterwards
-//   unless --keep, and an existing --file is reused as it is).
+//   Default 1000 x 10000 (about 3.8 GB in the temp dir; a generated file is removed afterwards
+//   unless --keep, and an existing --file is reused as it is). The goal size is
+//   --updates 100000 (about 38 GB; --replay-only skips the two (a) passes over it).
 #include <sys/resource.h>
 
 #include <chrono>
@@ -17,6 +20,8 @@
 #include <filesystem>
 #include <random>
 #include <string>
+#include <variant>
+#include <vector>
 
 #include <QCoreApplication>
 #include <QEventLoop>
@@ -48,6 +53,36 @@ long max_rss_kib() {
     return u.ru_maxrss;
 }
 
+// (d): `updates` appends of a few distinct parsed records (parsing kept out), into a store sized
+// like a replay's (the header's layout, reserved from the file size).
+void store_append_alone(const std::string& path, int blocks, int updates, double mb) {
+    std::vector<sp::UpdateRecord> records;
+    {
+        sp::JsonlReader reader(path);
+        sp::TelemetryRecord rec;
+        while (records.size() < 16 && reader.next(rec))
+            if (auto* u = std::get_if<sp::UpdateRecord>(&rec)) records.push_back(*u);
+    }
+    if (records.empty()) return;
+    sp::ui::TelemetryStore store;
+    store.reset(sp::uniform_layout(blocks, 8u << 20));
+    store.reserve(std::size_t(updates));
+    const auto t0 = Clock::now();
+    const double cpu0 = cpu_seconds();
+    for (int u = 0; u < updates; ++u) {
+        sp::UpdateRecord& r = records[std::size_t(u) % records.size()];
+        r.step_id = 10 * std::int64_t(u);
+        if (store.append(r)) return;
+    }
+    const double s = seconds_since(t0);
+    const double cpu = cpu_seconds() - cpu0;
+    std::printf(
+        "(d) %-22s %8.2f s  %7.1f MB/s of file; cpu %6.2f s = %7.1f MB/s, %5.2f ns per block-update "
+        "(%.2f bytes per block-update)\n",
+        "store append alone:", s, mb / s, cpu, mb / cpu, cpu * 1e9 / (double(blocks) * updates),
+        double(store.memoryBytes()) / (double(blocks) * updates));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -55,6 +90,7 @@ int main(int argc, char** argv) {
     int updates = 10000;
     std::string path;
     bool keep = false;
+    bool replay_only = false;  // --replay-only: no (a) baselines (the goal-size file takes minutes per pass)
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
         if (a == "--blocks" && i + 1 < argc) {
@@ -65,8 +101,12 @@ int main(int argc, char** argv) {
             path = argv[++i];
         } else if (a == "--keep") {
             keep = true;
+        } else if (a == "--replay-only") {
+            replay_only = true;
         } else {
-            std::fprintf(stderr, "usage: %s [--blocks N] [--updates M] [--file PATH] [--keep]\n", argv[0]);
+            std::fprintf(stderr,
+                         "usage: %s [--blocks N] [--updates M] [--file PATH] [--keep] [--replay-only]\n",
+                         argv[0]);
             return 2;
         }
     }
@@ -104,7 +144,7 @@ int main(int argc, char** argv) {
                     static_cast<unsigned long long>(reader.problem_count()));
         return mb / s;
     };
-    const double base1 = baseline("JsonlReader alone:");
+    const double base1 = replay_only ? 0.0 : baseline("JsonlReader alone:");
 
     QCoreApplication app(argc, argv);
     const long rss_before = max_rss_kib();
@@ -121,18 +161,24 @@ int main(int argc, char** argv) {
     const auto& store = session.store();
     const double replay_mbs = mb / s;
 
-    const double base2 = baseline("JsonlReader again:");
+    const double base2 = replay_only ? 0.0 : baseline("JsonlReader again:");
     const double base = std::max(base1, base2);
-    std::printf("(b) %-22s %8.2f s  %7.1f MB/s  cpu %6.2f s (both threads)  (%zu updates, %d blocks)\n",
-                "ReplaySource+session:", s, replay_mbs, cpu, store.updateCount(), store.blockCount());
-    std::printf("    ratio (b)/(a) against the faster baseline: %.2f wall, %.2f cpu per MB\n",
-                replay_mbs / base, cpu_base / cpu);
+    std::printf(
+        "(b) %-22s %8.2f s  %7.1f MB/s  cpu %6.2f s (both threads) = %7.1f MB per cpu s  (%zu updates, "
+        "%d blocks)\n",
+        "ReplaySource+session:", s, replay_mbs, cpu, mb / cpu, store.updateCount(), store.blockCount());
+    if (!replay_only)
+        std::printf("    ratio (b)/(a) against the faster baseline: %.2f wall, %.2f cpu per MB\n",
+                    replay_mbs / base, cpu_base / cpu);
     const double cells = double(store.updateCount()) * store.blockCount();
     std::printf("(c) store.memoryBytes() %.1f MB = %.2f bytes per block-update (kBytesPerBlockUpdate %zu)\n",
                 double(store.memoryBytes()) / 1e6, double(store.memoryBytes()) / cells,
                 sp::ui::TelemetryStore::kBytesPerBlockUpdate);
-    std::printf("    max RSS growth during (b): %.1f MB (%.2f bytes per block-update)\n",
-                double(rss_after - rss_before) / 1024.0, double(rss_after - rss_before) * 1024.0 / cells);
+    std::printf(
+        "    max RSS growth during (b): %.1f MB (%.2f bytes per block-update); process max RSS %.1f MB\n",
+        double(rss_after - rss_before) / 1024.0, double(rss_after - rss_before) * 1024.0 / cells,
+        double(rss_after) / 1024.0);
+    store_append_alone(path, blocks, updates, mb);
     if (generated && !keep) std::filesystem::remove(path);  // a file we were given stays
     return store.updateCount() == std::size_t(updates) ? 0 : 1;
 }

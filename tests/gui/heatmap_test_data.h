@@ -13,6 +13,7 @@
 
 #include "fake_telemetry_source.h"
 #include "sp/ui/colormap.h"
+#include "sp/ui/half_float.h"
 #include "sp/ui/heatmap_view.h"
 #include "sp/ui/telemetry_store.h"
 
@@ -23,9 +24,10 @@ using sp::test::FakeTelemetrySource;
 
 constexpr int kBlocks = 4;
 
-// Known sensitivity per (block, update); block 2 has no detail at update 3 (a missing cell).
+// Known sensitivity per (block, update); block 2 has no detail at update 3 (a missing cell). Values
+// the store keeps exactly (fp16), so the expected colours are the drawn ones.
 inline float sensitivityOf(int block, std::size_t update) {
-    return float((block * 7 + int(update) * 3) % 20) / 19.0f;
+    return sp::ui::fromHalf(sp::ui::toHalf(float((block * 7 + int(update) * 3) % 20) / 19.0f));
 }
 inline bool presentAt(int block, std::size_t update) {
     return !(block == 2 && update == 3);

@@ -142,7 +142,7 @@ class TestHeatmap : public HeatmapFixture {
             for (int b = 0; b < blocks; ++b) {
                 sp::BlockDetail d;
                 d.id = b;
-                d.sensitivity = (b == spikeBlock && u == kSpikeAt) ? 0.95f : 0.1f;
+                d.sensitivity = (b == spikeBlock && u == kSpikeAt) ? 0.9375f : 0.125f;  // fp16-exact
                 r.block_details.push_back(d);
             }
             store_.append(r);
@@ -156,7 +156,7 @@ class TestHeatmap : public HeatmapFixture {
         QVERIFY(view_->pixelsPerUpdate() < 0.2);
         QCOMPARE(view_->pixelsPerBlock() < 1.0, blocks > 300);
         const QImage shot = view_->viewport()->grab().toImage();
-        const QRgb hot = sensitivityColor(0.95f) & 0xFFFFFF, calm = sensitivityColor(0.1f) & 0xFFFFFF;
+        const QRgb hot = sensitivityColor(0.9375f) & 0xFFFFFF, calm = sensitivityColor(0.125f) & 0xFFFFFF;
         QSet<int> hot_columns;
         QPoint where;
         for (int y = 0; y < shot.height(); ++y)

@@ -63,6 +63,38 @@ class TestRunSession : public QObject {
   private slots:
     void initTestCase() { sp::ui::registerUiMetaTypes(); }
 
+    void liveSessionsRetainTheSetNumberOfUpdates() {
+        QCOMPARE(Rig(true).session->store().retainUpdates(), RunSession::kDefaultLiveRetainUpdates);
+        QCOMPARE(Rig(false).session->store().retainUpdates(), std::size_t(0));  // replays keep all
+        RunSession::setLiveRetainUpdates(5000);
+        Rig rig(true);
+        QCOMPARE(rig.session->store().retainUpdates(), std::size_t(5000));
+        RunSession::setLiveRetainUpdates(RunSession::kDefaultLiveRetainUpdates);
+        // An agent restart moves the run to an earlier-run session; the new run keeps the setting.
+        rig.source->header(runHeader("run-A", 2));
+        rig.source->records({uniformUpdate(10, 2)});
+        rig.source->header(runHeader("run-B", 2));
+        QCOMPARE(rig.session->earlierRuns().size(), std::size_t(1));
+        QCOMPARE(rig.session->store().retainUpdates(), std::size_t(5000));
+    }
+
+    void aBlockIdOutsideTheLayoutIsLoggedAndSkipped() {
+        Rig rig(false);
+        sp::RunHeader h;
+        h.run_id = "r";
+        h.blocks = sp::uniform_layout(2);
+        rig.source->header(h);
+        rig.source->records(
+            {uniformUpdate(10, 2), uniformUpdate(20, 3), uniformUpdate(30, 5), uniformUpdate(40, 2)});
+        QCOMPARE(rig.session->store().updateCount(), std::size_t(2));
+        QCOMPARE(rig.session->store().blockCount(), 2);
+        int named = 0;
+        for (std::size_t i = 0; i < rig.session->events().size(); ++i)
+            named += rig.session->events().at(i).text.contains(
+                QStringLiteral("step 20: block id 2 is outside the header's layout of 2 blocks"));
+        QCOMPARE(named, 1);  // the first; the load summary counts them all
+    }
+
     void pendingThenAppliedByCommandEvent() {
         Rig rig;
         rig.liveRun();

@@ -1,5 +1,7 @@
 // TelemetryStore: the dashboard's columnar copy of a run (ui/model/include/sp/ui/telemetry_store.h).
 #include <cmath>
+#include <limits>
+#include <random>
 
 #include <QtTest>
 
@@ -11,6 +13,13 @@ using sp::Precision;
 using sp::ui::BlockField;
 using sp::ui::TelemetryStore;
 using namespace sp::test;
+
+namespace {
+// What the store keeps of a sensitivity: fp16 (telemetry_store.h).
+float fp16(float v) {
+    return sp::ui::fromHalf(sp::ui::toHalf(v));
+}
+}  // namespace
 
 class TestUiStore : public QObject {
     Q_OBJECT
@@ -38,8 +47,8 @@ class TestUiStore : public QObject {
 
         const auto& s1 = store.series(1, BlockField::sensitivity);
         QCOMPARE(s1.size(), std::size_t(2));
-        QCOMPARE(s1[0], 0.7f);
-        QCOMPARE(s1[1], 0.3f);
+        QCOMPARE(s1[0], fp16(0.7f));
+        QCOMPARE(s1[1], fp16(0.3f));
         QCOMPARE(store.value(1, 1, BlockField::grad_score), 0.15f);
         QCOMPARE(store.value(2, 0, BlockField::relative_magnitude), 3.0f);
 
@@ -59,7 +68,7 @@ class TestUiStore : public QObject {
         const sp::BlockDetail d = store.detail(1, 1);
         QCOMPARE(d.precision, Precision::int8);
         QCOMPARE(d.forced, ForcedBy::pin);
-        QCOMPARE(float(d.sensitivity), 0.3f);
+        QCOMPARE(float(d.sensitivity), fp16(0.3f));
         QCOMPARE(d.switches, 1);
         QCOMPARE(d.last_change_step, std::int64_t(20));
     }
@@ -168,8 +177,8 @@ class TestUiStore : public QObject {
         // per update.
         QVERIFY(!store.cell(3, 0).present);
         QVERIFY(std::isnan(store.value(3, 0, BlockField::sensitivity)));
-        QCOMPARE(store.value(3, 1, BlockField::sensitivity), 0.4f);
-        for (int b = 0; b < 4; ++b) QCOMPARE(store.series(b, BlockField::max_abs).size(), std::size_t(2));
+        QCOMPARE(store.value(3, 1, BlockField::sensitivity), fp16(0.4f));
+        for (int b = 0; b < 4; ++b) QCOMPARE(store.series(b, BlockField::l2_norm).size(), std::size_t(2));
         // A header arriving later names the blocks without dropping the data.
         sp::BlockLayout named = sp::uniform_layout(5, 64);
         for (auto& info : named) info.name = "layer" + std::to_string(info.id);
@@ -177,7 +186,7 @@ class TestUiStore : public QObject {
         QCOMPARE(store.blockCount(), 5);
         QCOMPARE(store.layout()[2].name, std::string("layer2"));
         QCOMPARE(store.updateCount(), std::size_t(2));
-        QCOMPARE(store.value(1, 1, BlockField::sensitivity), 0.2f);
+        QCOMPARE(store.value(1, 1, BlockField::sensitivity), fp16(0.2f));
         QVERIFY(!store.cell(4, 1).present);
     }
 
@@ -190,7 +199,7 @@ class TestUiStore : public QObject {
         QVERIFY(store.cell(0, 0).present);
         QVERIFY(!store.cell(1, 0).present);
         QCOMPARE(store.cell(2, 0).precision, Precision::int8);
-        QCOMPARE(store.value(2, 0, BlockField::sensitivity), 0.3f);
+        QCOMPARE(store.value(2, 0, BlockField::sensitivity), fp16(0.3f));
         QVERIFY(std::isnan(store.value(1, 0, BlockField::sensitivity)));
         // The original tool: no details at all.
         sp::UpdateRecord original;
@@ -201,11 +210,154 @@ class TestUiStore : public QObject {
         QVERIFY(!store.row(1).has_details);
         QCOMPARE(store.row(1).blocks_int8, 1);
         for (int b = 0; b < 3; ++b) QVERIFY(!store.cell(b, 1).present);
-        // An absurd block id (a broken file) is skipped instead of allocating millions of columns.
-        store.append(updateRecord(
-            30, {blockDetail(1, Precision::int8, 0.4), blockDetail(5000000, Precision::bf16, 0.1)}));
+    }
+
+    void blockIdOutsideTheLayoutIsABadRecord() {
+        // With a header's layout, an id beyond it rejects the whole record, named; the store
+        // does not grow and the next good record goes on.
+        TelemetryStore store;
+        store.reset(sp::uniform_layout(3));
+        QVERIFY(!store.append(uniformUpdate(10, 3)));
+        const auto bad = store.append(
+            updateRecord(20, {blockDetail(1, Precision::int8, 0.4), blockDetail(3, Precision::bf16, 0.1)}));
+        QVERIFY(bad);
+        QCOMPARE(QString::fromStdString(*bad),
+                 QStringLiteral("step 20: block id 3 is outside the header's layout of 3 blocks"));
         QCOMPARE(store.blockCount(), 3);
-        QCOMPARE(store.cell(1, 2).precision, Precision::int8);
+        QCOMPARE(store.updateCount(), std::size_t(1));
+        QCOMPARE(store.rejectedCount(), std::uint64_t(1));
+        QVERIFY(!store.append(uniformUpdate(30, 3)));
+        QCOMPARE(store.updateCount(), std::size_t(2));
+        // Without a header, blocks appear as records name them, up to kMaxBlocksWithoutLayout.
+        store.reset({});
+        QVERIFY(!store.append(updateRecord(10, {blockDetail(99, Precision::int8, 0.4)})));
+        QCOMPARE(store.blockCount(), 100);
+        const int absurd = TelemetryStore::kMaxBlocksWithoutLayout;
+        QVERIFY(store.append(updateRecord(20, {blockDetail(absurd, Precision::bf16, 0.1)})));
+        QCOMPARE(store.blockCount(), 100);
+        QCOMPARE(store.updateCount(), std::size_t(1));
+        // A header that arrives later fixes the layout: ids beyond it are bad from then on.
+        store.adoptLayout(sp::uniform_layout(100));
+        QVERIFY(store.append(updateRecord(30, {blockDetail(100, Precision::bf16, 0.1)})));
+        QCOMPARE(store.rejectedCount(), std::uint64_t(2));
+    }
+
+    void fieldsKeepTheirStatedPrecision() {
+        // sensitivity fp16 (relative error <= 2^-11), l2_norm bf16 (<= 2^-8), the other four float
+        // for the latest kDetailWindow updates; NaN (missing) stays NaN.
+        TelemetryStore store;
+        store.reset(sp::uniform_layout(2));
+        const std::size_t updates = TelemetryStore::kDetailWindow + 10;
+        for (std::size_t u = 0; u < updates; ++u) {
+            sp::BlockDetail d = blockDetail(0, Precision::int8, 0.001 + 0.998 * double(u) / double(updates));
+            d.l2_norm = 1e-3 * std::pow(1.1, double(u % 300));  // 1e-3 .. 2e9
+            d.grad_score = 0.123456789 + double(u);
+            d.max_abs = u % 2 ? sp::kNoValue : 1e-7;
+            store.append(updateRecord(std::int64_t(u), {d, blockDetail(1, Precision::bf16, sp::kNoValue)}));
+        }
+        for (std::size_t u = 0; u < updates; ++u) {
+            const double s = 0.001 + 0.998 * double(u) / double(updates);
+            QVERIFY(std::abs(store.value(0, u, BlockField::sensitivity) - s) <= s * 0x1p-11);
+            const double l2 = 1e-3 * std::pow(1.1, double(u % 300));
+            QVERIFY(std::abs(store.value(0, u, BlockField::l2_norm) - l2) <= l2 * 0x1p-8);
+            QVERIFY(std::isnan(store.value(1, u, BlockField::sensitivity)));
+            QVERIFY(store.cell(1, u).present);
+            const bool kept = updates - u <= TelemetryStore::kDetailWindow;
+            QCOMPARE(std::isnan(store.value(0, u, BlockField::grad_score)), !kept);
+            if (!kept) continue;
+            QCOMPARE(store.value(0, u, BlockField::grad_score), float(0.123456789 + double(u)));
+            QCOMPARE(std::isnan(store.value(0, u, BlockField::max_abs)), u % 2 == 1);
+        }
+        // Absent blocks read as missing everywhere.
+        store.append(updateRecord(std::int64_t(updates), {}));
+        QVERIFY(std::isnan(store.value(0, updates, BlockField::l2_norm)));
+        QVERIFY(std::isnan(store.value(0, updates, BlockField::grad_score)));
+        // The codecs at their edges: exact small integers, subnormals, saturation, signs.
+        QCOMPARE(sp::ui::fromHalf(sp::ui::toHalf(1.0f)), 1.0f);
+        QCOMPARE(sp::ui::fromHalf(sp::ui::toHalf(65504.0f)), 65504.0f);
+        QVERIFY(std::isinf(sp::ui::fromHalf(sp::ui::toHalf(65520.0f))));
+        QCOMPARE(sp::ui::fromHalf(sp::ui::toHalf(-0x1p-24f)), -0x1p-24f);
+        QCOMPARE(sp::ui::fromHalf(sp::ui::toHalf(0x1p-26f)), 0.0f);
+        QCOMPARE(sp::ui::fromHalf(sp::ui::toHalf(1.0f + 0x1p-11f)), 1.0f);  // a tie rounds to even
+        QCOMPARE(sp::ui::fromBfloat16(sp::ui::toBfloat16(-3.0f)), -3.0f);
+        QVERIFY(std::isinf(sp::ui::fromBfloat16(sp::ui::toBfloat16(std::numeric_limits<float>::infinity()))));
+        QVERIFY(std::isnan(sp::ui::fromBfloat16(sp::ui::toBfloat16(sp::ui::kMissing))));
+        QVERIFY(std::isnan(sp::ui::fromHalf(sp::ui::toHalf(sp::ui::kMissing))));
+    }
+
+    void summaryMatchesTheValues() {
+        // Every [first, last) of a series with gaps: the summary's min/max/mean are the values'.
+        sp::ui::SeriesSummary summary;
+        std::vector<float> values;
+        std::mt19937 rng(7);
+        std::uniform_real_distribution<float> unit(0.0f, 1.0f);
+        for (int u = 0; u < 3000; ++u) {
+            const float v = u % 97 < 5 || (u >= 1024 && u < 1300) ? sp::ui::kMissing : unit(rng);
+            values.push_back(v);
+            summary.append(v);
+        }
+        QVERIFY(summary.levelCount() >= 4);
+        const auto raw = [&](std::size_t u) { return values[u]; };
+        for (int trial = 0; trial < 400; ++trial) {
+            std::size_t first = rng() % values.size(), last = rng() % (values.size() + 1);
+            if (first > last) std::swap(first, last);
+            sp::ui::SpanStats want;
+            for (std::size_t u = first; u < last; ++u) want.add(values[u]);
+            const sp::ui::SpanStats got = summary.stats(first, last, raw);
+            QCOMPARE(got.count, want.count);
+            if (!want.count) {
+                QVERIFY(std::isnan(got.max));
+                continue;
+            }
+            QCOMPARE(got.min, want.min);
+            QCOMPARE(got.max, want.max);
+            QVERIFY(std::abs(got.mean() - want.mean()) < 1e-5f);
+        }
+        // The store keeps one per drawn field.
+        TelemetryStore store;
+        store.reset(sp::uniform_layout(1));
+        for (std::size_t u = 0; u < 300; ++u)
+            store.append(updateRecord(std::int64_t(u), {blockDetail(0, Precision::int8, double(u) / 300.0)}));
+        const sp::ui::SpanStats s = store.stats(0, BlockField::sensitivity, 10, 290);
+        QCOMPARE(s.count, std::uint64_t(280));
+        QCOMPARE(s.max, fp16(float(289.0 / 300.0)));  // an edge value: read from the fp16 column
+    }
+
+    void retentionKeepsTheLatestUpdatesAndTheSummary() {
+        TelemetryStore store;
+        store.reset(sp::uniform_layout(2));
+        const std::size_t retain = TelemetryStore::kMinRetainUpdates;
+        store.setRetainUpdates(10);  // raised to the minimum
+        QCOMPARE(store.retainUpdates(), retain);
+        const std::size_t updates = 4 * retain;
+        for (std::size_t u = 0; u < updates; ++u) {
+            sp::BlockDetail d = blockDetail(0, Precision::int8, 0.25, sp::ForcedBy::none, u == 7);
+            if (u >= 2 * retain) d.sensitivity = 0.75;
+            store.append(updateRecord(std::int64_t(u), {d}));
+            QVERIFY(store.updateCount() - store.firstKept() <= retain + retain / 4);
+        }
+        QCOMPARE(store.updateCount(), updates);  // rows are all kept
+        QVERIFY(store.firstKept() >= updates - retain - retain / 4);
+        QVERIFY(store.memoryBytes() <
+                std::size_t(2) * (retain + retain / 4) * TelemetryStore::kBytesPerBlockUpdate +
+                    updates * sizeof(sp::ui::UpdateRow) + 2 * 40000);
+        const std::size_t old = 100;
+        QVERIFY(!store.cell(0, old).present);
+        QVERIFY(std::isnan(store.value(0, old, BlockField::sensitivity)));
+        // Drawn, a dropped update reads as its summary span's mean; the kept ones as they were.
+        const sp::ui::FieldSeries s = store.series(0, BlockField::sensitivity);
+        QCOMPARE(s.size(), updates);
+        QCOMPARE(s[old], 0.25f);
+        QVERIFY(std::isnan(store.series(1, BlockField::sensitivity)[old]));
+        QCOMPARE(s[updates - 1], 0.75f);
+        QVERIFY(store.cell(0, updates - 1).present);
+        const sp::ui::SpanStats all = store.stats(0, BlockField::sensitivity, 0, updates);
+        QCOMPARE(all.count, std::uint64_t(updates));
+        QCOMPARE(all.min, 0.25f);
+        QCOMPARE(all.max, 0.75f);
+        // The precision-change history outlives the columns.
+        QCOMPARE(store.switchesUpTo(0, updates - 1), 1);
+        QCOMPARE(store.lastChangeStep(0, updates - 1), std::int64_t(7));
     }
 
     void memoryIsColumnBytesPlusRows() {
@@ -219,7 +371,8 @@ class TestUiStore : public QObject {
         const std::size_t rows = updates * sizeof(sp::ui::UpdateRow);
         QVERIFY2(store.memoryBytes() >= columns + rows, qPrintable(QString::number(store.memoryBytes())));
         // Reserved exactly: only the per-block bookkeeping comes on top (no doubling).
-        QVERIFY2(store.memoryBytes() <= columns + rows + std::size_t(blocks) * 512,
+        const std::size_t window = TelemetryStore::kDetailWindow * 4 * sizeof(float);
+        QVERIFY2(store.memoryBytes() <= columns + rows + std::size_t(blocks) * (window + 512),
                  qPrintable(QString::number(store.memoryBytes())));
         store.reset({});
         QVERIFY(store.memoryBytes() < 1024);

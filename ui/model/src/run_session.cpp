@@ -18,9 +18,22 @@ namespace sp::ui {
 
 using namespace session_text;
 
+namespace {
+std::size_t live_retain_updates = RunSession::kDefaultLiveRetainUpdates;
+}  // namespace
+
+void RunSession::setLiveRetainUpdates(std::size_t updates) {
+    live_retain_updates = updates;
+}
+
+std::size_t RunSession::liveRetainUpdates() {
+    return live_retain_updates;
+}
+
 RunSession::RunSession(std::unique_ptr<TelemetrySource> source, QObject* parent)
     : QObject(parent), source_(std::move(source)) {
     registerUiMetaTypes();
+    if (source_->isLive()) store_.setRetainUpdates(live_retain_updates);
     TelemetrySource* s = source_.get();
     connect(s, &TelemetrySource::headerReceived, this, [this](const sp::RunHeader& h) {
         // A file's header starts a run whose end is judged; live, the header is rebuilt from every
@@ -260,7 +273,15 @@ void RunSession::onRecords(const RecordBatch& batch) {
             [&](const auto& r) {
                 using T = std::decay_t<decltype(r)>;
                 if constexpr (std::is_same_v<T, sp::UpdateRecord>) {
-                    store_.append(r);
+                    // A block id outside the layout: a bad record, skipped (the first one named;
+                    // a replay's load summary counts them all).
+                    if (const auto bad = store_.append(r)) {
+                        if (store_.rejectedCount() == 1)
+                            logLocal(EventCategory::load,
+                                     QStringLiteral("bad update record skipped: %1").arg(qs(*bad)), QString(),
+                                     r.step_id);
+                        return;
+                    }
                     noteBudgetRisks(r);
                     mode_seen_ = r.mode;
                     if (r.budget_target_pct) target_seen_ = r.budget_target_pct;
@@ -423,6 +444,11 @@ void RunSession::onLoadFinished(const LoadReport& report) {
         for (const sp::LineProblem& p : report.problems)
             lines << QStringLiteral("line %1: %2").arg(p.line).arg(qs(p.reason));
         logLocal(EventCategory::load, text, lines.join(QLatin1Char('\n')));
+    }
+    if (store_.rejectedCount() > 0) {
+        logLocal(EventCategory::load,
+                 QStringLiteral("%1 update records skipped: a block id outside the layout")
+                     .arg(store_.rejectedCount()));
     }
     if (report.unknown_types > 0) {
         logLocal(EventCategory::load,

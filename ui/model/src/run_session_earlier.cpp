@@ -40,6 +40,7 @@ QString RunSession::keepEarlierRun(const std::string& next_run_id) {
     earlier->messages_lost_ = std::exchange(messages_lost_, 0);
     earlier->step_stats_ = std::exchange(step_stats_, 0);
     earlier->store_ = std::exchange(store_, TelemetryStore{});
+    store_.setRetainUpdates(earlier->store_.retainUpdates());  // the new run keeps the session's retention
     earlier->events_ = std::exchange(events_, EventLog{});
     earlier->pin_terms_ = std::exchange(pin_terms_, {});
     earlier->snapshot_pins_ = snapshot_pins_;

@@ -11,9 +11,29 @@ namespace {
 constexpr std::uint8_t kChangedBit = 1u << 5;
 constexpr std::uint8_t kPresentBit = 1u << 6;
 static_assert(kPrecisionCount <= 8, "the precision takes 3 bits of the state byte");
-// Block ids beyond this are not a model but a broken or hostile file: skipped, so one bad id
-// cannot make the store allocate columns for billions of blocks.
-constexpr int kMaxBlockId = (1 << 20) - 1;
+const std::uint16_t kMissingHalf = toHalf(kMissing);
+const std::uint16_t kMissingBfloat16 = toBfloat16(kMissing);
+constexpr std::size_t kWindow = TelemetryStore::kDetailWindow;
+
+bool byId(const BlockDetail& a, const BlockDetail& b) {
+    return a.id < b.id;
+}
+
+// The detail field's slot in BlockColumns::recent (-1: a column of its own).
+int detailSlot(BlockField f) {
+    switch (f) {
+        case BlockField::grad_score:
+            return 0;
+        case BlockField::error_score:
+            return 1;
+        case BlockField::relative_magnitude:
+            return 2;
+        case BlockField::max_abs:
+            return 3;
+        default:
+            return -1;
+    }
+}
 
 std::uint8_t packState(const BlockDetail& d, bool changed) {
     return static_cast<std::uint8_t>((static_cast<unsigned>(d.precision) & 7u) |
@@ -25,15 +45,36 @@ Precision precisionOf(std::uint8_t state) {
     return static_cast<Precision>(state & 7u);
 }
 
-const std::vector<float>& emptySeries() {
-    static const std::vector<float> empty;
-    return empty;
+UpdateRow rowOf(const UpdateRecord& r) {
+    UpdateRow row;
+    row.step = r.step_id;
+    row.timestamp = r.timestamp;
+    row.blocks_bf16 = r.blocks_bf16;
+    row.blocks_int8 = r.blocks_int8;
+    row.blocks_fp8 = r.blocks_fp8;
+    row.blocks_int4 = r.blocks_int4;
+    if (r.budget_target_pct) row.budget_target_pct = static_cast<float>(*r.budget_target_pct);
+    row.precision_changes = r.precision_changes;
+    row.mean_sensitivity = static_cast<float>(r.mean_sensitivity);
+    row.max_sensitivity = static_cast<float>(r.max_sensitivity);
+    row.min_sensitivity = static_cast<float>(r.min_sensitivity);
+    row.estimated_saving_pct = static_cast<float>(r.estimated_bandwidth_saving_pct);
+    if (r.measured_bandwidth_saving_pct)
+        row.measured_saving_pct = static_cast<float>(*r.measured_bandwidth_saving_pct);
+    if (r.train_loss) row.train_loss = static_cast<float>(*r.train_loss);
+    if (r.eval_loss) row.eval_loss = static_cast<float>(*r.eval_loss);
+    row.eval_step = r.eval_step.value_or(r.step_id);
+    row.has_details = !r.block_details.empty();
+    return row;
 }
 
 }  // namespace
 
 void TelemetryStore::reset(BlockLayout layout) {
     layout_ = std::move(layout);
+    layout_given_ = !layout_.empty();
+    rejected_ = 0;
+    first_kept_ = 0;
     // Give the memory back: a restarted run may be much smaller.
     std::vector<UpdateRow>().swap(rows_);
     std::vector<BlockColumns>(layout_.size()).swap(blocks_);
@@ -42,13 +83,38 @@ void TelemetryStore::reset(BlockLayout layout) {
 void TelemetryStore::reserve(std::size_t updates) {
     rows_.reserve(updates);
     for (BlockColumns& b : blocks_) {
-        for (auto& f : b.fields) f.reserve(updates);
+        b.sensitivity.reserve(updates);
+        b.l2_norm.reserve(updates);
+        b.sensitivity_summary.reserve(updates);
+        b.l2_summary.reserve(updates);
         b.state.reserve(updates);
         b.reason.reserve(updates);
     }
 }
 
+void TelemetryStore::setRetainUpdates(std::size_t updates) {
+    retain_ = updates == 0 ? 0 : std::max(updates, kMinRetainUpdates);
+    dropOldColumns();
+}
+
+void TelemetryStore::dropOldColumns() {
+    const std::size_t kept = rows_.size() - first_kept_;
+    if (retain_ == 0 || kept <= retain_ + retain_ / 4) return;
+    const std::size_t drop = kept - retain_;
+    const auto cut = [drop](auto& column) {
+        column.erase(column.begin(), column.begin() + std::ptrdiff_t(drop));
+    };
+    for (BlockColumns& b : blocks_) {
+        cut(b.sensitivity);
+        cut(b.l2_norm);
+        cut(b.state);
+        cut(b.reason);
+    }
+    first_kept_ += drop;
+}
+
 void TelemetryStore::adoptLayout(const BlockLayout& layout) {
+    if (!layout.empty()) layout_given_ = true;
     if (layout.size() > layout_.size()) growBlocks(static_cast<int>(layout.size()));
     for (std::size_t i = 0; i < layout.size(); ++i) {
         layout_[i].name = layout[i].name;
@@ -72,115 +138,152 @@ void TelemetryStore::growBlocks(int count) {
         }
         // Earlier updates read as missing for the new block; reserve like the other columns.
         BlockColumns& b = blocks_[id];
-        for (auto& f : b.fields) {
-            f.reserve(cap);
-            f.assign(n, kMissing);
-        }
+        const std::size_t kept = n - first_kept_;
+        b.sensitivity.reserve(cap);
+        b.sensitivity.assign(kept, kMissingHalf);
+        b.l2_norm.reserve(cap);
+        b.l2_norm.assign(kept, kMissingBfloat16);
         b.state.reserve(cap);
-        b.state.assign(n, 0);
+        b.state.assign(kept, 0);
         b.reason.reserve(cap);
-        b.reason.assign(n, static_cast<std::uint8_t>(Reason::hold));
+        b.reason.assign(kept, static_cast<std::uint8_t>(Reason::hold));
+        for (std::size_t u = 0; u < n; ++u) {
+            b.sensitivity_summary.append(kMissing);
+            b.l2_summary.append(kMissing);
+        }
     }
 }
 
-void TelemetryStore::append(const UpdateRecord& r) {
-    UpdateRow row;
-    row.step = r.step_id;
-    row.timestamp = r.timestamp;
-    row.blocks_bf16 = r.blocks_bf16;
-    row.blocks_int8 = r.blocks_int8;
-    row.blocks_fp8 = r.blocks_fp8;
-    row.blocks_int4 = r.blocks_int4;
-    if (r.budget_target_pct) row.budget_target_pct = static_cast<float>(*r.budget_target_pct);
-    row.precision_changes = r.precision_changes;
-    row.mean_sensitivity = static_cast<float>(r.mean_sensitivity);
-    row.max_sensitivity = static_cast<float>(r.max_sensitivity);
-    row.min_sensitivity = static_cast<float>(r.min_sensitivity);
-    row.estimated_saving_pct = static_cast<float>(r.estimated_bandwidth_saving_pct);
-    if (r.measured_bandwidth_saving_pct)
-        row.measured_saving_pct = static_cast<float>(*r.measured_bandwidth_saving_pct);
-    if (r.train_loss) row.train_loss = static_cast<float>(*r.train_loss);
-    if (r.eval_loss) row.eval_loss = static_cast<float>(*r.eval_loss);
-    row.eval_step = r.eval_step.value_or(r.step_id);
-    row.has_details = !r.block_details.empty();
-
+std::optional<std::string> TelemetryStore::append(const UpdateRecord& r) {
     // Details are sorted by id (the writer's order and the reader's); a producer that breaks
     // that still loads, through a sorted copy.
     const std::vector<BlockDetail>* details = &r.block_details;
     std::vector<BlockDetail> sorted;
-    if (!std::is_sorted(details->begin(), details->end(),
-                        [](const BlockDetail& a, const BlockDetail& b) { return a.id < b.id; })) {
+    if (!std::is_sorted(details->begin(), details->end(), byId)) {
         sorted = r.block_details;
-        std::stable_sort(sorted.begin(), sorted.end(),
-                         [](const BlockDetail& a, const BlockDetail& b) { return a.id < b.id; });
+        std::stable_sort(sorted.begin(), sorted.end(), byId);
         details = &sorted;
     }
-    auto end = details->end();
-    while (end != details->begin() && (end - 1)->id > kMaxBlockId) --end;
-    if (end != details->begin() && (end - 1)->id >= blockCount()) growBlocks((end - 1)->id + 1);
+    if (auto problem = checkIds(*details)) {
+        ++rejected_;
+        return "step " + std::to_string(r.step_id) + ": " + *problem;
+    }
+    if (!details->empty() && details->back().id >= blockCount()) growBlocks(details->back().id + 1);
 
     const std::size_t update = rows_.size();
     auto it = details->begin();
-    while (it != end && it->id < 0) ++it;  // the reader rejects these; stay safe anyway
     for (std::size_t id = 0; id < blocks_.size(); ++id) {
-        BlockColumns& b = blocks_[id];
-        if (it != end && static_cast<std::size_t>(it->id) == id) {
-            const BlockDetail& d = *it;
-            // A change is what the record says, or what the store sees against the block's
-            // previous present update (records lost in between still count their switch).
-            bool changed = d.changed;
-            if (!b.state.empty() && (b.state.back() & kPresentBit) &&
-                precisionOf(b.state.back()) != d.precision)
-                changed = true;
-            if (!b.seen) {
-                b.seen = true;
-                b.base_switches = std::max(0, d.switches - (changed ? 1 : 0));
-                b.base_last_change_step = changed ? -1 : d.last_change_step;
-            }
-            b.fields[0].push_back(static_cast<float>(d.sensitivity));
-            b.fields[1].push_back(static_cast<float>(d.grad_score));
-            b.fields[2].push_back(static_cast<float>(d.error_score));
-            b.fields[3].push_back(static_cast<float>(d.relative_magnitude));
-            b.fields[4].push_back(static_cast<float>(d.l2_norm));
-            b.fields[5].push_back(static_cast<float>(d.max_abs));
-            b.state.push_back(packState(d, changed));
-            b.reason.push_back(static_cast<std::uint8_t>(d.reason));
-            b.reason_text = d.reason_text;
-            b.snr = d.snr_db;
-            b.text_update = update;
-            if (changed) b.change_updates.push_back(static_cast<std::uint32_t>(update));
+        if (it != details->end() && static_cast<std::size_t>(it->id) == id) {
+            appendBlock(blocks_[id], &*it, update);
             ++it;
-            while (it != end && static_cast<std::size_t>(it->id) == id) ++it;  // duplicate id: first wins
+            while (it != details->end() && static_cast<std::size_t>(it->id) == id)
+                ++it;  // duplicate: first wins
         } else {
-            for (auto& f : b.fields) f.push_back(kMissing);
-            b.state.push_back(0);
-            b.reason.push_back(static_cast<std::uint8_t>(Reason::hold));
+            appendBlock(blocks_[id], nullptr, update);
         }
     }
-    rows_.push_back(row);
+    rows_.push_back(rowOf(r));
+    dropOldColumns();
+    return std::nullopt;
 }
 
-const std::vector<float>& TelemetryStore::series(int block, BlockField field) const {
-    if (block < 0 || block >= blockCount()) return emptySeries();
-    return blocks_[static_cast<std::size_t>(block)].fields[static_cast<int>(field)];
+std::optional<std::string> TelemetryStore::checkIds(const std::vector<BlockDetail>& sorted) const {
+    if (sorted.empty()) return std::nullopt;
+    if (sorted.front().id < 0) return "block id " + std::to_string(sorted.front().id) + " is negative";
+    const int limit = layout_given_ ? blockCount() : kMaxBlocksWithoutLayout;
+    if (sorted.back().id < limit) return std::nullopt;
+    const std::string id = "block id " + std::to_string(sorted.back().id);
+    if (layout_given_) return id + " is outside the header's layout of " + std::to_string(limit) + " blocks";
+    return id + " is beyond the " + std::to_string(limit) + " blocks taken without a header";
+}
+
+void TelemetryStore::appendBlock(BlockColumns& b, const BlockDetail* d, std::size_t update) {
+    if (b.recent.empty()) b.recent.assign(kWindow * kDetailFieldCount, kMissing);
+    float* recent = b.recent.data() + (update % kWindow) * kDetailFieldCount;
+    if (!d) {
+        b.sensitivity.push_back(kMissingHalf);
+        b.l2_norm.push_back(kMissingBfloat16);
+        b.state.push_back(0);
+        b.reason.push_back(static_cast<std::uint8_t>(Reason::hold));
+        b.sensitivity_summary.append(kMissing);
+        b.l2_summary.append(kMissing);
+        std::fill(recent, recent + kDetailFieldCount, kMissing);
+        return;
+    }
+    // A change is what the record says, or what the store sees against the block's previous
+    // present update (records lost in between still count their switch).
+    bool changed = d->changed;
+    if (!b.state.empty() && (b.state.back() & kPresentBit) && precisionOf(b.state.back()) != d->precision)
+        changed = true;
+    if (!b.seen) {
+        b.seen = true;
+        b.base_switches = std::max(0, d->switches - (changed ? 1 : 0));
+        b.base_last_change_step = changed ? -1 : d->last_change_step;
+    }
+    const auto sensitivity = static_cast<float>(d->sensitivity);
+    const auto l2 = static_cast<float>(d->l2_norm);
+    b.sensitivity.push_back(toHalf(sensitivity));
+    b.l2_norm.push_back(toBfloat16(l2));
+    b.sensitivity_summary.append(sensitivity);
+    b.l2_summary.append(l2);
+    recent[0] = static_cast<float>(d->grad_score);
+    recent[1] = static_cast<float>(d->error_score);
+    recent[2] = static_cast<float>(d->relative_magnitude);
+    recent[3] = static_cast<float>(d->max_abs);
+    b.state.push_back(packState(*d, changed));
+    b.reason.push_back(static_cast<std::uint8_t>(d->reason));
+    b.reason_text = d->reason_text;
+    b.snr = d->snr_db;
+    b.text_update = update;
+    if (changed) b.change_updates.push_back(static_cast<std::uint32_t>(update));
+}
+
+FieldSeries TelemetryStore::series(int block, BlockField field) const {
+    if (block < 0 || block >= blockCount()) return {};
+    const BlockColumns& b = blocks_[static_cast<std::size_t>(block)];
+    if (field == BlockField::sensitivity)
+        return {b.sensitivity.data(), first_kept_, first_kept_ + b.sensitivity.size(),
+                FieldSeries::Codec::fp16, &b.sensitivity_summary};
+    if (field == BlockField::l2_norm)
+        return {b.l2_norm.data(), first_kept_, first_kept_ + b.l2_norm.size(), FieldSeries::Codec::bf16,
+                &b.l2_summary};
+    return {};
+}
+
+SpanStats TelemetryStore::stats(int block, BlockField field, std::size_t first, std::size_t last) const {
+    const FieldSeries s = series(block, field);
+    if (s.empty()) return {};
+    const BlockColumns& b = blocks_[static_cast<std::size_t>(block)];
+    const SeriesSummary& summary = field == BlockField::sensitivity ? b.sensitivity_summary : b.l2_summary;
+    // Dropped updates only through whole entries: their raw values are gone.
+    return summary.stats(first, last, [&](std::size_t u) { return u < first_kept_ ? kMissing : s[u]; });
 }
 
 float TelemetryStore::value(int block, std::size_t update, BlockField field) const {
-    const std::vector<float>& s = series(block, field);
-    return update < s.size() ? s[update] : kMissing;
+    const int slot = detailSlot(field);
+    if (slot < 0) {  // a dropped update has no value of its own (series() draws it from the summary)
+        const FieldSeries s = series(block, field);
+        return update < s.size() && update >= first_kept_ ? s[update] : kMissing;
+    }
+    // Only the latest kDetailWindow updates keep the detail fields.
+    const std::size_t n = rows_.size();
+    if (block < 0 || block >= blockCount() || update >= n || n - update > kWindow) return kMissing;
+    const BlockColumns& b = blocks_[static_cast<std::size_t>(block)];
+    return b.recent[(update % kWindow) * kDetailFieldCount + static_cast<std::size_t>(slot)];
 }
 
 BlockCell TelemetryStore::cell(int block, std::size_t update) const {
     BlockCell c;
     if (block < 0 || block >= blockCount() || update >= rows_.size()) return c;
+    if (update < first_kept_) return c;  // retention dropped it
     const BlockColumns& b = blocks_[static_cast<std::size_t>(block)];
-    const std::uint8_t s = b.state[update];
+    const std::uint8_t s = b.state[update - first_kept_];
     if (!(s & kPresentBit)) return c;
     c.present = true;
     c.precision = precisionOf(s);
     c.forced = static_cast<ForcedBy>((s >> 3) & 3u);
     c.changed = (s & kChangedBit) != 0;
-    c.reason = static_cast<Reason>(b.reason[update]);
+    c.reason = static_cast<Reason>(b.reason[update - first_kept_]);
     return c;
 }
 
@@ -233,7 +336,9 @@ std::optional<std::size_t> TelemetryStore::updateAtOrBefore(std::int64_t step) c
 std::size_t TelemetryStore::memoryBytes() const {
     std::size_t bytes = rows_.capacity() * sizeof(UpdateRow) + blocks_.capacity() * sizeof(BlockColumns);
     for (const BlockColumns& b : blocks_) {
-        for (const auto& f : b.fields) bytes += f.capacity() * sizeof(float);
+        bytes += (b.sensitivity.capacity() + b.l2_norm.capacity()) * sizeof(std::uint16_t);
+        bytes += b.recent.capacity() * sizeof(float);
+        bytes += b.sensitivity_summary.memoryBytes() + b.l2_summary.memoryBytes();
         bytes += b.state.capacity() + b.reason.capacity();
         bytes += b.change_updates.capacity() * sizeof(std::uint32_t);
     }

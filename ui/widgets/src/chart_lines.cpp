@@ -30,6 +30,15 @@ LineSource makeLine(const LineSource& look, const QString& name, QColor color, c
     return line;
 }
 
+LineSource makeLine(const LineSource& look, const QString& name, QColor color, const std::vector<double>& xs,
+                    const FieldSeries& ys, std::size_t n) {
+    LineSource line = look;
+    line.name = look.name + name;
+    line.color = color;
+    line.setDecodedSamples(xs, ys, n);
+    return line;
+}
+
 // The blocks per precision: BF16's light grey is for the dark heatmap strip, a light chart needs more.
 std::array<std::pair<QString, QColor>, 4> precisionLines(bool dark) {
     return {{{QStringLiteral("BF16"),

@@ -49,6 +49,13 @@ void LineSource::setOwnedSamples(const std::vector<double>& xs, std::vector<floa
     setSamples(xs, *owned, owned->size());
 }
 
+void LineSource::setDecodedSamples(const std::vector<double>& xs, const FieldSeries& ys, std::size_t limit) {
+    const std::size_t count = std::min({xs.size(), ys.size(), limit});
+    std::vector<float> values(count);
+    for (std::size_t i = 0; i < count; ++i) values[i] = ys[i];
+    setOwnedSamples(xs, std::move(values));
+}
+
 bool LineSource::hasFiniteSample() const {
     return std::any_of(y, y + n, [](float v) { return std::isfinite(v); });
 }

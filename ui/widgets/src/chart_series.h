@@ -15,6 +15,7 @@
 namespace sp::ui {
 
 class TelemetryStore;
+class FieldSeries;
 
 // A run's run-level values, one entry per update.
 struct RunColumns {
@@ -58,6 +59,9 @@ struct LineSource {
 
     void setSamples(const std::vector<double>& xs, const std::vector<float>& ys, std::size_t limit);
     void setOwnedSamples(const std::vector<double>& xs, std::vector<float> ys);
+    // A block's column, decoded from the store's 16-bit form into `owned` (only the few selected
+    // blocks' lines are drawn, so the copy lives as long as the line).
+    void setDecodedSamples(const std::vector<double>& xs, const FieldSeries& ys, std::size_t limit);
     bool hasFiniteSample() const;
 };
 

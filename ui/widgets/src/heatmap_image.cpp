@@ -63,12 +63,11 @@ void HeatmapImage::ensureCapacity(std::size_t columns) {
 void HeatmapImage::writeColumns(const TelemetryStore& store, std::size_t from, std::size_t to) {
     if (image_.isNull() || std::size_t(image_.height()) < to) return;
     if (mode_ == HeatmapColorMode::sensitivity) {
-        std::vector<const float*> series(static_cast<std::size_t>(rows_));
+        std::vector<FieldSeries> series(static_cast<std::size_t>(rows_));
         std::vector<std::size_t> sizes(static_cast<std::size_t>(rows_));
         for (int b = 0; b < rows_; ++b) {
-            const std::vector<float>& s = store.series(b, BlockField::sensitivity);
-            series[std::size_t(b)] = s.data();
-            sizes[std::size_t(b)] = s.size();
+            series[std::size_t(b)] = store.series(b, BlockField::sensitivity);
+            sizes[std::size_t(b)] = series[std::size_t(b)].size();
         }
         for (std::size_t u = from; u < to; ++u) {
             auto* line = reinterpret_cast<QRgb*>(image_.scanLine(int(u)));

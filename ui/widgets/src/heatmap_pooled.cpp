@@ -40,13 +40,13 @@ void PooledSensitivity::sync(const TelemetryStore& store, std::uint64_t generati
     const std::size_t bits = presenceBytes();
     levels_.resize(updates * blocks);
     presence_.resize(updates * bits, 0);
-    std::vector<const std::vector<float>*> series(blocks);
-    for (std::size_t b = 0; b < blocks; ++b) series[b] = &store.series(int(b), BlockField::sensitivity);
+    std::vector<FieldSeries> series(blocks);
+    for (std::size_t b = 0; b < blocks; ++b) series[b] = store.series(int(b), BlockField::sensitivity);
     for (std::size_t u = columns_; u < updates; ++u) {
         std::uint8_t* level = levels_.data() + u * blocks;
         std::uint8_t* present = presence_.data() + u * bits;
         for (std::size_t b = 0; b < blocks; ++b) {
-            const float v = u < series[b]->size() ? (*series[b])[u] : kMissing;
+            const float v = u < series[b].size() ? series[b][u] : kMissing;
             // NaN and -inf are skipped by the reference's maximum: no value.
             if (!(v > kNone)) {
                 level[b] = 0;

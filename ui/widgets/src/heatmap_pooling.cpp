@@ -15,7 +15,7 @@ constexpr float kNone = -std::numeric_limits<float>::infinity();
 
 // The highest of v[first, last), NaN skipped; kNone when there is none. Two independent maxima
 // halve the dependency chain of the compare-and-select (the zoomed-out repaint's inner loop).
-inline float maxOf(const float* v, long first, long last) {
+inline float maxOf(const FieldSeries& v, long first, long last) {
     float a = kNone, b = kNone;
     long u = first;
     for (; u + 1 < last; u += 2) {
@@ -93,10 +93,8 @@ void sampleMaxSensitivityInto(QImage& dst, const TelemetryStore& store, double f
         if (blocks.first != done.first || blocks.last != done.last) {
             std::fill(best.begin(), best.end(), kNone);
             for (long r = blocks.first; r < blocks.last; ++r) {
-                const std::vector<float>& series =
-                    store.series(row_blocks[std::size_t(r)], BlockField::sensitivity);
-                const float* v = series.data();
-                const long n = long(series.size());  // shorter than cols for a block that came late
+                const FieldSeries v = store.series(row_blocks[std::size_t(r)], BlockField::sensitivity);
+                const long n = long(v.size());  // shorter than cols for a block that came late
                 for (std::size_t i = 0; i < spans.size(); ++i)
                     best[i] = std::max(best[i], maxOf(v, spans[i].first, std::min(spans[i].last, n)));
             }
@@ -124,7 +122,7 @@ std::optional<HottestCell> hottestCellOfPixel(const TelemetryStore& store, QPoin
     float best = kNone;
     for (long row = r.first; row < r.last; ++row) {
         const int b = row_blocks[std::size_t(row)];
-        const std::vector<float>& series = store.series(int(b), BlockField::sensitivity);
+        const FieldSeries series = store.series(int(b), BlockField::sensitivity);
         const long end = std::min(c.last, long(series.size()));
         for (long u = c.first; u < end; ++u) {
             if (series[std::size_t(u)] > best) {

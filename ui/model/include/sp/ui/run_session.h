@@ -27,10 +27,17 @@ class RunSession : public QObject {
     Q_OBJECT
   public:
     // A source that starts a new run (an agent restart; a file holding several runs) keeps the runs
-    // before it as sessions of their own, at most this many: each holds its whole store (26 bytes
-    // per block-update: 260 MB for 1,000 blocks x 10,000 updates), so an agent in a restart loop
-    // costs at most three earlier runs.
+    // before it as sessions of their own, at most this many: each holds its whole store (about 7
+    // bytes per block-update: 70 MB for 1,000 blocks x 10,000 updates), so an agent in a restart
+    // loop costs at most three earlier runs.
     static constexpr std::size_t kEarlierRunsKept = 3;
+
+    // Live sessions keep the per-block columns of this many latest updates (TelemetryStore::
+    // setRetainUpdates; older ones as the summary); sp-dashboard's --retain-updates sets it before
+    // any session starts, 0 keeps all. Replays keep everything.
+    static constexpr std::size_t kDefaultLiveRetainUpdates = 50000;
+    static void setLiveRetainUpdates(std::size_t updates);
+    static std::size_t liveRetainUpdates();
 
     // Takes the source and connects to it; call start() to begin.
     explicit RunSession(std::unique_ptr<TelemetrySource> source, QObject* parent = nullptr);
