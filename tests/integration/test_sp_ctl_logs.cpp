@@ -72,12 +72,7 @@ std::string line(const sp::UpdateRecord& r) {
 }
 
 std::string event_line(std::int64_t step, const char* kind, const char* payload) {
-    sp::EventRecord e;
-    e.step = step;
-    e.timestamp = 1000.0;
-    e.kind = kind;
-    e.payload_json = payload;
-    return sp::to_json_line(e) + "\n";
+    return sp::to_json_line(sp::event_from_json_text(kind, step, 1000.0, payload)) + "\n";
 }
 
 std::string stats_line(std::int64_t step) {
