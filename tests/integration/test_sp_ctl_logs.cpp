@@ -101,9 +101,12 @@ std::string clean_file() {
     u40.train_loss = 2.0;
     u40.measured_bandwidth_saving_pct = 20.0;
     return header_line() + stats_line(9) +
-           event_line(10, "command", R"({"command":{"op":"pin"},"ok":true})") + line(u10) +
-           event_line(15, "command", R"({"command":{"op":"pin"},"ok":false})") + line(u20) +
-           event_line(20, "precision_change", R"({"block":0,"from":"bf16","to":"int8"})") +
+           event_line(10, "command",
+                      R"({"command":{"cmd":"pin","blocks":[1],"precision":"int8"},"ok":true})") +
+           line(u10) +
+           event_line(15, "command",
+                      R"({"command":{"cmd":"pin","blocks":[1],"precision":"int8"},"ok":false})") +
+           line(u20) + event_line(20, "precision_change", R"({"block":0,"from":"bf16","to":"int8"})") +
            "{\"type\":\"from_the_future\",\"step\":30}\n" + line(u40) +
            event_line(-1, "dropped", R"({"count":3,"total":3})") + stats_line(49) + kRunEnd;
 }
