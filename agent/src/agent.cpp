@@ -19,17 +19,20 @@ namespace sp::agent {
 namespace {
 
 // What the detector judged, as the rollback, loss_spike and pin_release events carry it.
-nlohmann::json alarm_evidence(const LossFeedback& fb, const Config& config) {
-    auto number = [](double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); };
-    const bool nonfinite = fb.verdict.kind == LossVerdict::Kind::nonfinite;
-    return {{"trigger", nonfinite ? "nonfinite" : "spike"},
-            {"loss", number(fb.verdict.loss)},
-            {"ema", number(fb.verdict.ema)},
-            {"stddev", number(fb.verdict.stddev)},
-            {"z", number(fb.verdict.z)},
-            {"history", fb.verdict.history},
-            {"threshold", config.loss_spike_zscore},
-            {"window_steps", config.rollback_window_steps}};
+LossEvidence alarm_evidence(const LossFeedback& fb, const Config& config) {
+    LossEvidence e;
+    e.loss = fb.verdict.loss;
+    e.ema = fb.verdict.ema;
+    e.stddev = fb.verdict.stddev;
+    e.z = fb.verdict.z;
+    e.history = fb.verdict.history;
+    e.threshold = config.loss_spike_zscore;
+    e.window_steps = config.rollback_window_steps;
+    return e;
+}
+
+EventTrigger alarm_trigger(const LossFeedback& fb) {
+    return fb.verdict.kind == LossVerdict::Kind::nonfinite ? EventTrigger::nonfinite : EventTrigger::spike;
 }
 
 using Clock = std::chrono::steady_clock;
@@ -237,23 +240,14 @@ void Agent::write_header_once() {
     sink_->push(std::move(h));
 }
 
-void Agent::emit_event(std::int64_t step, const std::string& kind, const std::string& payload_json) {
+void Agent::emit_event(std::int64_t step, EventPayload payload) {
     if (!sink_ && !server_) return;
-    EventRecord e;
-    e.step = step;
-    e.timestamp = now();
-    e.kind = kind;
-    e.payload_json = payload_json;
-    emit_record(std::move(e));
+    emit_record(make_event(step, now(), std::move(payload)));
 }
 
 void Agent::log_change(std::int64_t step, const PrecisionChange& c) {
-    nlohmann::json payload = {{"block", c.block_id},
-                              {"name", blocks_[std::size_t(c.block_id)].name},
-                              {"from", to_string(c.from)},
-                              {"to", to_string(c.to)},
-                              {"reason", to_string(c.reason)}};
-    emit_event(step, "precision_change", payload.dump());
+    emit_event(step, PrecisionChangePayload{c.block_id, blocks_[std::size_t(c.block_id)].name, c.from, c.to,
+                                            std::string(to_string(c.reason))});
     hints_.reason[std::size_t(c.block_id)] = c.reason;
     if (options_.log) {
         options_.log("step " + std::to_string(step) + ": " + blocks_[std::size_t(c.block_id)].name + " " +
@@ -276,14 +270,16 @@ void Agent::begin_step(std::int64_t step) {
     const std::vector<CommandItem> applying = exchange_commands(step, commands_->take_at_boundary(step));
     for (const auto& [command, done, request_id] : applying) {
         const CommandOutcome outcome = stepper_->apply(command);
-        nlohmann::json payload = {{"command", to_json(command)}, {"ok", outcome.ok}};
-        if (!request_id.empty()) payload["id"] = request_id;  // the control request's id (PROTOCOL.md 4.3)
+        CommandEventPayload payload;
+        payload.command = command;
+        payload.ok = outcome.ok;
+        if (!request_id.empty()) payload.id = request_id;  // the control request's id (PROTOCOL.md 4.3)
         if (outcome.ok) {
-            payload["changes"] = outcome.changes.size();
+            payload.changes = outcome.changes.size();
         } else {
-            payload["error"] = outcome.error;
+            payload.error = outcome.error;
         }
-        emit_event(step, "command", payload.dump());
+        emit_event(step, std::move(payload));
         for (const PrecisionChange& c : outcome.changes) log_change(step, c);
         if (!outcome.ok && options_.log)
             options_.log("step " + std::to_string(step) + ": command rejected: " + outcome.error);
@@ -403,22 +399,19 @@ bool Agent::expire_pins(std::int64_t step) {
 }
 
 void Agent::emit_pin_release(std::int64_t step, const std::vector<int>& released, const LossFeedback* alarm) {
-    nlohmann::json payload = {{"trigger", "expired"}};
+    PinReleasePayload payload;
     if (alarm) {
-        payload = alarm_evidence(*alarm, config_);
-        payload["cooldown_until"] = alarm->cooldown_until;
+        payload.trigger = alarm_trigger(*alarm);
+        payload.evidence = alarm_evidence(*alarm, config_);
+        payload.cooldown_until = alarm->cooldown_until;
     }
-    nlohmann::json blocks = nlohmann::json::array(), names = nlohmann::json::array();
-    for (int b : released) {
-        blocks.push_back(b);
-        names.push_back(blocks_[std::size_t(b)].name);
-    }
-    payload["blocks"] = blocks;
-    payload["names"] = names;
-    emit_event(step, "pin_release", payload.dump());
+    payload.blocks = released;
+    for (int b : released) payload.names.push_back(blocks_[std::size_t(b)].name);
+    const std::string_view trigger = to_string(payload.trigger);
+    emit_event(step, std::move(payload));
     if (options_.log) {
         options_.log("step " + std::to_string(step) + ": " + std::to_string(released.size()) +
-                     " pin(s) released (" + payload["trigger"].get<std::string>() + ")");
+                     " pin(s) released (" + std::string(trigger) + ")");
     }
 }
 
@@ -430,7 +423,6 @@ void Agent::apply_loss_feedback(double loss) {
     const LossFeedback& fb = stepper_->end(loss);
     if (!fb.alarm()) return;
     const bool nonfinite = fb.verdict.kind == LossVerdict::Kind::nonfinite;
-    nlohmann::json payload = alarm_evidence(fb, config_);
     std::string what = nonfinite ? "non-finite loss" : "loss spike";
     what += " (loss " + std::to_string(fb.verdict.loss) + ", EMA " + std::to_string(fb.verdict.ema) + ", z " +
             std::to_string(fb.verdict.z) + ")";
@@ -442,22 +434,17 @@ void Agent::apply_loss_feedback(double loss) {
     }
     if (!fb.rolled_back()) {
         // No recent switch to blame: the spike is the data's or the optimizer's, not the routing's.
-        emit_event(step_, "loss_spike", payload.dump());
+        emit_event(step_, LossSpikePayload{alarm_trigger(fb), alarm_evidence(fb, config_)});
         if (options_.log)
             options_.log("step " + std::to_string(step_) + ": " + what +
                          ", no recent switch: nothing rolled back");
         return;
     }
-    nlohmann::json blocks = nlohmann::json::array(), names = nlohmann::json::array();
-    for (int b : fb.suspects) {
-        blocks.push_back(b);
-        names.push_back(blocks_[std::size_t(b)].name);
-    }
-    payload["blocks"] = blocks;
-    payload["names"] = names;
-    payload["cooldown_until"] = fb.cooldown_until;
+    RollbackPayload payload{
+        alarm_trigger(fb), alarm_evidence(fb, config_), fb.suspects, {}, fb.cooldown_until};
+    for (int b : fb.suspects) payload.names.push_back(blocks_[std::size_t(b)].name);
     ++rollbacks_;
-    emit_event(step_, "rollback", payload.dump());
+    emit_event(step_, std::move(payload));
     if (options_.log)
         options_.log("step " + std::to_string(step_) + ": " + what + ": rolling back " +
                      std::to_string(fb.suspects.size()) + " block(s) to bf16 until step " +
@@ -493,18 +480,9 @@ void Agent::publish_telemetry_health() {
     if (h.failing == sink_failing_published_ && !repeat) return;
     sink_failing_published_ = h.failing;
     sink_failing_published_at_ = t;
-    nlohmann::json payload = {{"file", sink_->path()},
-                              {"state", h.failing ? "failing" : "recovered"},
-                              {"lost", h.lost},
-                              {"lost_to_errors", h.lost_to_errors},
-                              {"offered", h.offered}};
-    if (h.failing) payload["error"] = h.error;
-    EventRecord e;
-    e.step = step_;
-    e.timestamp = t;
-    e.kind = "telemetry_loss";
-    e.payload_json = payload.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-    server_->publish(e);
+    TelemetryLossPayload payload{sink_->path(), h.failing, h.lost, h.lost_to_errors, h.offered, std::nullopt};
+    if (h.failing) payload.error = h.error;
+    server_->publish(make_event(step_, t, std::move(payload)));
 }
 
 }  // namespace sp::agent

@@ -157,22 +157,19 @@ void Agent::exchange_map(std::int64_t step) {
         for (const AgentBlock& b : blocks_) names.push_back(b.name);
         // Each block with the format and reason it took, so that a re-simulation of this rank's file
         // adopts them at the same point of the step (sp::simulate).
-        nlohmann::json blocks = nlohmann::json::array(), to = nlohmann::json::array(),
-                       reasons = nlohmann::json::array();
+        MapAdoptedPayload payload;
+        payload.from_rank = 0;
+        payload.to.emplace();
+        payload.reasons.emplace();
         for (const PrecisionChange& c : adopted) {
-            blocks.push_back(c.block_id);
-            to.push_back(to_string(c.to));
-            reasons.push_back(to_string(c.reason));
+            payload.blocks.push_back(c.block_id);
+            payload.to->push_back(c.to);
+            payload.reasons->push_back(c.reason);
         }
         // Not an error: inputs that differ by rank (the layer inputs of the SNR estimates) may tip a
         // decision; the job runs rank 0's, and the event says where this rank would have differed.
-        emit_event(step, "map_adopted",
-                   nlohmann::json{{"from_rank", 0},
-                                  {"blocks", blocks},
-                                  {"to", to},
-                                  {"reasons", reasons},
-                                  {"difference", describe_map_difference(own, leader.precision, names, 0)}}
-                       .dump());
+        payload.difference = describe_map_difference(own, leader.precision, names, 0);
+        emit_event(step, std::move(payload));
         for (const PrecisionChange& c : adopted) log_change(step, c);
     }
     const std::uint64_t applied = map_checksum(policy_->precisions());

@@ -121,7 +121,8 @@ std::size_t TelemetrySink::estimated_bytes(const Item& item) {
                    h.admitted_formats.size() * sizeof(FormatMask);
         }
         std::size_t operator()(const EventRecord& e) const {
-            return sizeof(EventRecord) + e.kind.size() + e.payload_json.size();
+            const auto* untyped = std::get_if<UntypedEvent>(&e.payload);
+            return sizeof(EventRecord) + e.kind.size() + (untyped ? untyped->fields_json.size() : 0);
         }
     };
     return sizeof(Entry) + std::visit(Estimate{}, item->record());
@@ -247,13 +248,8 @@ void TelemetrySink::write_entry(const Entry& entry) {
     } catch (const std::exception& ex) {
         // A malformed record is the producer's bug, not a broken disk: keep writing, and leave a
         // trace in the file where the record would have been.
-        EventRecord warning;
-        warning.step = step;
-        warning.timestamp = now_seconds();
-        warning.kind = "warning";
-        warning.payload_json =
-            nlohmann::json{{"message", std::string("telemetry record not written: ") + ex.what()}}.dump();
-        warning_line = to_json_line(warning);
+        warning_line = to_json_line(make_event(
+            step, now_seconds(), WarningPayload{std::string("telemetry record not written: ") + ex.what()}));
         line = &warning_line;
     }
     if (!write_line(*line)) lose_one();
@@ -264,17 +260,12 @@ bool TelemetrySink::report_losses(std::int64_t step, std::uint64_t queue_drops) 
     const std::uint64_t errors = write_losses_ - reported_write_losses_;
     const std::uint64_t total = queue_drops + write_losses_;
     const std::uint64_t reported = reported_queue_drops_ + reported_write_losses_;
-    nlohmann::ordered_json payload = {{"count", total - reported}, {"total", total}};
+    DroppedPayload payload{total - reported, total, std::nullopt, std::nullopt};
     if (errors > 0) {
-        payload["write_errors"] = errors;
-        payload["error"] = health().error;
+        payload.write_errors = errors;
+        payload.error = health().error;
     }
-    EventRecord e;
-    e.step = step;
-    e.timestamp = now_seconds();
-    e.kind = "dropped";
-    e.payload_json = payload.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
-    if (!write_line(to_json_line(e))) return false;
+    if (!write_line(to_json_line(make_event(step, now_seconds(), std::move(payload))))) return false;
     reported_queue_drops_ = queue_drops;
     reported_write_losses_ = write_losses_;
     return true;

@@ -15,7 +15,6 @@
 
 #include "cli_util.h"
 #include "commands.h"
-#include "sp/json_input.h"
 #include "sp/jsonl.h"
 #include "sp/run_end.h"
 
@@ -115,18 +114,11 @@ struct Summary {
 
     void event(const sp::EventRecord& e) {
         ++events[e.kind];
-        if (e.kind != "command" && e.kind != "dropped") return;
-        // Only these two kinds carry totals worth reading; the payload was already parsed once.
-        nlohmann::json j;
-        sp::JsonError bad;
-        if (!sp::parse_json(e.payload_json, j, bad) || !j.is_object()) return;
-        if (e.kind == "command") {
-            const auto ok = j.find("ok");
-            if (ok != j.end() && ok->is_boolean() && !ok->get<bool>()) ++commands_rejected;
-        } else {
-            const auto count = j.find("count");
-            if (count != j.end() && count->is_number_unsigned())
-                dropped_records += count->get<std::uint64_t>();
+        // Only these two kinds carry totals worth reading.
+        if (const auto* command = std::get_if<sp::CommandEventPayload>(&e.payload)) {
+            if (command->ok.has_value() && !*command->ok) ++commands_rejected;
+        } else if (const auto* dropped = std::get_if<sp::DroppedPayload>(&e.payload)) {
+            dropped_records += dropped->count;
         }
     }
 

@@ -17,7 +17,6 @@
 #include "commands.h"
 #include "option_checks.h"
 #include "sp/event_payload.h"
-#include "sp/json_input.h"
 #include "sp/jsonl.h"
 #include "sp/run_end.h"
 #include "sp/simulator.h"
@@ -123,10 +122,7 @@ struct Checker {
     // The fields readers act on (sp/event_payload.h): the dashboard's rule set, so a file this calls
     // clean is one the dashboard shows.
     void event(const sp::EventRecord& e, std::uint64_t line) {
-        nlohmann::json payload;
-        sp::JsonError bad;
-        if (!sp::parse_json(e.payload_json, payload, bad)) return;  // the reader parsed it already
-        if (std::string problem = sp::event_payload_problem(e.kind, payload); !problem.empty())
+        if (const std::string& problem = sp::event_problem(e); !problem.empty())
             add(line, e.kind + " event: " + problem);
     }
 

@@ -3,31 +3,18 @@
 #include <algorithm>
 #include <variant>
 
-#include <nlohmann/json.hpp>
-
-#include "sp/json_input.h"
-
 namespace sp {
 
 EventRecord make_run_end_event(const RunEnd& end, double timestamp) {
-    EventRecord e;
-    e.step = end.step;
-    e.timestamp = timestamp;
-    e.kind = std::string(kRunEndKind);
-    e.payload_json = nlohmann::json{{"reason", end.reason}}.dump();
-    return e;
+    return make_event(end.step, timestamp, RunEndPayload{end.reason});
 }
 
 std::optional<RunEnd> read_run_end(const EventRecord& event) {
     if (event.kind != kRunEndKind) return std::nullopt;
     RunEnd end;
     end.step = event.step;
-    nlohmann::json payload;
-    JsonError error;
-    if (parse_json(event.payload_json, payload, error) && payload.is_object()) {
-        const auto it = payload.find("reason");
-        if (it != payload.end() && it->is_string()) end.reason = it->get<std::string>();
-    }
+    // A malformed payload (a reason that is not a string) still ends the run, with no reason.
+    if (const auto* p = std::get_if<RunEndPayload>(&event.payload)) end.reason = p->reason.value_or("");
     return end;
 }
 

@@ -13,6 +13,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "sp/event_payload.h"
+
 #include "sp/command.h"
 #include "sp/json_input.h"
 #include "sp/policy.h"
@@ -231,28 +233,33 @@ class LineParser {
         return entries;
     }
 
+    // The typed reader's payload (sp/event_payload.h): the same checks every reader makes.
     void add_event(const json& j, ParsedInput& out) {
         // find, not value(): value() throws nlohmann's type_error when "kind" is not a string.
         const auto kind = j.find("kind");
         if (kind == j.end() || !kind->is_string()) return;
-        if (*kind == "map_adopted") add_adopted_map(j, out);
-        if (*kind != "command") return;
-        const auto ok = j.find("ok");
-        if (ok == j.end() || !ok->is_boolean() || !ok->get<bool>()) return;  // rejected: never applied
+        const std::string& name = kind->get_ref<const std::string&>();
+        if (name != "map_adopted" && name != "command") return;
+        const EventPayload payload = read_event_payload(name, j);
         const auto step = integer<std::int64_t>(j, "step", 0);
-        const auto command = j.find("command");
-        if (command == j.end()) fail("command event without 'command'");
-        add_command(step, *command, out);
+        if (const auto* adopted = std::get_if<MapAdoptedPayload>(&payload)) {
+            add_adopted_map(step, *adopted, out);
+        } else if (const auto* command = std::get_if<CommandEventPayload>(&payload)) {
+            if (!command->ok.value_or(false)) return;  // rejected: never applied
+            if (!command->command) fail("command event without 'command'");
+            add_command(step, *command->command, out);
+        } else if (name == "map_adopted") {
+            fail("map_adopted event: " + std::get<UntypedEvent>(payload).problem);
+        } else if (j.contains("ok") && j["ok"].is_boolean() && j["ok"].get<bool>()) {
+            fail("command event: " + std::get<UntypedEvent>(payload).problem);  // an applied one
+        }
     }
 
     // map_adopted (agent/PROTOCOL.md §11): `blocks`, with `to` and `reasons` beside them, are rank
     // 0's decisions this rank took after its own update. A file written before `to` and `reasons`
     // existed cannot replay them: said once, and its own decisions stand.
-    void add_adopted_map(const json& j, ParsedInput& out) {
-        const auto step = integer<std::int64_t>(j, "step", 0);
-        const auto blocks = j.find("blocks"), to = j.find("to"), reasons = j.find("reasons");
-        if (blocks == j.end() || !blocks->is_array()) fail("map_adopted event: expected an array 'blocks'");
-        if (to == j.end() && reasons == j.end()) {
+    void add_adopted_map(std::int64_t step, const MapAdoptedPayload& p, ParsedInput& out) {
+        if (!p.to && !p.reasons) {
             if (!warned_old_adoption_)
                 out.warnings.push_back(source_ + ":" + std::to_string(line_) +
                                        ": map_adopted without 'to' and 'reasons' (an older agent): rank 0's "
@@ -260,37 +267,25 @@ class LineParser {
             warned_old_adoption_ = true;
             return;
         }
-        if (to == j.end() || reasons == j.end() || !to->is_array() || !reasons->is_array() ||
-            to->size() != blocks->size() || reasons->size() != blocks->size())
+        if (!p.to || !p.reasons)
             fail("map_adopted event: 'to' and 'reasons' must be arrays as long as 'blocks'");
         StepInput& entry = step_entry(step, out);
         std::set<int> adopted;  // at this step, earlier events included: a block is adopted once
         for (const auto& [block, block_to, block_reason] : entry.adopted) adopted.insert(block);
-        for (std::size_t i = 0; i < blocks->size(); ++i) {
-            const json& id = (*blocks)[i];
-            if (!id.is_number_integer() || id.get<std::int64_t>() < 0 || id.get<std::int64_t>() > INT32_MAX)
-                fail("map_adopted event: a block id is an integer from 0 to 2^31 - 1, got " + id.dump());
-            const auto p = (*to)[i].is_string() ? parse_precision((*to)[i].get<std::string>()) : std::nullopt;
-            const auto r =
-                (*reasons)[i].is_string() ? parse_reason((*reasons)[i].get<std::string>()) : std::nullopt;
-            if (!p) fail("map_adopted event: unknown format " + (*to)[i].dump());
-            if (!r) fail("map_adopted event: unknown reason " + (*reasons)[i].dump());
-            const int block = int(id.get<std::int64_t>());
+        for (std::size_t i = 0; i < p.blocks.size(); ++i) {
+            const int block = p.blocks[i];
             check_block(block, out);
             if (!adopted.insert(block).second)
-                fail("map_adopted event: block " + id.dump() + " adopted twice at step " +
+                fail("map_adopted event: block " + std::to_string(block) + " adopted twice at step " +
                      std::to_string(step));
-            entry.adopted.emplace_back(block, *p, *r);
+            entry.adopted.emplace_back(block, (*p.to)[i], (*p.reasons)[i]);
         }
     }
 
-    void add_command(std::int64_t step, const json& command, ParsedInput& out) const {
+    void add_command(std::int64_t step, const Command& command, ParsedInput& out) const {
         StepInput& entry = step_entry(step, out);
-        Command c;
-        std::string error;
-        if (!parse_command(command, c, error)) fail("command: " + error);
-        for (int id : c.blocks) check_block(id, out);
-        entry.commands.emplace_back(std::move(c), line_);
+        for (int id : command.blocks) check_block(id, out);
+        entry.commands.emplace_back(command, line_);
     }
 
     StepInput& step_entry(std::int64_t step, ParsedInput& out) const {
@@ -321,7 +316,10 @@ class LineParser {
         const bool has_blocks = j.contains("blocks"), has_command = j.contains("command");
         if (has_blocks == has_command) fail("a step line needs exactly one of 'blocks' or 'command'");
         if (has_command) {
-            add_command(step, j["command"], out);
+            Command c;
+            std::string error;
+            if (!parse_command(j["command"], c, error)) fail("command: " + error);
+            add_command(step, c, out);
             return;
         }
         StepInput& entry = step_entry(step, out);

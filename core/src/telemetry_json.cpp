@@ -254,7 +254,7 @@ EventRecord event_from_json(const ojson& j) {
     e.kind = as_string(require(j, "kind"), "kind");
     e.step = as_int(require(j, "step"), "step");
     e.timestamp = as_double(require(j, "timestamp"), "timestamp");
-    e.payload_json = dump(j);
+    e.payload = read_event_payload(e.kind, j);
     return e;
 }
 
@@ -424,28 +424,9 @@ std::string to_json_line(const RunHeader& h) {
 }
 
 std::string to_json_line(const EventRecord& e) {
-    ojson payload = ojson::object();
-    if (!e.payload_json.empty()) {
-        JsonError bad;
-        if (!parse_json(e.payload_json, payload, bad) || !payload.is_object())
-            throw std::invalid_argument("EventRecord.payload_json is not a JSON object");
-    }
-    std::string kind = e.kind;
-    if (kind.empty()) {
-        const auto it = payload.find("kind");
-        if (it != payload.end() && it->is_string()) kind = it->get<std::string>();
-    }
-    if (kind.empty()) throw std::invalid_argument("EventRecord has no kind");
-    // The identifying fields first, then the kind-specific ones in their original order.
-    ojson j;
-    j["type"] = "event";
-    j["kind"] = kind;
-    j["step"] = e.step;
-    j["timestamp"] = double_or_null(e.timestamp);
-    for (auto& [key, value] : payload.items()) {
-        if (key != "type" && key != "kind" && key != "step" && key != "timestamp") j[key] = value;
-    }
-    return dump(j);
+    std::string s;
+    append_json(s, e);
+    return s;
 }
 
 std::string to_json_line(const TelemetryRecord& rec) {

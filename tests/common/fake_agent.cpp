@@ -300,18 +300,11 @@ void FakeAgent::handle(std::vector<zmq::message_t>& frames) {
     }
     reply(protocol::ack(r, step_now + 1));
     // Applied at the next boundary: the pins change and a "command" event names the request.
-    nlohmann::json payload;
-    payload["command"] = sp::to_json(r.command);
-    payload["id"] = r.id;
-    sp::EventRecord e;
-    e.step = step_now + 1;
-    e.timestamp = now();
-    e.kind = "command";
+    sp::CommandEventPayload payload{r.command, true, r.id, std::nullopt, std::nullopt};
     if (behaviour == CommandBehaviour::fail_at_apply) {
-        payload["ok"] = false;
-        payload["error"] = reason;
-        e.payload_json = payload.dump();
-        publish_event(e);
+        payload.ok = false;
+        payload.error = reason;
+        publish_event(sp::make_event(step_now + 1, now(), std::move(payload)));
         return;
     }
     int changes = 0;
@@ -338,10 +331,8 @@ void FakeAgent::handle(std::vector<zmq::message_t>& frames) {
             }
         }
     }
-    payload["ok"] = true;
-    payload["changes"] = changes;
-    e.payload_json = payload.dump();
-    publish_event(e);
+    payload.changes = std::uint64_t(changes);
+    publish_event(sp::make_event(step_now + 1, now(), std::move(payload)));
 }
 
 }  // namespace sp::test

@@ -143,17 +143,8 @@ void ServedAgent::apply_pending() {
                 p.reset();
             }
         }
-        nlohmann::json payload;
-        payload["command"] = sp::to_json(c);
-        payload["id"] = id;
-        payload["ok"] = true;
-        payload["changes"] = changes;
-        sp::EventRecord e;
-        e.step = step;
-        e.timestamp = now();
-        e.kind = "command";
-        e.payload_json = payload.dump();
-        server_->publish(e);
+        server_->publish(sp::make_event(
+            step, now(), sp::CommandEventPayload{c, true, id, std::uint64_t(changes), std::nullopt}));
     }
     pending_.clear();
 }

@@ -64,13 +64,9 @@ inline void writeDashboardFixture(const std::string& path, int blocks, int updat
         r.measured_bandwidth_saving_pct = r.estimated_bandwidth_saving_pct - 1.0;
         out.write(r);
         if (u == 5) {
-            sp::EventRecord e;
-            e.step = r.step_id;
-            e.timestamp = r.timestamp;
-            e.kind = "command";
-            e.payload_json =
-                R"({"command":{"cmd":"pin","blocks":[1],"precision":"int8"},"ok":true,"changes":1})";
-            out.write(e);
+            out.write(sp::event_from_json_text(
+                "command", r.step_id, r.timestamp,
+                R"({"command":{"cmd":"pin","blocks":[1],"precision":"int8"},"ok":true,"changes":1})"));
         }
     }
 }

@@ -55,13 +55,9 @@ inline sp::RunHeader runHeader(const std::string& run_id, int blocks) {
     return h;
 }
 
+// The event as a telemetry source delivers it: its payload read from the JSON text `payload`.
 inline sp::EventRecord eventRecord(const std::string& kind, std::int64_t step, const std::string& payload) {
-    sp::EventRecord e;
-    e.kind = kind;
-    e.step = step;
-    e.timestamp = 1.7e9 + double(step);
-    e.payload_json = payload;
-    return e;
+    return sp::event_from_json_text(kind, step, 1.7e9 + double(step), payload);
 }
 
 class FakeTelemetrySource : public sp::ui::TelemetrySource {

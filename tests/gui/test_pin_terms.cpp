@@ -97,13 +97,9 @@ class TestPinTerms : public QObject {
         QVERIFY(logHas(*s, QStringLiteral("pin blocks.2 → int8 for 200 steps (ends at a loss spike)")));
 
         // A loss spike ends it: the agent's event, then an update without the pin.
-        sp::EventRecord release;
-        release.step = 40;
-        release.timestamp = 1.7e9 + 40;
-        release.kind = "pin_release";
-        release.payload_json =
-            R"({"trigger":"spike","loss":9.0,"z":40.0,"blocks":[2],"names":["blocks.2"],"cooldown_until":90})";
-        agent.publish_event(release);
+        agent.publish_event(sp::event_from_json_text(
+            "pin_release", 40, 1.7e9 + 40,
+            R"({"trigger":"spike","loss":9.0,"z":40.0,"blocks":[2],"names":["blocks.2"],"cooldown_until":90})"));
         sp::UpdateRecord after = sp::test::make_update(4, 40);
         after.block_details[2].precision = sp::Precision::bf16;
         after.block_details[2].reason = sp::Reason::cooldown;

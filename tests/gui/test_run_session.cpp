@@ -370,7 +370,9 @@ class TestRunSession : public QObject {
             uniformUpdate(110, 4),
             eventRecord("precision_change", 110,
                         R"({"block":3,"from":"bf16","to":"int8","reason":"policy"})"),
-            eventRecord("rollback", 110, R"({"message":"loss spiked; blocks 2, 3 back to bf16"})"),
+            eventRecord(
+                "rollback", 110,
+                R"({"trigger":"spike","blocks":[2,3],"names":["blocks.2","blocks.3"],"cooldown_until":210})"),
             eventRecord("warning", 110, R"({"message":"telemetry record not written"})"),
             eventRecord("dropped", 110, R"({"count":7,"total":9})"),
             eventRecord("mystery", 110, R"({"x":1})"),
@@ -391,7 +393,8 @@ class TestRunSession : public QObject {
                  qPrintable(log.at(n - 5).text));
         QCOMPARE(log.at(n - 5).step, std::int64_t(110));
         QCOMPARE(int(log.at(n - 4).category), int(EventCategory::rollback));
-        QVERIFY(log.at(n - 4).text.contains("loss spiked"));
+        QCOMPARE(log.at(n - 4).text,
+                 QStringLiteral("rollback (spiking loss): blocks.2, blocks.3 back to bf16 until step 210"));
         QCOMPARE(int(log.at(n - 3).category), int(EventCategory::warning));
         QCOMPARE(int(log.at(n - 2).category), int(EventCategory::dropped));
         QVERIFY(log.at(n - 2).text.contains("7"));
@@ -429,6 +432,40 @@ class TestRunSession : public QObject {
         for (std::size_t i = 0; i < log.size(); ++i)
             malformed += log.at(i).text.startsWith(QStringLiteral("malformed precision_change event: "));
         QCOMPARE(malformed, 7);
+    }
+
+    // The GUI thread gets the payloads typed (read on the source's worker thread): records built
+    // with no JSON text at all are logged in full, and a malformed one of any known kind is a warning.
+    void typedPayloadsAreLoggedWithoutJson() {
+        Rig rig;
+        rig.liveRun();
+        sp::PinReleasePayload release;
+        release.trigger = sp::EventTrigger::nonfinite;
+        release.blocks = {1};
+        rig.source->records({
+            sp::make_event(110, 1.7e9,
+                           sp::TelemetryLossPayload{"/tmp/t.jsonl", true, 3, 3, 9, std::string("full")}),
+            sp::make_event(110, 1.7e9, release),
+            sp::make_event(110, 1.7e9, sp::DroppedPayload{4, 4, 2, std::string("disk")}),
+            eventRecord("dropped", 110, R"({"count":"many"})"),
+            uniformUpdate(120, 4),
+        });
+        const auto& log = rig.session->events();
+        const std::size_t n = log.size();
+        QCOMPARE(log.at(n - 4).text,
+                 QStringLiteral("agent cannot write its telemetry file /tmp/t.jsonl: full"));
+        QCOMPARE(log.at(n - 3).text,
+                 QStringLiteral("pin released by a non-finite loss at step 110: blocks.1"));
+        QCOMPARE(log.at(n - 2).text,
+                 QStringLiteral("agent lost 4 telemetry records (2 to write errors: disk)"));
+        QCOMPARE(int(log.at(n - 1).category), int(EventCategory::warning));
+        QCOMPARE(
+            log.at(n - 1).text,
+            QStringLiteral("malformed dropped event: 'count' must be a non-negative integer, got \"many\""));
+        // The detail column: the event's line, as the agent wrote it.
+        QVERIFY2(log.at(n - 2).detail.startsWith(
+                     QStringLiteral(R"({"type":"event","kind":"dropped","step":110,)")),
+                 qPrintable(log.at(n - 2).detail));
     }
 
     void seqGapsAreLogged() {

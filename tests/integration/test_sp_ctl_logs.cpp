@@ -72,12 +72,7 @@ std::string line(const sp::UpdateRecord& r) {
 }
 
 std::string event_line(std::int64_t step, const char* kind, const char* payload) {
-    sp::EventRecord e;
-    e.step = step;
-    e.timestamp = 1000.0;
-    e.kind = kind;
-    e.payload_json = payload;
-    return sp::to_json_line(e) + "\n";
+    return sp::to_json_line(sp::event_from_json_text(kind, step, 1000.0, payload)) + "\n";
 }
 
 std::string stats_line(std::int64_t step) {
@@ -106,9 +101,12 @@ std::string clean_file() {
     u40.train_loss = 2.0;
     u40.measured_bandwidth_saving_pct = 20.0;
     return header_line() + stats_line(9) +
-           event_line(10, "command", R"({"command":{"op":"pin"},"ok":true})") + line(u10) +
-           event_line(15, "command", R"({"command":{"op":"pin"},"ok":false})") + line(u20) +
-           event_line(20, "precision_change", R"({"block":0,"from":"bf16","to":"int8"})") +
+           event_line(10, "command",
+                      R"({"command":{"cmd":"pin","blocks":[1],"precision":"int8"},"ok":true})") +
+           line(u10) +
+           event_line(15, "command",
+                      R"({"command":{"cmd":"pin","blocks":[1],"precision":"int8"},"ok":false})") +
+           line(u20) + event_line(20, "precision_change", R"({"block":0,"from":"bf16","to":"int8"})") +
            "{\"type\":\"from_the_future\",\"step\":30}\n" + line(u40) +
            event_line(-1, "dropped", R"({"count":3,"total":3})") + stats_line(49) + kRunEnd;
 }

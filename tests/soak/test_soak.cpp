@@ -243,7 +243,7 @@ class TestSoak : public QObject {
         while (reader.next(rec)) {
             if (std::holds_alternative<sp::UpdateRecord>(rec)) ++file_updates;
             if (const auto* e = std::get_if<sp::EventRecord>(&rec); e && e->kind == "dropped") {
-                file_lost += json::parse(e->payload_json).value("count", std::uint64_t(0));
+                if (const auto* d = std::get_if<sp::DroppedPayload>(&e->payload)) file_lost += d->count;
             }
         }
 

@@ -46,12 +46,7 @@ inline UpdateRecord update(std::int64_t step) {
 }
 
 inline EventRecord make_event(std::int64_t step, const std::string& kind, const nlohmann::json& payload) {
-    EventRecord e;
-    e.step = step;
-    e.timestamp = 1717171800.0;
-    e.kind = kind;
-    e.payload_json = payload.dump();
-    return e;
+    return event_from_json_text(kind, step, 1717171800.0, payload.dump());
 }
 
 inline RunHeader header() {

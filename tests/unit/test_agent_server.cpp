@@ -63,12 +63,7 @@ sp::UpdateRecord make_update(std::int64_t step, int blocks) {
 }
 
 sp::EventRecord make_event(std::int64_t step, const std::string& kind = "warning") {
-    sp::EventRecord e;
-    e.step = step;
-    e.timestamp = 1717243270.0;
-    e.kind = kind;
-    e.payload_json = "{\"message\":\"test\"}";
-    return e;
+    return sp::event_from_json_text(kind, step, 1717243270.0, "{\"message\":\"test\"}");
 }
 
 }  // namespace

@@ -285,11 +285,9 @@ class TestProtocolReplies : public QObject {
         QCOMPARE(sp::to_json_line(rec), update);
 
         // Event with a nested payload object.
-        sp::EventRecord ev;
-        ev.step = 120;
-        ev.timestamp = 3.5;
-        ev.kind = "command";
-        ev.payload_json = q("{'command':{'cmd':'pin','blocks':[1],'precision':'int8'},'ok':true,'id':'c1'}");
+        const sp::EventRecord ev = sp::event_from_json_text(
+            "command", 120, 3.5,
+            q("{'command':{'cmd':'pin','blocks':[1],'precision':'int8'},'ok':true,'id':'c1'}"));
         const std::string event = sp::to_json_line(ev);
         line = proto::with_seq(event, 18);
         j = json::parse(line);

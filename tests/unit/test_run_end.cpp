@@ -24,11 +24,7 @@ sp::TelemetryRecord update(std::int64_t step) {
 }
 
 sp::TelemetryRecord event_at(std::int64_t step, const char* kind) {
-    sp::EventRecord e;
-    e.step = step;
-    e.kind = kind;
-    e.payload_json = "{}";
-    return e;
+    return sp::event_from_json_text(kind, step, 0.0, "{}");
 }
 
 sp::TelemetryRecord run_end(std::int64_t step, const char* reason) {

@@ -238,13 +238,9 @@ void AgentServer::Impl::drain_queue() {
     }
     if (batch.snapshot) stamp_snapshot();
     if (batch.drops_total > drops_announced) {
-        EventRecord ev;
-        ev.step = step.load();
-        ev.timestamp = wall_now();
-        ev.kind = "dropped";
-        ev.payload_json =
-            "{\"kind\":\"dropped\",\"count\":" + std::to_string(batch.drops_total - drops_announced) +
-            ",\"total\":" + std::to_string(batch.drops_total) + "}";
+        const EventRecord ev = make_event(step.load(), wall_now(),
+                                          DroppedPayload{batch.drops_total - drops_announced,
+                                                         batch.drops_total, std::nullopt, std::nullopt});
         send_pub(protocol::Topic::event, protocol::with_seq(to_json_line(ev), ++seq));
         drops_announced = batch.drops_total;
     }

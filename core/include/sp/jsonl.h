@@ -13,6 +13,7 @@
 #include <variant>
 #include <vector>
 
+#include "sp/event_payload.h"
 #include "sp/telemetry.h"
 
 namespace sp {
@@ -26,9 +27,8 @@ using TelemetryRecord = std::variant<UpdateRecord, RunHeader, EventRecord, StepS
 std::string to_json_line(const UpdateRecord& r);
 // Throws std::invalid_argument when config_json is not a JSON object (empty means {}).
 std::string to_json_line(const RunHeader& h);
-// payload_json (empty means {}) must be a JSON object; "type", "kind", "step" and "timestamp" are
-// set from the struct (kind from the payload when the struct's is empty). Throws
-// std::invalid_argument when the payload is not an object or no kind is known.
+// "type", "kind", "step" and "timestamp", then the payload's fields (sp/event_payload.h). Throws
+// std::invalid_argument when the record has no kind or its payload is of another kind.
 std::string to_json_line(const EventRecord& e);
 std::string to_json_line(const TelemetryRecord& rec);
 // `{"step":S,"timestamp":T,"blocks":[{"id","l2_norm","max_abs","variance","mean","numel",

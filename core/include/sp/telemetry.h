@@ -117,11 +117,6 @@ struct RunHeader {
     std::vector<FormatMask> admitted_formats;
 };
 
-struct EventRecord {
-    std::int64_t step = 0;
-    double timestamp = 0.0;
-    std::string kind;          // "precision_change", "command", "rollback", "warning", "dropped", ...
-    std::string payload_json;  // the whole event object as JSON text (kind-specific fields included)
-};
+// EventRecord and its typed payloads: sp/event_payload.h.
 
 }  // namespace sp

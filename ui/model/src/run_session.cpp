@@ -8,7 +8,6 @@
 
 #include <QDateTime>
 #include <QStringList>
-#include <nlohmann/json.hpp>
 
 #include "session_text.h"
 #include "sp/event_payload.h"
@@ -318,69 +317,112 @@ void RunSession::noteBudgetRisks(const sp::UpdateRecord& update) {
     }
 }
 
+// The payload was read on the source's worker thread (sp::read_event_payload): nothing here parses.
 void RunSession::onEvent(const sp::EventRecord& rec) {
-    nlohmann::json j;
-    sp::JsonError bad;
-    QString payload_error;
-    if (!sp::parse_json(rec.payload_json, j, bad) || !j.is_object()) {
-        payload_error = QStringLiteral("event payload is not a JSON object");
-        j = nlohmann::json::object();
+    const auto* untyped = std::get_if<sp::UntypedEvent>(&rec.payload);
+    if (untyped && !untyped->problem.empty()) {
+        // Anything that can publish on the telemetry port can send this: log it, never trust it.
+        EventEntry e;
+        e.timestamp = rec.timestamp;
+        e.step = rec.step;
+        e.category = EventCategory::warning;
+        e.text = QStringLiteral("malformed %1 event: %2").arg(qs(rec.kind), qs(untyped->problem));
+        e.detail = eventText(rec);
+        logEvent(std::move(e));
+        return;
     }
-    if (rec.kind == "command") {
-        onCommandEvent(rec, payload_error);
+    if (const auto* command = std::get_if<sp::CommandEventPayload>(&rec.payload)) {
+        onCommandEvent(rec, *command);
         return;
     }
     EventEntry e;
     e.timestamp = rec.timestamp;
     e.step = rec.step;
-    e.detail = payload_error.isEmpty() ? compact(rec.payload_json) : payload_error;
-    const QString message = jsonString(j, "message");
-    if (rec.kind == "precision_change") {
-        e.category = EventCategory::precision_change;
-        std::string problem;
-        if (const auto change = sp::parse_precision_change(j, problem)) {
-            e.text = QStringLiteral("%1: %2 → %3")
-                         .arg(blockName(change->block), qs(std::string(sp::to_string(change->from))),
-                              qs(std::string(sp::to_string(change->to))));
-            if (!change->reason.empty()) e.text += QStringLiteral(" (%1)").arg(qs(change->reason));
-        } else {
-            // Anything that can publish on the telemetry port can send this: log it, never trust it.
-            e.category = EventCategory::warning;
-            e.text = QStringLiteral("malformed precision_change event: %1").arg(qs(problem));
-        }
-    } else if (rec.kind == "pin_release") {
-        onPinRelease(rec, j, e);
-    } else if (rec.kind == "rollback") {
-        e.category = EventCategory::rollback;
-        e.text = message.isEmpty() ? QStringLiteral("rollback") : QStringLiteral("rollback: ") + message;
-    } else if (rec.kind == "warning") {
-        e.category = EventCategory::warning;
-        e.text = message.isEmpty() ? compact(rec.payload_json) : message;
-    } else if (rec.kind == "dropped") {
-        e.category = EventCategory::dropped;
-        const QString errors = jsonString(j, "write_errors");
-        e.text = errors.isEmpty() ? QStringLiteral("agent dropped %1 telemetry records (queue full)")
-                                        .arg(jsonString(j, "count"))
-                                  : QStringLiteral("agent lost %1 telemetry records (%2 to write errors: %3)")
-                                        .arg(jsonString(j, "count"), errors, jsonString(j, "error"));
-    } else if (rec.kind == sp::kRunEndKind) {
-        e.category = EventCategory::connection;
-        e.text = QStringLiteral("run finished at step %1: %2").arg(rec.step).arg(jsonString(j, "reason"));
-        run_ended_now_ = true;
-    } else if (rec.kind == "telemetry_loss") {
-        // Live only: the agent's JSONL file stopped (or resumed) taking records.
-        const bool failing = jsonString(j, "state") == QStringLiteral("failing");
-        e.category = failing ? EventCategory::warning : EventCategory::dropped;
-        e.text = failing ? QStringLiteral("agent cannot write its telemetry file %1: %2")
-                               .arg(jsonString(j, "file"), jsonString(j, "error"))
-                         : QStringLiteral("agent writes its telemetry file %1 again; %2 records lost so far")
-                               .arg(jsonString(j, "file"), jsonString(j, "lost_to_errors"));
-    } else {
-        e.category = EventCategory::other;
-        e.text =
-            qs(rec.kind) + QStringLiteral(": ") + (message.isEmpty() ? compact(rec.payload_json) : message);
-    }
+    e.detail = eventText(rec);
+    e.category = EventCategory::other;
+    std::visit([&](const auto& payload) { describeEvent(rec, payload, e); }, rec.payload);
     logEvent(std::move(e));
+}
+
+QString RunSession::eventText(const sp::EventRecord& rec) {
+    try {
+        return compact(sp::to_json_line(rec));
+    } catch (const std::exception& ex) {  // a record built in process with a kind of its own
+        return qs(ex.what());
+    }
+}
+
+void RunSession::describeEvent(const sp::EventRecord& rec, const sp::UntypedEvent& u, EventEntry& e) {
+    e.text =
+        qs(rec.kind) + QStringLiteral(": ") + (u.message.empty() ? compact(u.fields_json) : qs(u.message));
+}
+
+void RunSession::describeEvent(const sp::EventRecord&, const sp::PrecisionChangePayload& change,
+                               EventEntry& e) {
+    e.category = EventCategory::precision_change;
+    e.text = QStringLiteral("%1: %2 → %3")
+                 .arg(blockName(change.block), qs(std::string(sp::to_string(change.from))),
+                      qs(std::string(sp::to_string(change.to))));
+    if (change.reason && !change.reason->empty()) e.text += QStringLiteral(" (%1)").arg(qs(*change.reason));
+}
+
+void RunSession::describeEvent(const sp::EventRecord&, const sp::CommandEventPayload&, EventEntry&) {
+    // onCommandEvent: a command event updates the entry of the command it answers.
+}
+
+void RunSession::describeEvent(const sp::EventRecord&, const sp::RollbackPayload& p, EventEntry& e) {
+    QStringList names;
+    for (int b : p.blocks) names << blockName(b);
+    e.category = EventCategory::rollback;
+    e.text = QStringLiteral("rollback (%1 loss): %2 back to bf16")
+                 .arg(p.trigger == sp::EventTrigger::nonfinite ? QStringLiteral("non-finite")
+                                                               : QStringLiteral("spiking"),
+                      names.join(QStringLiteral(", ")));
+    if (p.cooldown_until) e.text += QStringLiteral(" until step %1").arg(*p.cooldown_until);
+}
+
+void RunSession::describeEvent(const sp::EventRecord&, const sp::LossSpikePayload& p, EventEntry& e) {
+    e.category = EventCategory::warning;
+    e.text = QStringLiteral("%1 loss, no recent switch: nothing rolled back")
+                 .arg(p.trigger == sp::EventTrigger::nonfinite ? QStringLiteral("non-finite")
+                                                               : QStringLiteral("spiking"));
+}
+
+void RunSession::describeEvent(const sp::EventRecord&, const sp::WarningPayload& p, EventEntry& e) {
+    e.category = EventCategory::warning;
+    e.text = p.message ? qs(*p.message) : QStringLiteral("warning");
+}
+
+void RunSession::describeEvent(const sp::EventRecord&, const sp::DroppedPayload& p, EventEntry& e) {
+    e.category = EventCategory::dropped;
+    e.text = !p.write_errors ? QStringLiteral("agent dropped %1 telemetry records (queue full)").arg(p.count)
+                             : QStringLiteral("agent lost %1 telemetry records (%2 to write errors: %3)")
+                                   .arg(p.count)
+                                   .arg(*p.write_errors)
+                                   .arg(qs(p.error.value_or("")));
+}
+
+void RunSession::describeEvent(const sp::EventRecord& rec, const sp::RunEndPayload& p, EventEntry& e) {
+    e.category = EventCategory::connection;
+    e.text = QStringLiteral("run finished at step %1: %2").arg(rec.step).arg(qs(p.reason.value_or("")));
+    run_ended_now_ = true;
+}
+
+void RunSession::describeEvent(const sp::EventRecord&, const sp::TelemetryLossPayload& p, EventEntry& e) {
+    // Live only: the agent's JSONL file stopped (or resumed) taking records.
+    e.category = p.failing ? EventCategory::warning : EventCategory::dropped;
+    e.text = p.failing ? QStringLiteral("agent cannot write its telemetry file %1: %2")
+                             .arg(qs(p.file), qs(p.error.value_or("")))
+                       : QStringLiteral("agent writes its telemetry file %1 again; %2 records lost so far")
+                             .arg(qs(p.file))
+                             .arg(p.lost_to_errors);
+}
+
+void RunSession::describeEvent(const sp::EventRecord&, const sp::MapAdoptedPayload& p, EventEntry& e) {
+    QStringList names;
+    for (int b : p.blocks) names << blockName(b);
+    e.text = QStringLiteral("map_adopted: rank 0's map for %1").arg(names.join(QStringLiteral(", ")));
+    if (p.difference) e.text += QStringLiteral(" (%1)").arg(qs(*p.difference));
 }
 
 void RunSession::onState(SourceState state, const QString& detail) {

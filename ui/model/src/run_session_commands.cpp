@@ -4,10 +4,8 @@
 #include <functional>
 
 #include <QStringList>
-#include <nlohmann/json.hpp>
 
 #include "session_text.h"
-#include "sp/json_input.h"
 #include "sp/ui/run_session.h"
 
 namespace sp::ui {
@@ -104,23 +102,19 @@ void RunSession::notePinTerms(const sp::Command& c, std::int64_t step) {
 
 // The agent ended pins by itself (their for_steps ran out, or a loss alarm): the log says which and
 // why, and their terms are gone.
-void RunSession::onPinRelease(const sp::EventRecord& rec, const nlohmann::json& j, EventEntry& e) {
+void RunSession::describeEvent(const sp::EventRecord& rec, const sp::PinReleasePayload& p, EventEntry& e) {
     QStringList names;
-    if (const auto blocks = j.find("blocks"); blocks != j.end() && blocks->is_array()) {
-        for (const auto& b : *blocks) {
-            if (!b.is_number_integer()) continue;
-            pin_terms_.erase(b.get<int>());
-            names << blockName(b.get<int>());
-        }
+    for (int b : p.blocks) {
+        pin_terms_.erase(b);
+        names << blockName(b);
     }
-    const QString trigger = jsonString(j, "trigger");
-    const bool expired = trigger == QStringLiteral("expired");
+    const bool expired = p.trigger == sp::EventTrigger::expired;
     e.category = expired ? EventCategory::command : EventCategory::rollback;
     e.text = expired
                  ? QStringLiteral("pin ended (its steps ran out): %1").arg(names.join(QStringLiteral(", ")))
                  : QStringLiteral("pin released by a %1 loss at step %2: %3")
-                       .arg(trigger == QStringLiteral("nonfinite") ? QStringLiteral("non-finite")
-                                                                   : QStringLiteral("spiking"))
+                       .arg(p.trigger == sp::EventTrigger::nonfinite ? QStringLiteral("non-finite")
+                                                                     : QStringLiteral("spiking"))
                        .arg(rec.step)
                        .arg(names.join(QStringLiteral(", ")));
 }
@@ -193,40 +187,24 @@ void RunSession::onCommandReplied(const QString& request_id, bool ok, const QStr
     touch();
 }
 
-void RunSession::onCommandEvent(const sp::EventRecord& rec, const QString& payload_error) {
-    nlohmann::json j;
-    sp::JsonError bad;
-    if (!sp::parse_json(rec.payload_json, j, bad) || !j.is_object()) j = nlohmann::json::object();
-    const QString id = jsonString(j, "id");
-    const bool ok = !j.contains("ok") || (j["ok"].is_boolean() && j["ok"].get<bool>());
-    const QString error = jsonString(j, "error");
+void RunSession::onCommandEvent(const sp::EventRecord& rec, const sp::CommandEventPayload& p) {
+    const QString id = p.id ? qs(*p.id) : QString();
+    const bool ok = p.ok.value_or(true);
     QString what = QStringLiteral("command");
-    const auto cmd = j.find("command");
-    if (cmd != j.end()) {
-        sp::Command c;
-        std::string parse_error;
-        what = sp::parse_command(*cmd, c, parse_error) ? describe(c, [this](int b) { return blockName(b); })
-                                                       : compact(cmd->dump());
-    }
-    QString outcome;
-    if (ok && cmd != j.end()) {
-        sp::Command c;
-        std::string parse_error;
-        if (sp::parse_command(*cmd, c, parse_error)) {
-            notePinTerms(c, rec.step);
-            if (c.kind == sp::Command::Kind::set_mode) mode_seen_ = c.mode;
-            if (c.kind == sp::Command::Kind::set_budget) target_seen_ = c.target_pct;
+    if (p.command) {
+        what = describe(*p.command, [this](int b) { return blockName(b); });
+        if (ok) {
+            notePinTerms(*p.command, rec.step);
+            if (p.command->kind == sp::Command::Kind::set_mode) mode_seen_ = p.command->mode;
+            if (p.command->kind == sp::Command::Kind::set_budget) target_seen_ = p.command->target_pct;
         }
     }
+    QString outcome;
     if (ok) {
-        const auto changes = j.find("changes");
-        outcome = changes != j.end() && changes->is_number_integer()
-                      ? QStringLiteral("applied at step %1 (%2 changes)")
-                            .arg(rec.step)
-                            .arg(changes->get<long long>())
-                      : QStringLiteral("applied at step %1").arg(rec.step);
+        outcome = p.changes ? QStringLiteral("applied at step %1 (%2 changes)").arg(rec.step).arg(*p.changes)
+                            : QStringLiteral("applied at step %1").arg(rec.step);
     } else {
-        outcome = error.isEmpty() ? QStringLiteral("refused by the agent") : error;
+        outcome = p.error && !p.error->empty() ? qs(*p.error) : QStringLiteral("refused by the agent");
     }
 
     if (const auto index = events_.findCommand(id)) {
@@ -244,7 +222,7 @@ void RunSession::onCommandEvent(const sp::EventRecord& rec, const QString& paylo
     e.category = EventCategory::command;
     e.text = what + (id.isEmpty() ? QString() : QStringLiteral(" (%1)").arg(id));
     e.state = ok ? CommandState::applied : CommandState::rejected;
-    e.detail = payload_error.isEmpty() ? outcome : payload_error;
+    e.detail = outcome;
     logEvent(std::move(e));
 }
 

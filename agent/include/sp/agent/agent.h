@@ -32,6 +32,7 @@
 #include "sp/agent/hints.h"
 #include "sp/command.h"
 #include "sp/config.h"
+#include "sp/event_payload.h"
 #include "sp/policy.h"
 #include "sp/policy_stepper.h"
 #include "sp/record_line.h"
@@ -165,7 +166,7 @@ class Agent {
     const Overhead& overhead() const { return overhead_; }
 
   private:
-    void emit_event(std::int64_t step, const std::string& kind, const std::string& payload_json);
+    void emit_event(std::int64_t step, EventPayload payload);
     void log_change(std::int64_t step, const PrecisionChange& change);
     void write_header_once();
     void apply_loss_feedback(double loss);

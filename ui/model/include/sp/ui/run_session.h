@@ -11,7 +11,6 @@
 #include <QElapsedTimer>
 #include <QObject>
 #include <QString>
-#include <nlohmann/json_fwd.hpp>
 
 #include "sp/command.h"
 #include "sp/config.h"
@@ -145,7 +144,21 @@ class RunSession : public QObject {
     void onLoadProgress(qint64 done, qint64 total);
     void onLoadFinished(const LoadReport& report);
     void onEvent(const sp::EventRecord& e);
-    void onCommandEvent(const sp::EventRecord& e, const QString& payload_error);
+    void onCommandEvent(const sp::EventRecord& e, const sp::CommandEventPayload& payload);
+    // The log entry of each kind of event (e: its time, step and detail already set).
+    void describeEvent(const sp::EventRecord& rec, const sp::UntypedEvent& payload, EventEntry& e);
+    void describeEvent(const sp::EventRecord& rec, const sp::PrecisionChangePayload& payload, EventEntry& e);
+    void describeEvent(const sp::EventRecord& rec, const sp::CommandEventPayload& payload, EventEntry& e);
+    void describeEvent(const sp::EventRecord& rec, const sp::PinReleasePayload& payload, EventEntry& e);
+    void describeEvent(const sp::EventRecord& rec, const sp::RollbackPayload& payload, EventEntry& e);
+    void describeEvent(const sp::EventRecord& rec, const sp::LossSpikePayload& payload, EventEntry& e);
+    void describeEvent(const sp::EventRecord& rec, const sp::MapAdoptedPayload& payload, EventEntry& e);
+    void describeEvent(const sp::EventRecord& rec, const sp::DroppedPayload& payload, EventEntry& e);
+    void describeEvent(const sp::EventRecord& rec, const sp::WarningPayload& payload, EventEntry& e);
+    void describeEvent(const sp::EventRecord& rec, const sp::TelemetryLossPayload& payload, EventEntry& e);
+    void describeEvent(const sp::EventRecord& rec, const sp::RunEndPayload& payload, EventEntry& e);
+    // The event's line, cut for the log's detail column.
+    static QString eventText(const sp::EventRecord& rec);
     void startOver(const sp::RunHeader& header, const QString& why);
     // A new run (`next_run_id`) begins: the pending commands are rejected, and the run so far moves
     // into a new earlier run unless it holds nothing (no update, no run_end). The log then starts
@@ -178,7 +191,6 @@ class RunSession : public QObject {
     };
     std::map<int, PinTerms> pin_terms_;  // by block, from applied pin commands (any client's)
     void notePinTerms(const sp::Command& command, std::int64_t step);
-    void onPinRelease(const sp::EventRecord& rec, const nlohmann::json& payload, EventEntry& entry);
     std::vector<std::optional<sp::Precision>> snapshot_pins_;
     std::optional<sp::Mode> mode_seen_;  // policyMode() beyond the header's config
     std::optional<double> target_seen_;  // budgetTargetPct() beyond the header's config
