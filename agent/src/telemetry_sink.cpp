@@ -12,7 +12,6 @@
 #include <utility>
 #include <variant>
 
-#include <nlohmann/json.hpp>
 
 #if defined(__unix__) || defined(__APPLE__)
 #include <csignal>
