@@ -28,6 +28,7 @@ namespace {
 constexpr std::size_t kLanes = 8;
 using Floats = float __attribute__((vector_size(kLanes * sizeof(float))));
 using Ints = std::int32_t __attribute__((vector_size(kLanes * sizeof(float))));
+using UInts = std::uint32_t __attribute__((vector_size(kLanes * sizeof(float))));
 
 constexpr std::int32_t kSignBit = std::int32_t(0x80000000u);
 constexpr std::int32_t kAbsMask = 0x7FFFFFFF;
@@ -84,17 +85,17 @@ SP_LANES void for_each_vector(const float* x, std::size_t n, float* y, Lanes lan
 
 // Largest |value| over the finite elements of x[0, n); 0 when there are none. On bit patterns: for
 // non-negative floats the integer order is the float order (padding lanes are +0).
+SP_LANES Ints finite_max_bits(Floats v, Ints max_bits) {
+    const Ints a = bits(v) & kAbsMask;
+    const Ints finite = (a < kInfBits) & a;
+    return select_ints(finite > max_bits, finite, max_bits);
+}
+
 SP_LANES float finite_absmax(const float* x, std::size_t n) {
     Ints max_bits = {};
-    const auto take = [&](Floats v) {
-        const Ints a = bits(v) & kAbsMask;
-        const Ints finite = (a < kInfBits) & a;
-        max_bits = select_ints(finite > max_bits, finite, max_bits);
-        return v;
-    };
     std::size_t i = 0;
-    for (; i + kLanes <= n; i += kLanes) take(load(x + i, kLanes));
-    if (i < n) take(load(x + i, n - i));
+    for (; i + kLanes <= n; i += kLanes) max_bits = finite_max_bits(load(x + i, kLanes), max_bits);
+    if (i < n) max_bits = finite_max_bits(load(x + i, n - i), max_bits);
     std::int32_t m = 0;
     for (std::size_t k = 0; k < kLanes; ++k) m = std::max(m, max_bits[k]);
     float out = 0;
@@ -109,6 +110,14 @@ SP_LANES Floats integer_lanes(Floats x, float scale, float max_code) {
     return round_half_even_small(select(v == v, clamp_symmetric(v, max_code), Floats{})) * scale;
 }
 
+// The lanes for_each_vector applies, as functors whose call is always inlined: a lambda is a
+// function of its own, compiled for the default target, and a 32-byte vector passed to it from the
+// AVX2 clone would cross the two ABIs GCC's -Wpsabi note is about.
+struct IntegerLanes {
+    float scale, max_code;
+    SP_LANES Floats operator()(Floats v) const { return integer_lanes(v, scale, max_code); }
+};
+
 SP_LANES void integer_roundtrip_rows(const float* w, std::size_t rows, std::size_t cols, std::size_t group,
                                      float max_code, float min_scale, float* out) {
     for (std::size_t r = 0; r < rows; ++r) {
@@ -116,8 +125,7 @@ SP_LANES void integer_roundtrip_rows(const float* w, std::size_t rows, std::size
             const std::size_t n = std::min(group, cols - begin);
             const float* x = w + r * cols + begin;
             const float scale = std::max(finite_absmax(x, n) / max_code, min_scale);
-            for_each_vector(x, n, out + r * cols + begin,
-                            [&](Floats v) { return integer_lanes(v, scale, max_code); });
+            for_each_vector(x, n, out + r * cols + begin, IntegerLanes{scale, max_code});
         }
     }
 }
@@ -138,12 +146,19 @@ SP_LANES Floats fp8_lanes(Floats w, float scale, float max_finite) {
     const Ints subnormal = ((a_bits >> 23) - 127) < MinExp;
     const Floats sub =
         round_half_even_small(select(subnormal, floats(a_bits), Floats{}) / kQuantum) * kQuantum;
-    const Ints normal_bits =
-        (a_bits + ((1 << (kDrop - 1)) - 1) + ((a_bits >> kDrop) & 1)) & ~((1 << kDrop) - 1);
+    const UInts a_unsigned = UInts(a_bits);  // unsigned: no overflow to fear in the rounding add
+    const Ints normal_bits = Ints((a_unsigned + ((1u << (kDrop - 1)) - 1u) + ((a_unsigned >> kDrop) & 1u)) &
+                                  ~((1u << kDrop) - 1u));
     const Floats r = select(subnormal, sub, floats(normal_bits));
     const Floats magnitude = select(max_finite < r, splat(max_finite), r);
     return select(x != x, Floats{}, floats(bits(magnitude) | (v_bits & kSignBit)) * scale);
 }
+
+template <int M, int MinExp>
+struct Fp8Lanes {
+    float scale, max_finite;
+    SP_LANES Floats operator()(Floats v) const { return fp8_lanes<M, MinExp>(v, scale, max_finite); }
+};
 
 template <int M, int MinExp>
 SP_LANES void fp8_roundtrip_rows(const float* w, std::size_t rows, std::size_t cols, float max_finite,
@@ -151,18 +166,23 @@ SP_LANES void fp8_roundtrip_rows(const float* w, std::size_t rows, std::size_t c
     for (std::size_t r = 0; r < rows; ++r) {
         const float* x = w + r * cols;
         const float scale = std::max(finite_absmax(x, cols) / max_finite, kFp8MinScale);
-        for_each_vector(x, cols, out + r * cols,
-                        [&](Floats v) { return fp8_lanes<M, MinExp>(v, scale, max_finite); });
+        for_each_vector(x, cols, out + r * cols, Fp8Lanes<M, MinExp>{scale, max_finite});
     }
 }
 
 // round_to_bf16 without its branch: every NaN becomes 0x7FC00000, the rest rounds on the bits.
-SP_LANES void bf16_roundtrip(const float* w, std::size_t n, float* out) {
-    for_each_vector(w, n, out, [](Floats v) {
+// The rounding adds on unsigned lanes: a NaN's payload near INT32_MAX would overflow a signed one.
+struct Bf16Lanes {
+    SP_LANES Floats operator()(Floats v) const {
         const Ints b = bits(v);
-        const Ints rounded = (b + 0x7FFF + ((b >> 16) & 1)) & std::int32_t(0xFFFF0000u);
+        const UInts u = UInts(b);
+        const Ints rounded = Ints((u + 0x7FFFu + ((u >> 16) & 1u)) & 0xFFFF0000u);
         return floats(select_ints((b & kAbsMask) > kInfBits, Ints{} + 0x7FC00000, rounded));
-    });
+    }
+};
+
+SP_LANES void bf16_roundtrip(const float* w, std::size_t n, float* out) {
+    for_each_vector(w, n, out, Bf16Lanes{});
 }
 
 SP_AVX2_AND_BASELINE void roundtrip_kernel(Precision p, const float* w, std::size_t rows, std::size_t cols,

@@ -287,6 +287,55 @@ void append_snr(std::string& s, const PerFormat& snr_db) {
     if (any) s += '}';
 }
 
+namespace {
+
+// One block's entry in block_details: "ID":{...}.
+void append_detail(std::string& s, const BlockDetail& d) {
+    s += '"';
+    put_int(s, d.id);
+    s += "\":{\"precision\":";
+    put_str(s, to_string(d.precision));
+    s += ",\"sensitivity\":";
+    put_double(s, d.sensitivity);
+    s += ",\"grad_score\":";
+    put_double(s, d.grad_score);
+    s += ",\"error_score\":";
+    put_double(s, d.error_score);
+    s += ",\"relative_magnitude\":";
+    put_double(s, d.relative_magnitude);
+    s += ",\"l2_norm\":";
+    put_double(s, d.l2_norm);
+    s += ",\"max_abs\":";
+    put_double(s, d.max_abs);
+    s += ",\"variance\":";
+    put_double(s, d.variance);
+    s += ",\"mean\":";
+    put_double(s, d.mean);
+    s += ",\"forced\":";
+    s += forced_json(d.forced);
+    s += d.changed ? ",\"changed\":true" : ",\"changed\":false";
+    s += ",\"reason\":";
+    put_str(s, to_string(d.reason));
+    s += ",\"window\":";
+    put_int(s, d.window);
+    s += ",\"last_change_step\":";
+    put_int(s, d.last_change_step);
+    s += ",\"switches\":";
+    put_int(s, d.switches);
+    append_snr(s, d.snr_db);
+    if (!d.reason_text.empty()) {  // words read from a file or a stream: any text, escaped
+        s += ",\"reason_text\":";
+        s += ojson(d.reason_text).dump();
+    } else if (has_reason_text(d)) {  // the policy's facts, rendered here: plain ASCII
+        s += ",\"reason_text\":\"";
+        append_reason_text(s, d);
+        s += '"';
+    }
+    s += '}';
+}
+
+}  // namespace
+
 void append_json(std::string& s, const UpdateRecord& r) {
     s += "{\"step_id\":";
     put_int(s, r.step_id);
@@ -311,47 +360,7 @@ void append_json(std::string& s, const UpdateRecord& r) {
     for (const BlockDetail& d : r.block_details) {
         if (!first) s += ',';
         first = false;
-        s += '"';
-        put_int(s, d.id);
-        s += "\":{\"precision\":";
-        put_str(s, to_string(d.precision));
-        s += ",\"sensitivity\":";
-        put_double(s, d.sensitivity);
-        s += ",\"grad_score\":";
-        put_double(s, d.grad_score);
-        s += ",\"error_score\":";
-        put_double(s, d.error_score);
-        s += ",\"relative_magnitude\":";
-        put_double(s, d.relative_magnitude);
-        s += ",\"l2_norm\":";
-        put_double(s, d.l2_norm);
-        s += ",\"max_abs\":";
-        put_double(s, d.max_abs);
-        s += ",\"variance\":";
-        put_double(s, d.variance);
-        s += ",\"mean\":";
-        put_double(s, d.mean);
-        s += ",\"forced\":";
-        s += forced_json(d.forced);
-        s += d.changed ? ",\"changed\":true" : ",\"changed\":false";
-        s += ",\"reason\":";
-        put_str(s, to_string(d.reason));
-        s += ",\"window\":";
-        put_int(s, d.window);
-        s += ",\"last_change_step\":";
-        put_int(s, d.last_change_step);
-        s += ",\"switches\":";
-        put_int(s, d.switches);
-        append_snr(s, d.snr_db);
-        if (!d.reason_text.empty()) {  // words read from a file or a stream: any text, escaped
-            s += ",\"reason_text\":";
-            s += ojson(d.reason_text).dump();
-        } else if (has_reason_text(d)) {  // the policy's facts, rendered here: plain ASCII
-            s += ",\"reason_text\":\"";
-            append_reason_text(s, d);
-            s += '"';
-        }
-        s += '}';
+        append_detail(s, d);
     }
     s += "},\"blocks_fp8\":";
     put_int(s, r.blocks_fp8);

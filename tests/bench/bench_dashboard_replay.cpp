@@ -18,6 +18,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <random>
 #include <string>
 #include <variant>
@@ -83,37 +84,53 @@ void store_append_alone(const std::string& path, int blocks, int updates, double
         double(store.memoryBytes()) / (double(blocks) * updates));
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+struct Args {
     int blocks = 1000;
     int updates = 10000;
     std::string path;
     bool keep = false;
     bool replay_only = false;  // --replay-only: no (a) baselines (the goal-size file takes minutes per pass)
+};
+
+// nullopt after printing the usage or the problem.
+std::optional<Args> parse_args(int argc, char** argv) {
+    Args args;
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
         if (a == "--blocks" && i + 1 < argc) {
-            blocks = std::atoi(argv[++i]);
+            args.blocks = std::atoi(argv[++i]);
         } else if (a == "--updates" && i + 1 < argc) {
-            updates = std::atoi(argv[++i]);
+            args.updates = std::atoi(argv[++i]);
         } else if (a == "--file" && i + 1 < argc) {
-            path = argv[++i];
+            args.path = argv[++i];
         } else if (a == "--keep") {
-            keep = true;
+            args.keep = true;
         } else if (a == "--replay-only") {
-            replay_only = true;
+            args.replay_only = true;
         } else {
             std::fprintf(stderr,
                          "usage: %s [--blocks N] [--updates M] [--file PATH] [--keep] [--replay-only]\n",
                          argv[0]);
-            return 2;
+            return std::nullopt;
         }
     }
-    if (blocks <= 0 || updates <= 0) {
+    if (args.blocks <= 0 || args.updates <= 0) {
         std::fprintf(stderr, "--blocks and --updates must be positive\n");
-        return 2;
+        return std::nullopt;
     }
+    return args;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    const std::optional<Args> args = parse_args(argc, argv);
+    if (!args) return 2;
+    const int blocks = args->blocks;
+    const int updates = args->updates;
+    const bool keep = args->keep;
+    const bool replay_only = args->replay_only;
+    std::string path = args->path;
     if (path.empty()) {
         path = (std::filesystem::temp_directory_path() /
                 ("sp_bench_dashboard_" + std::to_string(blocks) + "x" + std::to_string(updates) + ".jsonl"))

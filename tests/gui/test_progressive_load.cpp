@@ -137,10 +137,11 @@ class TestProgressiveLoad : public QObject {
         QCOMPARE(s->store().blockCount(), t->store().blockCount());
         for (int b = 0; b < t->store().blockCount(); ++b) {
             for (int f = 0; f < sp::ui::kBlockFieldCount; ++f) {  // bit for bit, NaN for NaN
-                const std::vector<float>& x = s->store().series(b, sp::ui::BlockField(f));
-                const std::vector<float>& y = t->store().series(b, sp::ui::BlockField(f));
-                QVERIFY(x.size() == y.size() &&
-                        std::memcmp(x.data(), y.data(), x.size() * sizeof(float)) == 0);
+                for (std::size_t u = 0; u < t->store().updateCount(); ++u) {
+                    const float x = s->store().value(b, u, sp::ui::BlockField(f));
+                    const float y = t->store().value(b, u, sp::ui::BlockField(f));
+                    QVERIFY(std::memcmp(&x, &y, sizeof(float)) == 0);
+                }
             }
             for (std::size_t u = 0; u < t->store().updateCount(); ++u) {
                 const sp::ui::BlockCell x = s->store().cell(b, u), y = t->store().cell(b, u);

@@ -188,6 +188,9 @@ class TestUiStore : public QObject {
         QCOMPARE(store.updateCount(), std::size_t(2));
         QCOMPARE(store.value(1, 1, BlockField::sensitivity), fp16(0.2f));
         QVERIFY(!store.cell(4, 1).present);
+        // The block the header added has no detail fields yet: missing, not read out of range.
+        QVERIFY(std::isnan(store.value(4, 1, BlockField::grad_score)));
+        QVERIFY(std::isnan(store.value(4, 1, BlockField::max_abs)));
     }
 
     void missingDetails() {

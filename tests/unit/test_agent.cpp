@@ -172,7 +172,7 @@ class TestAgent : public QObject {
     // The "sample" estimator measures a layer's output from its input and its weight. With a runtime
     // that names the masters it does so on the profiler's worker, from the master, as the input is
     // seen; without, in compute_hints on the parameters. The two runs record the same SNR, although
-    // the parameters held other values during the first one's forward passes.
+    // the parameters held other values in the second run until its hints were computed.
     void output_snr_off_the_training_thread_reads_the_masters() {
         std::vector<std::string> snr[2];
         for (int run = 0; run < 2; ++run) {
@@ -194,10 +194,10 @@ class TestAgent : public QObject {
                     if (run == 1) masters.scramble();
                     if (agent.wants_layer_inputs(step))
                         for (int b = 0; b < 3; ++b) agent.observe_layer_input(b, 0, torch::randn({16, 8}));
-                    if (run == 1) masters.restore();
                     model.set_grads(step);
                     agent.collect_block_grad_stats();
-                    agent.compute_hints(step);
+                    agent.compute_hints(step);  // still scrambled: only the masters give run 0's SNR
+                    if (run == 1) masters.restore();
                     agent.end_step(2.0);
                 }
             }

@@ -38,8 +38,11 @@ class TestRecordLine : public QObject {
         QVERIFY(std::holds_alternative<sp::UpdateRecord>(shared->record()));
     }
 
-    void every_reader_gets_the_same_string() {
-        // The file's writer thread and the PUB socket's I/O thread ask at the same time.
+    void concurrent_readers_get_the_whole_line() {
+        // The file's writer thread and the PUB socket's I/O thread ask at the same time: each gets the
+        // complete line, and the record keeps it (that only one of them serialized it is what the
+        // lock in line() is for; test_telemetry_sink and test_agent_server check each consumer asks
+        // the shared record rather than serializing on its own).
         const sp::SharedRecord shared = sp::share_record(sample_update());
         std::array<const std::string*, 8> seen{};
         std::array<std::thread, 8> readers;
@@ -48,6 +51,7 @@ class TestRecordLine : public QObject {
         for (std::thread& t : readers) t.join();
         for (const std::string* line : seen) QCOMPARE(line, seen[0]);
         QCOMPARE(*seen[0], sp::to_json_line(sample_update()));
+        QVERIFY(shared->serialized());
     }
 
     void a_malformed_record_fails_every_ask() {

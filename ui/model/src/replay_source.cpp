@@ -58,29 +58,59 @@ void ReplaySource::waitForRoom() {
     ++in_flight_;
 }
 
+std::unique_ptr<sp::JsonlReader> ReplaySource::openReader(const std::shared_ptr<LoadReport>& report,
+                                                          qint64 started_ns) {
+    QElapsedTimer clock;
+    clock.start();
+    try {
+        // A directory opens as a stream on Linux and fails only at the first read: say so plainly.
+        if (QFileInfo(path_).isDir())
+            throw std::runtime_error("cannot open telemetry file '" + path_.toStdString() +
+                                     "': Is a directory");
+        return std::make_unique<sp::JsonlReader>(QFile::encodeName(path_).toStdString());
+    } catch (const std::exception& ex) {
+        report->error = QString::fromStdString(ex.what());
+        if (!report->error.contains(path_)) report->error = path_ + QStringLiteral(": ") + report->error;
+        report->seconds = double(started_ns + clock.nsecsElapsed()) / 1e9;
+        post([this, report] {
+            emit loadFinished(*report);
+            emit stateChanged(SourceState::failed, report->error);
+        });
+        return nullptr;
+    }
+}
+
+void ReplaySource::postFinished(const sp::JsonlReader& reader, const std::shared_ptr<LoadReport>& report,
+                                bool reached_end, qint64 total, double seconds) {
+    report->records = reader.records_read();
+    report->lines = reader.lines_read();
+    report->bytes = reader.bytes_read();
+    report->problems = reader.problems();
+    report->problem_count = reader.problem_count();
+    report->unknown_types = reader.unknown_type_count();
+    report->cancelled = !reached_end && report->error.isEmpty();
+    report->seconds = seconds;
+    post([this, report, total] {
+        emit progress(static_cast<qint64>(report->bytes), total);
+        emit loadFinished(*report);
+        QString summary = QStringLiteral("%1 records, %2 MB in %3 s")
+                              .arg(report->records)
+                              .arg(double(report->bytes) / 1e6, 0, 'f', 1)
+                              .arg(report->seconds, 0, 'f', 2);
+        if (report->cancelled) summary += QStringLiteral(" (cancelled)");
+        if (report->problem_count > 0) summary += QStringLiteral(", %1 bad lines").arg(report->problem_count);
+        emit stateChanged(SourceState::loaded, summary);
+    });
+}
+
 void ReplaySource::run() {
     QElapsedTimer clock;
     clock.start();
     auto report = std::make_shared<LoadReport>();
     const qint64 total = QFileInfo(path_).size();
 
-    std::unique_ptr<sp::JsonlReader> reader;
-    try {
-        // A directory opens as a stream on Linux and fails only at the first read: say so plainly.
-        if (QFileInfo(path_).isDir())
-            throw std::runtime_error("cannot open telemetry file '" + path_.toStdString() +
-                                     "': Is a directory");
-        reader = std::make_unique<sp::JsonlReader>(QFile::encodeName(path_).toStdString());
-    } catch (const std::exception& ex) {
-        report->error = QString::fromStdString(ex.what());
-        if (!report->error.contains(path_)) report->error = path_ + QStringLiteral(": ") + report->error;
-        report->seconds = double(clock.nsecsElapsed()) / 1e9;
-        post([this, report] {
-            emit loadFinished(*report);
-            emit stateChanged(SourceState::failed, report->error);
-        });
-        return;
-    }
+    const std::unique_ptr<sp::JsonlReader> reader = openReader(report, clock.nsecsElapsed());
+    if (!reader) return;
 
     auto batch = std::make_shared<std::vector<sp::TelemetryRecord>>();
     std::size_t weight = 0;
@@ -141,25 +171,7 @@ void ReplaySource::run() {
         flush();
     }
 
-    report->records = reader->records_read();
-    report->lines = reader->lines_read();
-    report->bytes = reader->bytes_read();
-    report->problems = reader->problems();
-    report->problem_count = reader->problem_count();
-    report->unknown_types = reader->unknown_type_count();
-    report->cancelled = !reached_end && report->error.isEmpty();
-    report->seconds = double(clock.nsecsElapsed()) / 1e9;
-    post([this, report, total] {
-        emit progress(static_cast<qint64>(report->bytes), total);
-        emit loadFinished(*report);
-        QString summary = QStringLiteral("%1 records, %2 MB in %3 s")
-                              .arg(report->records)
-                              .arg(double(report->bytes) / 1e6, 0, 'f', 1)
-                              .arg(report->seconds, 0, 'f', 2);
-        if (report->cancelled) summary += QStringLiteral(" (cancelled)");
-        if (report->problem_count > 0) summary += QStringLiteral(", %1 bad lines").arg(report->problem_count);
-        emit stateChanged(SourceState::loaded, summary);
-    });
+    postFinished(*reader, report, reached_end, total, double(clock.nsecsElapsed()) / 1e9);
 }
 
 }  // namespace sp::ui

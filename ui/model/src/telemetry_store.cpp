@@ -269,6 +269,8 @@ float TelemetryStore::value(int block, std::size_t update, BlockField field) con
     const std::size_t n = rows_.size();
     if (block < 0 || block >= blockCount() || update >= n || n - update > kWindow) return kMissing;
     const BlockColumns& b = blocks_[static_cast<std::size_t>(block)];
+    // Allocated at the block's first append: a block a late header added has none yet.
+    if (b.recent.empty()) return kMissing;
     return b.recent[(update % kWindow) * kDetailFieldCount + static_cast<std::size_t>(slot)];
 }
 

@@ -8,6 +8,7 @@
 #include <mutex>
 #include <thread>
 
+#include "sp/jsonl.h"
 #include "sp/ui/telemetry_source.h"
 
 namespace sp::ui {
@@ -40,6 +41,11 @@ class ReplaySource : public TelemetrySource {
 
   private:
     void run();  // the worker
+    // The reader of path_, or null once the failure is reported (report->error, loadFinished).
+    std::unique_ptr<sp::JsonlReader> openReader(const std::shared_ptr<LoadReport>& report, qint64 started_ns);
+    // Fills the report from the reader and posts progress, loadFinished and the loaded state.
+    void postFinished(const sp::JsonlReader& reader, const std::shared_ptr<LoadReport>& report,
+                      bool reached_end, qint64 total, double seconds);
     // Posts `fn` to the GUI thread; it runs there unless stop() came first.
     template <typename Fn>
     void post(Fn&& fn);
