@@ -12,7 +12,6 @@
 #include <utility>
 #include <variant>
 
-
 #if defined(__unix__) || defined(__APPLE__)
 #include <csignal>
 
