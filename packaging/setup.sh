@@ -35,7 +35,7 @@ done
 packages=(
   cmake ninja-build g++ ccache pkg-config dpkg-dev
   clang libclang-rt-14-dev clang-format clang-tidy
-  nlohmann-json3-dev libcli11-dev libsimdjson-dev libhwy-dev
+  nlohmann-json3-dev libcli11-dev libsimdjson-dev
   libzmq3-dev cppzmq-dev
   qt6-base-dev qt6-charts-dev libqt6opengl6-dev libgl-dev
   libtorch-dev libgloo-dev
