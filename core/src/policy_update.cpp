@@ -34,13 +34,18 @@ void Policy::average_windows(UpdateRecord& rec) const {
         const std::size_t base = b * std::size_t(w);
         const int oldest = (win_head_[b] - d.window + w) % w;
         double l2 = 0, mx = 0, var = 0, mean = 0;
-        for (int k = 0; k < d.window; ++k) {
-            const std::size_t slot = base + std::size_t((oldest + k) % w);
-            l2 += win_l2_[slot];
-            mx += win_max_[slot];
-            var += win_var_[slot];
-            mean += win_mean_[slot];
-        }
+        auto add = [&](std::size_t from, std::size_t to) {  // slots [from, to) of this block's ring
+            for (std::size_t slot = base + from; slot < base + to; ++slot) {
+                l2 += win_l2_[slot];
+                mx += win_max_[slot];
+                var += win_var_[slot];
+                mean += win_mean_[slot];
+            }
+        };
+        // The ring from its oldest slot: up to its end, then from its start (no division per slot).
+        const int first_part = std::min(d.window, w - oldest);
+        add(std::size_t(oldest), std::size_t(oldest) + std::size_t(first_part));
+        add(0, std::size_t(d.window - first_part));
         d.l2_norm = l2 / d.window;
         d.max_abs = mx / d.window;
         d.variance = var / d.window;
@@ -127,11 +132,12 @@ Policy::Decision Policy::decide_dynamic(BlockDetail& d, std::int64_t step, bool 
     return {wanted, Reason::policy};
 }
 
-std::vector<Precision> Policy::plan_budget_map(const UpdateRecord& rec, std::int64_t step) const {
-    std::vector<BudgetBlock> blocks(layout_.size());
+std::vector<Precision> Policy::plan_budget_map(const UpdateRecord& rec, std::int64_t step) {
+    std::vector<BudgetBlock>& blocks = budget_blocks_;
+    blocks.resize(layout_.size());
     for (std::size_t b = 0; b < layout_.size(); ++b) {
         const BlockDetail& d = rec.block_details[b];
-        BudgetBlock& bb = blocks[b];
+        BudgetBlock& bb = blocks[b];  // every field written: the vector is reused from update to update
         bb.bytes_bf16 = double(layout_[b].bytes_bf16);
         bb.sensitivity = d.sensitivity;
         bb.snr_db = d.snr_db;
@@ -143,6 +149,7 @@ std::vector<Precision> Policy::plan_budget_map(const UpdateRecord& rec, std::int
                     bb.admissible &= FormatMask(~format_bit(p));
         }
         ForcedBy by;
+        bb.fixed.reset();
         if (const auto forced = forced_precision(int(b), &by)) {
             bb.fixed = forced;
         } else if (nonfinite_since_update_[b]) {
@@ -151,7 +158,7 @@ std::vector<Precision> Policy::plan_budget_map(const UpdateRecord& rec, std::int
             bb.fixed = effective_[b];
         }
     }
-    return plan_budget(blocks, budget_target_pct_, config_.hysteresis_margin).precision;
+    return budget_planner_.plan(blocks, budget_target_pct_, config_.hysteresis_margin).precision;
 }
 
 Policy::Decision Policy::decide_budget(BlockDetail& d, Precision planned) const {

@@ -3,6 +3,8 @@
 // at its cheapest admissible format; then, while the saving stays at or above the target, blocks
 // move back up one format level at a time, the move with the largest sensitivity decrease per extra
 // byte first (a max-heap). Pure and deterministic, so the simulator replays it exactly.
+#include <array>
+#include <cstdint>
 #include <optional>
 #include <vector>
 
@@ -32,6 +34,49 @@ double nominal_snr_db(Precision p);
 // The sensitivity a block keeps in format p: sensitivity * 10^(-snr/10), the share of its signal
 // power the format's noise would replace.
 double sensitivity_in(const BudgetBlock& b, Precision p);
+
+namespace detail {
+// A free block's format, bytes and kept sensitivity at one byte level (INT4, 8-bit, BF16).
+struct BudgetLevel {
+    std::optional<Precision> format;  // none: the block cannot stand at this level
+    double bytes = 0;
+    double kept = 0;  // sensitivity_in(block, format)
+};
+using BudgetLevels = std::array<BudgetLevel, 3>;
+// A move up of a free block from one level to the next it can take.
+struct BudgetMove {
+    double gain;  // the gain the greedy's max-heap would pop it at (see BudgetPlanner::order_moves)
+    int block;
+    std::uint8_t from_level, to_level;
+};
+}  // namespace detail
+
+// plan_budget with its working storage kept from one plan to the next. A policy plans at every
+// update: at 10,000 blocks, allocating about 2 MB afresh each time cost more in page faults than the
+// plan itself. It also remembers 10^(-snr/10) per block and format while the estimate stays the
+// same (estimates change only when the SNR is profiled). The plan is the same as plan_budget's.
+class BudgetPlanner {
+  public:
+    BudgetPlan plan(const std::vector<BudgetBlock>& blocks, double target_pct, double hysteresis);
+
+  private:
+    // Where a free block stands in the plan being made, and its bytes and format at each level.
+    static constexpr std::uint8_t kNoFormat = 0xff;
+    struct Standing {
+        std::array<double, 3> bytes{};
+        std::array<std::uint8_t, 3> format{};  // a Precision; kNoFormat: it cannot stand at that level
+        std::uint8_t level = 0;
+    };
+    double kept_sensitivity(const BudgetBlock& b, std::size_t block, Precision p);
+    detail::BudgetLevels levels_of(const BudgetBlock& b, std::size_t block);
+    double start_block(const BudgetBlock& b, std::size_t block, double hysteresis);
+    void order_moves();
+
+    std::vector<Standing> standing_;
+    std::vector<detail::BudgetMove> moves_, scratch_;
+    double smallest_move_ = 0;                       // the fewest extra bytes any listed move costs
+    std::vector<PerFormat> snr_seen_, noise_share_;  // 10^(-snr/10) of the last snr seen
+};
 
 // The plan for `target_pct` (bytes saved against all-BF16, in percent). `hysteresis` >= 0 weighs a
 // move that brings a block back to the byte level it stands at by (1 + hysteresis), so the plan

@@ -146,9 +146,9 @@ class Policy {
     };
     // The phases of update(), in POLICY.md's order.
     void begin_record(UpdateRecord& rec, std::int64_t step, double timestamp) const;
-    void average_windows(UpdateRecord& rec) const;                                             // rule 2
-    void score_blocks(UpdateRecord& rec) const;                                                // rule 4
-    std::vector<Precision> plan_budget_map(const UpdateRecord& rec, std::int64_t step) const;  // rule 18
+    void average_windows(UpdateRecord& rec) const;                                       // rule 2
+    void score_blocks(UpdateRecord& rec) const;                                          // rule 4
+    std::vector<Precision> plan_budget_map(const UpdateRecord& rec, std::int64_t step);  // rule 18
     // One block's decision by rule 9's priority: pin or force list, mode (rule 8), safety (rule 4),
     // then the budget plan or the dynamic rules.
     Decision decide(BlockDetail& d, std::int64_t step, bool first_dynamic,
@@ -183,6 +183,8 @@ class Policy {
     std::vector<FormatMask> admitted_;  // gate, per block
     FormatMask materializable_ = kAllFormats;
     double budget_target_pct_ = 0;
+    std::vector<BudgetBlock> budget_blocks_;  // rule 18's input, rebuilt at each update in place
+    BudgetPlanner budget_planner_;
 
     std::vector<Precision> effective_;
     std::vector<Precision> recorded_;                // as in the previous record
