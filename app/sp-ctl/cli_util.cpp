@@ -17,12 +17,29 @@ bool write_stdout(const char* command, const std::string& text) {
     return false;
 }
 
-bool check_readable(const char* command, const std::string& path) {
+bool check_not_special(const char* command, const std::string& path) {
     std::error_code ec;
     if (std::filesystem::is_directory(path, ec)) {
         std::fprintf(stderr, "sp-ctl %s: cannot read '%s': it is a directory\n", command, path.c_str());
         return false;
     }
+    // A device or socket never ends (/dev/zero, a terminal): refused, where a FIFO is read to its end
+    // (a process substitution, `<(zcat run.jsonl.gz)`, is one).
+    const std::filesystem::file_status st = std::filesystem::status(path, ec);
+    const char* kind = std::filesystem::is_character_file(st) ? "a character device"
+                       : std::filesystem::is_block_file(st)   ? "a block device"
+                       : std::filesystem::is_socket(st)       ? "a socket"
+                                                              : nullptr;
+    if (kind != nullptr) {
+        std::fprintf(stderr, "sp-ctl %s: cannot read '%s': it is %s, not a telemetry file\n", command,
+                     path.c_str(), kind);
+        return false;
+    }
+    return true;
+}
+
+bool check_readable(const char* command, const std::string& path) {
+    if (!check_not_special(command, path)) return false;
     std::ifstream probe(path, std::ios::binary);
     if (!probe) {
         std::fprintf(stderr, "sp-ctl %s: cannot read '%s': %s\n", command, path.c_str(),

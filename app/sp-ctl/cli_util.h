@@ -15,6 +15,9 @@ bool write_stdout(const char* command, const std::string& text);
 // "sp-ctl <command>: cannot read 'PATH': reason" to stderr and returns false. JsonlReader alone would
 // accept a directory and report a read error as a bad line, which is not what a user means.
 bool check_readable(const char* command, const std::string& path);
+// The part of check_readable that refuses a directory, a device or a socket (a FIFO passes), with the
+// same messages; true when `path` is none of them or does not exist.
+bool check_not_special(const char* command, const std::string& path);
 
 // check_readable, then a JsonlReader on the file; on failure prints why (as above) and returns null.
 std::unique_ptr<sp::JsonlReader> open_telemetry_file(const char* command, const std::string& path);

@@ -8,6 +8,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "cli_util.h"
 #include "commands.h"
 #include "option_checks.h"
 #include "sp/config.h"
@@ -82,6 +83,7 @@ int run_simulate(const SimulateArgs& args) {
         options.now = wall_clock_seconds;
         if (!args.config_path.empty()) options.config = sp::load_config_file(args.config_path);
         if (!calibration_path.empty()) {
+            if (!check_not_special("simulate", calibration_path)) return 2;
             std::ifstream cal(calibration_path);
             if (!cal) {
                 std::fprintf(stderr, "sp-ctl simulate: cannot open calibration file '%s'\n",
@@ -92,6 +94,7 @@ int run_simulate(const SimulateArgs& args) {
         }
         std::ifstream file;
         if (stats_path != "-") {
+            if (!check_not_special("simulate", stats_path)) return 2;
             file.open(stats_path);
             if (!file) {
                 std::fprintf(stderr, "sp-ctl simulate: cannot open stats file '%s'\n", stats_path.c_str());

@@ -380,6 +380,9 @@ class TestSpCtlLogs : public QObject {
             r = sp_ctl({command, dir.path()});
             QCOMPARE(r.exit_code, 2);
             QVERIFY2(r.err.contains("directory"), r.err.constData());
+            r = sp_ctl({command, "/dev/zero"});  // it would never end
+            QCOMPARE(r.exit_code, 2);
+            QVERIFY2(r.err.contains("'/dev/zero': it is a character device"), r.err.constData());
             r = sp_ctl({command, "--help"});
             QCOMPARE(r.exit_code, 0);
             QVERIFY(r.out.startsWith("usage: sp-ctl " + QByteArray(command)));

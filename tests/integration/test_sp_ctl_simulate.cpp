@@ -173,6 +173,12 @@ class TestSpCtlSimulate : public QObject {
         r = sp_ctl({"simulate", "--stats", dir.filePath("missing.jsonl")});
         QCOMPARE(r.exit_code, 2);
         QVERIFY2(r.err.contains("cannot open stats file"), r.err.constData());
+        r = sp_ctl({"simulate", "--stats", "/dev/zero"});  // it would never end
+        QCOMPARE(r.exit_code, 2);
+        QVERIFY2(r.err.contains("'/dev/zero': it is a character device"), r.err.constData());
+        r = sp_ctl({"simulate", "--stats", example("stats.jsonl"), "--calibration", "/dev/zero"});
+        QCOMPARE(r.exit_code, 2);
+        QVERIFY2(r.err.contains("'/dev/zero': it is a character device"), r.err.constData());
         r = sp_ctl({"simulate"});
         QCOMPARE(r.exit_code, 2);
         r = sp_ctl({"simulate", "--stats", example("stats.jsonl"), "--format", "xml"});
