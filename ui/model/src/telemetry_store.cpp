@@ -70,6 +70,30 @@ UpdateRow rowOf(const UpdateRecord& r) {
 
 }  // namespace
 
+float runValue(const UpdateRow& row, RunField field) {
+    switch (field) {
+        case RunField::estimated_saving:
+            return row.estimated_saving_pct;
+        case RunField::measured_saving:
+            return row.measured_saving_pct;
+        case RunField::budget_target:
+            return row.budget_target_pct;
+        case RunField::blocks_bf16:
+            return static_cast<float>(row.blocks_bf16);
+        case RunField::blocks_int8:
+            return static_cast<float>(row.blocks_int8);
+        case RunField::blocks_fp8:
+            return static_cast<float>(row.blocks_fp8);
+        case RunField::blocks_int4:
+            return static_cast<float>(row.blocks_int4);
+        case RunField::train_loss:
+            return row.train_loss;
+        case RunField::eval_loss:
+            return row.eval_loss;
+    }
+    return kMissing;
+}
+
 void TelemetryStore::reset(BlockLayout layout) {
     layout_ = std::move(layout);
     layout_given_ = !layout_.empty();
@@ -77,11 +101,13 @@ void TelemetryStore::reset(BlockLayout layout) {
     first_kept_ = 0;
     // Give the memory back: a restarted run may be much smaller.
     std::vector<UpdateRow>().swap(rows_);
+    for (SeriesSummary& summary : run_summaries_) summary = SeriesSummary();
     std::vector<BlockColumns>(layout_.size()).swap(blocks_);
 }
 
 void TelemetryStore::reserve(std::size_t updates) {
     rows_.reserve(updates);
+    for (SeriesSummary& summary : run_summaries_) summary.reserve(updates);
     for (BlockColumns& b : blocks_) {
         b.sensitivity.reserve(updates);
         b.l2_norm.reserve(updates);
@@ -183,6 +209,8 @@ std::optional<std::string> TelemetryStore::append(const UpdateRecord& r) {
         }
     }
     rows_.push_back(rowOf(r));
+    for (int f = 0; f < kRunFieldCount; ++f)
+        run_summaries_[std::size_t(f)].append(runValue(rows_.back(), RunField(f)));
     dropOldColumns();
     return std::nullopt;
 }
@@ -257,6 +285,11 @@ SpanStats TelemetryStore::stats(int block, BlockField field, std::size_t first, 
     const SeriesSummary& summary = field == BlockField::sensitivity ? b.sensitivity_summary : b.l2_summary;
     // Dropped updates only through whole entries: their raw values are gone.
     return summary.stats(first, last, [&](std::size_t u) { return u < first_kept_ ? kMissing : s[u]; });
+}
+
+SpanStats TelemetryStore::runStats(RunField field, std::size_t first, std::size_t last) const {
+    return run_summaries_[std::size_t(field)].stats(first, last,
+                                                    [&](std::size_t u) { return runValue(rows_[u], field); });
 }
 
 float TelemetryStore::value(int block, std::size_t update, BlockField field) const {
@@ -337,6 +370,7 @@ std::optional<std::size_t> TelemetryStore::updateAtOrBefore(std::int64_t step) c
 
 std::size_t TelemetryStore::memoryBytes() const {
     std::size_t bytes = rows_.capacity() * sizeof(UpdateRow) + blocks_.capacity() * sizeof(BlockColumns);
+    for (const SeriesSummary& summary : run_summaries_) bytes += summary.memoryBytes();
     for (const BlockColumns& b : blocks_) {
         bytes += (b.sensitivity.capacity() + b.l2_norm.capacity()) * sizeof(std::uint16_t);
         bytes += b.recent.capacity() * sizeof(float);

@@ -91,12 +91,10 @@ struct ChartsPanel::ChartBox {
     QAbstractAxis* activeY() const;
 };
 
-// A run drawn over the current one (setOverlayRuns): its name, its store (per-block series) and its
-// run-level columns, kept up to date incrementally.
+// A run drawn over the current one (setOverlayRuns): its name and its store, read at every redraw.
 struct ChartsPanel::OverlaidRun {
     QString name;
     const TelemetryStore* store = nullptr;
-    RunColumns columns;
 };
 
 }  // namespace sp::ui

@@ -173,12 +173,12 @@ void ChartsPanel::collectMarkers(double x_lo, double x_hi) {
     std::array<std::vector<double>, kMarkerKinds> raw;
     const std::size_t n = shownCount();
     for (std::size_t u = 0; u < n; ++u)
-        if (store_->row(u).precision_changes > 0) raw[0].push_back(run_->steps[u]);
+        if (store_->row(u).precision_changes > 0) raw[0].push_back(double(store_->row(u).step));
     if (session_ && n > 0) {  // events past the timeline cursor are not shown yet
         const EventLog& log = session_->events();
         for (std::size_t i = 0; i < log.size(); ++i) {
             const EventEntry& e = log.at(i);
-            if (e.step < 0 || double(e.step) > run_->steps[n - 1]) continue;
+            if (e.step < 0 || e.step > store_->row(n - 1).step) continue;
             if (e.category == EventCategory::command && e.state == CommandState::applied)
                 raw[1].push_back(double(e.step));
             if (e.category == EventCategory::rollback) raw[2].push_back(double(e.step));

@@ -19,23 +19,14 @@ constexpr std::array<QRgb, ChartsPanel::kMaxSelectedLines> kBlockColors = {
     0xFF0072B2u, 0xFFE69F00u, 0xFF009E73u, 0xFFCC79A7u, 0xFF56B4E9u, 0xFFD55E00u, 0xFFF0E442u, 0xFF999999u};
 constexpr int kRawAlpha = 70;  // the unsmoothed losses, behind the smoothed ones
 
-// A line named `look.name + name` in `look`'s dash and legend role, over (xs, ys) up to `n`.
-LineSource makeLine(const LineSource& look, const QString& name, QColor color, const std::vector<double>& xs,
-                    const std::vector<float>& ys, std::size_t n, GapPolicy gaps = GapPolicy::break_line) {
+// A line named `look.name + name` in `look`'s dash and legend role, read in place from `series`.
+LineSource makeLine(const LineSource& look, const QString& name, QColor color, const StoreSeries& series,
+                    GapPolicy gaps = GapPolicy::break_line) {
     LineSource line = look;
     line.name = look.name + name;
     line.color = color;
     line.gaps = gaps;
-    line.setSamples(xs, ys, n);
-    return line;
-}
-
-LineSource makeLine(const LineSource& look, const QString& name, QColor color, const std::vector<double>& xs,
-                    const FieldSeries& ys, std::size_t n) {
-    LineSource line = look;
-    line.name = look.name + name;
-    line.color = color;
-    line.setDecodedSamples(xs, ys, n);
+    line.setSeries(series);
     return line;
 }
 
@@ -48,9 +39,8 @@ std::array<std::pair<QString, QColor>, 4> precisionLines(bool dark) {
              {QStringLiteral("INT4"), QColor::fromRgb(precisionColor(Precision::int4))}}};
 }
 
-const std::vector<float>& precisionColumn(const RunColumns& c, std::size_t i) {
-    return *std::array{&c.bf16, &c.int8, &c.fp8, &c.int4}[i];
-}
+constexpr std::array<RunField, 4> kPrecisionFields = {RunField::blocks_bf16, RunField::blocks_int8,
+                                                      RunField::blocks_fp8, RunField::blocks_int4};
 
 int blockNamed(const TelemetryStore& store, const std::string& name) {
     const BlockLayout& layout = store.layout();
@@ -70,24 +60,43 @@ std::vector<LineSource> ChartsPanel::linesOf(Chart which) const {
 }
 
 void ChartsPanel::addOwnLines(Chart which, std::vector<LineSource>& out) const {
-    const RunColumns& c = *run_;
-    const std::size_t n = shownCount();
-    const LineSource own;
+    // Without a store the lines are there, empty: each chart keeps its line series from the start.
+    static const TelemetryStore kNoRun;
+    addStoreLines(which, store_ ? *store_ : kNoRun, shownCount(), LineSource(), out);
+}
+
+void ChartsPanel::addRunLines(Chart which, const OverlaidRun& run, std::size_t index,
+                              std::vector<LineSource>& out) const {
+    LineSource look;
+    look.name = run.name + QStringLiteral(": ");
+    look.style = kRunStyles[index % kRunStyles.size()];
+    look.legend = LegendEntry::run;
+    look.run = run.name;
+    addStoreLines(which, *run.store, run.store->updateCount(), look, out);
+}
+
+// A run's lines of a chart, read from its store: this run's (look.legend own) or an overlaid run's
+// counterparts, whose selected blocks are found by name (runs of one model share its names).
+void ChartsPanel::addStoreLines(Chart which, const TelemetryStore& store, std::size_t n,
+                                const LineSource& look, std::vector<LineSource>& out) const {
+    const bool own = look.legend == LegendEntry::own;
+    const auto run = [&](RunField f) { return StoreSeries::run(store, f, n); };
     switch (which) {
         case Chart::saving:
-            out.push_back(
-                makeLine(own, tr("estimated"), QColor::fromRgb(kEstimatedColor), c.steps, c.estimated, n));
-            out.push_back(
-                makeLine(own, tr("measured"), QColor::fromRgb(kMeasuredColor), c.steps, c.measured, n));
-            out.push_back(
-                makeLine(own, tr("budget target"), QColor::fromRgb(kTargetColor), c.steps, c.target, n));
+            out.push_back(makeLine(look, tr("estimated"), QColor::fromRgb(kEstimatedColor),
+                                   run(RunField::estimated_saving)));
+            out.push_back(makeLine(look, tr("measured"), QColor::fromRgb(kMeasuredColor),
+                                   run(RunField::measured_saving)));
+            if (!own) break;
+            out.push_back(makeLine(look, tr("budget target"), QColor::fromRgb(kTargetColor),
+                                   run(RunField::budget_target)));
             out.back().style = Qt::DashLine;
             break;
         case Chart::precision: {
             const auto looks = precisionLines(dark_);
             for (std::size_t i = 0; i < looks.size(); ++i)
-                out.push_back(makeLine(own, looks[i].first, looks[i].second, c.steps, precisionColumn(c, i),
-                                       n, GapPolicy::skip));
+                out.push_back(makeLine(look, looks[i].first, looks[i].second, run(kPrecisionFields[i]),
+                                       GapPolicy::skip));
             break;
         }
         case Chart::sensitivity:
@@ -95,70 +104,28 @@ void ChartsPanel::addOwnLines(Chart which, std::vector<LineSource>& out) const {
             const BlockField field =
                 which == Chart::sensitivity ? BlockField::sensitivity : BlockField::l2_norm;
             const std::size_t shown = std::min<std::size_t>(selected_.size(), kMaxSelectedLines);
-            for (std::size_t i = 0; i < shown; ++i) {
-                const int b = selected_[i];
-                if (!store_ || b < 0 || b >= store_->blockCount()) continue;
-                const QString name = QString::fromStdString(store_->layout()[std::size_t(b)].name);
-                out.push_back(makeLine(own, name, QColor::fromRgb(kBlockColors[i]), c.steps,
-                                       store_->series(b, field), n));
-            }
-            break;
-        }
-        case Chart::loss:
-            addLossLines(c, n, own, out);
-            break;
-    }
-}
-
-void ChartsPanel::addRunLines(Chart which, const OverlaidRun& run, std::size_t index,
-                              std::vector<LineSource>& out) const {
-    const RunColumns& c = run.columns;
-    const std::size_t n = c.size();
-    LineSource look;
-    look.name = run.name + QStringLiteral(": ");
-    look.style = kRunStyles[index % kRunStyles.size()];
-    look.legend = LegendEntry::run;
-    look.run = run.name;
-    switch (which) {
-        case Chart::saving:
-            out.push_back(
-                makeLine(look, tr("estimated"), QColor::fromRgb(kEstimatedColor), c.steps, c.estimated, n));
-            out.push_back(
-                makeLine(look, tr("measured"), QColor::fromRgb(kMeasuredColor), c.steps, c.measured, n));
-            break;
-        case Chart::precision: {
-            const auto looks = precisionLines(dark_);
-            for (std::size_t i = 0; i < looks.size(); ++i)
-                out.push_back(makeLine(look, looks[i].first, looks[i].second, c.steps, precisionColumn(c, i),
-                                       n, GapPolicy::skip));
-            break;
-        }
-        case Chart::sensitivity:
-        case Chart::gradient: {  // the same blocks, found by name: runs of one model share its names
-            const BlockField field =
-                which == Chart::sensitivity ? BlockField::sensitivity : BlockField::l2_norm;
-            const std::size_t shown = std::min<std::size_t>(selected_.size(), kMaxSelectedLines);
-            for (std::size_t i = 0; i < shown && store_ && run.store; ++i) {
+            for (std::size_t i = 0; i < shown && store_; ++i) {
                 const int b = selected_[i];
                 if (b < 0 || b >= store_->blockCount()) continue;
                 const std::string& name = store_->layout()[std::size_t(b)].name;
-                const int other = blockNamed(*run.store, name);
-                if (other < 0) continue;
+                const int block = own ? b : blockNamed(store, name);
+                if (block < 0) continue;
                 out.push_back(makeLine(look, QString::fromStdString(name), QColor::fromRgb(kBlockColors[i]),
-                                       c.steps, run.store->series(other, field), n));
+                                       StoreSeries::block(store, block, field, n)));
             }
             break;
         }
         case Chart::loss:
-            addLossLines(c, n, look, out);
+            addLossLines(run(RunField::train_loss), run(RunField::eval_loss), look, out);
             break;
     }
 }
 
 // Train and eval loss, smoothed when smoothing is on (another run's as this run's, so that they
 // compare); this run's raw losses are drawn faint behind. The eval loss is sparse (only where
-// evaluated) and drawn where it was measured (eval_step): its line joins the known points.
-void ChartsPanel::addLossLines(const RunColumns& c, std::size_t n, const LineSource& look,
+// evaluated) and drawn where it was measured (eval_step): its line joins the known points. The
+// smoothed values are computed per redraw (an EMA has no summary) and dropped after it.
+void ChartsPanel::addLossLines(const StoreSeries& train, const StoreSeries& eval, const LineSource& look,
                                std::vector<LineSource>& out) const {
     const bool smooth = smoothing_ > 0.0;
     const QColor train_color = QColor::fromRgb(kTrainLossColor);
@@ -167,16 +134,14 @@ void ChartsPanel::addLossLines(const RunColumns& c, std::size_t n, const LineSou
         QColor faint_train = train_color, faint_eval = eval_color;
         faint_train.setAlpha(kRawAlpha);
         faint_eval.setAlpha(kRawAlpha);
-        out.push_back(
-            makeLine(look, tr("train loss (raw)"), faint_train, c.steps, c.train_loss, n, GapPolicy::skip));
-        out.push_back(
-            makeLine(look, tr("eval loss (raw)"), faint_eval, c.eval_steps, c.eval_loss, n, GapPolicy::skip));
+        out.push_back(makeLine(look, tr("train loss (raw)"), faint_train, train, GapPolicy::skip));
+        out.push_back(makeLine(look, tr("eval loss (raw)"), faint_eval, eval, GapPolicy::skip));
         out[out.size() - 2].legend = out.back().legend = LegendEntry::none;
     }
-    out.push_back(makeLine(look, tr("train loss"), train_color, c.steps, c.train_loss, n, GapPolicy::skip));
-    if (smooth) out.back().setOwnedSamples(c.steps, emaSmooth(c.train_loss, n, smoothing_));
-    out.push_back(makeLine(look, tr("eval loss"), eval_color, c.eval_steps, c.eval_loss, n, GapPolicy::skip));
-    if (smooth) out.back().setOwnedSamples(c.eval_steps, emaSmooth(c.eval_loss, n, smoothing_));
+    out.push_back(makeLine(look, tr("train loss"), train_color, train, GapPolicy::skip));
+    if (smooth) out.back().setComputed(train, emaSmooth(valuesOf(train), train.size(), smoothing_));
+    out.push_back(makeLine(look, tr("eval loss"), eval_color, eval, GapPolicy::skip));
+    if (smooth) out.back().setComputed(eval, emaSmooth(valuesOf(eval), eval.size(), smoothing_));
 }
 
 void ChartsPanel::addOverlayLines(Chart which, std::vector<LineSource>& out) const {
@@ -187,9 +152,10 @@ void ChartsPanel::addOverlayLines(Chart which, std::vector<LineSource>& out) con
         line.color = QColor::fromRgb(o.color);
         line.gaps = GapPolicy::skip;
         const std::size_t count = std::min(o.steps.size(), o.values.size());
-        if (which == Chart::loss && smoothing_ > 0.0)
-            line.setOwnedSamples(o.steps, emaSmooth(o.values, count, smoothing_));
-        else
+        if (which == Chart::loss && smoothing_ > 0.0) {
+            line.owned_y = std::make_shared<std::vector<float>>(emaSmooth(o.values, count, smoothing_));
+            line.setSamples(o.steps, *line.owned_y, count);
+        } else
             line.setSamples(o.steps, o.values, count);
         out.push_back(std::move(line));
     }
@@ -198,21 +164,25 @@ void ChartsPanel::addOverlayLines(Chart which, std::vector<LineSource>& out) con
 // The steps of everything there is to draw: this run's updates shown (and where their eval losses
 // were measured: the evaluation before training is at step 0), the overlays' and overlaid runs'.
 std::pair<double, double> ChartsPanel::fullXRange() const {
-    const RunColumns& c = *run_;
-    const std::size_t n = shownCount();
+    const std::size_t n = store_ ? shownCount() : 0;
     bool have = n > 0;
-    double lo = have ? c.steps.front() : 0.0;
-    double hi = have ? c.steps[n - 1] : 1.0;
+    double lo = have ? double(store_->row(0).step) : 0.0;
+    double hi = have ? double(store_->row(n - 1).step) : 1.0;
+    // eval_step does not decrease: the first eval loss is the earliest.
     for (std::size_t u = 0; u < n; ++u)
-        if (std::isfinite(c.eval_loss[u])) lo = std::min(lo, c.eval_steps[u]);
-    const auto take = [&](const std::vector<double>& steps) {
-        if (steps.empty()) return;
-        lo = have ? std::min(lo, steps.front()) : steps.front();
-        hi = have ? std::max(hi, steps.back()) : steps.back();
+        if (std::isfinite(store_->row(u).eval_loss)) {
+            lo = std::min(lo, double(store_->row(u).eval_step));
+            break;
+        }
+    const auto take = [&](double first, double last) {
+        lo = have ? std::min(lo, first) : first;
+        hi = have ? std::max(hi, last) : last;
         have = true;
     };
-    for (const Overlay& o : overlays_) take(o.steps);
-    for (const OverlaidRun& r : overlay_runs_) take(r.columns.steps);
+    for (const Overlay& o : overlays_)
+        if (!o.steps.empty()) take(o.steps.front(), o.steps.back());
+    for (const OverlaidRun& r : overlay_runs_)
+        if (!r.store->empty()) take(double(r.store->row(0).step), double(r.store->rows().back().step));
     return {lo, std::max(hi, lo + 1.0)};
 }
 

@@ -30,18 +30,18 @@ QString number(float v) {
 std::size_t ChartsPanel::nearestUpdate(double step) const {
     const std::size_t n = shownCount();
     if (n == 0 || !std::isfinite(step)) return kNoCursor;
-    const auto end = run_->steps.begin() + std::ptrdiff_t(n);
-    const auto it = std::lower_bound(run_->steps.begin(), end, step);
-    if (it == end) return n - 1;
-    const auto at = std::size_t(it - run_->steps.begin());
-    if (at > 0 && step - run_->steps[at - 1] <= *it - step) return at - 1;  // ties go to the earlier step
+    const StoreSeries steps = StoreSeries::run(*store_, RunField::train_loss, n);  // x: the steps
+    const std::size_t at = steps.lowerBound(step);
+    if (at == n) return n - 1;
+    if (at > 0 && step - steps.x(at - 1) <= steps.x(at) - step) return at - 1;  // ties go to the earlier step
     return at;
 }
 
 QString ChartsPanel::readoutAt(Chart chart, double step) const {
     const std::size_t u = nearestUpdate(step);
     if (u == kNoCursor) return {};
-    QStringList parts{tr("step %1").arg(std::int64_t(run_->steps[u]))};
+    const UpdateRow& row = store_->row(u);
+    QStringList parts{tr("step %1").arg(row.step)};
     const auto add = [&](const QString& name, float v, bool percent = false) {
         if (!std::isfinite(v)) return;
         parts << (percent ? QStringLiteral("%1 %2%").arg(name).arg(double(v), 0, 'f', 1)
@@ -49,14 +49,16 @@ QString ChartsPanel::readoutAt(Chart chart, double step) const {
     };
     switch (chart) {
         case Chart::saving:
-            add(tr("estimated"), run_->estimated[u], true);
-            add(tr("measured"), run_->measured[u], true);
-            add(tr("budget target"), run_->target[u], true);
+            add(tr("estimated"), row.estimated_saving_pct, true);
+            add(tr("measured"), row.measured_saving_pct, true);
+            add(tr("budget target"), row.budget_target_pct, true);
             break;
         case Chart::precision: {
-            const std::array<std::pair<const char*, const std::vector<float>*>, 4> counts = {
-                {{"BF16", &run_->bf16}, {"INT8", &run_->int8}, {"FP8", &run_->fp8}, {"INT4", &run_->int4}}};
-            for (const auto& [name, column] : counts) add(QLatin1String(name), (*column)[u]);
+            const std::array<std::pair<const char*, int>, 4> counts = {{{"BF16", row.blocks_bf16},
+                                                                        {"INT8", row.blocks_int8},
+                                                                        {"FP8", row.blocks_fp8},
+                                                                        {"INT4", row.blocks_int4}}};
+            for (const auto& [name, count] : counts) add(QLatin1String(name), float(count));
             break;
         }
         case Chart::sensitivity:
@@ -72,14 +74,17 @@ QString ChartsPanel::readoutAt(Chart chart, double step) const {
             break;
         }
         case Chart::loss: {
-            add(tr("train loss"), run_->train_loss[u]);
-            if (smoothing_ > 0.0) add(tr("smoothed"), emaSmooth(run_->train_loss, u + 1, smoothing_)[u]);
+            add(tr("train loss"), row.train_loss);
+            if (smoothing_ > 0.0) {
+                const StoreSeries train = StoreSeries::run(*store_, RunField::train_loss, u + 1);
+                add(tr("smoothed"), emaSmooth(valuesOf(train), u + 1, smoothing_)[u]);
+            }
             // The latest eval loss measured up to this update, with its step when that is another.
             for (std::size_t k = u + 1; k-- > 0;) {
-                if (!std::isfinite(run_->eval_loss[k])) continue;
-                add(tr("eval loss"), run_->eval_loss[k]);
-                if (run_->eval_steps[k] != run_->steps[u])
-                    parts.back() += tr(" (step %1)").arg(std::int64_t(run_->eval_steps[k]));
+                const UpdateRow& at = store_->row(k);
+                if (!std::isfinite(at.eval_loss)) continue;
+                add(tr("eval loss"), at.eval_loss);
+                if (at.eval_step != row.step) parts.back() += tr(" (step %1)").arg(at.eval_step);
                 break;
             }
             break;
@@ -116,7 +121,8 @@ void ChartsPanel::showHover(Chart chart, QPointF view_pos) {
     box.hover_back->setBrush(dark_ ? QColor(30, 30, 30, 220) : QColor(255, 255, 255, 220));
     box.hover_back->setPen(QPen(ink, 0.5));
     box.hover_text->setBrush(ink);
-    const double x = plot.left() + (run_->steps[nearestUpdate(step)] - box.x->min()) / span * plot.width();
+    const double x =
+        plot.left() + (double(store_->row(nearestUpdate(step)).step) - box.x->min()) / span * plot.width();
     box.hover_line->setLine(x, plot.top(), x, plot.bottom());
     box.hover_text->setText(text);
     if (box.hover_text->boundingRect().width() + 12 > plot.width())  // one value a line

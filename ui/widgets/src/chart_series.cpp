@@ -1,41 +1,19 @@
 #include "chart_series.h"
 
 #include <algorithm>
+#include <array>
 #include <charconv>
 #include <cmath>
 
 #include <QStringList>
 
-#include "sp/ui/telemetry_store.h"
-
 namespace sp::ui {
 
-void RunColumns::clear() {
-    steps.clear();
-    eval_steps.clear();
-    for (auto* column : floatColumns()) column->clear();
-}
-
-bool RunColumns::syncWith(const TelemetryStore& store) {
-    const std::size_t n = store.updateCount();
-    const bool restarted = steps.size() > n || (!steps.empty() && store.row(0).timestamp != first_timestamp_);
-    if (restarted) clear();
-    if (steps.empty() && n > 0) first_timestamp_ = store.row(0).timestamp;
-    for (std::size_t u = steps.size(); u < n; ++u) {
-        const UpdateRow& r = store.row(u);
-        steps.push_back(double(r.step));
-        estimated.push_back(r.estimated_saving_pct);
-        measured.push_back(r.measured_saving_pct);
-        target.push_back(r.budget_target_pct);
-        bf16.push_back(float(r.blocks_bf16));
-        int8.push_back(float(r.blocks_int8));
-        fp8.push_back(float(r.blocks_fp8));
-        int4.push_back(float(r.blocks_int4));
-        train_loss.push_back(r.train_loss);
-        eval_loss.push_back(r.eval_loss);
-        eval_steps.push_back(double(r.eval_step));
-    }
-    return restarted;
+void LineSource::setSeries(const StoreSeries& s) {
+    series = s;
+    x = nullptr;
+    y = nullptr;
+    n = 0;
 }
 
 void LineSource::setSamples(const std::vector<double>& xs, const std::vector<float>& ys, std::size_t limit) {
@@ -44,20 +22,28 @@ void LineSource::setSamples(const std::vector<double>& xs, const std::vector<flo
     n = std::min({xs.size(), ys.size(), limit});
 }
 
-void LineSource::setOwnedSamples(const std::vector<double>& xs, std::vector<float> ys) {
-    owned = std::make_shared<std::vector<float>>(std::move(ys));
-    setSamples(xs, *owned, owned->size());
-}
-
-void LineSource::setDecodedSamples(const std::vector<double>& xs, const FieldSeries& ys, std::size_t limit) {
-    const std::size_t count = std::min({xs.size(), ys.size(), limit});
-    std::vector<float> values(count);
-    for (std::size_t i = 0; i < count; ++i) values[i] = ys[i];
-    setOwnedSamples(xs, std::move(values));
+void LineSource::setComputed(const StoreSeries& s, std::vector<float> ys) {
+    std::vector<double> xs(std::min(s.size(), ys.size()));
+    for (std::size_t i = 0; i < xs.size(); ++i) xs[i] = s.x(i);
+    owned_x = std::make_shared<std::vector<double>>(std::move(xs));
+    owned_y = std::make_shared<std::vector<float>>(std::move(ys));
+    setSamples(*owned_x, *owned_y, owned_x->size());
 }
 
 bool LineSource::hasFiniteSample() const {
+    if (!x) return series.stats(0, series.size()).count > 0;  // O(log n): from the summary
     return std::any_of(y, y + n, [](float v) { return std::isfinite(v); });
+}
+
+DecimatedSeries LineSource::draw(double x_lo, double x_hi, int columns) const {
+    if (!x) return drawStoreSeries(series, x_lo, x_hi, columns, gaps);
+    return decimateMinMax(x, y, n, x_lo, x_hi, columns, gaps);
+}
+
+std::vector<float> valuesOf(const StoreSeries& s) {
+    std::vector<float> out(s.size());
+    for (std::size_t i = 0; i < out.size(); ++i) out[i] = s.y(i);
+    return out;
 }
 
 namespace {
@@ -89,8 +75,8 @@ QString linesCsv(const std::vector<LineSource>& lines) {
     for (const LineSource& line : lines) {
         if (!line.hasFiniteSample()) continue;
         shown.push_back(&line);
-        for (std::size_t i = 0; i < line.n; ++i)
-            if (std::isfinite(line.y[i])) xs.push_back(line.x[i]);
+        for (std::size_t i = 0; i < line.size(); ++i)
+            if (std::isfinite(line.yAt(i))) xs.push_back(line.xAt(i));
     }
     std::sort(xs.begin(), xs.end());
     xs.erase(std::unique(xs.begin(), xs.end()), xs.end());
@@ -105,9 +91,9 @@ QString linesCsv(const std::vector<LineSource>& lines) {
             const LineSource& line = *shown[l];
             QString cell;
             std::size_t& i = next[l];
-            while (i < line.n && line.x[i] < x) ++i;
-            for (; i < line.n && line.x[i] == x; ++i)
-                if (std::isfinite(line.y[i])) cell = csvNumber(line.y[i]);
+            while (i < line.size() && line.xAt(i) < x) ++i;
+            for (; i < line.size() && line.xAt(i) == x; ++i)
+                if (std::isfinite(line.yAt(i))) cell = csvNumber(line.yAt(i));
             row << cell;
         }
         out += row.join(QLatin1Char(',')) + QLatin1Char('\n');

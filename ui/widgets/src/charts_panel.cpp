@@ -57,7 +57,7 @@ std::pair<double, double> yExtent(ChartsPanel::Chart which, double lo, double hi
 
 }  // namespace
 
-ChartsPanel::ChartsPanel(QWidget* parent) : QWidget(parent), run_(std::make_unique<RunColumns>()) {
+ChartsPanel::ChartsPanel(QWidget* parent) : QWidget(parent) {
     dark_ = palette().color(QPalette::Window).lightness() < 128;
     buildCharts();
     applyTheme();
@@ -188,7 +188,7 @@ void ChartsPanel::setStore(const TelemetryStore* store) {
 }
 
 void ChartsPanel::resetData() {
-    run_->clear();
+    store_updates_ = 0;
     selected_.clear();
     ++resets_;
     // Another run (or the same one started over): its steps are not the zoomed ones.
@@ -199,11 +199,17 @@ void ChartsPanel::resetData() {
 }
 
 std::size_t ChartsPanel::shownCount() const {
-    return std::min(run_->size(), cursor_);
+    return std::min(store_ ? store_->updateCount() : 0, cursor_);
 }
 
 void ChartsPanel::refresh() {
-    if (store_ && run_->syncWith(*store_)) ++resets_;  // reset and refilled behind our back
+    if (store_) {  // reset and refilled behind our back?
+        const std::size_t n = store_->updateCount();
+        if (n < store_updates_ || (store_updates_ > 0 && store_->row(0).timestamp != store_first_timestamp_))
+            ++resets_;
+        store_updates_ = n;
+        if (n > 0) store_first_timestamp_ = store_->row(0).timestamp;
+    }
     DrawnKey key{store_, shownCount(), selected_, plotWidth(), dark_, resets_, overlays_revision_};
     key.session = session_ ? session_->revision() : 0;  // events: the markers
     key.smoothing = smoothing_;
@@ -234,12 +240,7 @@ void ChartsPanel::setOverlayRuns(std::vector<OverlayRun> runs) {
     std::vector<OverlaidRun> next;
     for (OverlayRun& r : runs) {
         if (r.store == nullptr) continue;
-        OverlaidRun run{std::move(r.name), r.store, {}};
-        // The columns of a run already overlaid are brought up to date, not copied again.
-        for (OverlaidRun& old : overlay_runs_)
-            if (old.store == run.store) run.columns = std::move(old.columns);
-        run.columns.syncWith(*run.store);
-        next.push_back(std::move(run));
+        next.push_back(OverlaidRun{std::move(r.name), r.store});
     }
     overlay_runs_ = std::move(next);
     ++overlays_revision_;
@@ -316,7 +317,7 @@ bool ChartsPanel::drawChart(Chart which, const std::vector<LineSource>& sources,
     double lo = kInf, hi = -kInf;
     bool any = false;
     for (const LineSource& s : sources) {
-        decimated.push_back(decimateMinMax(s.x, s.y, s.n, x_lo, x_hi, columns, s.gaps));
+        decimated.push_back(s.draw(x_lo, x_hi, columns));
         extendRange(decimated.back().points, lo, hi);
         any = any || s.hasFiniteSample();
     }

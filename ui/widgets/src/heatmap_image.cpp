@@ -23,29 +23,46 @@ bool HeatmapImage::sync(const TelemetryStore& store, HeatmapColorMode mode) {
         valid_ = true;
         mode_ = mode;
         rows_ = blocks;
-        columns_ = 0;
-        first_detailed_ = 0;
+        columns_ = first_column_ = first_detailed_ = 0;
         ++generation_;
         image_ = QImage();
     }
     if (updates == columns_) return false;
-    if (columns_ == 0) first_timestamp_ = store.row(0).timestamp;
+    if (columns_ == 0) {
+        first_timestamp_ = store.row(0).timestamp;
+        // Rebuilt while retention holds only the latest updates: start at the first one kept.
+        columns_ = first_column_ = first_detailed_ = std::min(store.firstKept(), updates);
+    }
     ensureCapacity(updates);
     writeColumns(store, columns_, updates);
     if (first_detailed_ == columns_) {
         while (first_detailed_ < updates && !store.row(first_detailed_).has_details) ++first_detailed_;
     }
     columns_ = updates;
+    dropBefore(store.firstKept());
     return true;
 }
 
-QRgb HeatmapImage::color(int block, std::size_t update) const {
-    if (block < 0 || block >= rows_ || update >= columns_ || image_.isNull()) return kMissingColor;
-    return reinterpret_cast<const QRgb*>(image_.constScanLine(int(update)))[block];
+// Moves the held lines up over the dropped ones: O(held lines), once per retention chunk (the store
+// drops a quarter of its retained updates at a time), so O(1) amortised per update.
+void HeatmapImage::dropBefore(std::size_t update) {
+    update = std::min(update, columns_);
+    if (update <= first_column_ || image_.isNull()) return;
+    const std::size_t drop = update - first_column_;
+    const auto bpl = std::size_t(image_.bytesPerLine());
+    std::memmove(image_.bits(), image_.constBits() + drop * bpl, (columns_ - update) * bpl);
+    first_column_ = update;
 }
 
-void HeatmapImage::ensureCapacity(std::size_t columns) {
+QRgb HeatmapImage::color(int block, std::size_t update) const {
+    if (block < 0 || block >= rows_ || update >= columns_ || update < first_column_ || image_.isNull())
+        return kMissingColor;
+    return reinterpret_cast<const QRgb*>(image_.constScanLine(int(update - first_column_)))[block];
+}
+
+void HeatmapImage::ensureCapacity(std::size_t end) {
     if (rows_ == 0) return;
+    const std::size_t columns = end - first_column_;  // lines to hold
     if (!image_.isNull() && std::size_t(image_.height()) >= columns) return;
     // Geometric growth: a live run appends a few updates per refresh, and each growth copies the
     // whole image, so the copies cost O(1) amortised per update.
@@ -53,15 +70,16 @@ void HeatmapImage::ensureCapacity(std::size_t columns) {
     const std::size_t height = std::max<std::size_t>({columns, old_height * 2, 256});
     QImage grown(rows_, int(height), QImage::Format_RGB32);
     if (grown.isNull()) return;  // out of memory: the view then shows nothing rather than crash
-    if (columns_ > 0) {
+    if (columns_ > first_column_) {
         // Same width, so the written lines are one contiguous block in both images.
-        std::memcpy(grown.bits(), image_.constBits(), std::size_t(image_.bytesPerLine()) * columns_);
+        std::memcpy(grown.bits(), image_.constBits(),
+                    std::size_t(image_.bytesPerLine()) * (columns_ - first_column_));
     }
     image_ = std::move(grown);
 }
 
 void HeatmapImage::writeColumns(const TelemetryStore& store, std::size_t from, std::size_t to) {
-    if (image_.isNull() || std::size_t(image_.height()) < to) return;
+    if (image_.isNull() || std::size_t(image_.height()) < to - first_column_) return;
     if (mode_ == HeatmapColorMode::sensitivity) {
         std::vector<FieldSeries> series(static_cast<std::size_t>(rows_));
         std::vector<std::size_t> sizes(static_cast<std::size_t>(rows_));
@@ -70,14 +88,14 @@ void HeatmapImage::writeColumns(const TelemetryStore& store, std::size_t from, s
             sizes[std::size_t(b)] = series[std::size_t(b)].size();
         }
         for (std::size_t u = from; u < to; ++u) {
-            auto* line = reinterpret_cast<QRgb*>(image_.scanLine(int(u)));
+            auto* line = reinterpret_cast<QRgb*>(image_.scanLine(int(u - first_column_)));
             for (int b = 0; b < rows_; ++b) {
                 line[b] = sensitivityColor(u < sizes[std::size_t(b)] ? series[std::size_t(b)][u] : kMissing);
             }
         }
     } else {
         for (std::size_t u = from; u < to; ++u) {
-            auto* line = reinterpret_cast<QRgb*>(image_.scanLine(int(u)));
+            auto* line = reinterpret_cast<QRgb*>(image_.scanLine(int(u - first_column_)));
             for (int b = 0; b < rows_; ++b) {
                 const BlockCell c = store.cell(b, u);
                 line[b] = c.present ? precisionColor(c.precision) : kMissingColor;
@@ -103,8 +121,9 @@ void HeatmapImage::sampleInto(QImage& dst, double first_col, double px_per_col, 
         const auto bpl = std::size_t(image_.bytesPerLine());
         for (int x = 0; x < w; ++x) {
             const double c = std::floor(first_col + (x + 0.5) / px_per_col);
-            if (c >= 0.0 && c < double(limit))
-                column[std::size_t(x)] = reinterpret_cast<const QRgb*>(bits + std::size_t(c) * bpl);
+            if (c >= double(first_column_) && c < double(limit))
+                column[std::size_t(x)] =
+                    reinterpret_cast<const QRgb*>(bits + (std::size_t(c) - first_column_) * bpl);
         }
     }
     // The block under each destination row's centre (-1: none).

@@ -4,7 +4,10 @@
 // contiguous line, and resampling a zoomed-out view reads only the updates it shows (about 1,600
 // lines of 4 KB for 1,000 blocks), not the whole image as a block-major layout would.
 // Kept in step with a TelemetryStore incrementally: a sync writes only the updates appended since
-// the previous one; a reset, a layout change or a colour-mode change rebuilds it. Private to sp_ui.
+// the previous one; a reset, a layout change or a colour-mode change rebuilds it. A live run's
+// retention (TelemetryStore::setRetainUpdates) bounds it: the lines of the updates the store dropped
+// are dropped too (those columns draw as background), so it holds at most about 2.5 x the retained
+// updates' lines however long the run. Private to sp_ui.
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -33,6 +36,10 @@ class HeatmapImage {
     std::uint64_t cellsWritten() const { return cells_written_; }
     // Bumps on every rebuild (the view drops caches keyed on the old image).
     std::uint64_t generation() const { return generation_; }
+    // The first update whose line is held (earlier ones were dropped with the store's retention).
+    std::size_t firstColumn() const { return first_column_; }
+    // Bytes of pixels held (capacity).
+    std::size_t heldBytes() const { return image_.isNull() ? 0 : std::size_t(image_.sizeInBytes()); }
     // The first update with per-block details, or columns() when none has them yet.
     std::size_t firstDetailedUpdate() const { return first_detailed_; }
 
@@ -46,10 +53,12 @@ class HeatmapImage {
 
   private:
     void writeColumns(const TelemetryStore& store, std::size_t from, std::size_t to);
-    void ensureCapacity(std::size_t columns);
+    void ensureCapacity(std::size_t end);  // room for updates [first_column_, end)
+    void dropBefore(std::size_t update);
 
     QImage image_;
-    std::size_t columns_ = 0;  // columns written (== store updates after a sync)
+    std::size_t columns_ = 0;       // columns written (== store updates after a sync)
+    std::size_t first_column_ = 0;  // update of scan line 0
     int rows_ = 0;
     HeatmapColorMode mode_ = HeatmapColorMode::sensitivity;
     std::uint64_t cells_written_ = 0;

@@ -29,7 +29,7 @@ void PooledSensitivity::sync(const TelemetryStore& store, std::uint64_t generati
         valid_ = true;
         generation_ = generation;
         blocks_ = store.blockCount();
-        columns_ = 0;
+        columns_ = first_ = std::min(store.firstKept(), updates);  // dropped updates are not held
         levels_.clear();
         presence_.clear();
         spans_.clear();
@@ -38,13 +38,13 @@ void PooledSensitivity::sync(const TelemetryStore& store, std::uint64_t generati
     if (updates <= columns_) return;
     const auto blocks = std::size_t(blocks_);
     const std::size_t bits = presenceBytes();
-    levels_.resize(updates * blocks);
-    presence_.resize(updates * bits, 0);
+    levels_.resize((updates - first_) * blocks);
+    presence_.resize((updates - first_) * bits, 0);
     std::vector<FieldSeries> series(blocks);
     for (std::size_t b = 0; b < blocks; ++b) series[b] = store.series(int(b), BlockField::sensitivity);
     for (std::size_t u = columns_; u < updates; ++u) {
-        std::uint8_t* level = levels_.data() + u * blocks;
-        std::uint8_t* present = presence_.data() + u * bits;
+        std::uint8_t* level = levels_.data() + (u - first_) * blocks;
+        std::uint8_t* present = presence_.data() + (u - first_) * bits;
         for (std::size_t b = 0; b < blocks; ++b) {
             const float v = u < series[b].size() ? series[b][u] : kMissing;
             // NaN and -inf are skipped by the reference's maximum: no value.
@@ -57,19 +57,36 @@ void PooledSensitivity::sync(const TelemetryStore& store, std::uint64_t generati
         }
     }
     columns_ = updates;
+    dropBefore(store.firstKept());
+}
+
+// O(held cells) once per retention chunk (a quarter of the retained updates): O(1) per update.
+void PooledSensitivity::dropBefore(std::size_t update) {
+    update = std::min(update, columns_);
+    if (update <= first_) return;
+    const std::size_t drop = update - first_;
+    levels_.erase(levels_.begin(), levels_.begin() + std::ptrdiff_t(drop * std::size_t(blocks_)));
+    presence_.erase(presence_.begin(), presence_.begin() + std::ptrdiff_t(drop * presenceBytes()));
+    first_ = update;
 }
 
 void PooledSensitivity::computeColumn(const CellSpan& span, std::uint8_t* out) const {
     const auto blocks = std::size_t(blocks_);
     const std::size_t bits = presenceBytes();
     std::uint8_t* present = out + blocks;
-    std::memcpy(out, levels_.data() + std::size_t(span.first) * blocks, blocks);
-    std::memcpy(present, presence_.data() + std::size_t(span.first) * bits, bits);
+    const long first = std::max(span.first, long(first_));  // dropped updates: no value
+    if (first >= span.last) {
+        std::memset(out, 0, blocks + bits);
+        return;
+    }
+    const auto line_of = [&](long u) { return std::size_t(u) - first_; };
+    std::memcpy(out, levels_.data() + line_of(first) * blocks, blocks);
+    std::memcpy(present, presence_.data() + line_of(first) * bits, bits);
     // Element-wise over whole lines: the compiler vectorises both loops.
-    for (long u = span.first + 1; u < span.last; ++u) {
-        const std::uint8_t* line = levels_.data() + std::size_t(u) * blocks;
+    for (long u = first + 1; u < span.last; ++u) {
+        const std::uint8_t* line = levels_.data() + line_of(u) * blocks;
         for (std::size_t b = 0; b < blocks; ++b) out[b] = line[b] > out[b] ? line[b] : out[b];
-        const std::uint8_t* has = presence_.data() + std::size_t(u) * bits;
+        const std::uint8_t* has = presence_.data() + line_of(u) * bits;
         for (std::size_t i = 0; i < bits; ++i) present[i] = std::uint8_t(present[i] | has[i]);
     }
 }

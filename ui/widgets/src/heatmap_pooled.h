@@ -10,7 +10,8 @@
 // Each pixel column's per-block maxima are kept between repaints, keyed by the updates the column
 // covers: updates never change once appended, so a column whose span is unchanged (or moved to
 // another x when the view scrolls) is reused, and only the pixel columns whose span changed are
-// written again. Private to sp_ui.
+// written again. Bounded like HeatmapImage by a live run's retention: the updates the store dropped
+// are dropped here too (a pixel column of them only shows no value). Private to sp_ui.
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -39,6 +40,9 @@ class PooledSensitivity {
                     const std::vector<int>& row_blocks, double first_row, double px_per_row, QRgb background);
 
     std::size_t columns() const { return columns_; }
+    // The first update held, and the bytes held (capacity) for the quantized cells.
+    std::size_t firstColumn() const { return first_; }
+    std::size_t heldBytes() const { return levels_.capacity() + presence_.capacity(); }
     // Pixel columns whose per-block maxima the last sampleInto computed (the rest were reused).
     std::size_t lastColumnsComputed() const { return last_computed_; }
     // Pixel columns the last sampleInto wrote into `dst` (the rest held the same pixels already).
@@ -55,6 +59,8 @@ class PooledSensitivity {
 
     std::vector<std::uint8_t> levels_;    // update-major: blocks_ bytes per update, sensitivityIndex
     std::vector<std::uint8_t> presence_;  // update-major: presenceBytes() per update, bit b: has a value
+    std::size_t first_ = 0;               // the update of the first line of levels_ and presence_
+    void dropBefore(std::size_t update);
     int blocks_ = 0;
     std::size_t columns_ = 0;
     std::uint64_t generation_ = 0;

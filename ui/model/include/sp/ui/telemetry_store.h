@@ -15,7 +15,9 @@
 // 0.25 bytes per block-update for the two), for zoomed-out drawing and for the updates a live run's
 // retention (setRetainUpdates) no longer keeps at full resolution.
 // Memory: kBytesPerBlockUpdate per block per update (only the retained ones), plus the summaries,
-// plus kDetailWindow * 16 bytes per block, plus UpdateRow per update (run-level rows are all kept).
+// plus kDetailWindow * 16 bytes per block, plus UpdateRow per update (run-level rows are all kept,
+// each RunField with a summary too). The charts read all of these in place (store_series.h).
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
@@ -53,6 +55,21 @@ struct UpdateRow {
     std::int64_t eval_step = 0;  // when eval_loss was measured (the record's eval_step, else its step)
     bool has_details = false;    // false: the record's block_details was empty (original tool)
 };
+
+// The run-level values a chart draws, one per update (UpdateRow's fields of the same names).
+enum class RunField : std::uint8_t {
+    estimated_saving,
+    measured_saving,
+    budget_target,
+    blocks_bf16,
+    blocks_int8,
+    blocks_fp8,
+    blocks_int4,
+    train_loss,
+    eval_loss,
+};
+inline constexpr int kRunFieldCount = 9;
+float runValue(const UpdateRow& row, RunField field);
 
 // A block's state at one update, unpacked.
 struct BlockCell {
@@ -153,6 +170,8 @@ class TelemetryStore {
     // Min/max/mean of a drawn field over updates [first, last) from its summary (O(log n) entries
     // plus at most 2 * SeriesSummary::kFirstSpan values at the edges); empty stats otherwise.
     SpanStats stats(int block, BlockField field, std::size_t first, std::size_t last) const;
+    // Min/max/mean of a run-level value over updates [first, last), from its summary (O(log n)).
+    SpanStats runStats(RunField field, std::size_t first, std::size_t last) const;
     // The field's value at an update as kept (NaN: missing, or dropped by retention, or a detail
     // field older than kDetailWindow updates).
     float value(int block, std::size_t update, BlockField field) const;
@@ -208,6 +227,8 @@ class TelemetryStore {
     std::size_t first_kept_ = 0;  // updates before it live only in the summaries
     void dropOldColumns();
     std::vector<UpdateRow> rows_;
+    // One summary per RunField (9 x 0.125 bytes per update): the charts' zoomed-out envelopes.
+    std::array<SeriesSummary, kRunFieldCount> run_summaries_;
     std::vector<BlockColumns> blocks_;
 };
 

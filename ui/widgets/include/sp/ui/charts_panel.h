@@ -1,8 +1,9 @@
 #pragma once
 // The run's time series as Qt charts, stacked vertically: bandwidth saving (estimated, measured),
 // blocks per precision, the selected blocks' sensitivity and gradient L2, and the loss (hidden,
-// with a note, when the run has none). Series are decimated per pixel column (min/max), so a long
-// run draws as fast as a short one; refresh() is cheap when nothing changed.
+// with a note, when the run has none). Every line is read in place from the store (no copies) and
+// drawn at most 2 points per pixel column: a zoomed-out range as a min/max envelope from the store's
+// summaries, so a long run draws as fast as a short one; refresh() is cheap when nothing changed.
 // Around the data: the policy's thresholds and hysteresis band on the sensitivity chart, marks where
 // blocks switched precision, commands applied and rollbacks happened (saving and loss charts), a
 // hover readout, EMA smoothing of the losses and log scales for the loss and gradient charts, other
@@ -40,8 +41,8 @@ namespace sp::ui {
 class ChartLine;
 class RunSession;
 class TelemetryStore;
+class StoreSeries;
 struct LineSource;
-struct RunColumns;
 
 class ChartsPanel : public QWidget {
     Q_OBJECT
@@ -195,7 +196,9 @@ class ChartsPanel : public QWidget {
     void addOwnLines(Chart which, std::vector<LineSource>& out) const;
     void addRunLines(Chart which, const OverlaidRun& run, std::size_t index,
                      std::vector<LineSource>& out) const;
-    void addLossLines(const RunColumns& columns, std::size_t n, const LineSource& style,
+    void addStoreLines(Chart which, const TelemetryStore& store, std::size_t n, const LineSource& look,
+                       std::vector<LineSource>& out) const;
+    void addLossLines(const StoreSeries& train, const StoreSeries& eval, const LineSource& look,
                       std::vector<LineSource>& out) const;
     void addOverlayLines(Chart which, std::vector<LineSource>& out) const;
     std::pair<double, double> fullXRange() const;
@@ -245,8 +248,11 @@ class ChartsPanel : public QWidget {
     bool dark_ = false;
     bool theme_explicit_ = false;
 
-    // Run-level columns copied from the store as updates arrive (decimation wants contiguous floats).
-    std::unique_ptr<RunColumns> run_;
+    // The store's updates at the last refresh and its first update's timestamp: fewer updates or
+    // another first update mean it was reset and refilled behind our back. The lines themselves are
+    // read from the store at every redraw (store_series.h), never copied.
+    std::size_t store_updates_ = 0;
+    double store_first_timestamp_ = 0.0;
     double smoothing_ = kDefaultSmoothing;
     QSlider* smoothing_slider_ = nullptr;
     QLabel* smoothing_label_ = nullptr;
