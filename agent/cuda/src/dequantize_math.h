@@ -72,7 +72,12 @@ SP_DQ_FN float element_value(const PackedTensor& t, std::int64_t row, std::int64
         const std::int64_t bytes_per_row = (t.cols + 1) / 2;
         const std::int64_t groups_per_row = (t.cols + t.group - 1) / t.group;
         const std::uint8_t byte = t.codes[row * bytes_per_row + col / 2];
-        return float(int4_code(byte, col)) * t.scales[row * groups_per_row + col / t.group];
+        // A 32-bit division where the row allows (a GPU divides 64-bit integers in software).
+        const std::int64_t group_of_col =
+            t.cols <= std::int64_t(UINT32_MAX) && t.group <= std::int64_t(UINT32_MAX)
+                ? std::int64_t(std::uint32_t(col) / std::uint32_t(t.group))
+                : col / t.group;
+        return float(int4_code(byte, col)) * t.scales[row * groups_per_row + group_of_col];
     } else {
         const std::uint8_t code = t.codes[row * t.cols + col];
         const float scale = t.scales[row];
