@@ -1,6 +1,7 @@
-// sp-ctl gate --shapes 384x128,128x512,128 --out POLICY.json [options]
-// Measures each format's trip (quantize, move, dequantize) against BF16's on this machine and writes
-// the "never slower than BF16" policy file (core/GATE.md).
+// sp-ctl gate --shapes 384x128,128x512,128 --out POLICY.json [--link host|cuda] [options]
+// Measures each format's trip against BF16's on this machine and writes the "never slower than BF16"
+// policy file (core/GATE.md): over the host link (quantize, copy, dequantize on the CPU), or over the
+// CUDA link (pinned host-to-device copy of the packed payload, dequantize kernel; gate_cuda_link.h).
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
@@ -15,9 +16,13 @@
 
 #include "cli_util.h"
 #include "commands.h"
+#include "exit_codes.h"
 #include "gate_measure.h"
 #include "option_checks.h"
 #include "sp/format_gate.h"
+#if SP_CTL_HAVE_CUDA_LINK
+#include "gate_cuda_link.h"
+#endif
 
 namespace sp::ctl {
 namespace {
@@ -30,7 +35,9 @@ constexpr const char* kDescription =
     "dequantize into the fp32 compute copy — against BF16 moving the same weights, and writes the\n"
     "policy file that admits a format only from the size where it is faster and stays faster.\n"
     "Prints one line per size and format (microseconds per trip, speed-up = bf16 / format), then\n"
-    "the rules. The file format and the decision logic are in core/GATE.md.";
+    "the rules. With --link cuda the trip is the packed payload copied from pinned host memory to the\n"
+    "GPU and expanded to BF16 there, against BF16's payload copied the same way (GPU time). The file\n"
+    "format and the decision logic are in core/GATE.md.";
 
 // The most elements one measured tensor may have: the master, the compute copy and the payloads
 // together stay around 3 GiB at this size.
@@ -87,6 +94,7 @@ std::string problem_of(std::string (*parse)(const std::string&, std::vector<T>&)
 struct GateArgs {
     std::string shapes, out_path;
     std::string formats = "int8,int4,fp8_e4m3,fp8_e5m2";
+    std::string link = "host";
     GateSweep sweep;  // its defaults are the flags' defaults
     double threshold = 1.0;
 };
@@ -96,6 +104,7 @@ struct Request {
     std::string out_path;
     GateSweep sweep;
     double threshold = 1.0;
+    bool cuda_link = false;
 };
 
 // The values each flag was checked for alone, and the checks across flags; returns the exit code on a
@@ -104,6 +113,7 @@ std::optional<int> read_request(const GateArgs& args, Request& req) {
     req.out_path = args.out_path;
     req.sweep = args.sweep;
     req.threshold = args.threshold;
+    req.cuda_link = args.link == "cuda";
     (void)parse_shapes(args.shapes, req.shapes);  // checked when parsed
     (void)parse_formats(args.formats, req.sweep.formats);
     if (req.sweep.max_rows < req.sweep.min_rows)
@@ -165,9 +175,48 @@ std::string rules_text(const sp::FormatGatePolicy& policy, const SizePlan& plan,
     return out;
 }
 
+// "" when the request's link can be measured here, else why not. Without CUDA in this build, or
+// without a device, --link cuda cannot run (and writes nothing).
+std::string link_unavailable(const Request& req) {
+    if (!req.cuda_link) return {};
+#if SP_CTL_HAVE_CUDA_LINK
+    return cuda_link_unavailable();
+#else
+    return "this sp-ctl was built without CUDA (no nvcc when it was configured)";
+#endif
+}
+
+std::vector<sp::GateMeasurement> measure_on_link(const Request& req, sp::LayerKind kind, std::uint64_t rows,
+                                                 std::uint64_t cols) {
+#if SP_CTL_HAVE_CUDA_LINK
+    if (req.cuda_link) return measure_size_cuda(kind, rows, cols, req.sweep);
+#endif
+    return measure_size(kind, rows, cols, req.sweep);
+}
+
+// Measures every planned size on the request's link, printing a line per measurement into `all`;
+// false when stdout fails.
+bool measure_plan(const Request& req, const SizePlan& plan, std::vector<sp::GateMeasurement>& all) {
+    if (!write_stdout("gate", "kind       cols     rows  format       format us      bf16 us  speed-up\n"))
+        return false;
+    for (const auto& [key, rows_set] : plan) {
+        for (std::uint64_t rows : rows_set) {
+            for (const sp::GateMeasurement& m : measure_on_link(req, key.first, rows, key.second)) {
+                if (!write_stdout("gate", table_line(m))) return false;
+                all.push_back(m);
+            }
+        }
+    }
+    return true;
+}
+
 int run_gate(const GateArgs& args) {
     Request req;
     if (const auto exit = read_request(args, req)) return *exit;
+    if (const std::string why = link_unavailable(req); !why.empty()) {
+        std::fprintf(stderr, "sp-ctl gate: --link cuda: %s; nothing written\n", why.c_str());
+        return kExitFailed;
+    }
 
     // Checked before measuring, which can take minutes; opened to append so nothing is lost yet.
     if (!std::ofstream(req.out_path, std::ios::binary | std::ios::app)) {
@@ -176,22 +225,24 @@ int run_gate(const GateArgs& args) {
         return 1;
     }
     const SizePlan plan = plan_sizes(req.shapes, req.sweep);
-    if (!write_stdout("gate", "kind       cols     rows  format       format us      bf16 us  speed-up\n"))
-        return 1;
     std::vector<sp::GateMeasurement> all;
-    for (const auto& [key, rows_set] : plan) {
-        for (std::uint64_t rows : rows_set) {
-            for (const sp::GateMeasurement& m : measure_size(key.first, rows, key.second, req.sweep)) {
-                if (!write_stdout("gate", table_line(m))) return 1;
-                all.push_back(m);
-            }
-        }
+    try {
+        if (!measure_plan(req, plan, all)) return 1;
+    } catch (const std::runtime_error& e) {  // a CUDA error on the CUDA link
+        std::fprintf(stderr, "sp-ctl gate: %s\n", e.what());
+        return kExitFailed;
     }
 
     sp::FormatGatePolicy policy = sp::derive_gate_policy(all, req.threshold);
     policy.producer = std::string("sp-ctl gate ") + SP_VERSION;
     policy.device = cpu_description();
     policy.link = "memcpy";
+#if SP_CTL_HAVE_CUDA_LINK
+    if (req.cuda_link) {
+        policy.device = cuda_device_description();
+        policy.link = "cuda";
+    }
+#endif
     policy.int4_group = req.sweep.int4_group;
     if (!write_stdout("gate", rules_text(policy, plan, req.sweep))) return 1;
 
@@ -255,7 +306,20 @@ Command add_gate(CLI::App& root) {
         ->type_name("N")
         ->transform(whole_number(1))
         ->capture_default_str();
-    command->footer("Exit codes: 0 ok, 1 the file could not be written, 2 bad usage.");
+    command
+        ->add_option("--link", args->link,
+                     "host: quantize, copy and dequantize on the CPU; cuda: pinned host-to-device copy of "
+                     "the packed payload plus the device dequantize, timed on the GPU (needs a CUDA build "
+                     "and a device)")
+        ->type_name("host|cuda")
+        ->check(checked_by([](const std::string& text) {
+            return text == "host" || text == "cuda" ? std::string()
+                                                    : "must be host or cuda, got '" + text + "'";
+        }))
+        ->capture_default_str();
+    command->footer(
+        "Exit codes: 0 ok, 1 the file could not be written, or --link cuda cannot run here (no CUDA "
+        "in this build, no device: nothing is written), 2 bad usage.");
     return {command, [args] { return run_gate(*args); }};
 }
 

@@ -47,8 +47,8 @@ double median(std::vector<double> v) {
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-// Deterministic weights in [-1, 1) with a spread of magnitudes, so the FP8 paths see normal and
-// subnormal values and the INT8/INT4 scales are not trivial.
+}  // namespace
+
 std::vector<float> master_weights(std::size_t n) {
     std::vector<float> w(n);
     std::uint64_t s = 0x9E3779B97F4A7C15ull;
@@ -59,8 +59,6 @@ std::vector<float> master_weights(std::size_t n) {
     }
     return w;
 }
-
-}  // namespace
 
 SizePlan plan_sizes(const std::vector<sp::TensorShape>& shapes, const GateSweep& sweep) {
     SizePlan plan;

@@ -23,6 +23,10 @@ struct GateSweep {
 using SizePlan = std::map<std::pair<sp::LayerKind, std::uint64_t>, std::set<std::uint64_t>>;
 SizePlan plan_sizes(const std::vector<sp::TensorShape>& shapes, const GateSweep& sweep);
 
+// Deterministic weights in [-1, 1) with a spread of magnitudes, so the FP8 paths see normal and
+// subnormal values and the INT8/INT4 scales are not trivial. The same for every link.
+std::vector<float> master_weights(std::size_t n);
+
 // Times every format and BF16 at one size: `repeats` rounds, each running every path once in an
 // order that rotates from round to round, so slow and fast moments of the machine fall on all of
 // them alike; each path's time is the median over the rounds. One measurement per format.

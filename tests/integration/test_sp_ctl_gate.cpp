@@ -141,6 +141,7 @@ class TestSpCtlGate : public QObject {
             {{"gate", "--shapes", "64x32", "--out", out, "--max-rows", "1099511627776"}, "--max-rows"},
             {{"gate", "--shapes", "64x32", "--out", out, "--speed"}, "--speed"},
             {{"gate", "--shapes", "64x32", "--out", out, "--repeats"}, "--repeats"},
+            {{"gate", "--shapes", "64x32", "--out", out, "--link", "pcie"}, "--link"},
         };
         for (const auto& [args, flag] : cases) {
             const Run r = sp_ctl(args);
@@ -158,11 +159,38 @@ class TestSpCtlGate : public QObject {
         QVERIFY(r.out.isEmpty());
     }
 
+    void cuda_link_measures_or_refuses_writing_nothing() {
+        // Without CUDA in the build, or without a device (CI: nvcc, no GPU), a named error, exit 1, and
+        // no file; with a device, a policy measured on the CUDA link.
+        QTemporaryDir dir;
+        const QString out = dir.filePath("cuda.json");
+        const Run r = sp_ctl({"gate", "--link", "cuda", "--shapes", "64x64", "--max-rows", "64", "--repeats",
+                              "1", "--formats", "int8", "--out", out});
+#if SP_CTL_HAVE_CUDA_LINK
+        if (r.exit_code == 0) {
+            QFile f(out);
+            QVERIFY(f.open(QIODevice::ReadOnly));
+            const sp::FormatGatePolicy policy = sp::parse_gate_policy(f.readAll().toStdString());
+            QCOMPARE(QString::fromStdString(policy.link), QString("cuda"));
+            QVERIFY2(QString::fromStdString(policy.device).startsWith("cuda ("), policy.device.c_str());
+            return;
+        }
+        QVERIFY2(r.err.contains("sp-ctl gate: --link cuda: no CUDA device"), r.err.constData());
+#else
+        QVERIFY2(r.err.contains("sp-ctl gate: --link cuda: this sp-ctl was built without CUDA"),
+                 r.err.constData());
+#endif
+        QCOMPARE(r.exit_code, 1);
+        QVERIFY(r.err.contains("nothing written"));
+        QVERIFY(r.out.isEmpty());
+        QVERIFY(!QFile::exists(out));
+    }
+
     void help_lists_the_flags() {
         const Run r = sp_ctl({"gate", "--help"});
         QCOMPARE(r.exit_code, 0);
         for (const char* flag : {"--shapes", "--out", "--formats", "--min-rows", "--max-rows", "--repeats",
-                                 "--threshold", "--int4-group"})
+                                 "--threshold", "--int4-group", "--link"})
             QVERIFY(r.out.contains(flag));
         QVERIFY(sp_ctl({"--help"}).out.contains("gate"));
     }

@@ -7,7 +7,10 @@
 #include <cuda_runtime_api.h>
 
 #include <cstring>
+#include <optional>
 #include <stdexcept>
+
+#include "sp/cuda/dequantize_launcher.h"
 
 namespace sp::agent::detail {
 namespace {
@@ -16,6 +19,46 @@ namespace {
 // bf16 / int8 / fp32 tensors.
 std::size_t align16(std::size_t n) {
     return (n + 15) / 16 * 16;
+}
+
+std::optional<sp::cuda::PackedFormat> kernel_format(Precision p) {
+    switch (p) {
+        case Precision::int8:
+            return sp::cuda::PackedFormat::int8;
+        case Precision::int4:
+            return sp::cuda::PackedFormat::int4;
+        case Precision::fp8_e4m3:
+            return sp::cuda::PackedFormat::fp8_e4m3;
+        case Precision::fp8_e5m2:
+            return sp::cuda::PackedFormat::fp8_e5m2;
+        case Precision::bf16:
+            break;
+    }
+    return std::nullopt;
+}
+
+// Expands a payload in the device arena straight into `param` with the dequantize kernels
+// (sp::cuda_dequantize: decode(code) * scale in fp32, the expander's arithmetic, so the same bits;
+// checked against core on the SIMT emulator) and returns true; false where they do not apply (a BF16
+// payload, a parameter neither fp32 nor bf16, or not contiguous), which PayloadExpander handles.
+bool dequantize_with_kernel(const unsigned char* arena, std::size_t values_offset, std::size_t scales_offset,
+                            const Payload& meta, const at::Tensor& param, cudaStream_t stream) {
+    const std::optional<sp::cuda::PackedFormat> format = kernel_format(meta.precision);
+    const bool f32 = param.scalar_type() == at::kFloat;
+    if (!format || !(f32 || param.scalar_type() == at::kBFloat16) || !param.is_contiguous() ||
+        param.numel() != meta.rows * meta.cols)
+        return false;
+    const sp::cuda::PackedTensor packed{*format,
+                                        arena + values_offset,
+                                        reinterpret_cast<const float*>(arena + scales_offset),
+                                        meta.rows,
+                                        meta.cols,
+                                        static_cast<std::int64_t>(meta.group)};
+    sp::cuda::launch_dequantize(packed, param.data_ptr(),
+                                f32 ? sp::cuda::DequantizedType::f32 : sp::cuda::DequantizedType::bf16,
+                                stream);
+    param.unsafeGetTensorImpl()->bump_version();  // an in-place write, as the expander's copy_() counts it
+    return true;
 }
 
 }  // namespace
@@ -146,6 +189,9 @@ std::uint64_t CudaStagedUploader::finish() {
     // Expansion on the compute stream (the current one), ordered after the copy.
     std::uint64_t payload = 0;  // what crossed the bus: the payload minus the alignment padding
     for (const Item& it : items_) {
+        payload += it.values_bytes + it.scales_count * sizeof(float);
+        if (dequantize_with_kernel(arena, it.values_offset, it.scales_offset, it.meta, it.param, compute))
+            continue;
         const at::Tensor values = arena_.narrow(0, static_cast<std::int64_t>(it.values_offset),
                                                 static_cast<std::int64_t>(it.values_bytes));
         const at::Tensor scales = arena_
@@ -153,7 +199,6 @@ std::uint64_t CudaStagedUploader::finish() {
                                               static_cast<std::int64_t>(it.scales_count * sizeof(float)))
                                       .view(at::kFloat);
         expander_.expand(values, scales, it.meta, it.param);
-        payload += it.values_bytes + it.scales_count * sizeof(float);
     }
     C10_CUDA_CHECK(cudaEventRecord(consumed_, compute));
     return payload;

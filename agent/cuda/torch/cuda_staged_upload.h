@@ -4,8 +4,10 @@
 // or INT8 / FP8 codes + fp32 row scales, or INT4 nibbles + fp32 group scales) is what crosses the
 // bus. The payloads of a batch are packed into pinned staging, copied with one cudaMemcpyAsync on a
 // side stream, and the compute stream waits on the copy's event (on the device) before it expands
-// them into the parameters (detail::PayloadExpander: decode(code) * scale, the core reference's own
-// arithmetic, so values are bit-identical to detail::materialized()). finish() reports the payload
+// them into the parameters: INT8 / INT4 / FP8 payloads into fp32 or bf16 contiguous parameters with
+// the dequantize kernels (sp::cuda_dequantize), the rest with detail::PayloadExpander (ATen); both
+// compute decode(code) * scale in fp32, the core reference's own arithmetic, so values are
+// bit-identical to detail::materialized(). finish() reports the payload
 // bytes (= detail::materialized_bytes()); the one copy per batch also carries at most 15 bytes of
 // alignment padding per piece.
 //

@@ -13,12 +13,9 @@
 
 #include "sp/cuda/block_moments.h"
 #include "sp/cuda/grad_stats_plan.h"
-
-struct CUstream_st;
+#include "sp/cuda/stream.h"
 
 namespace sp::cuda {
-
-using Stream = CUstream_st*;  // nullptr: the legacy default stream
 
 // True when the CUDA runtime reports at least one device. Never throws: false on any error (no
 // driver, no device, insufficient driver).
