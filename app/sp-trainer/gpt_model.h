@@ -50,7 +50,8 @@ class GptModel {
 
     // While set, forward() calls `hook(block)` just before each block's forward, in block order:
     // block-swap streaming uploads the block's weights there
-    // (ReferencePrecisionRuntime::before_block_forward). Unset: an empty function.
+    // (ReferencePrecisionRuntime::before_block_forward). Unset: an empty function. run_block() does
+    // not call it: calibration, its one user, runs before the runtime exists.
     using BlockForwardHook = std::function<void(int block)>;
     void set_block_forward_hook(BlockForwardHook hook) { block_hook_ = std::move(hook); }
 

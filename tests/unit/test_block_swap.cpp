@@ -30,12 +30,14 @@ constexpr int kBlocks = 4;
 std::vector<torch::nn::Linear> make_layers(std::uint64_t seed) {
     torch::manual_seed(seed);
     std::vector<torch::nn::Linear> layers;
+    layers.reserve(kBlocks);
     for (int b = 0; b < kBlocks; ++b) layers.emplace_back(24, 16);
     return layers;
 }
 
 std::vector<AgentBlock> blocks_of(const std::vector<torch::nn::Linear>& layers) {
     std::vector<AgentBlock> blocks;
+    blocks.reserve(kBlocks);
     for (int b = 0; b < kBlocks; ++b)
         blocks.push_back(sp::test::block_of(b, "blocks." + std::to_string(b), *layers[std::size_t(b)]));
     return blocks;
@@ -241,7 +243,7 @@ void TestBlockSwap::hook_inside_the_optimizer_window_is_refused() {
     ReferencePrecisionRuntime runtime(blocks);
     runtime.set_weight_residency(WeightResidency::block_swap);
     runtime.before_optimizer_step();
-    QVERIFY_EXCEPTION_THROWN(runtime.before_block_forward(0), std::logic_error);
+    QVERIFY_THROWS_EXCEPTION(std::logic_error, runtime.before_block_forward(0));
     runtime.after_optimizer_step();
     runtime.before_block_forward(0);
     QVERIFY(holds_materialized(runtime, blocks[0], 0));
