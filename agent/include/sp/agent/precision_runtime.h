@@ -38,7 +38,8 @@
 // evaluation (grad mode off) count into total_bytes() only, so that the bytes per step compare with
 // `streamed`'s. A precision change re-packs the block's payload and copies nothing until its next forward. A
 // block under a planted INT8 fault (AgentBlock::harsh_int8_step) is uploaded as INT8 and then overwritten by
-// the planted values, which no payload represents.
+// the planted values, which no payload represents (drawn at the block's forward rather than after the
+// optimizer step, so such a run need not match `streamed` bit for bit).
 //
 // Trainer step: forward; backward; agent.collect_block_grad_stats(); runtime.before_optimizer_step();
 // agent.compute_hints(step) (delivered to on_hints, which then only records the map);
