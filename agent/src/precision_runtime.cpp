@@ -7,9 +7,11 @@
 #include <string>
 #include <utility>
 
+#include "block_swap.h"
 #include "materialize.h"
 #include "payload.h"
 #if SP_AGENT_HAVE_CUDA
+#include "cuda_block_swap.h"
 #include "cuda_staged_upload.h"
 #endif
 
@@ -181,6 +183,10 @@ void ReferencePrecisionRuntime::on_hints(const PrecisionHints& hints) {
             stale_[b] = true;
             continue;
         }
+        if (swap_) {
+            pack_swap_block(b);  // copied at the block's next forward, and counted there
+            continue;
+        }
         const TransferBytes bytes = materialize(b);
         pending_per_block_[b] += bytes;
         pending_total_ += bytes;
@@ -210,6 +216,11 @@ void ReferencePrecisionRuntime::after_optimizer_step() {
             if (!frozen(b, k)) masters_[b][k].copy_(blocks_[b].streamed()[k]);
     masters_in_params_ = false;
     for (std::size_t b = 0; b < blocks_.size(); ++b) {
+        if (swap_) {
+            stale_[b] = false;
+            pack_swap_block(b);  // the payload the next forward uploads; nothing is copied now
+            continue;
+        }
         if (residency_ == WeightResidency::resident && !stale_[b]) continue;
         stale_[b] = false;
         const TransferBytes bytes = materialize(b);
@@ -221,6 +232,86 @@ void ReferencePrecisionRuntime::after_optimizer_step() {
     total_ += pending_total_;
     pending_per_block_.assign(blocks_.size(), TransferBytes{});
     pending_total_ = TransferBytes{};
+}
+
+void ReferencePrecisionRuntime::set_weight_residency(WeightResidency r) {
+    residency_ = r;
+    if (r != WeightResidency::block_swap) {
+        swap_.reset();
+        return;
+    }
+    if (swap_) return;
+    std::unique_ptr<detail::SwapSlots> slots;
+#if SP_AGENT_HAVE_CUDA
+    if (uploader_)
+        for (const AgentBlock& block : blocks_)
+            for (const at::Tensor& p : block.streamed())
+                if (!slots && p.is_cuda()) slots = detail::make_cuda_swap_slots(p.device());
+#endif
+    if (!slots) slots = detail::make_host_swap_slots();
+    swap_ = std::make_shared<detail::BlockSwap>(std::move(slots));
+    swap_->blocks.resize(blocks_.size());
+    for (std::size_t b = 0; b < blocks_.size(); ++b) pack_swap_block(b);
+}
+
+void ReferencePrecisionRuntime::pack_swap_block(std::size_t block) {
+    const Precision p = precision_[block];
+    detail::SwapBlock& swap = swap_->blocks[block];
+    swap.params = blocks_[block].streamed();
+    swap.payloads.clear();
+    for (std::size_t k = 0; k < masters_[block].size(); ++k) {
+        if (frozen(block, k)) {
+            frozen_payload(block, k, p);  // packs (and pins) it when the format changed
+            swap.payloads.push_back(frozen_payloads_[block][k]);
+            continue;
+        }
+        auto payload =
+            std::make_shared<detail::Payload>(detail::pack_payload(masters_[block][k], p, int4_group_));
+#if SP_AGENT_HAVE_CUDA
+        // Page-locked, so that the copy stream reads it by DMA while the host goes on.
+        if (uploader_) detail::CudaStagedUploader::pin(*payload);
+#endif
+        swap.payloads.push_back(std::move(payload));
+    }
+    swap_->schedule.forget_slots();  // a prefetched copy of the old payload is stale
+}
+
+void ReferencePrecisionRuntime::before_block_forward(std::size_t block) {
+    if (!swap_) return;
+    if (masters_in_params_)
+        throw std::logic_error(
+            "ReferencePrecisionRuntime::before_block_forward between before_optimizer_step and "
+            "after_optimizer_step: the payloads are about to change");
+    // Read before the guard below: an evaluation's forward runs with gradients off.
+    const bool in_step = at::GradMode::is_enabled();
+    at::NoGradGuard no_grad;
+    const std::vector<std::size_t> uploaded = swap_->schedule.before_block_forward(block, swap_->blocks);
+    for (const std::size_t b : uploaded) {
+        const TransferBytes bytes = block_bytes(b, precision_[b]);  // as `streamed` counts a block
+        total_ += in_step ? TransferBytes{} : bytes;
+        if (!in_step) continue;
+        pending_per_block_[b] += bytes;
+        pending_total_ += bytes;
+    }
+    const Precision p = precision_[block];
+    if (p == Precision::int8 && blocks_[block].harsh_int8_step > 0.0)
+        for (std::size_t k = 0; k < masters_[block].size(); ++k)
+            detail::assign(
+                blocks_[block].streamed()[k],
+                detail::materialized(masters_[block][k], p, blocks_[block].harsh_int8_step, int4_group_));
+}
+
+void ReferencePrecisionRuntime::record_block_swap_events(bool on) {
+    if (swap_) swap_->schedule.set_recording(on);
+}
+
+const std::vector<BlockSwapEvent>& ReferencePrecisionRuntime::block_swap_events() const {
+    static const std::vector<BlockSwapEvent> none;
+    return swap_ ? swap_->schedule.events() : none;
+}
+
+void ReferencePrecisionRuntime::clear_block_swap_events() {
+    if (swap_) swap_->schedule.clear_events();
 }
 
 }  // namespace sp::agent

@@ -259,6 +259,7 @@ at::Tensor GptModel::forward(const at::Tensor& tokens) {
     auto& m = *impl_;
     auto x = embed(tokens);
     for (std::size_t b = 0; b < m.block_list.size(); ++b) {
+        if (block_hook_) block_hook_(int(b));
         if (!input_observer_) {
             x = m.block_list[b](x);
             continue;

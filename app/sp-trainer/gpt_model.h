@@ -48,6 +48,13 @@ class GptModel {
     using LayerInputObserver = std::function<void(int block, int layer, const at::Tensor& input)>;
     void set_layer_input_observer(LayerInputObserver observer) { input_observer_ = std::move(observer); }
 
+    // While set, forward() calls `hook(block)` just before each block's forward, in block order:
+    // block-swap streaming uploads the block's weights there
+    // (ReferencePrecisionRuntime::before_block_forward). Unset: an empty function. run_block() does
+    // not call it: calibration, its one user, runs before the runtime exists.
+    using BlockForwardHook = std::function<void(int block)>;
+    void set_block_forward_hook(BlockForwardHook hook) { block_hook_ = std::move(hook); }
+
     // tokens: int64 [B, T] with T <= seq_len. Returns logits [B, T, vocab].
     at::Tensor forward(const at::Tensor& tokens);
     // Mean cross-entropy of predicting `targets` (int64 [B, T]) from `tokens`; differentiable.
@@ -104,6 +111,7 @@ class GptModel {
     std::unique_ptr<Impl> impl_;
     bool adapters_ = false;
     LayerInputObserver input_observer_;
+    BlockForwardHook block_hook_;
     std::size_t int4_group_ = kDefaultInt4GroupSize;
 };
 

@@ -386,7 +386,9 @@ class TrainingLoop {
             });
         optimizer_.set_learning_rate(learning_rate_at(step, o_.steps, o_.lr));
         optimizer_.step();
+        const auto weights_start = Clock::now();
         runtime_.after_optimizer_step();
+        totals_.weights_s += seconds_since(weights_start);
         return loss;
     }
 
@@ -456,6 +458,20 @@ class TrainingLoop {
     std::int64_t last_print_step_ = -1;
 };
 
+// --weight-residency, and the model's hook before each block's forward: block-swap uploads the
+// block there (a no-op in the other modes).
+void set_residency(const TrainerOptions& o, GptModel& model, agent::ReferencePrecisionRuntime& runtime,
+                   RunTotals& totals) {
+    runtime.set_weight_residency(o.block_swap ? agent::WeightResidency::block_swap
+                                 : o.resident ? agent::WeightResidency::resident
+                                              : agent::WeightResidency::streamed);
+    model.set_block_forward_hook([&runtime, &totals](int block) {
+        const auto start = Clock::now();
+        runtime.before_block_forward(std::size_t(block));
+        if (at::GradMode::is_enabled()) totals.weights_s += seconds_since(start);  // not an evaluation's
+    });
+}
+
 int run(const TrainerOptions& o) {
     const auto run_start = Clock::now();
     RunTotals totals;
@@ -494,8 +510,7 @@ int run(const TrainerOptions& o) {
     }
 
     agent::ReferencePrecisionRuntime runtime(agent.blocks(), std::size_t(o.config.int4_group_size));
-    runtime.set_weight_residency(o.resident ? agent::WeightResidency::resident
-                                            : agent::WeightResidency::streamed);
+    set_residency(o, model, runtime, totals);
     model.set_compute_formats(runtime.precisions(), std::size_t(o.config.int4_group_size));
     std::unique_ptr<SnrValidation> validation;
     if (!o.snr_validation.empty()) validation = std::make_unique<SnrValidation>(o.snr_validation, o.config);

@@ -204,11 +204,16 @@ void declare_run_flags(CLI::App& app, TrainerOptions& o) {
         ->transform(integer_in(1, 4096))
         ->capture_default_str();
     app.add_option_function<std::string>(
-           "--weight-residency", [&o](const std::string& v) { o.resident = v == "resident"; },
+           "--weight-residency",
+           [&o](const std::string& v) {
+               o.resident = v == "resident";
+               o.block_swap = v == "block-swap";
+           },
            "streamed: every block's payload is sent to the compute copy after every optimizer step, as for "
-           "weights streamed over PCIe | resident: only blocks whose values or format changed")
+           "weights streamed over PCIe | resident: only blocks whose values or format changed | block-swap: "
+           "each block's payload uploaded just before its forward, double-buffered")
         ->type_name("R")
-        ->check(one_of({"streamed", "resident"}))
+        ->check(one_of({"streamed", "resident", "block-swap"}))
         ->default_str(defaults.resident ? "resident" : "streamed");
     value_flag(app, "--threads", o.threads, "N",
                "CPU threads for the matrix products (default: the cores); with OpenBLAS they are "

@@ -70,8 +70,10 @@ struct TrainerOptions {
     bool adapters = false;
     int adapter_rank = 8;
     // --weight-residency: every block's payload re-sent after every optimizer step ("streamed", the
-    // default: weights that do not stay on the device), or only what changed ("resident").
+    // default: weights that do not stay on the device), or only what changed ("resident"), or each
+    // block uploaded just before its forward from host memory, double-buffered ("block-swap").
     bool resident = false;
+    bool block_swap = false;
     bool adapter_rank_given = false;
     // Live telemetry and control (agent/PROTOCOL.md).
     bool no_network = false;           // --no-network: bind no sockets

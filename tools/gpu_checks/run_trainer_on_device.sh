@@ -17,8 +17,10 @@
 #    Then check_device_rounding (tools/rounding_check) on the device (on the CPU with --cpu): the
 #    rounding of activations and gradients, done there, bit for bit against the core reference.
 # 3. Runs sp-trainer with --summary-json for every row of the report, the seeds' setting first:
-#    adapters streamed (bf16, int8, int4, fp8_e4m3, policy), adapters resident (bf16, int8), then
-#    full fine-tuning streamed (bf16, int8, int4, policy), on a model large enough to matter on a GPU
+#    adapters streamed (bf16, int8, int4, fp8_e4m3, policy), adapters resident (bf16, int8), adapters
+#    block-swapped (bf16, policy, int8, int4: each block uploaded just before its forward,
+#    double-buffered on a copy stream), then full fine-tuning streamed (bf16, int8, int4, policy) and
+#    block-swapped (bf16, policy, int8, int4), on a model large enough to matter on a GPU
 #    (24 blocks, d_model 1024) and a small one on the CPU. --steps N (default 30 on a GPU, 20 on the
 #    CPU) for adapters, --full-steps N (default 8 on a GPU, where the host re-packs every weight
 #    every step; 20 on the CPU) for full. Each run gets RUN_TIMEOUT seconds (default 180), after which
@@ -26,8 +28,11 @@
 #    starts once S seconds have passed since the script started, so that a device call with a limit
 #    still gets its report back.
 # 4. Writes $OUT/report.md (tools/gpu_checks/trainer_report.py) after every run: step time, the
-#    agent's overhead and its share of the step, bytes per step, and each format's speed-up over BF16
-#    in the same mode; and $OUT/runs.tar.gz with every summary and log.
+#    statistics pass (the agent's gradient statistics) as a share of the step, the agent's overhead
+#    and its share, bytes and host time per step moving the weights, and each format's speed-up over
+#    BF16 in the same mode and residency (block-swap's in a table of its own); and $OUT/runs.tar.gz
+#    with every summary and log.
+# 5. The link gate (`sp-ctl gate --link cuda`): not built yet; run_link_gate below is where it goes.
 # $OUT defaults to build/device/out. Exit status: non-zero when a build, a check or a run failed.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -120,6 +125,15 @@ report() {  # the report of the runs so far: a call cut short still brings back 
   python3 tools/gpu_checks/trainer_report.py "$out/device.txt" "${summaries[@]}" > "$out/report.md.new" &&
     mv "$out/report.md.new" "$out/report.md"
 }
+# >>> LINK GATE: the place for `sp-ctl gate --link cuda ...` (issue 28, deliverable 4), to be added
+# here: measure pinned H2D of the packed payloads plus device dequantize against H2D of BF16 and write
+# the policy file into $out (e.g. $out/gate.json), which the report then names. Not implemented: it
+# only says so, and fails nothing.
+run_link_gate() {
+  echo "link gate: not run (sp-ctl gate --link cuda is not built yet)" | tee -a "$out/device.txt"
+}
+# <<< LINK GATE
+
 if [ "$status" = 0 ]; then
   if [ "$cpu" = 0 ]; then
     model=(--device cuda --blocks 24 --d-model 1024 --heads 16 --seq-len 256 --batch 8)
@@ -155,9 +169,17 @@ if [ "$status" = 0 ]; then
   for p in bf16 int8; do
     run "adapters-resident-$p" "$steps" --finetune-mode adapters --weight-residency resident --precision "$p"
   done
+  for p in bf16 policy int8 int4; do
+    run "adapters-block-swap-$p" "$steps" --finetune-mode adapters --weight-residency block-swap --precision "$p"
+  done
   for p in bf16 int8 int4 policy; do
     run "full-streamed-$p" "$full_steps" --finetune-mode full --precision "$p"
   done
+  for p in bf16 policy int8 int4; do
+    run "full-block-swap-$p" "$full_steps" --finetune-mode full --weight-residency block-swap --precision "$p"
+  done
+  run_link_gate || status=1
+  report || status=1
   [ -s "$out/report.md" ] && cat "$out/report.md"
 fi
 

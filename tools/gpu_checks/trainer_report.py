@@ -5,9 +5,12 @@
 
 Per run: the median training step after the first (step_s[1:]: the first carries the warm-up and
 step 0's profiling; evaluations excluded), the first step, the agent's overhead
-per step and its share of the step, the bytes sent to the compute copy per step (the initial load
-excluded) and their saving against BF16, and the speed-up of the step against the BF16 run of the
-same fine-tune mode and residency (BF16's median step / this median step). Exits 1 when a summary
+per step and its share of the step, the statistics pass (the agent's gradient statistics,
+agent_collect_s) as a share of the step, the bytes sent to the compute copy per step (the initial
+load excluded) and their saving against BF16, the host time per step moving the weights (weights_s:
+packing, materialization, block-swap's uploads and expansions), and the speed-up of the step against
+the BF16 run of the same fine-tune mode and residency (BF16's median step / this median step). The
+block-swap runs get a table of their own: each format's speed-up over BF16 in block-swap mode. Exits 1 when a summary
 is missing a field; a run stopped before its first step, and a summary that is not JSON (a run killed
 while writing it), are named under the table.
 """
@@ -36,11 +39,28 @@ def load(path):
         "profiling_s": s["profiling_s"],
         "collect_ms": 1e3 * s["agent_collect_s"] / steps,
         "hints_ms": 1e3 * s["agent_hints_s"] / steps,
+        "weights_ms": 1e3 * s["weights_s"] / steps,
         "mb_per_step": s["bytes_copied_per_step"] / 1e6,
         "mb_bf16_per_step": s["bytes_bf16_per_step"] / 1e6,
         "low_share": s["low_block_step_share"],
         "final_train_loss": s["train_loss"][-1],
     }
+
+
+def block_swap_table(ordered, bf16):
+    """Each format's step in block-swap mode against BF16's, per fine-tune mode: the seeds' question."""
+    rows = [r for r in ordered if r["residency"] == "block-swap"]
+    if not rows:
+        return []
+    out = ["", "## Block-swap: speed-up of each format over BF16", "",
+           "| mode | precision | step (ms) | MB/step | weights (ms/step) | speed-up vs BF16 |",
+           "|---|---|---|---|---|---|"]
+    for r in rows:
+        base = bf16.get((r["mode"], "block-swap"))
+        speedup = f"{base / r['step_ms']:.3f}x" if base else "n/a (no BF16 block-swap run)"
+        out.append(f"| {r['mode']} | {r['precision']} | {r['step_ms']:.2f} | {r['mb_per_step']:.2f} | "
+                   f"{r['weights_ms']:.2f} | {speedup} |")
+    return out
 
 
 def main(argv):
@@ -63,28 +83,33 @@ def main(argv):
     out = ["# sp-trainer on the device: step time, agent overhead, bytes per step", ""]
     out += [f"- {line}" for line in device]
     out += ["", "| mode | residency | precision | steps | step (ms) | first step (ms) | profiling (s) | "
-            "agent (ms) | agent share | collect (ms) | hints (ms) | MB/step | BF16 MB/step | saving | "
-            "low-precision share | speed-up vs BF16 | last train loss |",
-            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+            "agent (ms) | agent share | collect (ms) | stats share | hints (ms) | MB/step | BF16 MB/step | "
+            "saving | weights (ms/step) | low-precision share | speed-up vs BF16 | last train loss |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     order = {"bf16": 0, "policy": 1, "int8": 2, "fp8_e4m3": 3, "fp8_e5m2": 4, "int4": 5}
-    for r in sorted(runs, key=lambda r: (r["mode"], r["residency"], order.get(r["precision"], 9))):
+    ordered = sorted(runs, key=lambda r: (r["mode"], r["residency"], order.get(r["precision"], 9)))
+    for r in ordered:
         base = bf16.get((r["mode"], r["residency"]))
         speedup = f"{base / r['step_ms']:.3f}x" if base else "n/a"
         saving = 100.0 * (1 - r["mb_per_step"] / r["mb_bf16_per_step"]) if r["mb_bf16_per_step"] else 0.0
         out.append(
             f"| {r['mode']} | {r['residency']} | {r['precision']} | {r['steps']} | {r['step_ms']:.2f} | "
             f"{r['first_ms']:.0f} | {r['profiling_s']:.2f} | {r['agent_ms']:.3f} | "
-            f"{100 * r['agent_ms'] / r['step_ms']:.2f}% | {r['collect_ms']:.3f} | {r['hints_ms']:.3f} | "
-            f"{r['mb_per_step']:.2f} | {r['mb_bf16_per_step']:.2f} | {saving:.1f}% | "
+            f"{100 * r['agent_ms'] / r['step_ms']:.2f}% | {r['collect_ms']:.3f} | "
+            f"{100 * r['collect_ms'] / r['step_ms']:.2f}% | {r['hints_ms']:.3f} | "
+            f"{r['mb_per_step']:.2f} | {r['mb_bf16_per_step']:.2f} | {saving:.1f}% | {r['weights_ms']:.2f} | "
             f"{100 * r['low_share']:.0f}% | {speedup} | {r['final_train_loss']:.4f} |")
+    out += block_swap_table(ordered, bf16)
     out += ["", "Step: median of the training steps after the first (forward, backward, the agent, the "
             "optimizer, the runtime's materialization; evaluations excluded), host wall time, the GPU's "
             "work included (the loss is read every step); the first step carries the warm-up and step "
             "0's distribution statistics. Profiling: the distribution statistics (SNR profiling) of the "
             "run, in all (step 0, then every distribution_interval_steps). Agent: collect + hints + "
             "bookkeeping, host time, mean per step, the profiling excluded; its share is of the median "
-            "step. MB/step: bytes sent to the compute copy per step in the blocks' "
-            "formats; BF16 MB/step: the same sends in BF16."]
+            "step. Stats share: the statistics pass (collect) as a share of the median step. MB/step: "
+            "bytes sent to the compute copy per step in the blocks' formats; BF16 MB/step: the same "
+            "sends in BF16. Weights: host time per step in the runtime's packing, materialization and "
+            "(block-swap) uploads and expansions; on CUDA the copies themselves are asynchronous."]
     if empty:
         out += ["", "Stopped before their first step (no row): " + ", ".join(empty) + "."]
     if unreadable:

@@ -18,6 +18,29 @@
 // (a trainable tensor stepped, a restored frozen one, a new map), so a frozen block costs nothing
 // per step once it is in place.
 //
+// `block_swap` (the seeds' setting: a model larger than the accelerator's memory): after every
+// optimizer step each block's payload is packed in its format and kept in host memory (on CUDA,
+// page-locked); nothing is copied then. The model calls before_block_forward(b) before block b's
+// forward, which uploads the block into one of two slots and expands it into the block's
+// parameters, double-buffered: block b+1's upload goes out (on CUDA, cudaMemcpyAsync on a copy
+// stream) before block b's expansion, into the other slot, and b+1's expansion waits on that copy's
+// event on the device, never on the host (agent/src/block_swap.h, agent/cuda/torch/cuda_block_swap.h).
+// Backward: each block keeps its expanded weights until its backward is done (the parameters are
+// what autograd saved), so nothing is uploaded again for backward. The choice: it makes block-swap
+// a drop-in for the linear layers as they are, with the same values in forward and backward as
+// `streamed` (so the same losses, bit for bit), and the bus traffic per step is one upload per
+// block, as in the seeds' forward-only count. Its cost: device memory still holds every block's
+// expanded weights; saving that needs a backward that re-uploads in reverse order and a linear
+// layer that saves its (block, k) key instead of its weight, which is not built.
+// Bytes: every upload counts the block's payload once, with the same formula as `streamed`
+// (block_bytes), into the step whose forward uploads it when gradients are on (`streamed` counts a
+// new map in the step after which it is materialized, block-swap in the next step); the forward passes of an
+// evaluation (grad mode off) count into total_bytes() only, so that the bytes per step compare with
+// `streamed`'s. A precision change re-packs the block's payload and copies nothing until its next forward. A
+// block under a planted INT8 fault (AgentBlock::harsh_int8_step) is uploaded as INT8 and then overwritten by
+// the planted values, which no payload represents (drawn at the block's forward rather than after the
+// optimizer step, so such a run need not match `streamed` bit for bit).
+//
 // Trainer step: forward; backward; agent.collect_block_grad_stats(); runtime.before_optimizer_step();
 // agent.compute_hints(step) (delivered to on_hints, which then only records the map);
 // optimizer.step(); runtime.after_optimizer_step() (materializes every block once, in its new precision).
@@ -33,12 +56,19 @@
 namespace sp::agent {
 
 namespace detail {
+struct BlockSwap;
 class CudaStagedUploader;
 class PayloadExpander;
 struct Payload;
 }  // namespace detail
 
-enum class WeightResidency { streamed, resident };
+enum class WeightResidency { streamed, resident, block_swap };
+
+// What block-swap streaming did, in order (ReferencePrecisionRuntime::record_block_swap_events).
+struct BlockSwapEvent {
+    enum Kind { upload, expand, drop } kind;  // drop: a prefetched slot forgotten unread
+    std::size_t block = 0, slot = 0;
+};
 
 struct TransferBytes {
     std::uint64_t copied = 0;  // bytes materialized and copied this step
@@ -76,8 +106,9 @@ class ReferencePrecisionRuntime : public HintSink {
     // materializes it.
     void on_hints(const PrecisionHints& hints) override;
 
-    // See the header comment; takes effect from the next optimizer step.
-    void set_weight_residency(WeightResidency r) { residency_ = r; }
+    // See the header comment; takes effect from the next optimizer step (block_swap: from the next
+    // forward, whose blocks it packs now).
+    void set_weight_residency(WeightResidency r);
     WeightResidency weight_residency() const { return residency_; }
 
     // Copies every master back into its parameter, so the optimizer steps the fp32 master values
@@ -94,6 +125,16 @@ class ReferencePrecisionRuntime : public HintSink {
     // the parameters hold quantized values then, and taking them as masters would lose the fp32
     // values for good.
     void after_optimizer_step();
+
+    // Block-swap's hook (no-op in the other modes): call before block `block`'s forward. Uploads it
+    // unless prefetched, prefetches block + 1, expands the block into its parameters. Blocks in
+    // order 0..N-1 give the double-buffered schedule; another order only loses prefetches.
+    // std::logic_error between before_optimizer_step() and after_optimizer_step().
+    void before_block_forward(std::size_t block);
+    // The uploads and expansions since the last clear, while recording (for tests and traces).
+    void record_block_swap_events(bool on);
+    const std::vector<BlockSwapEvent>& block_swap_events() const;
+    void clear_block_swap_events();
 
     const std::vector<Precision>& precisions() const { return precision_; }
     // What materializing `block` in `p` copies, and the same copies in BF16 (the bytes a step
@@ -113,6 +154,8 @@ class ReferencePrecisionRuntime : public HintSink {
     bool frozen(std::size_t block, std::size_t k) const;
     // The packed payload of frozen tensor k of `block` in `p`, packed on first use and kept.
     const detail::Payload& frozen_payload(std::size_t block, std::size_t k, Precision p);
+    // block_swap: packs `block`'s payloads for its next upload (frozen ones from the cache).
+    void pack_swap_block(std::size_t block);
 
     std::vector<AgentBlock> blocks_;
     std::vector<std::vector<at::Tensor>> masters_;  // fp32, per block per parameter
@@ -132,6 +175,8 @@ class ReferencePrecisionRuntime : public HintSink {
     // may stay incomplete here.
     std::shared_ptr<detail::CudaStagedUploader> uploader_;
     std::shared_ptr<detail::PayloadExpander> host_expander_;  // frozen payloads into CPU parameters
+    // block_swap: the blocks' packed payloads and the two-slot schedule that uploads them.
+    std::shared_ptr<detail::BlockSwap> swap_;  // null in the other modes
 };
 
 }  // namespace sp::agent
