@@ -6,6 +6,7 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <utility>
 
@@ -54,8 +55,6 @@ std::optional<Precision> format_at(const BudgetBlock& b, int level) {
     return best;
 }
 
-using LevelChoice = detail::BudgetLevel;
-using BlockLevels = detail::BudgetLevels;
 using Move = detail::BudgetMove;
 
 // 10^(-snr/10) at each format's nominal SNR, raised once: most blocks have no estimate for BF16.
@@ -69,20 +68,36 @@ const PerFormat& nominal_noise_share() {
     return share;
 }
 
-double noise_share(double snr_db) {
-    return std::pow(10.0, -snr_db / 10.0);
+// A format's relative noise power in a block: from its estimated SNR, or the nominal one.
+double noise_share(const BudgetBlock& b, Precision p) {
+    const double snr = b.snr_db[std::size_t(p)];
+    return std::isfinite(snr) ? std::pow(10.0, -snr / 10.0) : nominal_noise_share()[std::size_t(p)];
 }
 
-// The gain of a free block's move up from `from`: sensitivity removed per extra byte (hysteresis
-// weighted), and the level it goes to. None at BF16.
-std::optional<std::pair<double, int>> move_gain(const BlockLevels& levels, int from, int current_level,
-                                                double hysteresis) {
+// Equal bit for bit: NaN to the same NaN, -0 not to +0 (what the remembered values depend on).
+bool same_bits(double x, double y) {
+    std::uint64_t bx = 0, by = 0;
+    std::memcpy(&bx, &x, sizeof bx);
+    std::memcpy(&by, &y, sizeof by);
+    return bx == by;
+}
+
+bool same_bits(const PerFormat& x, const PerFormat& y) {
+    for (std::size_t p = 0; p < x.size(); ++p)
+        if (!same_bits(x[p], y[p])) return false;
+    return true;
+}
+
+// The gain of a free block's move up from `from` (kept: its sensitivity at each level): sensitivity
+// removed per extra byte (hysteresis weighted), and the level it goes to. None at BF16.
+template <class Shape>
+std::optional<std::pair<double, int>> move_gain(const Shape& shape,
+                                                const std::array<double, kLevelCount>& kept, int from,
+                                                int current_level, double hysteresis) {
     for (int l = from + 1; l < kLevelCount; ++l) {
-        const LevelChoice& to = levels[std::size_t(l)];
-        if (!to.format) continue;
-        const LevelChoice& at = levels[std::size_t(from)];
-        const double extra = to.bytes - at.bytes;
-        double gain = (at.kept - to.kept) / std::max(extra, 1e-300);
+        if (shape.format[std::size_t(l)] == detail::kNoBudgetFormat) continue;
+        const double extra = shape.bytes[std::size_t(l)] - shape.bytes[std::size_t(from)];
+        double gain = (kept[std::size_t(from)] - kept[std::size_t(l)]) / std::max(extra, 1e-300);
         if (l == current_level) gain *= 1.0 + hysteresis;  // back to where it stands
         return std::make_pair(gain, l);
     }
@@ -111,59 +126,57 @@ double nominal_snr_db(Precision p) {
 }
 
 double sensitivity_in(const BudgetBlock& b, Precision p) {
-    const double snr = b.snr_db[std::size_t(p)];
-    return b.sensitivity * (std::isfinite(snr) ? noise_share(snr) : nominal_noise_share()[std::size_t(p)]);
+    return b.sensitivity * noise_share(b, p);
 }
 
-double BudgetPlanner::kept_sensitivity(const BudgetBlock& b, std::size_t block, Precision p) {
-    const double snr = b.snr_db[std::size_t(p)];
-    if (!std::isfinite(snr)) return b.sensitivity * nominal_noise_share()[std::size_t(p)];
-    double& seen = snr_seen_[block][std::size_t(p)];
-    double& share = noise_share_[block][std::size_t(p)];
-    if (!(seen == snr)) {
-        seen = snr;
-        share = noise_share(snr);
-    }
-    return b.sensitivity * share;
-}
-
-// A free block's format, bytes and kept sensitivity at each level.
-BlockLevels BudgetPlanner::levels_of(const BudgetBlock& b, std::size_t block) {
-    BlockLevels levels;
+// The block's levels: remembered, or worked out again when its SNRs, formats or size changed.
+const BudgetPlanner::Shape& BudgetPlanner::shape_of(const BudgetBlock& b, std::size_t block) {
+    Shape& shape = shapes_[block];
+    if (shape.known && same_bits(shape.snr_db, b.snr_db) && shape.admissible == b.admissible &&
+        same_bits(shape.bytes_bf16, b.bytes_bf16))
+        return shape;
+    shape.known = true;
+    shape.snr_db = b.snr_db;
+    shape.admissible = b.admissible;
+    shape.bytes_bf16 = b.bytes_bf16;
     for (int l = 0; l < kLevelCount; ++l) {
-        LevelChoice& c = levels[std::size_t(l)];
-        c.format = format_at(b, l);
-        if (!c.format) continue;
-        c.bytes = b.bytes_bf16 * bytes_per_element(*c.format) / 2.0;
-        c.kept = kept_sensitivity(b, block, *c.format);
+        const std::optional<Precision> format = format_at(b, l);
+        shape.format[std::size_t(l)] = format ? std::uint8_t(*format) : detail::kNoBudgetFormat;
+        if (!format) continue;
+        shape.bytes[std::size_t(l)] = b.bytes_bf16 * bytes_per_element(*format) / 2.0;
+        shape.noise_share[std::size_t(l)] = noise_share(b, *format);
     }
-    return levels;
+    return shape;
 }
 
 // Puts a free block at its cheapest level and lists its moves up (at most two, one level each).
 // Returns the bytes it stands at. The moves are listed block by block, first move first; see
 // order_moves for the order they are then sorted into.
 double BudgetPlanner::start_block(const BudgetBlock& b, std::size_t block, double hysteresis) {
-    const BlockLevels levels = levels_of(b, block);
-    Standing& at = standing_[block];
-    for (std::size_t l = 0; l < levels.size(); ++l) {
-        at.bytes[l] = levels[l].bytes;
-        at.format[l] = levels[l].format ? std::uint8_t(*levels[l].format) : kNoFormat;
-    }
+    const Shape& shape = shape_of(b, block);
+    std::array<double, kLevelCount> kept{};  // sensitivity_in(b, the level's format)
+    for (std::size_t l = 0; l < kept.size(); ++l) kept[l] = b.sensitivity * shape.noise_share[l];
     int start = 0;
-    while (!levels[std::size_t(start)].format) ++start;  // BF16, the last level, always has one
-    at.level = std::uint8_t(start);
+    while (shape.format[std::size_t(start)] == detail::kNoBudgetFormat)
+        ++start;  // BF16, the last level, always has one
+    shapes_[block].level = std::uint8_t(start);
     const int current = level_of(b.current);
     auto add = [&](int from, int to, double gain) {
-        moves_.push_back({gain == 0.0 ? 0.0 : gain, int(block), std::uint8_t(from), std::uint8_t(to)});
-        smallest_move_ = std::min(smallest_move_, at.bytes[std::size_t(to)] - at.bytes[std::size_t(from)]);
+        // Field by field in place: a Move built on the stack and copied stalled on store forwarding.
+        Move& m = moves_.emplace_back();
+        m.gain = gain == 0.0 ? 0.0 : gain;
+        m.block = int(block);
+        m.from_level = std::uint8_t(from);
+        m.to_level = std::uint8_t(to);
+        smallest_move_ =
+            std::min(smallest_move_, shape.bytes[std::size_t(to)] - shape.bytes[std::size_t(from)]);
     };
-    if (const auto first = move_gain(levels, start, current, hysteresis)) {
+    if (const auto first = move_gain(shape, kept, start, current, hysteresis)) {
         add(start, first->second, first->first);
-        if (const auto second = move_gain(levels, first->second, current, hysteresis))
+        if (const auto second = move_gain(shape, kept, first->second, current, hysteresis))
             add(first->second, second->second, std::min(second->first, first->first));
     }
-    return at.bytes[std::size_t(start)];
+    return shape.bytes[std::size_t(start)];
 }
 
 // Every move the greedy could make, in the order a max-heap on gain (ties: lower block first) pops
@@ -172,18 +185,12 @@ double BudgetPlanner::start_block(const BudgetBlock& b, std::size_t block, doubl
 // then has a lower gain, or the same gain and a higher block). Keyed by min(second, first) gain and
 // listed block by block, first move first, a stable sort gives exactly that order.
 void BudgetPlanner::order_moves() {
-    detail::stable_sort_descending(moves_, scratch_, [](const Move& m) { return m.gain; });
+    detail::order_descending(moves_, order_, order_scratch_, [](const Move& m) { return m.gain; });
 }
 
 BudgetPlan BudgetPlanner::plan(const std::vector<BudgetBlock>& blocks, double target_pct, double hysteresis) {
     const std::size_t n = blocks.size();
-    if (snr_seen_.size() != n) {
-        PerFormat none{};
-        none.fill(std::numeric_limits<double>::quiet_NaN());
-        snr_seen_.assign(n, none);
-        noise_share_.assign(n, none);
-    }
-    standing_.resize(n);
+    shapes_.resize(n);
     moves_.clear();
     smallest_move_ = std::numeric_limits<double>::infinity();
     BudgetPlan plan;
@@ -196,7 +203,7 @@ BudgetPlan BudgetPlanner::plan(const std::vector<BudgetBlock>& blocks, double ta
             bytes += blocks[b].bytes_bf16 * bytes_per_element(*blocks[b].fixed) / 2.0;
         } else {
             bytes += start_block(blocks[b], b, hysteresis);
-            plan.precision[b] = Precision(standing_[b].format[std::size_t(standing_[b].level)]);
+            plan.precision[b] = Precision(shapes_[b].format[shapes_[b].level]);
         }
     }
     auto saving_pct = [&](double b) { return total_bf16 > 0 ? 100.0 * (1.0 - b / total_bf16) : 0.0; };
@@ -212,9 +219,10 @@ BudgetPlan BudgetPlanner::plan(const std::vector<BudgetBlock>& blocks, double ta
     // Moves by gain, largest first. A move that would break the target is dropped (the block stays, and
     // its next move with it); cheaper moves after it may still fit.
     order_moves();
-    for (const Move& m : moves_) {
+    for (const std::uint64_t k : order_) {
+        const Move& m = moves_[detail::index_part(k)];
         if (nothing_fits()) break;
-        Standing& at = standing_[std::size_t(m.block)];
+        Shape& at = shapes_[std::size_t(m.block)];
         if (at.level != m.from_level) continue;  // its first move was dropped
         const double after = bytes - at.bytes[std::size_t(m.from_level)] + at.bytes[std::size_t(m.to_level)];
         if (saving_pct(after) < target_pct) continue;

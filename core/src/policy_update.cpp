@@ -21,8 +21,9 @@ std::int64_t Policy::free_from(std::size_t b) const {
     return from;
 }
 
-void Policy::average_windows(UpdateRecord& rec) const {
+Policy::WindowTotals Policy::average_windows(UpdateRecord& rec) const {
     const int w = config_.history_window;
+    WindowTotals totals;
     for (std::size_t b = 0; b < layout_.size(); ++b) {
         BlockDetail& d = rec.block_details[b];
         d = BlockDetail{};
@@ -50,18 +51,14 @@ void Policy::average_windows(UpdateRecord& rec) const {
         d.max_abs = mx / d.window;
         d.variance = var / d.window;
         d.mean = mean / d.window;
+        totals.l2_sum += d.l2_norm;
+        ++totals.with_window;
     }
+    return totals;
 }
 
-void Policy::score_blocks(UpdateRecord& rec) const {
-    double l2_sum = 0.0;
-    int with_window = 0;
-    for (const BlockDetail& d : rec.block_details) {
-        if (d.window == 0) continue;
-        l2_sum += d.l2_norm;
-        ++with_window;
-    }
-    const double l2_mean = with_window > 0 ? l2_sum / with_window : 0.0;
+void Policy::score_blocks(UpdateRecord& rec, const WindowTotals& totals) const {
+    const double l2_mean = totals.with_window > 0 ? totals.l2_sum / totals.with_window : 0.0;
     for (std::size_t b = 0; b < layout_.size(); ++b) {
         BlockDetail& d = rec.block_details[b];
         d.relative_magnitude =
@@ -133,30 +130,33 @@ Policy::Decision Policy::decide_dynamic(BlockDetail& d, std::int64_t step, bool 
 }
 
 std::vector<Precision> Policy::plan_budget_map(const UpdateRecord& rec, std::int64_t step) {
-    std::vector<BudgetBlock>& blocks = budget_blocks_;
+    std::vector<BudgetBlock>& blocks = budget_blocks_;  // reused from update to update
     blocks.resize(layout_.size());
     for (std::size_t b = 0; b < layout_.size(); ++b) {
         const BlockDetail& d = rec.block_details[b];
-        BudgetBlock& bb = blocks[b];  // every field written: the vector is reused from update to update
-        bb.bytes_bf16 = double(layout_[b].bytes_bf16);
-        bb.sensitivity = d.sensitivity;
-        bb.snr_db = d.snr_db;
-        bb.current = effective_[b];
-        bb.admissible = allowed(b);
+        // Worked out in locals and stored once: through the reference, every `&=` was a store.
+        FormatMask admissible = allowed(b);
         if (config_.snr_tiers) {  // rule 17's thresholds bound what the budget may use
             for (Precision p : kLowFormatsCheapestFirst)
                 if (!(d.snr_db[std::size_t(p)] >= config_.snr_threshold_db[std::size_t(p)]))
-                    bb.admissible &= FormatMask(~format_bit(p));
+                    admissible &= FormatMask(~format_bit(p));
         }
+        std::optional<Precision> fixed;
         ForcedBy by;
-        bb.fixed.reset();
         if (const auto forced = forced_precision(int(b), &by)) {
-            bb.fixed = forced;
+            fixed = forced;
         } else if (nonfinite_since_update_[b]) {
-            bb.fixed = Precision::bf16;
+            fixed = Precision::bf16;
         } else if (cooling(b, step)) {
-            bb.fixed = effective_[b];
+            fixed = effective_[b];
         }
+        BudgetBlock& bb = blocks[b];
+        bb.bytes_bf16 = double(layout_[b].bytes_bf16);
+        bb.sensitivity = d.sensitivity;
+        bb.snr_db = d.snr_db;
+        bb.admissible = admissible;
+        bb.fixed = fixed;
+        bb.current = effective_[b];
     }
     return budget_planner_.plan(blocks, budget_target_pct_, config_.hysteresis_margin).precision;
 }
@@ -183,29 +183,39 @@ void Policy::apply_decision(BlockDetail& d, const Decision& decision, std::int64
         lowered_at_[b] = step;
 }
 
+void Policy::begin_tally(UpdateRecord& rec) const {
+    rec.min_sensitivity = layout_.empty() ? 0.0 : 1.0;
+}
+
+void Policy::tally_block(UpdateRecord& rec, BlockDetail& d, Tally& t) const {
+    const std::size_t b = std::size_t(d.id);
+    d.precision = effective_[b];
+    d.changed = effective_[b] != recorded_[b];
+    d.last_change_step = last_change_step_[b];
+    d.switches = switches_[b];
+    rec.precision_changes += d.changed ? 1 : 0;
+    rec.blocks_bf16 += d.precision == Precision::bf16 ? 1 : 0;
+    rec.blocks_int8 += d.precision == Precision::int8 ? 1 : 0;
+    rec.blocks_fp8 += is_fp8(d.precision) ? 1 : 0;
+    rec.blocks_int4 += d.precision == Precision::int4 ? 1 : 0;
+    t.sens_sum += d.sensitivity;
+    rec.max_sensitivity = std::max(rec.max_sensitivity, d.sensitivity);
+    rec.min_sensitivity = std::min(rec.min_sensitivity, d.sensitivity);
+    t.bytes += layout_[b].bytes_at(d.precision);
+    t.bf16_bytes += double(layout_[b].bytes_bf16);
+}
+
 void Policy::tally(UpdateRecord& rec) const {
+    Tally t;
+    begin_tally(rec);
+    for (BlockDetail& d : rec.block_details) tally_block(rec, d, t);
+    end_tally(rec, t);
+}
+
+void Policy::end_tally(UpdateRecord& rec, const Tally& t) const {
     const std::size_t n = layout_.size();
-    double sens_sum = 0.0, bytes = 0.0, bf16_bytes = 0.0;
-    rec.min_sensitivity = n > 0 ? 1.0 : 0.0;
-    for (std::size_t b = 0; b < n; ++b) {
-        BlockDetail& d = rec.block_details[b];
-        d.precision = effective_[b];
-        d.changed = effective_[b] != recorded_[b];
-        d.last_change_step = last_change_step_[b];
-        d.switches = switches_[b];
-        rec.precision_changes += d.changed ? 1 : 0;
-        rec.blocks_bf16 += d.precision == Precision::bf16 ? 1 : 0;
-        rec.blocks_int8 += d.precision == Precision::int8 ? 1 : 0;
-        rec.blocks_fp8 += is_fp8(d.precision) ? 1 : 0;
-        rec.blocks_int4 += d.precision == Precision::int4 ? 1 : 0;
-        sens_sum += d.sensitivity;
-        rec.max_sensitivity = std::max(rec.max_sensitivity, d.sensitivity);
-        rec.min_sensitivity = std::min(rec.min_sensitivity, d.sensitivity);
-        bytes += layout_[b].bytes_at(d.precision);
-        bf16_bytes += double(layout_[b].bytes_bf16);
-    }
-    rec.mean_sensitivity = n > 0 ? sens_sum / double(n) : 0.0;
-    rec.estimated_bandwidth_saving_pct = bf16_bytes > 0.0 ? 100.0 * (1.0 - bytes / bf16_bytes) : 0.0;
+    rec.mean_sensitivity = n > 0 ? t.sens_sum / double(n) : 0.0;
+    rec.estimated_bandwidth_saving_pct = t.bf16_bytes > 0.0 ? 100.0 * (1.0 - t.bytes / t.bf16_bytes) : 0.0;
 }
 
 void Policy::begin_record(UpdateRecord& rec, std::int64_t step, double timestamp) const {
@@ -255,13 +265,18 @@ const UpdateRecord* Policy::update(std::int64_t step, double timestamp) {
 
     UpdateRecord& rec = record_;
     begin_record(rec, step, timestamp);
-    average_windows(rec);
-    score_blocks(rec);
+    score_blocks(rec, average_windows(rec));
     const bool first_dynamic = mode_ == Mode::dynamic && !dynamic_assigned_;
     const std::vector<Precision> planned =
         mode_ == Mode::budget ? plan_budget_map(rec, step) : std::vector<Precision>{};
-    for (BlockDetail& d : rec.block_details) apply_decision(d, decide(d, step, first_dynamic, planned), step);
-    tally(rec);
+    // Each block is tallied as soon as its decision is applied: a decision changes that block alone.
+    Tally tally;
+    begin_tally(rec);
+    for (BlockDetail& d : rec.block_details) {
+        apply_decision(d, decide(d, step, first_dynamic, planned), step);
+        tally_block(rec, d, tally);
+    }
+    end_tally(rec, tally);
     end_update(step, first_dynamic);
     return &rec;
 }

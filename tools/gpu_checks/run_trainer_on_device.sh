@@ -32,7 +32,8 @@
 #    and its share, bytes and host time per step moving the weights, and each format's speed-up over
 #    BF16 in the same mode and residency (block-swap's in a table of its own); and $OUT/runs.tar.gz
 #    with every summary and log.
-# 5. The link gate (`sp-ctl gate --link cuda`): not built yet; run_link_gate below is where it goes.
+# 5. Before the trainer runs (it takes about a minute, and a short device lease should not lose it to
+#    them): the link gate, `sp-ctl gate --link cuda`, into $OUT/gate-cuda.json (run_link_gate below).
 # $OUT defaults to build/device/out. Exit status: non-zero when a build, a check or a run failed.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -125,14 +126,45 @@ report() {  # the report of the runs so far: a call cut short still brings back 
   python3 tools/gpu_checks/trainer_report.py "$out/device.txt" "${summaries[@]}" > "$out/report.md.new" &&
     mv "$out/report.md.new" "$out/report.md"
 }
-# >>> LINK GATE: the place for `sp-ctl gate --link cuda ...` (issue 28, deliverable 4), to be added
-# here: measure pinned H2D of the packed payloads plus device dequantize against H2D of BF16 and write
-# the policy file into $out (e.g. $out/gate.json), which the report then names. Not implemented: it
-# only says so, and fails nothing.
+# The link gate (issue 28, deliverable 4): on the device, `sp-ctl gate --link cuda` times pinned H2D of
+# each format's packed payload plus the device dequantize kernel against pinned H2D of BF16, at the
+# shapes of the report's model, and writes the policy file $out/gate-cuda.json (its table in
+# gate-cuda.txt, both named in device.txt and so in the report). With --cpu there is no CUDA link: the
+# dry run checks that `--link cuda` refuses with a named error and writes nothing, and runs the host
+# gate (`--link host`) at the CPU model's shapes into $out/gate-host.json.
 run_link_gate() {
-  echo "link gate: not run (sp-ctl gate --link cuda is not built yet)" | tee -a "$out/device.txt"
+  local ctl="$root/build/device/app/sp-ctl/sp-ctl"
+  if [ "$deadline" -gt 0 ] && [ "$SECONDS" -ge "$deadline" ]; then
+    echo "link gate: skipped, --deadline $deadline s reached" | tee -a "$out/device.txt"; return 0
+  fi
+  if [ "$cpu" = 0 ]; then
+    if timeout -s TERM -k 30 "${GATE_TIMEOUT:-240}" "$ctl" gate --link cuda \
+         --shapes 3072x1024,1024x1024,4096x1024,1024x4096,3072,1024,4096 --max-rows 16384 --repeats 7 \
+         --out "$out/gate-cuda.json" > "$out/gate-cuda.txt" 2>&1; then
+      { echo "link gate: sp-ctl gate --link cuda wrote gate-cuda.json:"; sed 's/^/    /' "$out/gate-cuda.txt"; } >> "$out/device.txt"
+      return 0
+    fi
+    echo "link gate: sp-ctl gate --link cuda failed (gate-cuda.txt):" | tee -a "$out/device.txt"
+    tail -5 "$out/gate-cuda.txt" | tee -a "$out/device.txt"
+    return 1
+  fi
+  rm -f "$out/gate-cuda.json"
+  if "$ctl" gate --link cuda --shapes 192x64,64 --out "$out/gate-cuda.json" > "$out/gate-cuda.txt" 2>&1 ||
+     [ -e "$out/gate-cuda.json" ]; then
+    echo "link gate: --link cuda did not refuse on a machine without a GPU, or wrote a file" | tee -a "$out/device.txt"
+    return 1
+  fi
+  echo "link gate: --link cuda refused here: $(head -1 "$out/gate-cuda.txt")" >> "$out/device.txt"
+  if ! "$ctl" gate --link host --shapes 192x64,64x64,256x64,64x256,192,64,256 --max-rows 256 --repeats 3 \
+       --out "$out/gate-host.json" > "$out/gate-host.txt" 2>&1; then
+    echo "link gate: sp-ctl gate --link host failed (gate-host.txt)" | tee -a "$out/device.txt"
+    return 1
+  fi
+  echo "link gate: sp-ctl gate --link host wrote gate-host.json (the CPU dry run)" >> "$out/device.txt"
 }
-# <<< LINK GATE
+
+gate_status=0  # a failed gate fails the script, but the trainer runs still run
+if [ "$status" = 0 ]; then run_link_gate || gate_status=1; fi
 
 if [ "$status" = 0 ]; then
   if [ "$cpu" = 0 ]; then
@@ -178,11 +210,11 @@ if [ "$status" = 0 ]; then
   for p in bf16 policy int8 int4; do
     run "full-block-swap-$p" "$full_steps" --finetune-mode full --weight-residency block-swap --precision "$p"
   done
-  run_link_gate || status=1
   report || status=1
   [ -s "$out/report.md" ] && cat "$out/report.md"
 fi
+[ "$gate_status" = 0 ] || status=1
 
 # At most a few files come back from a device machine: one archive for the details.
-tar -czf "$out/runs.tar.gz" -C "$out" runs build.log rounding.txt $( [ -d "$out/kernels" ] && echo kernels kernels.log ) 2>/dev/null || true
+tar -czf "$out/runs.tar.gz" -C "$out" runs build.log rounding.txt $(cd "$out" && ls gate-*.txt gate-*.json 2>/dev/null) $( [ -d "$out/kernels" ] && echo kernels kernels.log ) 2>/dev/null || true
 exit $status

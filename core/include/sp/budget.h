@@ -36,13 +36,7 @@ double nominal_snr_db(Precision p);
 double sensitivity_in(const BudgetBlock& b, Precision p);
 
 namespace detail {
-// A free block's format, bytes and kept sensitivity at one byte level (INT4, 8-bit, BF16).
-struct BudgetLevel {
-    std::optional<Precision> format;  // none: the block cannot stand at this level
-    double bytes = 0;
-    double kept = 0;  // sensitivity_in(block, format)
-};
-using BudgetLevels = std::array<BudgetLevel, 3>;
+inline constexpr std::uint8_t kNoBudgetFormat = 0xff;  // a level a block cannot stand at
 // A move up of a free block from one level to the next it can take.
 struct BudgetMove {
     double gain;  // the gain the greedy's max-heap would pop it at (see BudgetPlanner::order_moves)
@@ -53,29 +47,35 @@ struct BudgetMove {
 
 // plan_budget with its working storage kept from one plan to the next. A policy plans at every
 // update: at 10,000 blocks, allocating about 2 MB afresh each time cost more in page faults than the
-// plan itself. It also remembers 10^(-snr/10) per block and format while the estimate stays the
-// same (estimates change only when the SNR is profiled). The plan is the same as plan_budget's.
+// plan itself. It also remembers each block's formats, bytes and 10^(-snr/10) per level while what
+// they depend on stays the same (the SNR estimates change only when the SNR is profiled); only the
+// sensitivity is new at every update. The plan is the same as plan_budget's, bit for bit.
 class BudgetPlanner {
   public:
     BudgetPlan plan(const std::vector<BudgetBlock>& blocks, double target_pct, double hysteresis);
 
   private:
-    // Where a free block stands in the plan being made, and its bytes and format at each level.
-    static constexpr std::uint8_t kNoFormat = 0xff;
-    struct Standing {
+    // A free block's three byte levels (INT4, 8-bit, BF16), remembered with what they depend on, and
+    // where the block stands in the plan being made.
+    struct Shape {
+        bool known = false;  // the key below is set
+        PerFormat snr_db{};  // the key, with `admissible` and `bytes_bf16` (compared bit for bit)
+        FormatMask admissible = 0;
+        double bytes_bf16 = 0;
+        std::array<std::uint8_t, 3>
+            format{};  // a Precision; detail::kNoBudgetFormat: it cannot stand at that level
         std::array<double, 3> bytes{};
-        std::array<std::uint8_t, 3> format{};  // a Precision; kNoFormat: it cannot stand at that level
-        std::uint8_t level = 0;
+        std::array<double, 3> noise_share{};  // 10^(-snr/10) of the level's format
+        std::uint8_t level = 0;               // where it stands in the plan
     };
-    double kept_sensitivity(const BudgetBlock& b, std::size_t block, Precision p);
-    detail::BudgetLevels levels_of(const BudgetBlock& b, std::size_t block);
+    const Shape& shape_of(const BudgetBlock& b, std::size_t block);
     double start_block(const BudgetBlock& b, std::size_t block, double hysteresis);
     void order_moves();
 
-    std::vector<Standing> standing_;
-    std::vector<detail::BudgetMove> moves_, scratch_;
-    double smallest_move_ = 0;                       // the fewest extra bytes any listed move costs
-    std::vector<PerFormat> snr_seen_, noise_share_;  // 10^(-snr/10) of the last snr seen
+    std::vector<Shape> shapes_;
+    std::vector<detail::BudgetMove> moves_;
+    std::vector<std::uint64_t> order_, order_scratch_;  // the moves in the greedy's order (radix_sort.h)
+    double smallest_move_ = 0;                          // the fewest extra bytes any listed move costs
 };
 
 // The plan for `target_pct` (bytes saved against all-BF16, in percent). `hysteresis` >= 0 weighs a
