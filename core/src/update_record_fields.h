@@ -59,13 +59,15 @@ struct DetailField {
 };
 enum DetailIndex : std::size_t {
     kPrecision,
-    kForced = 8,
+    kForced = 9,
     kChanged,
-    kReason = 11,
+    kReason,
     kLastChangeStep = 13,
     kSnr = 15,
     kReasonText
 };
+// In the writer's order, "mean" (additive) included: a line in that order matches each key at
+// the row after the previous one (UpdateParser::row_of).
 constexpr std::array<DetailField, 17> kDetail = {{
     {"precision", nullptr, nullptr},
     {"sensitivity", &BlockDetail::sensitivity, nullptr},
@@ -75,16 +77,17 @@ constexpr std::array<DetailField, 17> kDetail = {{
     {"l2_norm", &BlockDetail::l2_norm, nullptr},
     {"max_abs", &BlockDetail::max_abs, nullptr},
     {"variance", &BlockDetail::variance, nullptr},
+    {"mean", &BlockDetail::mean, nullptr},  // additive
     {"forced", nullptr, nullptr},
     {"changed", nullptr, nullptr},
-    {"mean", &BlockDetail::mean, nullptr},  // additive from here on
-    {"reason", nullptr, nullptr},
+    {"reason", nullptr, nullptr},  // additive from here on
     {"window", nullptr, &BlockDetail::window},
     {"last_change_step", nullptr, nullptr},
     {"switches", nullptr, &BlockDetail::switches},
     {"snr_db", nullptr, nullptr},
     {"reason_text", nullptr, nullptr},
 }};
-constexpr std::uint32_t kDetailRequired = (1u << 10) - 1;  // all but the additive last five
+// The seed's ten fields: all rows before "reason" but "mean".
+constexpr std::uint32_t kDetailRequired = ((1u << kReason) - 1) & ~(1u << 8);
 
 }  // namespace sp::detail

@@ -5,6 +5,7 @@
 // this parser accepts is one sp::parse_json accepts too: no number beyond a double's range, no
 // nesting beyond 64 levels, valid escapes, no trailing characters (tests/fuzz/fuzz_jsonl.cpp).
 #include "update_record_parser.h"
+#include "json_number.h"
 #include "update_record_fields.h"
 
 #include <simdjson.h>
@@ -40,10 +41,6 @@ std::size_t find_key(const std::array<Field, N>& fields, std::string_view key) {
         if (fields[i].key == key) return i;
     }
     return N;
-}
-
-bool is_digit(char c) {
-    return c >= '0' && c <= '9';
 }
 
 const char* kind_name(od::json_type t) {
@@ -138,8 +135,11 @@ bool below_one(std::string_view t) {
 // instead of the digits after them, so "0.30000000000000004441" reads as 0.1155... No writer of
 // this format writes one (the shortest form that round-trips has at most 17 digits), but doubles
 // are exact, so such a token is read again by std::from_chars.
+// The common case is read from the token first, leaving `v` unread: the array or object that
+// holds it skips it.
 error_code exact_double(od::value& v, double& out) {
     const std::string_view raw = v.raw_json_token();  // up to the next token: whitespace included
+    if (read_short_double(raw, out)) return SUCCESS;
     if (const error_code e = v.get_double().get(out)) return e;
     if (raw.size() <= 21 || (raw[0] != '0' && (raw[0] != '-' || raw[1] != '0'))) return SUCCESS;
     std::size_t i = raw[0] == '-' ? 2 : 1;  // after the integer part "0"
@@ -306,24 +306,31 @@ bool UpdateParser::members(od::object& obj, OnMember&& on_member) {
     });
 }
 
-// The row of `f`'s key in `table` (N when unknown). Keys come in the writer's order: the row after
-// the previous match is compared first, in place (the line's padding covers a short key's
-// overread), so most keys are neither scanned nor decoded.
+// Whether the key at `raw` (after its opening quote) is `want`, compared in place: a key of the
+// line is followed by at least its closing quote and the line's padding, which covers comparing
+// a longer `want` (the first byte first: most rows differ there).
+bool key_at(const char* raw, std::string_view want) {
+    return raw[0] == want[0] && std::memcmp(raw, want.data(), want.size()) == 0 && raw[want.size()] == '"';
+}
+
+// The row of `f`'s key in `table` (N when unknown). Keys come in the writer's order: the rows are
+// compared in place from the one after the previous match, so most keys are neither scanned nor
+// decoded; a key no row matches in place (unknown, or escaped) is decoded and looked up.
 template <typename Field, std::size_t N>
 bool UpdateParser::row_of(od::field& f, const std::array<Field, N>& table, std::size_t& hint,
                           std::size_t& k) {
-    if (hint < N) {
-        const char* raw = f.key().raw();
-        const std::string_view want = table[hint].key;
-        if (std::memcmp(raw, want.data(), want.size()) == 0 && raw[want.size()] == '"') {
-            k = hint++;
+    const char* raw = f.key().raw();
+    for (std::size_t i = 0; i < N; ++i) {
+        const std::size_t row = hint + i < N ? hint + i : hint + i - N;
+        if (key_at(raw, table[row].key)) {
+            k = row;
+            hint = row + 1;
             return true;
         }
     }
     std::string_view key;
     if (!key_of(f, key)) return false;
     k = find_key(table, key);
-    hint = k + 1;
     return true;
 }
 
@@ -458,7 +465,7 @@ bool UpdateParser::detail(std::string_view key, od::value& v, std::vector<BlockD
     });
     if (!ok) return false;
     for (std::size_t i = 0; (seen & kDetailRequired) != kDetailRequired; ++i) {
-        if (!(seen & (1u << i))) {
+        if ((kDetailRequired & ~seen) & (1u << i)) {
             return fail("block_details." + std::to_string(id) + ": missing field '" +
                         std::string(kDetail[i].key) + "'");
         }
