@@ -58,6 +58,58 @@ inline const char* read_digits(const char* p, std::uint64_t& value) {
     return p;
 }
 
+// JSON's number grammar (no "01", "1.", ".5", "+1"), on the error path only: it tells a malformed
+// number from one out of range, and a fraction from an integer.
+enum class NumberText : std::uint8_t { invalid, integer, fraction };
+
+inline NumberText number_text(std::string_view t) {
+    std::size_t i = 0;
+    const auto digits = [&] {
+        const std::size_t from = i;
+        while (i < t.size() && is_digit(t[i])) ++i;
+        return i > from;
+    };
+    if (i < t.size() && t[i] == '-') ++i;
+    if (i < t.size() && t[i] == '0') {
+        ++i;
+    } else if (!digits()) {
+        return NumberText::invalid;
+    }
+    NumberText kind = NumberText::integer;
+    if (i < t.size() && t[i] == '.') {
+        ++i;
+        kind = NumberText::fraction;
+        if (!digits()) return NumberText::invalid;
+    }
+    if (i < t.size() && (t[i] == 'e' || t[i] == 'E')) {
+        ++i;
+        kind = NumberText::fraction;
+        if (i < t.size() && (t[i] == '+' || t[i] == '-')) ++i;
+        if (!digits()) return NumberText::invalid;
+    }
+    return i == t.size() ? kind : NumberText::invalid;
+}
+
+// Whether a number written "0.<z zeros><digits>[e<X>]" is below 1, about 10^(X - z - 1): for one
+// beyond a double's range, that tells an underflow from an overflow.
+inline bool below_one(std::string_view t) {
+    std::size_t i = t.find('.');
+    std::int64_t magnitude = -1;
+    if (i != std::string_view::npos) {
+        for (++i; i < t.size() && t[i] == '0'; ++i) --magnitude;
+    }
+    const std::size_t e = t.find_first_of("eE");
+    if (e != std::string_view::npos) {
+        std::int64_t exponent = 0;
+        std::size_t j = e + 1;
+        const bool negative = j < t.size() && t[j] == '-';
+        if (j < t.size() && (t[j] == '+' || t[j] == '-')) ++j;
+        for (; j < t.size() && exponent < 100000; ++j) exponent = exponent * 10 + (t[j] - '0');
+        magnitude += negative ? -exponent : exponent;
+    }
+    return magnitude < 0;
+}
+
 // Reads `token` (a value's raw text up to the next structural character, which may end in
 // whitespace) as a double when it is a JSON number of at most 19 significant digits whose value
 // is a finite double, not below 1e-342: every number this format's writer produces. False for

@@ -53,28 +53,28 @@ struct JsonlReader::Batch {
 };
 
 struct JsonlReader::Parallel {
-    explicit Parallel(std::size_t bytes) : batch_bytes(bytes), worker([this] { run(); }) {}
+    explicit Parallel(std::size_t bytes) : batch_bytes(bytes), worker_([this] { run(); }) {}
     Parallel(const Parallel&) = delete;
     Parallel& operator=(const Parallel&) = delete;
     ~Parallel() {
         {
-            const std::lock_guard<std::mutex> lock(mutex);
-            stop = true;
+            const std::lock_guard<std::mutex> lock(mutex_);
+            stop_ = true;
         }
-        wake.notify_all();
-        worker.join();
+        wake_.notify_all();
+        worker_.join();
     }
 
     // Parses batches[0] here and batches[1] on the worker; returns when both are parsed.
     void parse_both() {
         {
-            const std::lock_guard<std::mutex> lock(mutex);
-            job = &batches[1];
+            const std::lock_guard<std::mutex> lock(mutex_);
+            job_ = &batches[1];
         }
-        wake.notify_all();
+        wake_.notify_all();
         batches[0].parse();
-        std::unique_lock<std::mutex> lock(mutex);
-        wake.wait(lock, [this] { return job == nullptr; });
+        std::unique_lock<std::mutex> lock(mutex_);
+        wake_.wait(lock, [this] { return job_ == nullptr; });
     }
 
     std::size_t batch_bytes;
@@ -86,23 +86,24 @@ struct JsonlReader::Parallel {
 
   private:
     void run() {
-        std::unique_lock<std::mutex> lock(mutex);
+        std::unique_lock<std::mutex> lock(mutex_);
         for (;;) {
-            wake.wait(lock, [this] { return stop || job != nullptr; });
-            if (stop) return;
+            wake_.wait(lock, [this] { return stop_ || job_ != nullptr; });
+            if (stop_) return;
+            Batch* const batch = job_;
             lock.unlock();
-            job->parse();
+            batch->parse();
             lock.lock();
-            job = nullptr;
-            wake.notify_all();
+            job_ = nullptr;
+            wake_.notify_all();
         }
     }
 
-    std::mutex mutex;
-    std::condition_variable wake;
-    Batch* job = nullptr;  // the batch the worker is to parse; null when done
-    bool stop = false;
-    std::thread worker;  // last: starts once the members it uses exist
+    std::mutex mutex_;
+    std::condition_variable wake_;
+    Batch* job_ = nullptr;  // the batch the worker is to parse; null when done
+    bool stop_ = false;
+    std::thread worker_;  // last: starts once the members it uses exist
 };
 
 }  // namespace sp

@@ -70,64 +70,12 @@ const char* wanted(Want w) {
     return kText[std::size_t(w)];
 }
 
-// JSON's number grammar (no "01", "1.", ".5", "+1"), on the error path only: it tells a malformed
-// number from one out of range, and a fraction from an integer.
-enum class NumberText : std::uint8_t { invalid, integer, fraction };
-
-NumberText number_text(std::string_view t) {
-    std::size_t i = 0;
-    const auto digits = [&] {
-        const std::size_t from = i;
-        while (i < t.size() && is_digit(t[i])) ++i;
-        return i > from;
-    };
-    if (i < t.size() && t[i] == '-') ++i;
-    if (i < t.size() && t[i] == '0') {
-        ++i;
-    } else if (!digits()) {
-        return NumberText::invalid;
-    }
-    NumberText kind = NumberText::integer;
-    if (i < t.size() && t[i] == '.') {
-        ++i;
-        kind = NumberText::fraction;
-        if (!digits()) return NumberText::invalid;
-    }
-    if (i < t.size() && (t[i] == 'e' || t[i] == 'E')) {
-        ++i;
-        kind = NumberText::fraction;
-        if (i < t.size() && (t[i] == '+' || t[i] == '-')) ++i;
-        if (!digits()) return NumberText::invalid;
-    }
-    return i == t.size() ? kind : NumberText::invalid;
-}
-
 // The value's text up to the next structural character, without trailing whitespace.
 std::string_view token_of(od::value& v) {
     std::string_view t = v.raw_json_token();
     while (!t.empty() && (t.back() == ' ' || t.back() == '\t' || t.back() == '\r' || t.back() == '\n'))
         t.remove_suffix(1);
     return t;
-}
-
-// Whether a number written "0.<z zeros><digits>[e<X>]" is below 1, about 10^(X - z - 1): for one
-// beyond a double's range, that tells an underflow from an overflow.
-bool below_one(std::string_view t) {
-    std::size_t i = t.find('.');
-    std::int64_t magnitude = -1;
-    if (i != std::string_view::npos) {
-        for (++i; i < t.size() && t[i] == '0'; ++i) --magnitude;
-    }
-    const std::size_t e = t.find_first_of("eE");
-    if (e != std::string_view::npos) {
-        std::int64_t exponent = 0;
-        std::size_t j = e + 1;
-        const bool negative = j < t.size() && t[j] == '-';
-        if (j < t.size() && (t[j] == '+' || t[j] == '-')) ++j;
-        for (; j < t.size() && exponent < 100000; ++j) exponent = exponent * 10 + (t[j] - '0');
-        magnitude += negative ? -exponent : exponent;
-    }
-    return magnitude < 0;
 }
 
 // A double, correctly rounded. simdjson 3.0.1's On-Demand get_double misreads a number written
@@ -188,7 +136,8 @@ class UpdateParser {
     template <typename OnMember>
     bool members(od::object& obj, OnMember&& on_member);
     template <typename Field, std::size_t N>
-    bool row_of(od::field& f, const std::array<Field, N>& table, std::size_t& hint, std::size_t& k);
+    bool row_of(od::field& f, const std::array<Field, N>& table, const std::array<KeyHead, N>& heads,
+                std::size_t& hint, std::size_t& k);
     template <typename OnMember>
     bool object(od::value& v, std::string_view name, OnMember&& on_member) {
         auto obj = v.get_object();  // used in place, like every object and field (see fields())
@@ -307,22 +256,27 @@ bool UpdateParser::members(od::object& obj, OnMember&& on_member) {
 }
 
 // Whether the key at `raw` (after its opening quote) is `want`, compared in place: a key of the
-// line is followed by at least its closing quote and the line's padding, which covers comparing
-// a longer `want` (the first byte first: most rows differ there).
-bool key_at(const char* raw, std::string_view want) {
-    return raw[0] == want[0] && std::memcmp(raw, want.data(), want.size()) == 0 && raw[want.size()] == '"';
+// line is followed by at least its closing quote and the line's padding, which covers reading 16
+// bytes, and comparing a longer `want`.
+bool key_at(const char* raw, const KeyHead& head, std::string_view want) {
+    std::array<std::uint64_t, 2> words{};
+    std::memcpy(words.data(), raw, sizeof words);
+    if (((words[0] & head.mask[0]) != head.word[0]) | ((words[1] & head.mask[1]) != head.word[1]))
+        return false;
+    return head.size <= 16 ||
+           (std::memcmp(raw + 16, want.data() + 16, want.size() - 16) == 0 && raw[want.size()] == '"');
 }
 
 // The row of `f`'s key in `table` (N when unknown). Keys come in the writer's order: the rows are
 // compared in place from the one after the previous match, so most keys are neither scanned nor
 // decoded; a key no row matches in place (unknown, or escaped) is decoded and looked up.
 template <typename Field, std::size_t N>
-bool UpdateParser::row_of(od::field& f, const std::array<Field, N>& table, std::size_t& hint,
-                          std::size_t& k) {
+bool UpdateParser::row_of(od::field& f, const std::array<Field, N>& table,
+                          const std::array<KeyHead, N>& heads, std::size_t& hint, std::size_t& k) {
     const char* raw = f.key().raw();
     for (std::size_t i = 0; i < N; ++i) {
         const std::size_t row = hint + i < N ? hint + i : hint + i - N;
-        if (key_at(raw, table[row].key)) {
+        if (key_at(raw, heads[row], table[row].key)) {
             k = row;
             hint = row + 1;
             return true;
@@ -458,7 +412,7 @@ bool UpdateParser::detail(std::string_view key, od::value& v, std::vector<BlockD
     std::size_t hint = 0;
     const bool ok = fields(obj.value_unsafe(), [&](od::field& f) {
         std::size_t k = 0;
-        if (!row_of(f, kDetail, hint, k)) return false;
+        if (!row_of(f, kDetail, kDetailHeads, hint, k)) return false;
         if (k == kDetail.size()) return validate(f.value(), 4);  // a newer producer's field
         seen |= 1u << k;
         return detail_member(f.value(), d, k);
@@ -536,7 +490,7 @@ bool UpdateParser::parse(od::document& doc, UpdateRecord& r) {
     std::size_t hint = 0;
     const bool ok = fields(obj.value_unsafe(), [&](od::field& f) {
         std::size_t k = 0;
-        if (!row_of(f, kTop, hint, k)) return false;
+        if (!row_of(f, kTop, kTopHeads, hint, k)) return false;
         if (k == kTop.size()) return validate(f.value(), 2);  // a newer producer's field
         seen |= 1u << k;
         return top_member(f.value(), r, k);
