@@ -261,8 +261,9 @@ bool UpdateParser::members(od::object& obj, OnMember&& on_member) {
 bool key_at(const char* raw, const KeyHead& head, std::string_view want) {
     std::array<std::uint64_t, 2> words{};
     std::memcpy(words.data(), raw, sizeof words);
-    if (((words[0] & head.mask[0]) != head.word[0]) | ((words[1] & head.mask[1]) != head.word[1]))
-        return false;
+    const std::uint64_t differ =
+        ((words[0] & head.mask[0]) ^ head.word[0]) | ((words[1] & head.mask[1]) ^ head.word[1]);
+    if (differ != 0) return false;
     return head.size <= 16 ||
            (std::memcmp(raw + 16, want.data() + 16, want.size() - 16) == 0 && raw[want.size()] == '"');
 }
