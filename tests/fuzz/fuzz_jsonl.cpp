@@ -5,10 +5,11 @@
 //   - the writer can write that record (to_json_line throws nothing);
 //   - what it writes parses back to an equal record (round trip);
 // and every event's typed payload (sp/event_payload.h) writes a line that reads back to itself.
-// The whole input is also read by JsonlReader on one thread and with parse_on_two_threads (small
-// batches): the same records, counts and problems, call for call.
+// One input in eight is also read whole by JsonlReader on one thread and with parse_on_two_threads
+// (small batches): the same records, counts and problems, call for call.
 // parse_record reports bad lines as values, so no exception may escape.
 #include <algorithm>
+#include <functional>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -110,8 +111,12 @@ extern "C" int SP_FUZZ_ENTRY(const std::uint8_t* data, std::size_t size) {
     std::string_view input = sp::fuzz::as_text(data, size);
     sp::TelemetryRecord record;  // reused, as JsonlReader does
     std::string error;
-    const std::vector<std::string> one_thread = reader_trace(input, 0);
-    const std::vector<std::string> two_threads = reader_trace(input, 100);
+    // One input in eight (by its hash, so a finding replays): two readers and a thread per input
+    // would take the executions per second from about 270 to about 35 under the sanitizers.
+    const bool compare_readers = std::hash<std::string_view>{}(input) % 8 == 0;
+    const std::vector<std::string> one_thread =
+        compare_readers ? reader_trace(input, 0) : std::vector<std::string>{};
+    const std::vector<std::string> two_threads = compare_readers ? reader_trace(input, 100) : one_thread;
     if (one_thread != two_threads) {
         std::size_t i = 0;
         while (i < one_thread.size() && i < two_threads.size() && one_thread[i] == two_threads[i]) ++i;
