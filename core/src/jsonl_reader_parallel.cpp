@@ -17,15 +17,19 @@ void JsonlReader::parse_on_two_threads(std::size_t batch_bytes) {
     parallel_->split_bytes = bytes_;
 }
 
-// Splits lines into `batch` until it holds batch_bytes of them or the input ends. Runs with lines_
-// and bytes_ swapped for the splitting's own counts (see next_parallel).
+// Splits lines into `batch` until it has taken batch_bytes of input or kMaxBatchEntries entries
+// (blank lines and skipped long ones hold no text but an entry each), or the input ends. Runs with
+// lines_ and bytes_ swapped for the splitting's own counts (see next_parallel).
 bool JsonlReader::fill_batch(Batch& batch) {
+    constexpr std::size_t kMaxBatchEntries = std::size_t(1) << 16;
     batch.text.clear();
     batch.used = batch.taken = 0;
     parallel_->filling = &batch;
+    const std::uint64_t start = bytes_;
     std::string_view line;
     bool had_newline = false;
-    while (batch.text.size() < parallel_->batch_bytes && next_line(line, had_newline)) {
+    while (bytes_ - start < parallel_->batch_bytes && batch.used < kMaxBatchEntries &&
+           next_line(line, had_newline)) {
         ++lines_;
         bytes_ += line.size() + (had_newline ? 1 : 0);
         const bool blank = detail::is_blank_line(line);
