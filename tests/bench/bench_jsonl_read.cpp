@@ -102,6 +102,49 @@ double best_mbps(const char* name, std::uintmax_t bytes, const std::function<std
     return best;
 }
 
+// Writes records until the file holds target_mb; prints its size and a rough figure for the
+// writer. Returns the number of records.
+std::int64_t generate(const std::filesystem::path& path, double target_mb) {
+    std::mt19937_64 rng(20240601);
+    std::int64_t records = 0;
+    const auto t0 = Clock::now();
+    {
+        sp::JsonlWriter writer(path.string(), sp::JsonlWriter::OpenMode::truncate);
+        std::uint64_t written = 0;
+        std::string line;
+        while (double(written) < target_mb * 1e6) {
+            line.clear();
+            sp::append_json(line, make_record(rng, records * 10));
+            writer.write_line(line);
+            written += line.size() + 1;
+            ++records;
+        }
+    }
+    const double gen_s = std::chrono::duration<double>(Clock::now() - t0).count();
+    const std::uintmax_t bytes = std::filesystem::file_size(path);
+    std::printf("file %s: %.1f MB, %lld update records of %.0f bytes (generated in %.2f s, %.0f MB/s)\n",
+                path.string().c_str(), double(bytes) / 1e6, static_cast<long long>(records),
+                double(bytes) / double(records), gen_s, double(bytes) / 1e6 / gen_s);
+    return records;
+}
+
+// The best MB/s of each method (0: left out by --reader-only) and its ratio to raw.
+struct Figures {
+    double raw, dom, sax, reader, reader2;
+};
+
+void print_table(const Figures& f) {
+    std::printf("\n%-10s %10s %12s\n", "method", "MB/s", "vs raw");
+    std::printf("%-10s %10.1f %11.2fx\n", "raw", f.raw, 1.0);
+    if (f.dom > 0.0) std::printf("%-10s %10.1f %11.2fx\n", "dom", f.dom, f.dom / f.raw);
+    if (f.sax > 0.0) std::printf("%-10s %10.1f %11.2fx\n", "sax-noop", f.sax, f.sax / f.raw);
+    std::printf("%-10s %10.1f %11.2fx  (1 thread)\n", "reader", f.reader, f.reader / f.raw);
+    std::printf("%-10s %10.1f %11.2fx  (2 threads, of %u hardware threads)\n", "reader-2t", f.reader2,
+                f.reader2 / f.raw, std::thread::hardware_concurrency());
+    if (f.dom > 0.0) std::printf("reader/dom = %.2fx; ", f.reader / f.dom);
+    std::printf("reader/raw = %.2fx, reader-2t/raw = %.2fx\n", f.reader / f.raw, f.reader2 / f.raw);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -123,28 +166,8 @@ int main(int argc, char** argv) {
     }
     if (path.empty()) path = fs::temp_directory_path() / "sp_bench_jsonl_read.jsonl";
 
-    // Generate (also a rough figure for the writer).
-    std::mt19937_64 rng(20240601);
-    std::int64_t records = 0;
-    const auto t0 = Clock::now();
-    {
-        sp::JsonlWriter writer(path.string(), sp::JsonlWriter::OpenMode::truncate);
-        std::uint64_t written = 0;
-        std::string line;
-        while (double(written) < target_mb * 1e6) {
-            line.clear();
-            sp::append_json(line, make_record(rng, records * 10));
-            writer.write_line(line);
-            written += line.size() + 1;
-            ++records;
-        }
-    }
-    const double gen_s = std::chrono::duration<double>(Clock::now() - t0).count();
+    const std::int64_t records = generate(path, target_mb);
     const std::uintmax_t bytes = fs::file_size(path);
-    std::printf("file %s: %.1f MB, %lld update records of %.0f bytes (generated in %.2f s, %.0f MB/s)\n",
-                path.string().c_str(), double(bytes) / 1e6, static_cast<long long>(records),
-                double(bytes) / double(records), gen_s, double(bytes) / 1e6 / gen_s);
-
     const double raw = best_mbps("raw", bytes, [&] {
         std::ifstream in(path, std::ios::binary);
         std::string line;
@@ -194,19 +217,10 @@ int main(int argc, char** argv) {
     const std::uint64_t good_one_thread = good;
     const double reader2 = best_mbps("reader-2t", bytes, [&] { return read_all(true); });
 
-    std::printf("\n%-10s %10s %12s\n", "method", "MB/s", "vs raw");
-    std::printf("%-10s %10.1f %11.2fx\n", "raw", raw, 1.0);
-    std::printf("%-10s %10.1f %11.2fx\n", "dom", dom, dom / raw);
-    std::printf("%-10s %10.1f %11.2fx\n", "sax-noop", sax, sax / raw);
-    std::printf("%-10s %10.1f %11.2fx  (1 thread)\n", "reader", reader, reader / raw);
-    std::printf("%-10s %10.1f %11.2fx  (2 threads, of %u hardware threads)\n", "reader-2t", reader2,
-                reader2 / raw, std::thread::hardware_concurrency());
-    std::printf(
-        "reader/dom = %.2fx, reader/raw = %.2fx, reader-2t/raw = %.2fx; kept %llu and %llu of %lld "
-        "records, %llu problems\n",
-        reader / dom, reader / raw, reader2 / raw, static_cast<unsigned long long>(good_one_thread),
-        static_cast<unsigned long long>(good), static_cast<long long>(records),
-        static_cast<unsigned long long>(problems));
+    print_table({raw, dom, sax, reader, reader2});
+    std::printf("kept %llu (1 thread) and %llu (2 threads) of %lld records, %llu problems\n",
+                static_cast<unsigned long long>(good_one_thread), static_cast<unsigned long long>(good),
+                static_cast<long long>(records), static_cast<unsigned long long>(problems));
 
     if (!keep) fs::remove(path);
     const bool all = good_one_thread == std::uint64_t(records) && good == std::uint64_t(records);
