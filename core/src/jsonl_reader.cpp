@@ -6,18 +6,20 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "jsonl_reader_parallel.h"
 #include "sp/jsonl.h"
 #include "update_record_parser.h"
 
 namespace sp {
-namespace {
 
-bool is_blank(std::string_view line) {
+bool detail::is_blank_line(std::string_view line) {
     for (const char c : line) {
         if (c != ' ' && c != '\t' && c != '\r') return false;
     }
     return true;
 }
+
+namespace {
 
 constexpr std::size_t kReadBlock = std::size_t(1) << 20;
 
@@ -147,29 +149,36 @@ void JsonlReader::end_long_line(bool had_newline) {
 }
 
 void JsonlReader::add_problem(std::string reason) {
+    if (defer_problem(reason)) return;  // split ahead on two threads: reported when next() gets there
     ++problem_count_;
     if (problems_.size() < kMaxStoredProblems) problems_.push_back({lines_, std::move(reason)});
 }
 
+bool JsonlReader::count_parsed(ParseStatus status, bool had_newline, const std::string& error) {
+    switch (status) {
+        case ParseStatus::ok:
+            ++records_;
+            return true;
+        case ParseStatus::unknown_type:
+            ++unknown_types_;
+            return false;
+        case ParseStatus::corrupt:
+            // A writer killed mid-line leaves a torn last line: expected, not an abort.
+            add_problem(had_newline ? error : "truncated last line: " + error);
+            return false;
+    }
+    return false;
+}
+
 bool JsonlReader::next(TelemetryRecord& out) {
+    if (parallel_) return next_parallel(out);
     std::string_view line;
     bool had_newline = false;
     while (next_line(line, had_newline)) {
         ++lines_;
         bytes_ += line.size() + (had_newline ? 1 : 0);
-        if (is_blank(line)) continue;
-        switch (detail::parse_record_padded(line, out, error_)) {
-            case ParseStatus::ok:
-                ++records_;
-                return true;
-            case ParseStatus::unknown_type:
-                ++unknown_types_;
-                break;
-            case ParseStatus::corrupt:
-                // A writer killed mid-line leaves a torn last line: expected, not an abort.
-                add_problem(had_newline ? error_ : "truncated last line: " + error_);
-                break;
-        }
+        if (detail::is_blank_line(line)) continue;
+        if (count_parsed(detail::parse_record_padded(line, out, error_), had_newline, error_)) return true;
     }
     return false;
 }

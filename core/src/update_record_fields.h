@@ -59,13 +59,15 @@ struct DetailField {
 };
 enum DetailIndex : std::size_t {
     kPrecision,
-    kForced = 8,
+    kForced = 9,
     kChanged,
-    kReason = 11,
+    kReason,
     kLastChangeStep = 13,
     kSnr = 15,
     kReasonText
 };
+// In the writer's order, "mean" (additive) included: a line in that order matches each key at
+// the row after the previous one (UpdateParser::row_of).
 constexpr std::array<DetailField, 17> kDetail = {{
     {"precision", nullptr, nullptr},
     {"sensitivity", &BlockDetail::sensitivity, nullptr},
@@ -75,16 +77,46 @@ constexpr std::array<DetailField, 17> kDetail = {{
     {"l2_norm", &BlockDetail::l2_norm, nullptr},
     {"max_abs", &BlockDetail::max_abs, nullptr},
     {"variance", &BlockDetail::variance, nullptr},
+    {"mean", &BlockDetail::mean, nullptr},  // additive
     {"forced", nullptr, nullptr},
     {"changed", nullptr, nullptr},
-    {"mean", &BlockDetail::mean, nullptr},  // additive from here on
-    {"reason", nullptr, nullptr},
+    {"reason", nullptr, nullptr},  // additive from here on
     {"window", nullptr, &BlockDetail::window},
     {"last_change_step", nullptr, nullptr},
     {"switches", nullptr, &BlockDetail::switches},
     {"snr_db", nullptr, nullptr},
     {"reason_text", nullptr, nullptr},
 }};
-constexpr std::uint32_t kDetailRequired = (1u << 10) - 1;  // all but the additive last five
+// The seed's ten fields: all rows before "reason" but "mean".
+constexpr std::uint32_t kDetailRequired = ((1u << kReason) - 1) & ~(1u << 8);
+
+// A key's first 16 bytes, its closing quote included, as two little-endian words and the masks of
+// the bytes they hold: UpdateParser::row_of compares most keys of a line in two word comparisons.
+struct KeyHead {
+    std::array<std::uint64_t, 2> word{};
+    std::array<std::uint64_t, 2> mask{};
+    std::size_t size = 0;  // the key's bytes and the quote
+};
+static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "KeyHead's words are little-endian");
+
+constexpr KeyHead key_head(std::string_view key) {
+    KeyHead head{};
+    head.size = key.size() + 1;
+    for (std::size_t i = 0; i < 16 && i < head.size; ++i) {
+        const std::uint64_t byte = i < key.size() ? std::uint8_t(key[i]) : std::uint8_t('"');
+        head.word[i / 8] |= byte << (8 * (i % 8));
+        head.mask[i / 8] |= std::uint64_t(0xFF) << (8 * (i % 8));
+    }
+    return head;
+}
+
+template <typename Field, std::size_t N>
+constexpr std::array<KeyHead, N> key_heads(const std::array<Field, N>& table) {
+    std::array<KeyHead, N> heads{};
+    for (std::size_t i = 0; i < N; ++i) heads[i] = key_head(table[i].key);
+    return heads;
+}
+constexpr std::array<KeyHead, kTop.size()> kTopHeads = key_heads(kTop);
+constexpr std::array<KeyHead, kDetail.size()> kDetailHeads = key_heads(kDetail);
 
 }  // namespace sp::detail

@@ -5,6 +5,7 @@
 // this parser accepts is one sp::parse_json accepts too: no number beyond a double's range, no
 // nesting beyond 64 levels, valid escapes, no trailing characters (tests/fuzz/fuzz_jsonl.cpp).
 #include "update_record_parser.h"
+#include "json_number.h"
 #include "update_record_fields.h"
 
 #include <simdjson.h>
@@ -42,10 +43,6 @@ std::size_t find_key(const std::array<Field, N>& fields, std::string_view key) {
     return N;
 }
 
-bool is_digit(char c) {
-    return c >= '0' && c <= '9';
-}
-
 const char* kind_name(od::json_type t) {
     switch (t) {
         case od::json_type::array:
@@ -73,38 +70,6 @@ const char* wanted(Want w) {
     return kText[std::size_t(w)];
 }
 
-// JSON's number grammar (no "01", "1.", ".5", "+1"), on the error path only: it tells a malformed
-// number from one out of range, and a fraction from an integer.
-enum class NumberText : std::uint8_t { invalid, integer, fraction };
-
-NumberText number_text(std::string_view t) {
-    std::size_t i = 0;
-    const auto digits = [&] {
-        const std::size_t from = i;
-        while (i < t.size() && is_digit(t[i])) ++i;
-        return i > from;
-    };
-    if (i < t.size() && t[i] == '-') ++i;
-    if (i < t.size() && t[i] == '0') {
-        ++i;
-    } else if (!digits()) {
-        return NumberText::invalid;
-    }
-    NumberText kind = NumberText::integer;
-    if (i < t.size() && t[i] == '.') {
-        ++i;
-        kind = NumberText::fraction;
-        if (!digits()) return NumberText::invalid;
-    }
-    if (i < t.size() && (t[i] == 'e' || t[i] == 'E')) {
-        ++i;
-        kind = NumberText::fraction;
-        if (i < t.size() && (t[i] == '+' || t[i] == '-')) ++i;
-        if (!digits()) return NumberText::invalid;
-    }
-    return i == t.size() ? kind : NumberText::invalid;
-}
-
 // The value's text up to the next structural character, without trailing whitespace.
 std::string_view token_of(od::value& v) {
     std::string_view t = v.raw_json_token();
@@ -113,33 +78,16 @@ std::string_view token_of(od::value& v) {
     return t;
 }
 
-// Whether a number written "0.<z zeros><digits>[e<X>]" is below 1, about 10^(X - z - 1): for one
-// beyond a double's range, that tells an underflow from an overflow.
-bool below_one(std::string_view t) {
-    std::size_t i = t.find('.');
-    std::int64_t magnitude = -1;
-    if (i != std::string_view::npos) {
-        for (++i; i < t.size() && t[i] == '0'; ++i) --magnitude;
-    }
-    const std::size_t e = t.find_first_of("eE");
-    if (e != std::string_view::npos) {
-        std::int64_t exponent = 0;
-        std::size_t j = e + 1;
-        const bool negative = j < t.size() && t[j] == '-';
-        if (j < t.size() && (t[j] == '+' || t[j] == '-')) ++j;
-        for (; j < t.size() && exponent < 100000; ++j) exponent = exponent * 10 + (t[j] - '0');
-        magnitude += negative ? -exponent : exponent;
-    }
-    return magnitude < 0;
-}
-
 // A double, correctly rounded. simdjson 3.0.1's On-Demand get_double misreads a number written
 // "0.<digits>" with more than 19 significant digits: its overflow check counts the leading zeros
 // instead of the digits after them, so "0.30000000000000004441" reads as 0.1155... No writer of
 // this format writes one (the shortest form that round-trips has at most 17 digits), but doubles
 // are exact, so such a token is read again by std::from_chars.
+// The common case is read from the token first, leaving `v` unread: the array or object that
+// holds it skips it.
 error_code exact_double(od::value& v, double& out) {
     const std::string_view raw = v.raw_json_token();  // up to the next token: whitespace included
+    if (read_short_double(raw, out)) return SUCCESS;
     if (const error_code e = v.get_double().get(out)) return e;
     if (raw.size() <= 21 || (raw[0] != '0' && (raw[0] != '-' || raw[1] != '0'))) return SUCCESS;
     std::size_t i = raw[0] == '-' ? 2 : 1;  // after the integer part "0"
@@ -188,7 +136,8 @@ class UpdateParser {
     template <typename OnMember>
     bool members(od::object& obj, OnMember&& on_member);
     template <typename Field, std::size_t N>
-    bool row_of(od::field& f, const std::array<Field, N>& table, std::size_t& hint, std::size_t& k);
+    bool row_of(od::field& f, const std::array<Field, N>& table, const std::array<KeyHead, N>& heads,
+                std::size_t& hint, std::size_t& k);
     template <typename OnMember>
     bool object(od::value& v, std::string_view name, OnMember&& on_member) {
         auto obj = v.get_object();  // used in place, like every object and field (see fields())
@@ -306,24 +255,37 @@ bool UpdateParser::members(od::object& obj, OnMember&& on_member) {
     });
 }
 
-// The row of `f`'s key in `table` (N when unknown). Keys come in the writer's order: the row after
-// the previous match is compared first, in place (the line's padding covers a short key's
-// overread), so most keys are neither scanned nor decoded.
+// Whether the key at `raw` (after its opening quote) is `want`, compared in place: a key of the
+// line is followed by at least its closing quote and the line's padding, which covers reading 16
+// bytes, and comparing a longer `want`.
+bool key_at(const char* raw, const KeyHead& head, std::string_view want) {
+    std::array<std::uint64_t, 2> words{};
+    std::memcpy(words.data(), raw, sizeof words);
+    const std::uint64_t differ =
+        ((words[0] & head.mask[0]) ^ head.word[0]) | ((words[1] & head.mask[1]) ^ head.word[1]);
+    if (differ != 0) return false;
+    return head.size <= 16 ||
+           (std::memcmp(raw + 16, want.data() + 16, want.size() - 16) == 0 && raw[want.size()] == '"');
+}
+
+// The row of `f`'s key in `table` (N when unknown). Keys come in the writer's order: the rows are
+// compared in place from the one after the previous match, so most keys are neither scanned nor
+// decoded; a key no row matches in place (unknown, or escaped) is decoded and looked up.
 template <typename Field, std::size_t N>
-bool UpdateParser::row_of(od::field& f, const std::array<Field, N>& table, std::size_t& hint,
-                          std::size_t& k) {
-    if (hint < N) {
-        const char* raw = f.key().raw();
-        const std::string_view want = table[hint].key;
-        if (std::memcmp(raw, want.data(), want.size()) == 0 && raw[want.size()] == '"') {
-            k = hint++;
+bool UpdateParser::row_of(od::field& f, const std::array<Field, N>& table,
+                          const std::array<KeyHead, N>& heads, std::size_t& hint, std::size_t& k) {
+    const char* raw = f.key().raw();
+    for (std::size_t i = 0; i < N; ++i) {
+        const std::size_t row = hint + i < N ? hint + i : hint + i - N;
+        if (key_at(raw, heads[row], table[row].key)) {
+            k = row;
+            hint = row + 1;
             return true;
         }
     }
     std::string_view key;
     if (!key_of(f, key)) return false;
     k = find_key(table, key);
-    hint = k + 1;
     return true;
 }
 
@@ -451,14 +413,14 @@ bool UpdateParser::detail(std::string_view key, od::value& v, std::vector<BlockD
     std::size_t hint = 0;
     const bool ok = fields(obj.value_unsafe(), [&](od::field& f) {
         std::size_t k = 0;
-        if (!row_of(f, kDetail, hint, k)) return false;
+        if (!row_of(f, kDetail, kDetailHeads, hint, k)) return false;
         if (k == kDetail.size()) return validate(f.value(), 4);  // a newer producer's field
         seen |= 1u << k;
         return detail_member(f.value(), d, k);
     });
     if (!ok) return false;
     for (std::size_t i = 0; (seen & kDetailRequired) != kDetailRequired; ++i) {
-        if (!(seen & (1u << i))) {
+        if ((kDetailRequired & ~seen) & (1u << i)) {
             return fail("block_details." + std::to_string(id) + ": missing field '" +
                         std::string(kDetail[i].key) + "'");
         }
@@ -529,7 +491,7 @@ bool UpdateParser::parse(od::document& doc, UpdateRecord& r) {
     std::size_t hint = 0;
     const bool ok = fields(obj.value_unsafe(), [&](od::field& f) {
         std::size_t k = 0;
-        if (!row_of(f, kTop, hint, k)) return false;
+        if (!row_of(f, kTop, kTopHeads, hint, k)) return false;
         if (k == kTop.size()) return validate(f.value(), 2);  // a newer producer's field
         seen |= 1u << k;
         return top_member(f.value(), r, k);

@@ -18,6 +18,9 @@ inline constexpr std::size_t kLinePadding = 64;
 // bytes (any values). JsonlReader's buffer keeps them.
 ParseStatus parse_record_padded(std::string_view line, TelemetryRecord& out, std::string& error);
 
+// Whether the line holds only spaces, tabs and carriage returns (JsonlReader skips it).
+bool is_blank_line(std::string_view line);
+
 // Parses `line` as an update record into `out` (reusing its block_details capacity). False with
 // `error` set when it is not one: not JSON, not an object, a "type" other than "update", a field
 // missing, mistyped or out of range. `out` is then unspecified.

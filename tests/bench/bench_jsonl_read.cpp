@@ -4,8 +4,10 @@
 //   dom      - std::getline + nlohmann::json::parse of each line (the obvious implementation)
 //   sax-noop - std::getline + nlohmann::json::sax_parse with a handler that does nothing (an
 //              upper bound for any nlohmann SAX-based reader)
-//   reader   - sp::JsonlReader producing UpdateRecords
-// Usage: bench_jsonl_read [file.jsonl] [--keep] [--mb N]
+//   reader   - sp::JsonlReader producing UpdateRecords (1 thread)
+//   reader-2t- the same reader with parse_on_two_threads() (2 threads: the caller and a worker)
+// Usage: bench_jsonl_read [file.jsonl] [--keep] [--mb N] [--reader-only]
+// --reader-only leaves out dom and sax-noop (seconds each), for comparing reader builds quickly.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -16,6 +18,7 @@
 #include <functional>
 #include <random>
 #include <string>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -99,25 +102,9 @@ double best_mbps(const char* name, std::uintmax_t bytes, const std::function<std
     return best;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-    namespace fs = std::filesystem;
-    fs::path path;
-    bool keep = false;
-    double target_mb = 110.0;
-    for (int i = 1; i < argc; ++i) {
-        if (std::strcmp(argv[i], "--keep") == 0) {
-            keep = true;
-        } else if (std::strcmp(argv[i], "--mb") == 0 && i + 1 < argc) {
-            target_mb = std::atof(argv[++i]);
-        } else {
-            path = argv[i];
-        }
-    }
-    if (path.empty()) path = fs::temp_directory_path() / "sp_bench_jsonl_read.jsonl";
-
-    // Generate (also a rough figure for the writer).
+// Writes records until the file holds target_mb; prints its size and a rough figure for the
+// writer. Returns the number of records.
+std::int64_t generate(const std::filesystem::path& path, double target_mb) {
     std::mt19937_64 rng(20240601);
     std::int64_t records = 0;
     const auto t0 = Clock::now();
@@ -134,11 +121,53 @@ int main(int argc, char** argv) {
         }
     }
     const double gen_s = std::chrono::duration<double>(Clock::now() - t0).count();
-    const std::uintmax_t bytes = fs::file_size(path);
+    const std::uintmax_t bytes = std::filesystem::file_size(path);
     std::printf("file %s: %.1f MB, %lld update records of %.0f bytes (generated in %.2f s, %.0f MB/s)\n",
                 path.string().c_str(), double(bytes) / 1e6, static_cast<long long>(records),
                 double(bytes) / double(records), gen_s, double(bytes) / 1e6 / gen_s);
+    return records;
+}
 
+// The best MB/s of each method (0: left out by --reader-only) and its ratio to raw.
+struct Figures {
+    double raw, dom, sax, reader, reader2;
+};
+
+void print_table(const Figures& f) {
+    std::printf("\n%-10s %10s %12s\n", "method", "MB/s", "vs raw");
+    std::printf("%-10s %10.1f %11.2fx\n", "raw", f.raw, 1.0);
+    if (f.dom > 0.0) std::printf("%-10s %10.1f %11.2fx\n", "dom", f.dom, f.dom / f.raw);
+    if (f.sax > 0.0) std::printf("%-10s %10.1f %11.2fx\n", "sax-noop", f.sax, f.sax / f.raw);
+    std::printf("%-10s %10.1f %11.2fx  (1 thread)\n", "reader", f.reader, f.reader / f.raw);
+    std::printf("%-10s %10.1f %11.2fx  (2 threads, of %u hardware threads)\n", "reader-2t", f.reader2,
+                f.reader2 / f.raw, std::thread::hardware_concurrency());
+    if (f.dom > 0.0) std::printf("reader/dom = %.2fx; ", f.reader / f.dom);
+    std::printf("reader/raw = %.2fx, reader-2t/raw = %.2fx\n", f.reader / f.raw, f.reader2 / f.raw);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    namespace fs = std::filesystem;
+    fs::path path;
+    bool keep = false;
+    bool reader_only = false;
+    double target_mb = 110.0;
+    for (int i = 1; i < argc; ++i) {
+        if (std::strcmp(argv[i], "--keep") == 0) {
+            keep = true;
+        } else if (std::strcmp(argv[i], "--reader-only") == 0) {
+            reader_only = true;
+        } else if (std::strcmp(argv[i], "--mb") == 0 && i + 1 < argc) {
+            target_mb = std::atof(argv[++i]);
+        } else {
+            path = argv[i];
+        }
+    }
+    if (path.empty()) path = fs::temp_directory_path() / "sp_bench_jsonl_read.jsonl";
+
+    const std::int64_t records = generate(path, target_mb);
+    const std::uintmax_t bytes = fs::file_size(path);
     const double raw = best_mbps("raw", bytes, [&] {
         std::ifstream in(path, std::ios::binary);
         std::string line;
@@ -146,14 +175,22 @@ int main(int argc, char** argv) {
         while (std::getline(in, line)) n += line.size();
         return n;
     });
-    const double dom = best_mbps("dom", bytes, [&] {
+    const auto skipped = [&](const char*, std::uintmax_t, const std::function<std::uint64_t()>&) {
+        return 0.0;
+    };
+    const auto measure =
+        reader_only
+            ? std::function<double(const char*, std::uintmax_t, const std::function<std::uint64_t()>&)>(
+                  skipped)
+            : best_mbps;
+    const double dom = measure("dom", bytes, [&] {
         std::ifstream in(path, std::ios::binary);
         std::string line;
         std::uint64_t n = 0;
         while (std::getline(in, line)) n += nlohmann::json::parse(line)["block_details"].size();
         return n;
     });
-    const double sax = best_mbps("sax-noop", bytes, [&] {
+    const double sax = measure("sax-noop", bytes, [&] {
         std::ifstream in(path, std::ios::binary);
         std::string line;
         std::uint64_t n = 0;
@@ -163,8 +200,9 @@ int main(int argc, char** argv) {
     });
     std::uint64_t good = 0;
     std::uint64_t problems = 0;
-    const double reader = best_mbps("reader", bytes, [&] {
+    const auto read_all = [&](bool two_threads) {
         sp::JsonlReader in(path.string());
+        if (two_threads) in.parse_on_two_threads();
         sp::TelemetryRecord rec;
         std::uint64_t n = 0;
         good = 0;
@@ -172,19 +210,19 @@ int main(int argc, char** argv) {
             n += std::get<sp::UpdateRecord>(rec).block_details.size();
             ++good;
         }
-        problems = in.problem_count();
+        problems += in.problem_count();
         return n;
-    });
+    };
+    const double reader = best_mbps("reader", bytes, [&] { return read_all(false); });
+    const std::uint64_t good_one_thread = good;
+    const double reader2 = best_mbps("reader-2t", bytes, [&] { return read_all(true); });
 
-    std::printf("\n%-10s %10s %12s\n", "method", "MB/s", "vs raw");
-    std::printf("%-10s %10.1f %11.2fx\n", "raw", raw, 1.0);
-    std::printf("%-10s %10.1f %11.2fx\n", "dom", dom, dom / raw);
-    std::printf("%-10s %10.1f %11.2fx\n", "sax-noop", sax, sax / raw);
-    std::printf("%-10s %10.1f %11.2fx\n", "reader", reader, reader / raw);
-    std::printf("reader/dom = %.2fx, reader/raw = %.2fx; reader kept %llu of %lld records, %llu problems\n",
-                reader / dom, reader / raw, static_cast<unsigned long long>(good),
+    print_table({raw, dom, sax, reader, reader2});
+    std::printf("kept %llu (1 thread) and %llu (2 threads) of %lld records, %llu problems\n",
+                static_cast<unsigned long long>(good_one_thread), static_cast<unsigned long long>(good),
                 static_cast<long long>(records), static_cast<unsigned long long>(problems));
 
     if (!keep) fs::remove(path);
-    return good == std::uint64_t(records) && problems == 0 ? 0 : 1;
+    const bool all = good_one_thread == std::uint64_t(records) && good == std::uint64_t(records);
+    return all && problems == 0 ? 0 : 1;
 }
