@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <system_error>
+#include <thread>
 
 namespace sp::ctl {
 
@@ -52,7 +53,11 @@ bool check_readable(const char* command, const std::string& path) {
 std::unique_ptr<sp::JsonlReader> open_telemetry_file(const char* command, const std::string& path) {
     if (!check_readable(command, path)) return nullptr;
     try {
-        return std::make_unique<sp::JsonlReader>(path);
+        auto reader = std::make_unique<sp::JsonlReader>(path);
+        // validate and summarize read whole files: parse on a second core where there is one (the same
+        // records, counts and problems, call for call; core/TELEMETRY.md "Performance").
+        if (std::thread::hardware_concurrency() > 1) reader->parse_on_two_threads();
+        return reader;
     } catch (const std::runtime_error& e) {
         std::fprintf(stderr, "sp-ctl %s: %s\n", command, e.what());
         return nullptr;
