@@ -149,9 +149,11 @@ run_link_gate() {
     return 1
   fi
   rm -f "$out/gate-cuda.json"
-  if "$ctl" gate --link cuda --shapes 192x64,64 --out "$out/gate-cuda.json" > "$out/gate-cuda.txt" 2>&1 ||
-     [ -e "$out/gate-cuda.json" ]; then
-    echo "link gate: --link cuda did not refuse on a machine without a GPU, or wrote a file" | tee -a "$out/device.txt"
+  local rc=0
+  "$ctl" gate --link cuda --shapes 192x64,64 --out "$out/gate-cuda.json" > "$out/gate-cuda.txt" 2>&1 || rc=$?
+  if [ "$rc" != 1 ] || [ -e "$out/gate-cuda.json" ] || ! grep -q -- "--link cuda" "$out/gate-cuda.txt"; then
+    echo "link gate: --link cuda did not refuse as it should without a GPU (exit $rc):" | tee -a "$out/device.txt"
+    tail -3 "$out/gate-cuda.txt" | tee -a "$out/device.txt"
     return 1
   fi
   echo "link gate: --link cuda refused here: $(head -1 "$out/gate-cuda.txt")" >> "$out/device.txt"
