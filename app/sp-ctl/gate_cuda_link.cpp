@@ -183,12 +183,6 @@ std::uint64_t calibrate(Timer& timer, CudaLinkPath& path) {
                                      kMaxTripsPerSample);
 }
 
-double median(std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    const std::size_t n = v.size();
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 }  // namespace
 
 std::string cuda_link_unavailable() {
@@ -227,10 +221,10 @@ std::vector<sp::GateMeasurement> measure_size_cuda(sp::LayerKind kind, std::uint
             t.samples.push_back(timer.seconds_for(*t.path, t.trips) / static_cast<double>(t.trips));
         }
     }
-    const double bf16_seconds = median(paths[0].samples);
+    const double bf16_seconds = median_of(paths[0].samples);
     std::vector<sp::GateMeasurement> out;
     for (std::size_t i = 1; i < paths.size(); ++i)
-        out.push_back({kind, rows, cols, sweep.formats[i - 1], median(paths[i].samples), bf16_seconds});
+        out.push_back({kind, rows, cols, sweep.formats[i - 1], median_of(paths[i].samples), bf16_seconds});
     return out;
 }
 

@@ -41,13 +41,13 @@ std::uint64_t calibrate(TransferPath& path, const float* master, float* compute)
                                      kMaxTripsPerSample);
 }
 
-double median(std::vector<double> v) {
+}  // namespace
+
+double median_of(std::vector<double> v) {
     std::sort(v.begin(), v.end());
     const std::size_t n = v.size();
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
-
-}  // namespace
 
 std::vector<float> master_weights(std::size_t n) {
     std::vector<float> w(n);
@@ -99,10 +99,10 @@ std::vector<sp::GateMeasurement> measure_size(sp::LayerKind kind, std::uint64_t 
         }
     }
 
-    const double bf16_seconds = median(paths[0].samples);
+    const double bf16_seconds = median_of(paths[0].samples);
     std::vector<sp::GateMeasurement> out;
     for (std::size_t i = 1; i < paths.size(); ++i)
-        out.push_back({kind, rows, cols, sweep.formats[i - 1], median(paths[i].samples), bf16_seconds});
+        out.push_back({kind, rows, cols, sweep.formats[i - 1], median_of(paths[i].samples), bf16_seconds});
     return out;
 }
 

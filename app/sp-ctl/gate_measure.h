@@ -33,4 +33,8 @@ std::vector<float> master_weights(std::size_t n);
 std::vector<sp::GateMeasurement> measure_size(sp::LayerKind kind, std::uint64_t rows, std::uint64_t cols,
                                               const GateSweep& sweep);
 
+// The median of a path's samples (the mean of the middle two for an even count); the time each
+// measurement takes, here and for `--link cuda` (gate_cuda_link.h).
+double median_of(std::vector<double> samples);
+
 }  // namespace sp::ctl

@@ -3,25 +3,13 @@
 #include <algorithm>
 #include <cmath>
 
+#include "segment_writer.h"
+
 namespace sp::ui {
 
 namespace {
 
-// Appends points to `out`, starting a new segment when a gap came since the previous point.
-class SegmentWriter {
-  public:
-    explicit SegmentWriter(DecimatedSeries& out) : out_(out) {}
-    void point(double x, float y) {
-        if (out_.points.isEmpty() || gap_) out_.segment_starts.push_back(out_.points.size());
-        gap_ = false;
-        out_.points.append(QPointF(x, double(y)));
-    }
-    void gap() { gap_ = true; }
-
-  private:
-    DecimatedSeries& out_;
-    bool gap_ = false;
-};
+using detail::SegmentWriter;
 
 // The finite minimum and maximum seen in one pixel column so far.
 struct ColumnExtremes {

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "segment_writer.h"
+
 namespace sp::ui {
 
 StoreSeries StoreSeries::run(const TelemetryStore& store, RunField field, std::size_t count) {
@@ -88,21 +90,7 @@ std::vector<ColumnEnvelope> columnEnvelopes(const StoreSeries& series, double x_
 
 namespace {
 
-// Appends points, starting a new segment after a gap.
-class SegmentWriter {
-  public:
-    explicit SegmentWriter(DecimatedSeries& out) : out_(out) {}
-    void point(double x, float y) {
-        if (out_.points.isEmpty() || gap_) out_.segment_starts.push_back(out_.points.size());
-        gap_ = false;
-        out_.points.append(QPointF(x, double(y)));
-    }
-    void gap() { gap_ = true; }
-
-  private:
-    DecimatedSeries& out_;
-    bool gap_ = false;
-};
+using detail::SegmentWriter;
 
 // One sample, or a gap where it has no value.
 void writeSample(const StoreSeries& s, std::size_t u, GapPolicy gaps, SegmentWriter& w) {
