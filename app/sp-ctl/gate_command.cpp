@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <optional>
@@ -218,19 +219,26 @@ int run_gate(const GateArgs& args) {
         return kExitFailed;
     }
 
-    // Checked before measuring, which can take minutes; opened to append so nothing is lost yet.
+    // Checked before measuring, which can take minutes; opened to append so nothing is lost yet. A
+    // file the check created is removed again if the measuring fails: a failed gate writes nothing.
+    std::error_code ec;
+    const bool existed = std::filesystem::exists(req.out_path, ec);
     if (!std::ofstream(req.out_path, std::ios::binary | std::ios::app)) {
         std::fprintf(stderr, "sp-ctl gate: cannot write '%s': %s\n", req.out_path.c_str(),
                      std::strerror(errno));
         return 1;
     }
+    auto failed = [&](int exit) {
+        if (!existed) std::filesystem::remove(req.out_path, ec);
+        return exit;
+    };
     const SizePlan plan = plan_sizes(req.shapes, req.sweep);
     std::vector<sp::GateMeasurement> all;
     try {
-        if (!measure_plan(req, plan, all)) return 1;
-    } catch (const std::runtime_error& e) {  // a CUDA error on the CUDA link
-        std::fprintf(stderr, "sp-ctl gate: %s\n", e.what());
-        return kExitFailed;
+        if (!measure_plan(req, plan, all)) return failed(1);
+    } catch (const std::runtime_error& e) {  // a CUDA error, or wrong values, on the CUDA link
+        std::fprintf(stderr, "sp-ctl gate: %s; nothing written\n", e.what());
+        return failed(kExitFailed);
     }
 
     sp::FormatGatePolicy policy = sp::derive_gate_policy(all, req.threshold);

@@ -95,6 +95,30 @@ class CudaLinkPath {
         if (out_) sp::cuda::launch_dequantize(packed_, out_->ptr, sp::cuda::DequantizedType::bf16, s);
     }
 
+    // The kernel's output against the host model of the same code (which the emulated tests hold to
+    // core's reference bit for bit): a device that computes other values fails the gate instead of
+    // timing them. Throws std::runtime_error naming the format, shape and first element that differs.
+    void verify(cudaStream_t s) {
+        if (!out_) return;  // BF16: the copy alone
+        run(s);
+        check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
+        const auto n = static_cast<std::size_t>(packed_.rows * packed_.cols);
+        std::vector<std::uint16_t> device_out(n), host_out(n);
+        check(cudaMemcpy(device_out.data(), out_->ptr, 2 * n, cudaMemcpyDeviceToHost), "cudaMemcpy");
+        sp::cuda::PackedTensor on_host = packed_;
+        const auto* h = static_cast<const unsigned char*>(host_->ptr);
+        on_host.codes = h;
+        on_host.scales = reinterpret_cast<const float*>(h + scales_offset_);
+        sp::cuda::dequantize_on_host(on_host, host_out.data(), sp::cuda::DequantizedType::bf16);
+        for (std::size_t i = 0; i < n; ++i) {
+            if (device_out[i] == host_out[i]) continue;
+            throw std::runtime_error(std::string("--link cuda: the device's ") +
+                                     std::string(sp::to_string(format_)) + " dequantize of " +
+                                     std::to_string(packed_.rows) + "x" + std::to_string(packed_.cols) +
+                                     " differs from the host model at element " + std::to_string(i));
+        }
+    }
+
   private:
     void pack(const std::vector<float>& w, std::uint64_t rows, std::uint64_t cols, std::uint64_t group,
               std::vector<std::uint8_t>& codes, std::vector<float>& scales) const {
@@ -213,6 +237,7 @@ std::vector<sp::GateMeasurement> measure_size_cuda(sp::LayerKind kind, std::uint
         {std::make_unique<CudaLinkPath>(sp::Precision::bf16, master, rows, cols, sweep.int4_group), 1, {}});
     for (sp::Precision f : sweep.formats)
         paths.push_back({std::make_unique<CudaLinkPath>(f, master, rows, cols, sweep.int4_group), 1, {}});
+    for (Timed& t : paths) t.path->verify(timer.stream);
     for (Timed& t : paths) t.trips = calibrate(timer, *t.path);
 
     for (int round = 0; round < sweep.repeats; ++round) {
