@@ -164,7 +164,7 @@ double BudgetPlanner::start_block(const BudgetBlock& b, std::size_t block, doubl
     auto add = [&](int from, int to, double gain) {
         // Field by field in place: a Move built on the stack and copied stalled on store forwarding.
         Move& m = moves_.emplace_back();
-        m.gain = gain == 0.0 ? 0.0 : gain;
+        m.gain = gain;  // -0 sorts as +0 (detail::descending_key)
         m.block = int(block);
         m.from_level = std::uint8_t(from);
         m.to_level = std::uint8_t(to);
