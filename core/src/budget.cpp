@@ -88,22 +88,6 @@ bool same_bits(const PerFormat& x, const PerFormat& y) {
     return true;
 }
 
-// The gain of a free block's move up from `from` (kept: its sensitivity at each level): sensitivity
-// removed per extra byte (hysteresis weighted), and the level it goes to. None at BF16.
-template <class Shape>
-std::optional<std::pair<double, int>> move_gain(const Shape& shape,
-                                                const std::array<double, kLevelCount>& kept, int from,
-                                                int current_level, double hysteresis) {
-    for (int l = from + 1; l < kLevelCount; ++l) {
-        if (shape.format[std::size_t(l)] == detail::kNoBudgetFormat) continue;
-        const double extra = shape.bytes[std::size_t(l)] - shape.bytes[std::size_t(from)];
-        double gain = (kept[std::size_t(from)] - kept[std::size_t(l)]) / std::max(extra, 1e-300);
-        if (l == current_level) gain *= 1.0 + hysteresis;  // back to where it stands
-        return std::make_pair(gain, l);
-    }
-    return std::nullopt;
-}
-
 }  // namespace
 
 double nominal_snr_db(Precision p) {
@@ -139,44 +123,66 @@ const BudgetPlanner::Shape& BudgetPlanner::shape_of(const BudgetBlock& b, std::s
     shape.snr_db = b.snr_db;
     shape.admissible = b.admissible;
     shape.bytes_bf16 = b.bytes_bf16;
+    shape.format.fill(detail::kNoBudgetFormat);
+    shape.bytes.fill(0.0);
+    shape.noise_share.fill(0.0);
     for (int l = 0; l < kLevelCount; ++l) {
         const std::optional<Precision> format = format_at(b, l);
-        shape.format[std::size_t(l)] = format ? std::uint8_t(*format) : detail::kNoBudgetFormat;
         if (!format) continue;
+        shape.format[std::size_t(l)] = std::uint8_t(*format);
         shape.bytes[std::size_t(l)] = b.bytes_bf16 * bytes_per_element(*format) / 2.0;
         shape.noise_share[std::size_t(l)] = noise_share(b, *format);
+    }
+    std::uint8_t up = kLevelCount;  // BF16, the last level, always has a format
+    shape.next[kLevelCount] = kLevelCount;
+    shape.extra[kLevelCount] = 0.0;
+    for (int l = kLevelCount - 1; l >= 0; --l) {
+        shape.next[std::size_t(l)] = up;
+        shape.extra[std::size_t(l)] = shape.bytes[up] - shape.bytes[std::size_t(l)];
+        if (shape.format[std::size_t(l)] != detail::kNoBudgetFormat) {
+            shape.start = std::uint8_t(l);
+            up = std::uint8_t(l);
+        }
     }
     return shape;
 }
 
-// Puts a free block at its cheapest level and lists its moves up (at most two, one level each).
-// Returns the bytes it stands at. The moves are listed block by block, first move first; see
-// order_moves for the order they are then sorted into.
+// Puts a free block at its cheapest level and lists its moves up (at most two, one level each) in its
+// two slots. Returns the bytes it stands at. The moves are listed block by block, first move first; see
+// order_moves for the order they are then sorted into. Which moves a block has, and whether a move
+// returns it to where it stands, are as unpredictable as its SNRs: both moves are worked out and
+// written, and only the count of listed moves depends on them.
 double BudgetPlanner::start_block(const BudgetBlock& b, std::size_t block, double hysteresis) {
     const Shape& shape = shape_of(b, block);
-    std::array<double, kLevelCount> kept{};  // sensitivity_in(b, the level's format)
-    for (std::size_t l = 0; l < kept.size(); ++l) kept[l] = b.sensitivity * shape.noise_share[l];
-    int start = 0;
-    while (shape.format[std::size_t(start)] == detail::kNoBudgetFormat)
-        ++start;  // BF16, the last level, always has one
-    shapes_[block].level = std::uint8_t(start);
+    const std::uint8_t start = shape.start;
+    const std::uint8_t first = shape.next[start];
+    const std::uint8_t second = shape.next[first];
+    shapes_[block].level = start;
     const int current = level_of(b.current);
-    auto add = [&](int from, int to, double gain) {
-        // Field by field in place: a Move built on the stack and copied stalled on store forwarding.
-        Move& m = moves_.emplace_back();
-        m.gain = gain;  // -0 sorts as +0 (detail::descending_key)
-        m.block = int(block);
-        m.from_level = std::uint8_t(from);
-        m.to_level = std::uint8_t(to);
-        smallest_move_ =
-            std::min(smallest_move_, shape.bytes[std::size_t(to)] - shape.bytes[std::size_t(from)]);
+    const std::array<double, 2> weight = {1.0, 1.0 + hysteresis};  // back to where it stands: weighed up
+    // Sensitivity removed per extra byte by the move from `from` to `to` = next[from].
+    auto gain = [&](std::uint8_t from, std::uint8_t to) {
+        const double removed =
+            b.sensitivity * shape.noise_share[from] - b.sensitivity * shape.noise_share[to];
+        return removed / std::max(shape.extra[from], 1e-300) * weight[to == current];
     };
-    if (const auto first = move_gain(shape, kept, start, current, hysteresis)) {
-        add(start, first->second, first->first);
-        if (const auto second = move_gain(shape, kept, first->second, current, hysteresis))
-            add(first->second, second->second, std::min(second->first, first->first));
-    }
-    return shape.bytes[std::size_t(start)];
+    const double first_gain = gain(start, first);
+    const bool has_first = first < kLevelCount;
+    const bool has_second = second < kLevelCount;  // implies has_first
+    auto list = [&](std::uint8_t from, std::uint8_t to, double g, bool listed) {
+        // Field by field in place: a Move built on the stack and copied stalled on store forwarding.
+        Move& m = moves_[move_count_];
+        m.gain = g;  // -0 sorts as +0 (detail::descending_key)
+        m.block = int(block);
+        m.from_level = from;
+        m.to_level = to;
+        move_count_ += listed ? 1 : 0;
+        const double cost = listed ? shape.extra[from] : std::numeric_limits<double>::infinity();
+        smallest_move_ = std::min(smallest_move_, cost);
+    };
+    list(start, first, first_gain, has_first);
+    list(first, second, std::min(gain(first, second), first_gain), has_second);
+    return shape.bytes[start];
 }
 
 // Every move the greedy could make, in the order a max-heap on gain (ties: lower block first) pops
@@ -185,13 +191,15 @@ double BudgetPlanner::start_block(const BudgetBlock& b, std::size_t block, doubl
 // then has a lower gain, or the same gain and a higher block). Keyed by min(second, first) gain and
 // listed block by block, first move first, a stable sort gives exactly that order.
 void BudgetPlanner::order_moves() {
-    detail::order_descending(moves_, order_, order_scratch_, [](const Move& m) { return m.gain; });
+    detail::order_descending(moves_, move_count_, order_, order_scratch_,
+                             [](const Move& m) { return m.gain; });
 }
 
 BudgetPlan BudgetPlanner::plan(const std::vector<BudgetBlock>& blocks, double target_pct, double hysteresis) {
     const std::size_t n = blocks.size();
     shapes_.resize(n);
-    moves_.clear();
+    moves_.resize(2 * n);
+    move_count_ = 0;
     smallest_move_ = std::numeric_limits<double>::infinity();
     BudgetPlan plan;
     plan.precision.assign(n, Precision::bf16);

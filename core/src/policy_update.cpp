@@ -137,9 +137,13 @@ std::vector<Precision> Policy::plan_budget_map(const UpdateRecord& rec, std::int
         // Worked out in locals and stored once: through the reference, every `&=` was a store.
         FormatMask admissible = allowed(b);
         if (config_.snr_tiers) {  // rule 17's thresholds bound what the budget may use
-            for (Precision p : kLowFormatsCheapestFirst)
-                if (!(d.snr_db[std::size_t(p)] >= config_.snr_threshold_db[std::size_t(p)]))
-                    admissible &= FormatMask(~format_bit(p));
+            // Without a branch: which formats a block's SNRs clear is as unpredictable as the SNRs.
+            FormatMask below = 0;
+            for (Precision p : kLowFormatsCheapestFirst) {
+                const bool clears = d.snr_db[std::size_t(p)] >= config_.snr_threshold_db[std::size_t(p)];
+                below |= FormatMask(unsigned(!clears) << unsigned(p));
+            }
+            admissible &= FormatMask(~below);
         }
         std::optional<Precision> fixed;
         ForcedBy by;

@@ -55,13 +55,13 @@ inline void radix_sort_keys(std::vector<std::uint64_t>& keys, std::vector<std::u
     }
 }
 
-// The order of `items` by `value_of(item)` (a double, not NaN), largest first, stable: `keys` gets one
-// entry per item, whose index_part() is the item's index. At most 2^32 items.
+// The order of the first `count` of `items` by `value_of(item)` (a double, not NaN), largest first,
+// stable: `keys` gets one entry per item, whose index_part() is the item's index. At most 2^32 items.
 template <class Item, class ValueOf>
-void order_descending(const std::vector<Item>& items, std::vector<std::uint64_t>& keys,
+void order_descending(const std::vector<Item>& items, std::size_t count, std::vector<std::uint64_t>& keys,
                       std::vector<std::uint64_t>& key_scratch, ValueOf value_of) {
-    keys.resize(items.size());
-    for (std::size_t i = 0; i < items.size(); ++i)
+    keys.resize(count);
+    for (std::size_t i = 0; i < count; ++i)
         keys[i] = std::uint64_t(descending_key(float(value_of(items[i])))) << 32 | i;
     radix_sort_keys(keys, key_scratch);
     // Runs of equal floats: insertion sort by the double (runs are short; equal doubles keep their order).

@@ -56,16 +56,20 @@ class BudgetPlanner {
 
   private:
     // A free block's three byte levels (INT4, 8-bit, BF16), remembered with what they depend on, and
-    // where the block stands in the plan being made.
+    // where the block stands in the plan being made. Each array has a fourth entry, "no level", so that
+    // a block's moves are worked out without a branch on whether it has them (start_block).
     struct Shape {
         bool known = false;  // the key below is set
         PerFormat snr_db{};  // the key, with `admissible` and `bytes_bf16` (compared bit for bit)
         FormatMask admissible = 0;
         double bytes_bf16 = 0;
-        std::array<std::uint8_t, 3>
+        std::array<std::uint8_t, 4>
             format{};  // a Precision; detail::kNoBudgetFormat: it cannot stand at that level
-        std::array<double, 3> bytes{};
-        std::array<double, 3> noise_share{};  // 10^(-snr/10) of the level's format
+        std::array<std::uint8_t, 4> next{};  // the next level up it can stand at; 3: none
+        std::array<double, 4> bytes{};
+        std::array<double, 4> extra{};        // bytes[next[l]] - bytes[l]: a move up's cost
+        std::array<double, 4> noise_share{};  // 10^(-snr/10) of the level's format
+        std::uint8_t start = 0;               // its cheapest level
         std::uint8_t level = 0;               // where it stands in the plan
     };
     const Shape& shape_of(const BudgetBlock& b, std::size_t block);
@@ -73,7 +77,8 @@ class BudgetPlanner {
     void order_moves();
 
     std::vector<Shape> shapes_;
-    std::vector<detail::BudgetMove> moves_;
+    std::vector<detail::BudgetMove> moves_;  // two slots a block; the first move_count_ are listed
+    std::size_t move_count_ = 0;
     std::vector<std::uint64_t> order_, order_scratch_;  // the moves in the greedy's order (radix_sort.h)
     double smallest_move_ = 0;                          // the fewest extra bytes any listed move costs
 };
