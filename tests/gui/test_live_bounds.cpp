@@ -6,6 +6,7 @@
 
 #include "heatmap_image.h"
 #include "heatmap_pooled.h"
+#include "heatmap_runs.h"
 #include "heatmap_test_data.h"
 #include "sp/ui/charts_panel.h"
 
@@ -56,6 +57,51 @@ class TestLiveBounds : public QObject {
         image.sync(store, HeatmapColorMode::precision);
         QCOMPARE(image.firstColumn(), kept);
         QVERIFY(image.heldBytes() <= std::size_t(lines * kLiveBlocks * sizeof(QRgb)));
+    }
+
+    // Runs of marks grow with every change of precision or pin: a block flipping at every update
+    // makes one run per two updates. With a retention they stay bounded by it, and match the runs a
+    // fresh build over the kept updates makes.
+    void heatmapRunsFollowTheRetention() {
+        TelemetryStore store;
+        store.reset(sp::uniform_layout(kLiveBlocks));
+        store.setRetainUpdates(kRetain);
+        HeatmapRuns runs;
+        std::size_t peak = 0;
+        for (std::size_t u = 0; u < kUpdates; ++u) {
+            sp::UpdateRecord r = makeRecord(u, kLiveBlocks);
+            for (sp::BlockDetail& d : r.block_details) {
+                const bool odd = (u + std::size_t(d.id)) % 2 == 1;
+                d.precision = odd ? sp::Precision::int8 : sp::Precision::bf16;
+                // Block 0 stays forced by the config: long runs, one across the first kept update.
+                d.forced = d.id == 0 ? sp::ForcedBy::config : (odd ? sp::ForcedBy::pin : sp::ForcedBy::none);
+            }
+            store.append(r);
+            if ((u + 1) % kBurst != 0 && u + 1 != kUpdates) continue;
+            runs.sync(store, 1);
+            peak = std::max(peak, runs.heldRuns());
+        }
+        // Per block, at most one pin and one precision run per two held updates (held: at most 1.25 x
+        // the retention, plus a burst), and one config run. Unbounded: 20 x the retention.
+        const double held = 1.25 * double(kRetain) + double(kBurst);
+        QVERIFY2(double(peak) <= kLiveBlocks * (held + 4), qPrintable(QString::number(peak)));
+        QVERIFY(store.firstKept() > 0);
+        HeatmapRuns fresh;
+        fresh.sync(store, 2);
+        auto same = [](const UpdateRuns& a, const UpdateRuns& b) {
+            return std::equal(a.begin(), a.end(), b.begin(), b.end(),
+                              [](const UpdateRun& x, const UpdateRun& y) {
+                                  return x.first == y.first && x.last == y.last && x.value == y.value;
+                              });
+        };
+        QVERIFY(!runs.configForced(0).empty());
+        for (int b = 0; b < kLiveBlocks; ++b) {
+            QVERIFY(!runs.notBf16(b).empty());
+            QVERIFY(runs.notBf16(b).front().first >= store.firstKept());
+            QVERIFY2(same(runs.notBf16(b), fresh.notBf16(b)), qPrintable(QString::number(b)));
+            QVERIFY(same(runs.pinned(b), fresh.pinned(b)));
+            QVERIFY(same(runs.configForced(b), fresh.configForced(b)));
+        }
     }
 
     void chartsDrawABoundedNumberOfPoints() {

@@ -163,6 +163,20 @@ class TestUiStore : public QObject {
         QCOMPARE(*store.updateAtOrBefore(1000), std::size_t(2));
     }
 
+    // The charts' change marks read this list instead of every row; a reset starts it over.
+    void updatesWithChangesListsTheRowsThatChanged() {
+        TelemetryStore store;
+        store.reset(sp::uniform_layout(1));
+        for (int u = 0; u < 6; ++u) {
+            sp::UpdateRecord r = updateRecord(10 * (u + 1), {blockDetail(0, Precision::bf16, 0.5)});
+            r.precision_changes = (u == 1 || u == 4 || u == 5) ? u : 0;
+            store.append(r);
+        }
+        QCOMPARE(store.updatesWithChanges(), (std::vector<std::uint32_t>{1, 4, 5}));
+        store.reset(sp::uniform_layout(1));
+        QVERIFY(store.updatesWithChanges().empty());
+    }
+
     void layoutGrowsWithRecords() {
         TelemetryStore store;
         store.reset({});

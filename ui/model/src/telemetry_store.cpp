@@ -101,6 +101,7 @@ void TelemetryStore::reset(BlockLayout layout) {
     first_kept_ = 0;
     // Give the memory back: a restarted run may be much smaller.
     std::vector<UpdateRow>().swap(rows_);
+    std::vector<std::uint32_t>().swap(updates_with_changes_);
     for (SeriesSummary& summary : run_summaries_) summary = SeriesSummary();
     std::vector<BlockColumns>(layout_.size()).swap(blocks_);
 }
@@ -209,6 +210,7 @@ std::optional<std::string> TelemetryStore::append(const UpdateRecord& r) {
         }
     }
     rows_.push_back(rowOf(r));
+    if (rows_.back().precision_changes > 0) updates_with_changes_.push_back(std::uint32_t(rows_.size() - 1));
     for (int f = 0; f < kRunFieldCount; ++f)
         run_summaries_[std::size_t(f)].append(runValue(rows_.back(), RunField(f)));
     dropOldColumns();
@@ -369,7 +371,8 @@ std::optional<std::size_t> TelemetryStore::updateAtOrBefore(std::int64_t step) c
 }
 
 std::size_t TelemetryStore::memoryBytes() const {
-    std::size_t bytes = rows_.capacity() * sizeof(UpdateRow) + blocks_.capacity() * sizeof(BlockColumns);
+    std::size_t bytes = rows_.capacity() * sizeof(UpdateRow) + blocks_.capacity() * sizeof(BlockColumns) +
+                        updates_with_changes_.capacity() * sizeof(std::uint32_t);
     for (const SeriesSummary& summary : run_summaries_) bytes += summary.memoryBytes();
     for (const BlockColumns& b : blocks_) {
         bytes += (b.sensitivity.capacity() + b.l2_norm.capacity()) * sizeof(std::uint16_t);

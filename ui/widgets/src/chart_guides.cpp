@@ -2,6 +2,7 @@
 // on the sensitivity chart (core/POLICY.md rules 5 and 6; named in the chart's legend, where no grid
 // line runs through them), and the marks where blocks switched precision, operator commands applied
 // and rollbacks happened (saving and loss charts).
+#include <algorithm>
 #include <cmath>
 
 #include <QAreaSeries>
@@ -169,20 +170,29 @@ std::vector<double> ChartsPanel::markerSteps(Chart chart, Marker kind) const {
 }
 
 // The marks' steps in [x_lo, x_hi], merged (kMaxMarkers per kind), for the saving and loss charts.
+// Reads the shown updates that changed precisions (the store's list of them) and the log's commands
+// and rollbacks (by its category index), not every update at every redraw. Steps normally ascend
+// with updates, but nothing here relies on it: a file out of order still gets its marks.
 void ChartsPanel::collectMarkers(double x_lo, double x_hi) {
     std::array<std::vector<double>, kMarkerKinds> raw;
     const std::size_t n = shownCount();
-    for (std::size_t u = 0; u < n; ++u)
-        if (store_->row(u).precision_changes > 0) raw[0].push_back(double(store_->row(u).step));
+    if (n > 0) {
+        const std::vector<std::uint32_t>& changed = store_->updatesWithChanges();
+        const auto shown_end = std::lower_bound(changed.begin(), changed.end(), n);
+        for (auto it = changed.begin(); it != shown_end; ++it) {
+            const auto step = double(store_->row(*it).step);
+            if (step >= x_lo && step <= x_hi) raw[0].push_back(step);
+        }
+    }
     if (session_ && n > 0) {  // events past the timeline cursor are not shown yet
         const EventLog& log = session_->events();
-        for (std::size_t i = 0; i < log.size(); ++i) {
+        const std::int64_t last_step = store_->row(n - 1).step;
+        for (const std::size_t i : log.select(EventCategory::command, last_step)) {
             const EventEntry& e = log.at(i);
-            if (e.step < 0 || e.step > store_->row(n - 1).step) continue;
-            if (e.category == EventCategory::command && e.state == CommandState::applied)
-                raw[1].push_back(double(e.step));
-            if (e.category == EventCategory::rollback) raw[2].push_back(double(e.step));
+            if (e.step >= 0 && e.state == CommandState::applied) raw[1].push_back(double(e.step));
         }
+        for (const std::size_t i : log.select(EventCategory::rollback, last_step))
+            if (log.at(i).step >= 0) raw[2].push_back(double(log.at(i).step));
     }
     for (Chart which : {Chart::saving, Chart::loss})
         for (int k = 0; k < kMarkerKinds; ++k)

@@ -28,6 +28,7 @@ void HeatmapRuns::sync(const TelemetryStore& store, std::uint64_t generation) {
         valid_ = true;
         generation_ = generation;
         columns_ = 0;
+        first_kept_ = 0;
         blocks_.assign(std::size_t(store.blockCount()), BlockRuns{});
     }
     for (int b = 0; b < blocks(); ++b) {
@@ -42,6 +43,32 @@ void HeatmapRuns::sync(const TelemetryStore& store, std::uint64_t generation) {
         }
     }
     columns_ = updates;
+    dropBefore(store.firstKept());
+}
+
+void HeatmapRuns::dropBefore(std::size_t update) {
+    if (update <= first_kept_) return;
+    first_kept_ = update;
+    const auto from = std::uint32_t(update);
+    auto drop = [from](UpdateRuns& runs) {
+        const auto kept = std::partition_point(runs.begin(), runs.end(),
+                                               [from](const UpdateRun& r) { return r.last <= from; });
+        runs.erase(runs.begin(), kept);
+        if (!runs.empty() && runs.front().first < from) runs.front().first = from;
+        // A live run holds a retention's worth of runs: give back what a longer history grew to.
+        if (runs.capacity() > 4 * runs.size() + 16) runs.shrink_to_fit();
+    };
+    for (BlockRuns& runs : blocks_) {
+        drop(runs.pin);
+        drop(runs.config);
+        drop(runs.precision);
+    }
+}
+
+std::size_t HeatmapRuns::heldRuns() const {
+    std::size_t n = 0;
+    for (const BlockRuns& runs : blocks_) n += runs.pin.size() + runs.config.size() + runs.precision.size();
+    return n;
 }
 
 }  // namespace sp::ui

@@ -2,7 +2,8 @@
 // Per block, the periods the heatmap marks on its rows: pinned by the operator, forced by the run's
 // config, and at a precision other than BF16. Kept as runs of consecutive updates, extended as
 // updates arrive (an append reads one cell per block), so painting a row's marks costs a binary
-// search and a few runs, not a read of every visible cell. Private to sp_ui.
+// search and a few runs, not a read of every visible cell. What the store's retention dropped is
+// dropped here too (a live run's runs stay bounded by the retention). Private to sp_ui.
 #include <cstddef>
 #include <cstdint>
 #include <utility>
@@ -36,15 +37,21 @@ class HeatmapRuns {
     // Present cells at a precision other than BF16, one run per stretch of the same precision.
     const UpdateRuns& notBf16(int block) const { return blocks_[std::size_t(block)].precision; }
     int blocks() const { return int(blocks_.size()); }
+    // The runs held, of all blocks and kinds (for tests of the bound).
+    std::size_t heldRuns() const;
 
   private:
     struct BlockRuns {
         UpdateRuns pin, config, precision;
     };
     static void extend(UpdateRuns& runs, std::uint32_t update, std::uint8_t value);
+    // Drops the runs before `update` (the store's first kept one) and clips the one across it: once
+    // per retention chunk, so O(1) amortised per update.
+    void dropBefore(std::size_t update);
 
     std::vector<BlockRuns> blocks_;
     std::size_t columns_ = 0;
+    std::size_t first_kept_ = 0;  // no run starts before it
     std::uint64_t generation_ = 0;
     bool valid_ = false;
 };

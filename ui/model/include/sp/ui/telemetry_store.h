@@ -163,6 +163,9 @@ class TelemetryStore {
 
     const UpdateRow& row(std::size_t update) const { return rows_[update]; }
     const std::vector<UpdateRow>& rows() const { return rows_; }
+    // The updates whose row has precision_changes > 0, ascending: the charts' change marks read
+    // those in view without a pass over every update.
+    const std::vector<std::uint32_t>& updatesWithChanges() const { return updates_with_changes_; }
 
     // One block's column of a drawn field (sensitivity, l2_norm), one value per update (NaN where
     // missing); empty for another field (read those with value()) or a block out of range.
@@ -227,6 +230,7 @@ class TelemetryStore {
     std::size_t first_kept_ = 0;  // updates before it live only in the summaries
     void dropOldColumns();
     std::vector<UpdateRow> rows_;
+    std::vector<std::uint32_t> updates_with_changes_;
     // One summary per RunField (9 x 0.125 bytes per update): the charts' zoomed-out envelopes.
     std::array<SeriesSummary, kRunFieldCount> run_summaries_;
     std::vector<BlockColumns> blocks_;
