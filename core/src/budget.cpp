@@ -1,6 +1,6 @@
 #include "sp/budget.h"
 
-#include "radix_sort.h"
+#include "descending_buckets.h"
 
 #include <algorithm>
 #include <array>
@@ -189,10 +189,10 @@ double BudgetPlanner::start_block(const BudgetBlock& b, std::size_t block, doubl
 // them. A block's second move enters that heap only when its first is popped, so it comes after its
 // first: at its own gain when that is lower, else right after the first (every move still in the heap
 // then has a lower gain, or the same gain and a higher block). Keyed by min(second, first) gain and
-// listed block by block, first move first, a stable sort gives exactly that order.
+// listed block by block, first move first, a stable order by gain is exactly that order: the
+// buckets give it, sorting each only when the scan reaches it.
 void BudgetPlanner::order_moves() {
-    detail::order_descending(moves_, move_count_, order_, order_scratch_,
-                             [](const Move& m) { return m.gain; });
+    detail::assign_buckets(order_, moves_, move_count_, [](const Move& m) { return m.gain; });
 }
 
 BudgetPlan BudgetPlanner::plan(const std::vector<BudgetBlock>& blocks, double target_pct, double hysteresis) {
@@ -227,18 +227,19 @@ BudgetPlan BudgetPlanner::plan(const std::vector<BudgetBlock>& blocks, double ta
     // Moves by gain, largest first. A move that would break the target is dropped (the block stays, and
     // its next move with it); cheaper moves after it may still fit.
     order_moves();
-    for (const std::uint64_t k : order_) {
-        const Move& m = moves_[detail::index_part(k)];
-        if (nothing_fits()) break;
+    detail::visit_descending(order_, [&](std::uint32_t index) {
+        if (nothing_fits()) return false;
+        const Move& m = moves_[index];
         Shape& at = shapes_[std::size_t(m.block)];
-        if (at.level != m.from_level) continue;  // its first move was dropped
+        if (at.level != m.from_level) return true;  // its first move was dropped
         const double after = bytes - at.bytes[std::size_t(m.from_level)] + at.bytes[std::size_t(m.to_level)];
-        if (saving_pct(after) < target_pct) continue;
+        if (saving_pct(after) < target_pct) return true;
         bytes = after;
         plan.precision[std::size_t(m.block)] = Precision(at.format[std::size_t(m.to_level)]);
         at.level = m.to_level;
         ++plan.moves_up;
-    }
+        return true;
+    });
     plan.saving_pct = saving_pct(bytes);
     return plan;
 }

@@ -126,7 +126,7 @@ void Policy::observe(std::int64_t /*step*/, const BlockGradStats& s) {
     win_max_[slot] = s.max_abs;
     win_var_[slot] = s.variance;
     win_mean_[slot] = s.mean;
-    win_head_[b] = (win_head_[b] + 1) % w;
+    win_head_[b] = win_head_[b] + 1 == w ? 0 : win_head_[b] + 1;
     win_count_[b] = std::min(win_count_[b] + 1, w);
 }
 

@@ -33,7 +33,9 @@ Policy::WindowTotals Policy::average_windows(UpdateRecord& rec) const {
         if (d.window == 0) continue;
         // Oldest observation first, so the sums are reproducible.
         const std::size_t base = b * std::size_t(w);
-        const int oldest = (win_head_[b] - d.window + w) % w;
+        // head in [0, w) and window in [1, w]: one wrap at most (no integer division per block).
+        int oldest = win_head_[b] - d.window;
+        if (oldest < 0) oldest += w;
         double l2 = 0, mx = 0, var = 0, mean = 0;
         auto add = [&](std::size_t from, std::size_t to) {  // slots [from, to) of this block's ring
             for (std::size_t slot = base + from; slot < base + to; ++slot) {

@@ -2,12 +2,14 @@
 // are 25 bytes each at INT4 and 50 at 8 bits, so each INT4 -> INT8 move costs 6.25 points of saving.
 #include <QtTest>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <limits>
 #include <random>
 
 #include "budget_reference.h"
+#include "descending_buckets.h"
 #include "sp/budget.h"
 #include "sp/stats.h"
 
@@ -169,6 +171,53 @@ class TestBudget : public QObject {
         }
         QVERIFY(with_moves > 1000);  // the comparisons were not all trivial
         QVERIFY(dropped_first > 500);
+    }
+
+    // The moves' order, against a full stable sort: values far apart (the tail bucket), equal values
+    // (index order), -0 and +0 (equal), infinities, negatives; and a visit that stops early.
+    void buckets_give_the_stable_descending_order() {
+        std::mt19937_64 rng(11);
+        std::uniform_real_distribution<double> unit(0.0, 1.0);
+        sp::detail::DescendingBuckets buckets;  // reused, as the planner does
+        for (int round = 0; round < 200; ++round) {
+            std::vector<double> values(std::size_t(rng() % 3000));
+            for (double& v : values) {
+                switch (rng() % 6) {
+                    case 0:
+                        v = std::ldexp(unit(rng), int(rng() % 200) - 100);
+                        break;  // 60 binades
+                    case 1:
+                        v = -unit(rng) * 1e-6;
+                        break;
+                    case 2:
+                        v = double(rng() % 4) * 1e-8;
+                        break;  // repeated
+                    case 3:
+                        v = rng() % 2 ? 0.0 : -0.0;
+                        break;
+                    case 4:
+                        v = rng() % 2 ? std::numeric_limits<double>::infinity() : 1e300;
+                        break;
+                    default:
+                        v = 1e-8 + unit(rng) * 1e-9;
+                        break;
+                }
+            }
+            std::vector<std::uint32_t> want(values.size());
+            for (std::size_t i = 0; i < want.size(); ++i) want[i] = std::uint32_t(i);
+            std::stable_sort(want.begin(), want.end(),
+                             [&](std::uint32_t a, std::uint32_t b) { return values[a] > values[b]; });
+            sp::detail::assign_buckets(buckets, values, values.size(), [](double v) { return v; });
+            const std::size_t stop = values.empty() ? 0 : std::size_t(rng() % (values.size() + 1));
+            std::vector<std::uint32_t> got;
+            sp::detail::visit_descending(buckets, [&](std::uint32_t i) {
+                if (got.size() == stop) return false;
+                got.push_back(i);
+                return true;
+            });
+            want.resize(stop);
+            QCOMPARE(got, want);
+        }
     }
 };
 

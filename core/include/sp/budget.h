@@ -43,6 +43,18 @@ struct BudgetMove {
     int block;
     std::uint8_t from_level, to_level;
 };
+// The moves' order: bucketed by gain, each bucket sorted when the plan reaches it. The storage only;
+// core/src/descending_buckets.h fills and reads it.
+struct DescendingBuckets {
+    struct Entry {
+        double value;
+        std::uint32_t index;
+    };
+    std::vector<std::uint32_t> keys;    // by item: the bucketing key of its value
+    std::vector<Entry> entries;         // by bucket, each bucket's entries in index order
+    std::vector<std::uint32_t> starts;  // bucket b holds entries[starts[b], starts[b + 1])
+    std::vector<std::uint32_t> fill;    // while filling: where each bucket's next entry goes
+};
 }  // namespace detail
 
 // plan_budget with its working storage kept from one plan to the next. A policy plans at every
@@ -59,18 +71,19 @@ class BudgetPlanner {
     // where the block stands in the plan being made. Each array has a fourth entry, "no level", so that
     // a block's moves are worked out without a branch on whether it has them (start_block).
     struct Shape {
+        // What the plan's scan reads, first: one cache line of the block's.
+        std::uint8_t level = 0;  // where it stands in the plan
+        std::array<std::uint8_t, 4>
+            format{};  // a Precision; detail::kNoBudgetFormat: it cannot stand at that level
+        std::array<double, 4> bytes{};
         bool known = false;  // the key below is set
         PerFormat snr_db{};  // the key, with `admissible` and `bytes_bf16` (compared bit for bit)
         FormatMask admissible = 0;
         double bytes_bf16 = 0;
-        std::array<std::uint8_t, 4>
-            format{};  // a Precision; detail::kNoBudgetFormat: it cannot stand at that level
-        std::array<std::uint8_t, 4> next{};  // the next level up it can stand at; 3: none
-        std::array<double, 4> bytes{};
+        std::array<std::uint8_t, 4> next{};   // the next level up it can stand at; 3: none
         std::array<double, 4> extra{};        // bytes[next[l]] - bytes[l]: a move up's cost
         std::array<double, 4> noise_share{};  // 10^(-snr/10) of the level's format
         std::uint8_t start = 0;               // its cheapest level
-        std::uint8_t level = 0;               // where it stands in the plan
     };
     const Shape& shape_of(const BudgetBlock& b, std::size_t block);
     double start_block(const BudgetBlock& b, std::size_t block, double hysteresis);
@@ -79,8 +92,8 @@ class BudgetPlanner {
     std::vector<Shape> shapes_;
     std::vector<detail::BudgetMove> moves_;  // two slots a block; the first move_count_ are listed
     std::size_t move_count_ = 0;
-    std::vector<std::uint64_t> order_, order_scratch_;  // the moves in the greedy's order (radix_sort.h)
-    double smallest_move_ = 0;                          // the fewest extra bytes any listed move costs
+    detail::DescendingBuckets order_;  // the moves in the greedy's order
+    double smallest_move_ = 0;         // the fewest extra bytes any listed move costs
 };
 
 // The plan for `target_pct` (bytes saved against all-BF16, in percent). `hysteresis` >= 0 weighs a
