@@ -276,6 +276,7 @@ UntypedEvent untyped(const J& o, std::string problem) {
         if (!identifying(it.key())) fields[it.key()] = it.value();
     u.fields_json = fields.dump(-1, ' ', false, J::error_handler_t::replace);
     if (const J* m = find(o, "message"); m && m->is_string()) u.message = m->template get<std::string>();
+    if (const J* id = find(o, "id"); id && id->is_string()) u.id = id->template get<std::string>();
     return u;
 }
 

@@ -166,6 +166,37 @@ class TestRunSession : public QObject {
         QCOMPARE(rig.entryOf(id).detail, QString("this build routes BF16 and INT8 only"));
     }
 
+    // A command event nobody can read still names its command: the operator is told its outcome
+    // is unknown, never that it applied, and the blocks no longer show it pending.
+    void malformedCommandEventLeavesItUnconfirmed() {
+        Rig rig;
+        rig.liveRun();
+        const QString id = rig.session->pin({2}, Precision::int8);
+        rig.source->reply(id, true, {}, 101);
+        QVERIFY(!rig.session->pendingFor(2).isEmpty());
+        // Without an id, or with another's, it settles nothing of ours.
+        rig.source->records({eventRecord("command", 101, R"({"ok":"yes"})"),
+                             eventRecord("command", 101, R"({"id":"someone-else-2","ok":"yes"})")});
+        QCOMPARE(int(rig.entryOf(id).state), int(CommandState::pending));
+        rig.source->records(
+            {eventRecord("command", 101, "{\"id\":\"" + id.toStdString() + "\",\"ok\":\"yes\"}")});
+        QCOMPARE(int(rig.entryOf(id).state), int(CommandState::unconfirmed));
+        QCOMPARE(rig.entryOf(id).step, std::int64_t(101));
+        QVERIFY2(rig.entryOf(id).detail.contains("malformed") && rig.entryOf(id).detail.contains("unknown"),
+                 qPrintable(rig.entryOf(id).detail));
+        QCOMPARE(rig.modelState(id), QString("unconfirmed"));
+        QVERIFY(rig.session->pendingFor(2).isEmpty());
+        int warnings = 0;
+        for (std::size_t i = 0; i < rig.session->events().size(); ++i) {
+            const auto& e = rig.session->events().at(i);
+            warnings += e.category == EventCategory::warning && e.text.startsWith("malformed command event");
+        }
+        QCOMPARE(warnings, 3);
+        // A readable event for it after all is the truth.
+        rig.source->records({eventRecord("command", 102, commandEvent(id, true, ",\"changes\":1"))});
+        QCOMPARE(int(rig.entryOf(id).state), int(CommandState::applied));
+    }
+
     // The mode and budget target the dashboard shows (status bar, checked Mode menu, the budget
     // dialog's default): the header's config, then what the run says (update records), then
     // applied commands only: a rejected set_budget changes nothing.

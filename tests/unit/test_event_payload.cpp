@@ -240,6 +240,14 @@ static void malformedPayloadsAreNamedProblems() {
     const auto end =
         read_run_end(read_line(R"({"type":"event","kind":"run_end","step":9,"timestamp":2.0,"reason":7})"));
     QVERIFY(end && end->step == 9 && end->reason.empty());
+    // A malformed command event still names the command it answers (a string id only).
+    const EventRecord bad_command =
+        read_line(R"({"type":"event","kind":"command","step":3,"timestamp":1.0,"id":"dash-7","ok":"yes"})");
+    QCOMPARE(QString::fromStdString(std::get<UntypedEvent>(bad_command.payload).id), QString("dash-7"));
+    QVERIFY(!event_problem(bad_command).empty());
+    const EventRecord numeric_id =
+        read_line(R"({"type":"event","kind":"command","step":3,"timestamp":1.0,"id":7,"ok":true})");
+    QVERIFY(std::get<UntypedEvent>(numeric_id.payload).id.empty());
 }
 
 // Another producer's kind: its fields kept as text, in their order, and its message shown.
@@ -266,7 +274,7 @@ static void writerRefusesInconsistentRecords() {
     QVERIFY_THROWS_EXCEPTION(std::invalid_argument, to_json_line(e));
     EventRecord bad;
     bad.kind = "mystery";
-    bad.payload = UntypedEvent{"not an object", "", ""};
+    bad.payload = UntypedEvent{"not an object", "", "", ""};
     QVERIFY_THROWS_EXCEPTION(std::invalid_argument, to_json_line(bad));
 }
 #endif  // Q_MOC_RUN

@@ -118,6 +118,9 @@ struct UntypedEvent {
     std::string fields_json = "{}";
     std::string problem;  // "" for a kind without a typed payload
     std::string message;  // the "message" string member, when there is one (shown by readers)
+    // The "id" string member, when there is one: a malformed command event still names the command
+    // it answers, so a client waiting on that command learns that its outcome is unknown.
+    std::string id;
 };
 
 using EventPayload = std::variant<UntypedEvent, PrecisionChangePayload, CommandEventPayload,

@@ -61,6 +61,8 @@ QString toString(CommandState s) {
             return QStringLiteral("applied");
         case CommandState::rejected:
             return QStringLiteral("rejected");
+        case CommandState::unconfirmed:
+            return QStringLiteral("unconfirmed");
     }
     return QString();
 }

@@ -329,6 +329,7 @@ void RunSession::onEvent(const sp::EventRecord& rec) {
         e.text = QStringLiteral("malformed %1 event: %2").arg(qs(rec.kind), qs(untyped->problem));
         e.detail = eventText(rec);
         logEvent(std::move(e));
+        if (rec.kind == "command" && !untyped->id.empty()) settleUnreadable(qs(untyped->id), rec.step);
         return;
     }
     if (const auto* command = std::get_if<sp::CommandEventPayload>(&rec.payload)) {

@@ -226,6 +226,20 @@ void RunSession::onCommandEvent(const sp::EventRecord& rec, const sp::CommandEve
     logEvent(std::move(e));
 }
 
+void RunSession::settleUnreadable(const QString& id, std::int64_t step) {
+    const auto index = events_.findCommand(id);
+    if (!index || events_.at(*index).state != CommandState::pending) return;
+    EventEntry& e = events_.at(*index);
+    e.state = CommandState::unconfirmed;
+    e.step = step;
+    e.detail = QStringLiteral(
+                   "the agent's command event for it at step %1 is malformed (see the warning): "
+                   "whether it applied is unknown; the next update's map shows what holds")
+                   .arg(step);
+    emit commandStateChanged(id);
+    touch();
+}
+
 void RunSession::rejectPending(const QString& reason) {
     for (std::size_t i : events_.pendingCommands()) {  // the index's, not a scan of the log
         EventEntry& e = events_.at(i);

@@ -33,6 +33,8 @@ class ColouredEvents : public EventLogFilter {
                 return QColor(0x3f, 0xb9, 0x50);
             case CommandState::rejected:
                 return QColor(0xf8, 0x51, 0x49);
+            case CommandState::unconfirmed:  // as alarming as a warning: check the next update
+                return QColor(0xe3, 0x7b, 0x40);
             case CommandState::none:
                 break;
         }

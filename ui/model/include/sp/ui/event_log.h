@@ -33,7 +33,9 @@ enum class EventCategory : std::uint8_t {
 inline constexpr std::size_t kEventCategories = 8;
 QString toString(EventCategory c);
 
-enum class CommandState : std::uint8_t { none, pending, applied, rejected };
+// unconfirmed: the agent answered with a command event nobody can read (a malformed payload): it may
+// or may not have applied, and the operator is told so rather than "applied".
+enum class CommandState : std::uint8_t { none, pending, applied, rejected, unconfirmed };
 QString toString(CommandState s);
 
 struct EventEntry {

@@ -145,6 +145,8 @@ class RunSession : public QObject {
     void onLoadFinished(const LoadReport& report);
     void onEvent(const sp::EventRecord& e);
     void onCommandEvent(const sp::EventRecord& e, const sp::CommandEventPayload& payload);
+    // A malformed command event names our command `id` (still pending): its outcome is unknown.
+    void settleUnreadable(const QString& id, std::int64_t step);
     // The log entry of each kind of event (e: its time, step and detail already set).
     void describeEvent(const sp::EventRecord& rec, const sp::UntypedEvent& payload, EventEntry& e);
     void describeEvent(const sp::EventRecord& rec, const sp::PrecisionChangePayload& payload, EventEntry& e);
