@@ -1,9 +1,9 @@
 // JsonlReader::parse_on_two_threads (sp/jsonl.h). Parsing is nearly all of a reader's time, and
-// lines parse independently: the calling thread splits two batches of lines (next_line, as on one
-// thread), a worker parses the second while the caller parses the first, then next() hands them
-// out in order. Everything the splitting counts or reports (lines, bytes, a line over the limit, a
-// read error) is kept in the batch and applied when next() gets to it, so the counts and problems
-// are those of the one-thread reader at every record.
+// lines parse independently: the calling thread splits batches of lines (next_line, as on one
+// thread), a worker parses some while the caller parses the others (see Parallel), and next() hands
+// them out in order. Everything the splitting counts or reports (lines, bytes, a line over the
+// limit, a read error) is kept in the batch and applied when next() gets to it, so the counts and
+// problems are those of the one-thread reader at every record.
 #include "jsonl_reader_parallel.h"
 
 #include <algorithm>
@@ -19,7 +19,7 @@ void JsonlReader::parse_on_two_threads(std::size_t batch_bytes) {
 
 // Splits lines into `batch` until it has taken batch_bytes of input or kMaxBatchEntries entries
 // (blank lines and skipped long ones hold no text but an entry each), or the input ends. Runs with
-// lines_ and bytes_ swapped for the splitting's own counts (see next_parallel).
+// lines_ and bytes_ swapped for the splitting's own counts (see split_next).
 bool JsonlReader::fill_batch(Batch& batch) {
     constexpr std::size_t kMaxBatchEntries = std::size_t(1) << 16;
     batch.text.clear();
@@ -49,33 +49,61 @@ bool JsonlReader::fill_batch(Batch& batch) {
 bool JsonlReader::next_parallel(TelemetryRecord& out) {
     Parallel& p = *parallel_;
     for (;;) {
-        Batch& batch = p.batches[p.current];
-        while (batch.taken < batch.used) {
-            const std::size_t i = batch.taken++;
-            const Batch::Entry& e = batch.entries[i];
-            lines_ = e.lines;
-            bytes_ = e.bytes;
-            if (e.kind == Batch::Kind::problem) add_problem(e.error);
-            if (e.kind != Batch::Kind::line) continue;
-            if (count_parsed(e.status, e.had_newline, e.error)) {
-                std::swap(out, batch.records[i]);  // the batch keeps the caller's old record to reuse
-                return true;
+        if (p.oldest_parsed()) {
+            Batch& batch = p.at(0);
+            while (batch.taken < batch.used) {
+                const std::size_t i = batch.taken++;
+                const Batch::Entry& e = batch.entries[i];
+                lines_ = e.lines;
+                bytes_ = e.bytes;
+                if (e.kind == Batch::Kind::problem) add_problem(e.error);
+                if (e.kind != Batch::Kind::line) continue;
+                if (count_parsed(e.status, e.had_newline, e.error)) {
+                    std::swap(out, batch.records[i]);  // the batch keeps the caller's old record to reuse
+                    return true;
+                }
             }
-        }
-        if (p.current == 0) {
-            p.current = 1;
+            p.pop_oldest();
             continue;
         }
-        std::swap(lines_, p.split_lines);
-        std::swap(bytes_, p.split_bytes);
-        const bool any = fill_batch(p.batches[0]);
-        if (any) fill_batch(p.batches[1]);
-        std::swap(lines_, p.split_lines);
-        std::swap(bytes_, p.split_bytes);
-        if (!any) return false;
-        p.parse_both();
-        p.current = 0;
+        if (!advance_parallel()) return false;
     }
+}
+
+// One step towards the oldest batch being parsed; false once the input is done and every batch
+// handed out. Batches are split ahead first, so the worker has one to take while this thread
+// parses the oldest unclaimed batch, or, when the worker has claimed them all, waits for the oldest.
+bool JsonlReader::advance_parallel() {
+    Parallel& p = *parallel_;
+    while (split_next()) {
+    }
+    if (p.count == 0) return false;
+    if (Batch* mine = p.claim()) {
+        mine->parse();
+        p.mark_parsed(*mine);
+        return true;
+    }
+    p.wait_oldest_parsed();
+    return true;
+}
+
+// Splits the next lines into the free batch after the others and hands it to the ring; false when
+// none is free or the input is done. The splitting keeps its own line and byte counts (next()
+// reports them entry by entry).
+bool JsonlReader::split_next() {
+    Parallel& p = *parallel_;
+    if (p.input_done || p.count == Parallel::kBatches) return false;
+    std::swap(lines_, p.split_lines);
+    std::swap(bytes_, p.split_bytes);
+    const bool any = fill_batch(p.at(p.count));
+    std::swap(lines_, p.split_lines);
+    std::swap(bytes_, p.split_bytes);
+    if (!any) {
+        p.input_done = true;
+        return false;
+    }
+    p.publish_split();
+    return true;
 }
 
 // A problem the splitting met (a line over the limit, a read error), for next() to report in turn.

@@ -84,8 +84,8 @@ class JsonlReader {
     // unknown-type records are counted, blank lines are skipped silently.
     bool next(TelemetryRecord& out);
 
-    // Parses on two threads from here on: the reader splits about 2 x batch_bytes of lines at a
-    // time, a worker thread parses the second half while the calling thread parses the first.
+    // Parses on two threads from here on: the reader splits batches of about batch_bytes of lines
+    // (up to four ahead), a worker thread parses some while the calling thread parses the others.
     // next() and every count and problem stay exactly what they are on one thread, record for
     // record; lines_read() and bytes_read() still count the lines returned so far. Worth it for a
     // large file on a machine with a core to spare (tests/bench/bench_jsonl_read).
@@ -111,6 +111,8 @@ class JsonlReader {
     // Counts a parsed line (a record, an unknown type or a problem); true for a good record.
     bool count_parsed(ParseStatus status, bool had_newline, const std::string& error);
     bool next_parallel(TelemetryRecord& out);
+    bool advance_parallel();
+    bool split_next();
     bool fill_batch(Batch& batch);
     bool defer_problem(std::string& reason);
 
