@@ -45,6 +45,10 @@ Precision precisionOf(std::uint8_t state) {
     return static_cast<Precision>(state & 7u);
 }
 
+ForcedBy forcedOf(std::uint8_t state) {
+    return static_cast<ForcedBy>((state >> 3) & 3u);
+}
+
 UpdateRow rowOf(const UpdateRecord& r) {
     UpdateRow row;
     row.step = r.step_id;
@@ -266,6 +270,23 @@ void TelemetryStore::appendBlock(BlockColumns& b, const BlockDetail* d, std::siz
     b.snr = d->snr_db;
     b.text_update = update;
     if (changed) b.change_updates.push_back(static_cast<std::uint32_t>(update));
+    noteHistory(b, *d, update);
+}
+
+void TelemetryStore::noteHistory(BlockColumns& b, const BlockDetail& d, std::size_t update) {
+    const std::uint8_t now = b.state.back();
+    const auto at = static_cast<std::uint32_t>(update);
+    if (b.last_present_state & kPresentBit) {
+        if (precisionOf(b.last_present_state) != d.precision) b.precision_edges.push_back(at);
+        const bool was_pinned = forcedOf(b.last_present_state) == ForcedBy::pin;
+        if (was_pinned && d.forced != ForcedBy::pin) {
+            b.pin_ends.push_back(at);
+            b.pin_ends_from.push_back(b.last_present_update);
+        }
+    }
+    if ((now & kChangedBit) && d.reason == Reason::policy) b.policy_moves.push_back(at);
+    b.last_present_state = now;
+    b.last_present_update = at;
 }
 
 FieldSeries TelemetryStore::series(int block, BlockField field) const {
@@ -318,7 +339,7 @@ BlockCell TelemetryStore::cell(int block, std::size_t update) const {
     if (!(s & kPresentBit)) return c;
     c.present = true;
     c.precision = precisionOf(s);
-    c.forced = static_cast<ForcedBy>((s >> 3) & 3u);
+    c.forced = forcedOf(s);
     c.changed = (s & kChangedBit) != 0;
     c.reason = static_cast<Reason>(b.reason[update - first_kept_]);
     return c;
@@ -329,6 +350,27 @@ int TelemetryStore::switchesUpTo(int block, std::size_t update) const {
     const BlockColumns& b = blocks_[static_cast<std::size_t>(block)];
     const auto end = std::upper_bound(b.change_updates.begin(), b.change_updates.end(), update);
     return b.base_switches + static_cast<int>(end - b.change_updates.begin());
+}
+
+std::optional<std::size_t> TelemetryStore::lastPolicyMove(int block, std::size_t update) const {
+    if (block < 0 || block >= blockCount() || update >= rows_.size()) return std::nullopt;
+    const std::vector<std::uint32_t>& moves = blocks_[static_cast<std::size_t>(block)].policy_moves;
+    const auto end = std::upper_bound(moves.begin(), moves.end(), update);
+    if (end == moves.begin() || *(end - 1) < first_kept_) return std::nullopt;  // none, or dropped
+    return *(end - 1);
+}
+
+std::optional<std::size_t> TelemetryStore::pinnedUntil(int block, std::size_t update) const {
+    if (block < 0 || block >= blockCount() || update >= rows_.size()) return std::nullopt;
+    const BlockColumns& b = blocks_[static_cast<std::size_t>(block)];
+    // The block is not pinned at `update`: its latest pinned update is where the last pin ended.
+    const auto end = std::upper_bound(b.pin_ends.begin(), b.pin_ends.end(), update);
+    if (end == b.pin_ends.begin()) return std::nullopt;
+    const std::size_t pinned = b.pin_ends_from[static_cast<std::size_t>(end - b.pin_ends.begin()) - 1];
+    if (pinned < first_kept_) return std::nullopt;  // dropped by retention
+    const auto edge = std::upper_bound(b.precision_edges.begin(), b.precision_edges.end(), pinned);
+    if (edge != b.precision_edges.end() && *edge <= update) return std::nullopt;  // changed since
+    return pinned;
 }
 
 std::int64_t TelemetryStore::lastChangeStep(int block, std::size_t update) const {
@@ -379,7 +421,9 @@ std::size_t TelemetryStore::memoryBytes() const {
         bytes += b.recent.capacity() * sizeof(float);
         bytes += b.sensitivity_summary.memoryBytes() + b.l2_summary.memoryBytes();
         bytes += b.state.capacity() + b.reason.capacity();
-        bytes += b.change_updates.capacity() * sizeof(std::uint32_t);
+        bytes += (b.change_updates.capacity() + b.precision_edges.capacity() + b.pin_ends.capacity() +
+                  b.pin_ends_from.capacity() + b.policy_moves.capacity()) *
+                 sizeof(std::uint32_t);
     }
     return bytes;
 }

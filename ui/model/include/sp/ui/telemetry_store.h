@@ -183,6 +183,12 @@ class TelemetryStore {
     // Precision changes of `block` at updates <= `update`, and the step of the last one (-1: none).
     int switchesUpTo(int block, std::size_t update) const;
     std::int64_t lastChangeStep(int block, std::size_t update) const;
+    // The latest kept update at or before `update` at which the policy moved the block (present,
+    // changed, reason policy); nullopt when none. O(log moves).
+    std::optional<std::size_t> lastPolicyMove(int block, std::size_t update) const;
+    // For a block present and not pinned at `update`: the latest kept update before it at which the
+    // block was pinned, when its precision has not changed since; nullopt otherwise. O(log events).
+    std::optional<std::size_t> pinnedUntil(int block, std::size_t update) const;
 
     // The block's detail at an update as the record had it (the numeric fields at float
     // precision; switches and last_change_step from the store's own history).
@@ -210,6 +216,14 @@ class TelemetryStore {
         std::vector<std::uint8_t> state;   // precision | forced << 3 | changed << 5 | present << 6
         std::vector<std::uint8_t> reason;  // sp::Reason
         std::vector<std::uint32_t> change_updates;  // update indices where precision changed
+        // What the Why column reads of a block's past (decision_history.h), as updates: these grow
+        // with events, not with updates. Each is present; "previous" is the previous present update.
+        std::vector<std::uint32_t> precision_edges;  // at another precision than the previous
+        std::vector<std::uint32_t> pin_ends;         // not pinned, the previous pinned...
+        std::vector<std::uint32_t> pin_ends_from;    // ...that previous one: the pin's last update
+        std::vector<std::uint32_t> policy_moves;     // changed, with reason policy
+        std::uint8_t last_present_state = 0;         // 0: no present update yet
+        std::uint32_t last_present_update = 0;
         // What the record said before the store's own history began (late join): the block's
         // switches and last change step at its first present update, minus that update's own.
         int base_switches = 0;
@@ -222,6 +236,7 @@ class TelemetryStore {
     void growBlocks(int count);
     std::optional<std::string> checkIds(const std::vector<BlockDetail>& sorted) const;
     void appendBlock(BlockColumns& b, const BlockDetail* d, std::size_t update);
+    static void noteHistory(BlockColumns& b, const BlockDetail& d, std::size_t update);
 
     BlockLayout layout_;
     bool layout_given_ = false;  // from a header (reset / adoptLayout with blocks): ids beyond are bad
