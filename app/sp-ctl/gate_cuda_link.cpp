@@ -8,6 +8,7 @@
 #include <cstring>
 #include <memory>
 #include <stdexcept>
+#include <utility>
 
 #include "sp/cuda/dequantize_launcher.h"
 #include "sp/quantize.h"
@@ -246,11 +247,10 @@ std::vector<sp::GateMeasurement> measure_size_cuda(sp::LayerKind kind, std::uint
             t.samples.push_back(timer.seconds_for(*t.path, t.trips) / static_cast<double>(t.trips));
         }
     }
-    const double bf16_seconds = median_of(paths[0].samples);
-    std::vector<sp::GateMeasurement> out;
-    for (std::size_t i = 1; i < paths.size(); ++i)
-        out.push_back({kind, rows, cols, sweep.formats[i - 1], median_of(paths[i].samples), bf16_seconds});
-    return out;
+    std::vector<std::vector<double>> samples;
+    samples.reserve(paths.size());
+    for (Timed& t : paths) samples.push_back(std::move(t.samples));
+    return medians_against_bf16(kind, rows, cols, sweep, std::move(samples));
 }
 
 }  // namespace sp::ctl

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 #include <memory>
+#include <utility>
 
 #include "gate_paths.h"
 
@@ -43,10 +44,19 @@ std::uint64_t calibrate(TransferPath& path, const float* master, float* compute)
 
 }  // namespace
 
-double median_of(std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    const std::size_t n = v.size();
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+std::vector<sp::GateMeasurement> medians_against_bf16(sp::LayerKind kind, std::uint64_t rows,
+                                                      std::uint64_t cols, const GateSweep& sweep,
+                                                      std::vector<std::vector<double>> samples) {
+    for (std::vector<double>& v : samples) std::sort(v.begin(), v.end());
+    const auto median = [](const std::vector<double>& v) {
+        const std::size_t n = v.size();
+        return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+    };
+    std::vector<sp::GateMeasurement> out;
+    out.reserve(samples.size());
+    for (std::size_t i = 1; i < samples.size(); ++i)
+        out.push_back({kind, rows, cols, sweep.formats[i - 1], median(samples[i]), median(samples[0])});
+    return out;
 }
 
 std::vector<float> master_weights(std::size_t n) {
@@ -99,11 +109,10 @@ std::vector<sp::GateMeasurement> measure_size(sp::LayerKind kind, std::uint64_t 
         }
     }
 
-    const double bf16_seconds = median_of(paths[0].samples);
-    std::vector<sp::GateMeasurement> out;
-    for (std::size_t i = 1; i < paths.size(); ++i)
-        out.push_back({kind, rows, cols, sweep.formats[i - 1], median_of(paths[i].samples), bf16_seconds});
-    return out;
+    std::vector<std::vector<double>> samples;
+    samples.reserve(paths.size());
+    for (Timed& t : paths) samples.push_back(std::move(t.samples));
+    return medians_against_bf16(kind, rows, cols, sweep, std::move(samples));
 }
 
 }  // namespace sp::ctl

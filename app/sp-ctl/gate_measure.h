@@ -33,8 +33,11 @@ std::vector<float> master_weights(std::size_t n);
 std::vector<sp::GateMeasurement> measure_size(sp::LayerKind kind, std::uint64_t rows, std::uint64_t cols,
                                               const GateSweep& sweep);
 
-// The median of a path's samples (the mean of the middle two for an even count); the time each
-// measurement takes, here and for `--link cuda` (gate_cuda_link.h).
-double median_of(std::vector<double> samples);
+// One measurement per format of a size, from the paths' samples (samples[0]: BF16's; samples[i]:
+// sweep.formats[i - 1]'s): each path's time is the median of its samples (the mean of the middle two
+// for an even count). Here and for `--link cuda` (gate_cuda_link.h).
+std::vector<sp::GateMeasurement> medians_against_bf16(sp::LayerKind kind, std::uint64_t rows,
+                                                      std::uint64_t cols, const GateSweep& sweep,
+                                                      std::vector<std::vector<double>> samples);
 
 }  // namespace sp::ctl

@@ -10,11 +10,11 @@
 #include "sp/ui/telemetry_store.h"
 
 using namespace sp::ui;
-using sp::test::blockDetail;
-using sp::test::updateRecord;
 using sp::ForcedBy;
 using sp::Precision;
 using sp::Reason;
+using sp::test::blockDetail;
+using sp::test::updateRecord;
 
 namespace {
 
