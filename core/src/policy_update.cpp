@@ -59,8 +59,10 @@ Policy::WindowTotals Policy::average_windows(UpdateRecord& rec) const {
     return totals;
 }
 
-void Policy::score_blocks(UpdateRecord& rec, const WindowTotals& totals) const {
+void Policy::score_blocks(UpdateRecord& rec, const WindowTotals& totals, std::int64_t step,
+                          std::vector<BudgetBlock>* budget) const {
     const double l2_mean = totals.with_window > 0 ? totals.l2_sum / totals.with_window : 0.0;
+    if (budget) budget->resize(layout_.size());
     for (std::size_t b = 0; b < layout_.size(); ++b) {
         BlockDetail& d = rec.block_details[b];
         d.relative_magnitude =
@@ -71,6 +73,7 @@ void Policy::score_blocks(UpdateRecord& rec, const WindowTotals& totals) const {
                             : std::min(calibration_errors_[b] / config_.quant_error_threshold, 1.0);
         const double raw = config_.grad_weight * d.grad_score + config_.error_weight * d.error_score;
         d.sensitivity = nonfinite_since_update_[b] ? 1.0 : std::clamp(raw, 0.0, 1.0);
+        if (budget) fill_budget_block((*budget)[b], b, d, step);
     }
 }
 
@@ -131,40 +134,36 @@ Policy::Decision Policy::decide_dynamic(BlockDetail& d, std::int64_t step, bool 
     return {wanted, Reason::policy};
 }
 
-std::vector<Precision> Policy::plan_budget_map(const UpdateRecord& rec, std::int64_t step) {
-    std::vector<BudgetBlock>& blocks = budget_blocks_;  // reused from update to update
-    blocks.resize(layout_.size());
-    for (std::size_t b = 0; b < layout_.size(); ++b) {
-        const BlockDetail& d = rec.block_details[b];
-        // Worked out in locals and stored once: through the reference, every `&=` was a store.
-        FormatMask admissible = allowed(b);
-        if (config_.snr_tiers) {  // rule 17's thresholds bound what the budget may use
-            // Without a branch: which formats a block's SNRs clear is as unpredictable as the SNRs.
-            FormatMask below = 0;
-            for (Precision p : kLowFormatsCheapestFirst) {
-                const bool clears = d.snr_db[std::size_t(p)] >= config_.snr_threshold_db[std::size_t(p)];
-                below |= FormatMask(unsigned(!clears) << unsigned(p));
-            }
-            admissible &= FormatMask(~below);
+// Rule 18's input for one block: its size, score, SNRs, the formats it may take, and whether it is
+// fixed this update (forced, pinned, unsafe or cooling).
+void Policy::fill_budget_block(BudgetBlock& bb, std::size_t b, const BlockDetail& d,
+                               std::int64_t step) const {
+    // Worked out in locals and stored once: through the reference, every `&=` was a store.
+    FormatMask admissible = allowed(b);
+    if (config_.snr_tiers) {  // rule 17's thresholds bound what the budget may use
+        // Without a branch: which formats a block's SNRs clear is as unpredictable as the SNRs.
+        FormatMask below = 0;
+        for (Precision p : kLowFormatsCheapestFirst) {
+            const bool clears = d.snr_db[std::size_t(p)] >= config_.snr_threshold_db[std::size_t(p)];
+            below |= FormatMask(unsigned(!clears) << unsigned(p));
         }
-        std::optional<Precision> fixed;
-        ForcedBy by;
-        if (const auto forced = forced_precision(int(b), &by)) {
-            fixed = forced;
-        } else if (nonfinite_since_update_[b]) {
-            fixed = Precision::bf16;
-        } else if (cooling(b, step)) {
-            fixed = effective_[b];
-        }
-        BudgetBlock& bb = blocks[b];
-        bb.bytes_bf16 = double(layout_[b].bytes_bf16);
-        bb.sensitivity = d.sensitivity;
-        bb.snr_db = d.snr_db;
-        bb.admissible = admissible;
-        bb.fixed = fixed;
-        bb.current = effective_[b];
+        admissible &= FormatMask(~below);
     }
-    return budget_planner_.plan(blocks, budget_target_pct_, config_.hysteresis_margin).precision;
+    std::optional<Precision> fixed;
+    ForcedBy by;
+    if (const auto forced = forced_precision(int(b), &by)) {
+        fixed = forced;
+    } else if (nonfinite_since_update_[b]) {
+        fixed = Precision::bf16;
+    } else if (cooling(b, step)) {
+        fixed = effective_[b];
+    }
+    bb.bytes_bf16 = double(layout_[b].bytes_bf16);
+    bb.sensitivity = d.sensitivity;
+    bb.snr_db = d.snr_db;
+    bb.admissible = admissible;
+    bb.fixed = fixed;
+    bb.current = effective_[b];
 }
 
 Policy::Decision Policy::decide_budget(BlockDetail& d, Precision planned) const {
@@ -271,10 +270,13 @@ const UpdateRecord* Policy::update(std::int64_t step, double timestamp) {
 
     UpdateRecord& rec = record_;
     begin_record(rec, step, timestamp);
-    score_blocks(rec, average_windows(rec));
+    // Mode budget: each block's planner input is taken as it is scored (a pass over the record less).
+    const bool budget = mode_ == Mode::budget;
+    score_blocks(rec, average_windows(rec), step, budget ? &budget_blocks_ : nullptr);
     const bool first_dynamic = mode_ == Mode::dynamic && !dynamic_assigned_;
     const std::vector<Precision> planned =
-        mode_ == Mode::budget ? plan_budget_map(rec, step) : std::vector<Precision>{};
+        budget ? budget_planner_.plan(budget_blocks_, budget_target_pct_, config_.hysteresis_margin).precision
+               : std::vector<Precision>{};
     // Each block is tallied as soon as its decision is applied: a decision changes that block alone.
     Tally tally;
     begin_tally(rec);

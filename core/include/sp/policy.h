@@ -152,9 +152,11 @@ class Policy {
         double l2_sum = 0.0;  // of the blocks with a window, in block order
         int with_window = 0;
     };
-    WindowTotals average_windows(UpdateRecord& rec) const;                               // rule 2
-    void score_blocks(UpdateRecord& rec, const WindowTotals& totals) const;              // rule 4
-    std::vector<Precision> plan_budget_map(const UpdateRecord& rec, std::int64_t step);  // rule 18
+    WindowTotals average_windows(UpdateRecord& rec) const;  // rule 2
+    // Rule 4; in mode budget (`budget` not null) also each block's planner input (rule 18).
+    void score_blocks(UpdateRecord& rec, const WindowTotals& totals, std::int64_t step,
+                      std::vector<BudgetBlock>* budget) const;
+    void fill_budget_block(BudgetBlock& bb, std::size_t b, const BlockDetail& d, std::int64_t step) const;
     // One block's decision by rule 9's priority: pin or force list, mode (rule 8), safety (rule 4),
     // then the budget plan or the dynamic rules.
     Decision decide(BlockDetail& d, std::int64_t step, bool first_dynamic,
