@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
-#include <utility>
+#include <optional>
 
 namespace sp {
 namespace {

@@ -6,7 +6,6 @@
 // both monotone in the value); a bucket is sorted when the reader reaches it, by the value itself,
 // largest first, equal values in index order (a stable order).
 #include <algorithm>
-#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
