@@ -18,6 +18,9 @@ bool check_readable(const char* command, const std::string& path);
 // The part of check_readable that refuses a directory, a device or a socket (a FIFO passes), with the
 // same messages; true when `path` is none of them or does not exist.
 bool check_not_special(const char* command, const std::string& path);
+// Whether `path` is a FIFO (a named pipe, or a process substitution's /dev/fd/N): its contents can be
+// read once only, and an open without a writer waits for one.
+bool read_once(const std::string& path);
 
 // check_readable, then a JsonlReader on the file; on failure prints why (as above) and returns null.
 std::unique_ptr<sp::JsonlReader> open_telemetry_file(const char* command, const std::string& path);

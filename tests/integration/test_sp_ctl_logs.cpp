@@ -1,5 +1,7 @@
 // `sp-ctl validate` and `sp-ctl summarize` end to end: counts, problems with their line numbers,
 // exit codes, exact per-block step accounting, and the bundled example's simulated output.
+#include <sys/stat.h>
+
 #include <QtTest>
 
 #include <QProcess>
@@ -392,6 +394,32 @@ class TestSpCtlLogs : public QObject {
         QVERIFY2(r.err.contains("--max-problems"), r.err.constData());
         r = sp_ctl({"validate", ok, "--max-problems"});
         QCOMPARE(r.exit_code, 2);
+    }
+
+    // A FIFO (a named pipe; `<(zcat run.jsonl.gz)` is one too) is read once, to its end: the same
+    // counts, problems and exit code as the regular file, without waiting for a writer that is gone.
+    // The second reading validate gives step statistics (simulate's rules) is left out, and said.
+    void a_fifo_is_read_once_to_its_end() {
+        QTemporaryDir dir;
+        const QString file = write_file(dir, "run.jsonl", clean_file() + "garbage {\n");
+        const QString fifo = dir.filePath("run.fifo");
+        QCOMPARE(::mkfifo(qPrintable(fifo), 0600), 0);
+        for (const char* command : {"validate", "summarize"}) {
+            const Run want = sp_ctl({command, file});
+            QProcess writer;  // blocks in its open until sp-ctl opens the FIFO
+            writer.start(QStringLiteral("sh"),
+                         {QStringLiteral("-c"), QStringLiteral("cat \"$0\" > \"$1\""), file, fifo});
+            QVERIFY(writer.waitForStarted());
+            const Run got = sp_ctl({command, fifo});
+            const bool wrote = writer.waitForFinished(30000);  // a reader that never opened leaves it blocked
+            if (!wrote) writer.kill();
+            QVERIFY2(wrote, command);
+            QCOMPARE(got.exit_code, want.exit_code);
+            QCOMPARE(QString(got.out).replace(fifo, "F"), QString(want.out).replace(file, "F"));
+            if (std::string(command) == "validate")
+                QVERIFY2(got.err.contains("is a pipe, read once: its step statistics were not checked"),
+                         got.err.constData());
+        }
     }
 
     void summarize_counts_steps_switches_and_savings() {
