@@ -12,6 +12,7 @@
 #include "command_queue.h"
 #include "distribution_profiler.h"
 #include "sp/format_gate.h"
+#include "sp/output_path.h"
 #include "sp/run_end.h"
 #include "telemetry_sink.h"
 
@@ -79,6 +80,10 @@ Agent::Agent(Config config, AgentOptions options)
     if (!options_.log && config_.log_decisions) {
         options_.log = [](const std::string& line) { std::fprintf(stderr, "[sp] %s\n", line.c_str()); };
     }
+    // Before anything binds or opens: a FIFO would block the open below for good (sp/output_path.h).
+    if (config_.telemetry_enabled)
+        if (std::string problem = output_path_problem(config_.telemetry_file, "telemetry"); !problem.empty())
+            throw std::runtime_error("telemetry: " + problem);
     run_id_ = options_.run_id.empty() ? make_run_id(now()) : options_.run_id;
     configure_data_parallel();
     // Sockets first: a refused bind must fail before the telemetry file is created.
@@ -98,6 +103,12 @@ Agent::~Agent() {
 
 double Agent::now() const {
     return options_.clock();
+}
+
+void Agent::use_grad_stats_collector(std::unique_ptr<GradStatsCollector> collector) {
+    if (policy_) throw std::logic_error("Agent::use_grad_stats_collector: after register_blocks");
+    if (!collector) throw std::invalid_argument("Agent::use_grad_stats_collector: no collector");
+    options_.collector = std::move(collector);
 }
 
 void Agent::register_blocks(const std::vector<NamedModule>& modules) {

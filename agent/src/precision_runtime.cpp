@@ -43,10 +43,13 @@ ReferencePrecisionRuntime::ReferencePrecisionRuntime(std::vector<AgentBlock> blo
                                                    : std::to_string(k));
             if (!p.defined())
                 throw std::invalid_argument("ReferencePrecisionRuntime: " + what + " is undefined");
-            // The masters are the optimizer's values; anything but fp32 would make them lossy.
-            if (p.scalar_type() != at::kFloat)
+            // The masters are the optimizer's values, kept in the parameter's own dtype: fp32, or the
+            // bf16/fp16 a model trains in (its optimizer steps those; a wider copy would hold nothing
+            // more). The formats are computed from them in fp32 and rounded once to that dtype.
+            const at::ScalarType t = p.scalar_type();
+            if (t != at::kFloat && t != at::kBFloat16 && t != at::kHalf)
                 throw std::invalid_argument("ReferencePrecisionRuntime: " + what + " is " +
-                                            std::string(c10::toString(p.scalar_type())) + ", not fp32");
+                                            std::string(c10::toString(t)) + ", not fp32, bf16 or fp16");
         }
     }
 #if SP_AGENT_HAVE_CUDA
@@ -59,12 +62,16 @@ ReferencePrecisionRuntime::ReferencePrecisionRuntime(std::vector<AgentBlock> blo
     at::NoGradGuard no_grad;
     for (std::size_t b = 0; b < n; ++b) {
         masters_[b].reserve(blocks_[b].streamed().size());
-        for (const at::Tensor& p : blocks_[b].streamed())
+        for (std::size_t k = 0; k < blocks_[b].streamed().size(); ++k) {
+            const at::Tensor& p = blocks_[b].streamed()[k];
+            // A tensor kept as it is is its own master (master() returns it): no copy.
             // With the CUDA path the masters are host copies: materialization happens on the host
             // and only its payload is uploaded.
-            masters_[b].push_back(uploader_ && p.is_cuda()
+            masters_[b].push_back(blocks_[b].kept_as_is(k) ? at::Tensor{}
+                                  : uploader_ && p.is_cuda()
                                       ? p.detach().to(at::kCPU, /*non_blocking=*/false, /*copy=*/true)
                                       : p.detach().clone());
+        }
     }
     precision_.assign(n, Precision::bf16);
     stale_.assign(n, false);
@@ -77,6 +84,7 @@ ReferencePrecisionRuntime::ReferencePrecisionRuntime(std::vector<AgentBlock> blo
 
 const at::Tensor* ReferencePrecisionRuntime::master(std::size_t block, std::size_t k) const {
     if (block >= masters_.size() || k >= masters_[block].size()) return nullptr;
+    if (blocks_[block].kept_as_is(k)) return &blocks_[block].streamed()[k];
     return &masters_[block][k];
 }
 
@@ -101,9 +109,11 @@ const detail::Payload& ReferencePrecisionRuntime::frozen_payload(std::size_t blo
 
 TransferBytes ReferencePrecisionRuntime::block_bytes(std::size_t block, Precision p) const {
     TransferBytes bytes;
-    for (const at::Tensor& master : masters_.at(block)) {
-        bytes.copied += detail::materialized_bytes(master, p, int4_group_);
-        bytes.bf16 += detail::materialized_bytes(master, Precision::bf16);
+    const AgentBlock& b = blocks_.at(block);
+    for (std::size_t k = 0; k < b.streamed().size(); ++k) {
+        const at::Tensor& t = b.streamed()[k];
+        bytes.copied += detail::materialized_bytes(t, b.kept_as_is(k) ? Precision::bf16 : p, int4_group_);
+        bytes.bf16 += detail::materialized_bytes(t, Precision::bf16);
     }
     return bytes;
 }
@@ -116,6 +126,7 @@ TransferBytes ReferencePrecisionRuntime::materialize(std::size_t block) {
     const std::vector<at::Tensor>& params = blocks_[block].streamed();
     const bool planted = p == Precision::int8 && blocks_[block].harsh_int8_step > 0.0;
     for (std::size_t k = 0; k < params.size(); ++k) {
+        if (blocks_[block].kept_as_is(k)) continue;
         const at::Tensor& master = masters_[block][k];
         if (frozen(block, k) && !planted && !params[k].is_cuda()) {
             // Packed once, expanded every time: the same values as materialized(), without quantizing
@@ -147,6 +158,12 @@ TransferBytes ReferencePrecisionRuntime::materialize_uploaded([[maybe_unused]] s
     uploader_->begin();
     for (std::size_t k = 0; k < params.size(); ++k) {
         const at::Tensor& master = masters_[block][k];
+        if (blocks_[block].kept_as_is(k)) {
+            const std::uint64_t kept = detail::materialized_bytes(params[k], Precision::bf16);
+            bytes.copied += kept;
+            bytes.bf16 += kept;
+            continue;
+        }
         bytes.bf16 += detail::materialized_bytes(master, Precision::bf16);
         if (!params[k].is_cuda() || planted) {
             detail::assign(params[k],
@@ -197,11 +214,34 @@ void ReferencePrecisionRuntime::before_optimizer_step(bool restore_frozen) {
     at::NoGradGuard no_grad;
     for (std::size_t b = 0; b < blocks_.size(); ++b)
         for (std::size_t k = 0; k < masters_[b].size(); ++k) {
-            if (frozen(b, k) && !restore_frozen) continue;
+            if ((frozen(b, k) && !restore_frozen) || blocks_[b].kept_as_is(k)) continue;
             detail::assign(blocks_[b].streamed()[k], masters_[b][k]);
             stale_[b] = true;
         }
     masters_in_params_ = true;
+}
+
+void ReferencePrecisionRuntime::reload_masters() {
+#if SP_AGENT_HAVE_CUDA
+    if (uploader_) uploader_->wait_for_copy();  // the last upload may still read a frozen payload
+#endif
+    at::NoGradGuard no_grad;
+    for (std::size_t b = 0; b < blocks_.size(); ++b) {
+        for (std::size_t k = 0; k < masters_[b].size(); ++k) {
+            if (blocks_[b].kept_as_is(k)) continue;
+            masters_[b][k].copy_(blocks_[b].streamed()[k]);
+            frozen_payloads_[b][k].reset();  // a frozen tensor's values may have changed too
+        }
+        if (swap_) {
+            pack_swap_block(b);
+            continue;
+        }
+        if (masters_in_params_) {
+            stale_[b] = true;  // after_optimizer_step materializes it
+            continue;
+        }
+        total_ += materialize(b);  // a load, as the initial one: no step's bytes
+    }
 }
 
 void ReferencePrecisionRuntime::after_optimizer_step() {
@@ -213,7 +253,7 @@ void ReferencePrecisionRuntime::after_optimizer_step() {
     // A frozen master never changes: only the stepped tensors are read back.
     for (std::size_t b = 0; b < blocks_.size(); ++b)
         for (std::size_t k = 0; k < masters_[b].size(); ++k)
-            if (!frozen(b, k)) masters_[b][k].copy_(blocks_[b].streamed()[k]);
+            if (!frozen(b, k) && !blocks_[b].kept_as_is(k)) masters_[b][k].copy_(blocks_[b].streamed()[k]);
     masters_in_params_ = false;
     for (std::size_t b = 0; b < blocks_.size(); ++b) {
         if (swap_) {
@@ -241,6 +281,11 @@ void ReferencePrecisionRuntime::set_weight_residency(WeightResidency r) {
         return;
     }
     if (swap_) return;
+    for (const AgentBlock& block : blocks_)
+        if (!block.as_is.empty())
+            throw std::invalid_argument(
+                "ReferencePrecisionRuntime: block-swap with tensors kept as they are (block '" + block.name +
+                "') is not built");
     std::unique_ptr<detail::SwapSlots> slots;
 #if SP_AGENT_HAVE_CUDA
     if (uploader_)

@@ -9,6 +9,7 @@
 #include <system_error>
 
 #include "sp/format_gate.h"
+#include "sp/output_path.h"
 #include "sp/protocol.h"
 #include "sp/transport/server_options.h"
 
@@ -94,28 +95,11 @@ void validate_checkpoint_paths(const TrainerOptions& o) {
 }
 
 // A file the trainer writes (the telemetry, the probe results) is opened later; a bad path is a bad
-// value, found here. A symlink is refused (the agent opens telemetry with O_NOFOLLOW anyway, and says
-// less), and so is a FIFO, socket or block device: opening a FIFO for writing waits for a reader,
-// so sp-trainer would hang silently. A character device (/dev/null, /dev/full) is taken as given.
-// `what` names the file in the symlink message.
+// value, found here, with the agent's own rule (sp/output_path.h). `what` names the file in the
+// symlink message.
 void validate_output_path(const std::string& source, const std::string& path, const std::string& what) {
-    namespace fs = std::filesystem;
-    const fs::path file(path);
-    std::error_code ec;
-    const fs::file_status status = fs::symlink_status(file, ec);
-    if (fs::is_symlink(status))
-        throw UsageError(source + ": " + quoted(path) + " is a symbolic link; " + what +
-                         " is never written through one (give the file itself, or a new name)");
-    if (fs::is_directory(status)) throw UsageError(source + ": " + quoted(path) + " is a directory");
-    if (fs::is_fifo(status) || fs::is_socket(status) || fs::is_block_file(status))
-        throw UsageError(source + ": " + quoted(path) + " is not a regular file (" +
-                         (fs::is_fifo(status)     ? "a FIFO"
-                          : fs::is_socket(status) ? "a socket"
-                                                  : "a block device") +
-                         ")");
-    const fs::path folder = file.has_parent_path() ? file.parent_path() : fs::path(".");
-    if (!fs::is_directory(folder, ec))
-        throw UsageError(source + ": the folder " + quoted(folder.string()) + " does not exist");
+    if (std::string problem = output_path_problem(path, what); !problem.empty())
+        throw UsageError(source + ": " + problem);
 }
 
 void validate_telemetry_path(const TrainerOptions& o) {

@@ -6,11 +6,11 @@ A few lines added to an existing loop::
 
     with sp.Agent(config={"snr_tiers": True}, telemetry="run.jsonl") as agent:
         agent.register_blocks(model.blocks)
-        sp.torch.apply(model, agent)          # optional: compute each block in its format
+        sp.torch.apply(model, agent, optimizer=optimizer)  # optional: each block in its format
         for batch in data:
             loss = model(batch)
             loss.backward()
-            agent.step(loss)                  # after backward, before zero_grad
+            agent.step(loss)                  # after backward (before or after optimizer.step)
             optimizer.step()
             optimizer.zero_grad()
 
@@ -127,10 +127,19 @@ class Agent:
         if not named:
             raise ValueError("register_blocks: no blocks")
         specs = []
-        for name, module in named:
+        owner = {}  # id(parameter) -> (block id, block name, parameter name)
+        for block_id, (name, module) in enumerate(named):
             params = list(module.named_parameters())
             if not params:
                 raise ValueError("register_blocks: block '%s' has no parameters" % name)
+            for pname, p in params:
+                if id(p) in owner:
+                    other_id, other, other_pname = owner[id(p)]
+                    raise ValueError(
+                        "register_blocks: block %d '%s' and block %d '%s' share a parameter ('%s' of the "
+                        "first, '%s' of the second): the same module twice, or a parent and its child; "
+                        "a parameter belongs to one block" % (other_id, other, block_id, name, other_pname, pname))
+                owner[id(p)] = (block_id, name, pname)
             specs.append((str(name), [n for n, _ in params], [p for _, p in params]))
         self._core.register_blocks(specs)
         self._modules = [m for _, m in named]

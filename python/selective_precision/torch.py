@@ -1,21 +1,44 @@
-"""``sp.torch.apply(model, agent)``: every registered block computes in its routed format.
+"""``sp.torch.apply(model, agent, optimizer=opt)``: every registered block computes in its routed format.
 
 As ``sp-trainer``'s reference runtime does (agent/include/sp/agent/precision_runtime.h):
 
 * each block's weights are materialized in its format after every optimizer step (INT8 and FP8
-  with a scale per output row, INT4 per group, BF16 per element) from fp32 masters, and the
-  optimizer steps the masters with the gradients taken at the materialized weights;
+  with a scale per output row, INT4 per group, BF16 per element) from masters kept in the
+  parameters' own dtype (fp32, or bf16/fp16 for a model that trains in it), and the optimizer steps
+  the masters with the gradients taken at the materialized weights;
 * the input of each ``nn.Linear`` in a block, and the gradient arriving at its output, are rounded
   to the block's format per row (per token), with the same C++ quantizers (``sp/quantize.h``);
 * bytes are counted as stored, and the linear inputs reach the SNR profiling at its cadence.
+
+What it covers (python/README.md, "What apply covers"): ``nn.Linear`` (weights, inputs, output
+gradients) and ``nn.Embedding`` (weights). Every other parameter of one dimension (norms, biases)
+is materialized as one row. A parameter of two or more dimensions that none of these computes
+with (``nn.MultiheadAttention``'s bare projection weights, GPT-2's ``Conv1D``, a convolution, a
+bare ``nn.Parameter``) raises ``ValueError`` naming it, unless ``module_filter_fn`` leaves its
+module out.
+
+The parameters hold either the compute copies (a forward may run) or the masters (the optimizer may
+step them). With ``optimizer=`` the masters are put back before every ``optimizer.step()``, so any
+call order keeps every update; without it, an optimizer step on the compute copies is detected at
+the next ``agent.step`` or forward and raises ``RuntimeError`` saying what to change.
+``model.state_dict()`` holds the masters at any point of the loop, and ``model.load_state_dict``
+makes the loaded values the masters.
 
 Call it after ``agent.register_blocks`` and before the first step. Without it the agent monitors
 and decides, and a runtime of the user's own reads ``agent.precisions``.
 """
 
+import types
+
 import torch
 
 from . import _core
+
+#: The module types ``apply`` covers, and what it rounds for each (python/README.md).
+COVERED_MODULES = {
+    "torch.nn.Linear": "weight (one scale per output row), input and output gradient (per token)",
+    "torch.nn.Embedding": "weight (one scale per embedding row)",
+}
 
 
 class _RoundInput(torch.autograd.Function):
@@ -41,17 +64,6 @@ class _RoundGradient(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad):
         return _core.round_rows(grad, ctx.precision, ctx.group), None, None
-
-
-def _linear_layers(block):
-    """(layer index, nn.Linear) for each linear layer of a block; the index is its weight's place
-    among the block's parameters of two or more dimensions, as the agent's profiler counts layers."""
-    index = {}
-    for param in block.parameters():
-        if param.dim() >= 2:
-            index[id(param)] = len(index)
-    return [(index[id(m.weight)], m) for m in block.modules()
-            if isinstance(m, torch.nn.Linear) and id(m.weight) in index]
 
 
 class _BlockHooks:
@@ -82,26 +94,132 @@ class _BlockHooks:
         return _RoundGradient.apply(output, self.agent._map[self.block], self.group)
 
 
-def apply(model, agent):
+class _BlockPlan:
+    """What ``apply`` does to one block: its linear layers (with their profiling index) and, per
+    registered parameter, whether the runtime leaves it as it is (its module filtered out)."""
+
+    def __init__(self, block, fqn, module_filter_fn):
+        params = list(block.named_parameters())
+        index = {id(p): k for k, (_, p) in enumerate(params)}
+        # A layer's index is its weight's place among the block's tensors of two or more dimensions,
+        # as the agent's profiler counts layers.
+        layer_of = {}
+        for _, p in params:
+            if p.dim() >= 2:
+                layer_of[id(p)] = len(layer_of)
+        self.as_is = [False] * len(params)
+        self.linears = []
+        covered = set()
+        excluded = []  # qualified-name prefixes the filter left out, with everything below them
+        for name, module in block.named_modules():
+            qualified = _join(fqn, name)
+            if any(qualified == e or qualified.startswith(e + ".") for e in excluded):
+                continue
+            if module_filter_fn is not None and not module_filter_fn(module, qualified):
+                excluded.append(qualified)
+                for p in module.parameters():
+                    if id(p) in index:
+                        self.as_is[index[id(p)]] = True
+                        covered.add(id(p))
+                continue
+            if isinstance(module, torch.nn.MultiheadAttention):
+                continue  # its weights are refused below, by name
+            own = list(module.parameters(recurse=False))
+            if isinstance(module, torch.nn.Linear):
+                self.linears.append((layer_of[id(module.weight)], module))
+                covered.update(id(p) for p in own)
+            elif isinstance(module, torch.nn.Embedding):
+                covered.update(id(p) for p in own)
+            else:
+                covered.update(id(p) for p in own if p.dim() < 2)
+        owners = {id(p): (n, m) for n, m in block.named_modules() for p in m.parameters(recurse=False)}
+        for pname, p in params:
+            if id(p) not in covered:
+                mname, module = owners[id(p)]
+                raise ValueError(_uncovered_message(fqn, pname, module, mname))
+
+
+def _join(prefix, name):
+    return prefix + "." + name if prefix and name else prefix or name
+
+
+def _uncovered_message(fqn, param_name, module, module_name):
+    kind = type(module).__module__ + "." + type(module).__name__
+    module_fqn = _join(fqn, module_name)
+    why = ("computes from its bare projection weights, never through its out_proj's forward"
+           if isinstance(module, torch.nn.MultiheadAttention) else "is not a module apply covers")
+    return ("sp.torch.apply: parameter '%s' of %s (%s) %s; covered: %s. Leave the module out with "
+            "module_filter_fn=lambda module, fqn: fqn != '%s' (it then computes as it is)"
+            % (_join(fqn, param_name), module_fqn, kind, why, ", ".join(sorted(COVERED_MODULES)), module_fqn))
+
+
+def _hook_optimizer(agent, optimizer):
+    """Puts the masters back (and reads an open step's statistics) before every optimizer.step()."""
+    core = agent._core
+    if hasattr(optimizer, "register_step_pre_hook"):  # torch >= 2.0
+        return optimizer.register_step_pre_hook(lambda opt, args, kwargs: core.before_optimizer_step())
+    original = optimizer.step
+    counted = getattr(original, "_with_counter", False)
+
+    def step(*args, **kwargs):
+        core.before_optimizer_step()
+        return original(*args, **kwargs)
+
+    if counted:
+        # An lr_scheduler already wrapped step in a plain function that counts the calls: keep its
+        # mark, or the scheduler warns that step was overridden.
+        step._with_counter = True
+        optimizer.step = step
+    else:
+        # A bound method, so that a scheduler made later can wrap it (it rebinds step's __func__).
+        optimizer.step = types.MethodType(lambda self, *a, **k: step(*a, **k), optimizer)
+    return None
+
+
+def _hook_checkpoints(agent, model, plans):
+    """state_dict() holds the masters; load_state_dict() makes the loaded values the masters."""
+    core = agent._core
+    handles = []
+    for block_id, block in enumerate(agent._modules):
+        names = [n for n, _ in block.named_parameters()]
+
+        def masters_into(module, state_dict, prefix, local_metadata, block_id=block_id, names=names):
+            for k, name in enumerate(names):
+                value = core.checkpoint_value(block_id, k)
+                if value is not None and prefix + name in state_dict:
+                    state_dict[prefix + name] = value
+        handles.append(block._register_state_dict_hook(masters_into))
+    handles.append(model.register_load_state_dict_post_hook(lambda module, keys: core.reload_masters()))
+    return handles
+
+
+def apply(model, agent, *, optimizer=None, module_filter_fn=None):
     """Makes every block registered with ``agent`` compute in its routed format (see the module's
-    documentation). ``model`` is the module the blocks belong to; returns it."""
+    documentation). ``model``: the module the blocks belong to. ``optimizer``: the optimizer that
+    steps them, whose ``step`` then always finds the masters (recommended). ``module_filter_fn``:
+    ``fn(module, fqn) -> bool`` (torchao's convention); a module it returns False for, with
+    everything below it, is left as it is: never materialized, its activations not rounded, its
+    bytes counted as BF16. Returns ``model``."""
     agent._require_blocks()
     core = agent._core
     if core.current_step > 0 or core.step_open:
         raise RuntimeError("sp.torch.apply: call it before the first step")
-    for i, block in enumerate(agent._modules):
-        for p in block.parameters():
-            if p.dtype != torch.float32:
-                raise ValueError("sp.torch.apply: block '%s' has a %s parameter; the runtime keeps fp32 "
-                                 "masters" % (agent._names[i], p.dtype))
-    core.attach_runtime()
+    names = {id(m): n for n, m in model.named_modules()}
+    plans = [_BlockPlan(block, names.get(id(block), agent._names[i]), module_filter_fn)
+             for i, block in enumerate(agent._modules)]
+    core.attach_runtime(as_is=[plan.as_is for plan in plans])
     agent._profiling = False
     handles = []
-    for block_id, block in enumerate(agent._modules):
+    for block_id, (block, plan) in enumerate(zip(agent._modules, plans)):
         hooks = _BlockHooks(agent, block_id)
         handles.append(block.register_forward_pre_hook(hooks.before_block))
-        for layer, linear in _linear_layers(block):
+        for layer, linear in plan.linears:
             handles.append(linear.register_forward_pre_hook(hooks.before_linear(layer)))
             handles.append(linear.register_forward_hook(hooks.after_linear))
+    handles.extend(_hook_checkpoints(agent, model, plans))
+    if optimizer is not None:
+        handle = _hook_optimizer(agent, optimizer)
+        if handle is not None:
+            handles.append(handle)
     agent._hook_handles = handles
     return model

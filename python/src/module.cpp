@@ -105,9 +105,20 @@ void bind_agent(py::module_& m) {
                      a.register_blocks(std::move(specs));
                  } catch (const sp::ConfigError& e) {
                      throw py::value_error(e.what());
+                 } catch (const std::invalid_argument& e) {
+                     throw py::value_error(e.what());
                  }
              })
-        .def("attach_runtime", &PyAgent::attach_runtime)
+        .def("attach_runtime", &PyAgent::attach_runtime, py::arg("as_is") = std::vector<std::vector<bool>>{})
+        .def("before_optimizer_step", &PyAgent::before_optimizer_step,
+             py::call_guard<py::gil_scoped_release>())
+        .def("reload_masters", &PyAgent::reload_masters, py::call_guard<py::gil_scoped_release>())
+        .def("checkpoint_value",
+             [](const PyAgent& a, int block, int k) -> std::optional<at::Tensor> {
+                 at::Tensor t = a.checkpoint_value(block, k);
+                 if (!t.defined()) return std::nullopt;
+                 return t;
+             })
         .def("before_forward", &PyAgent::before_forward, py::call_guard<py::gil_scoped_release>())
         .def("begin_step", &PyAgent::begin_step, py::call_guard<py::gil_scoped_release>())
         .def("end_step", &PyAgent::end_step, py::call_guard<py::gil_scoped_release>())
@@ -169,7 +180,25 @@ PYBIND11_MODULE(_core, m) {
     m.attr("__version__") = SP_VERSION;
     m.attr("PRECISIONS") = precision_names({sp::kAllPrecisions.begin(), sp::kAllPrecisions.end()});
     m.attr("DEFAULT_INT4_GROUP") = sp::kDefaultInt4GroupSize;
+#if SP_AGENT_HAVE_CUDA
+    m.attr("HAS_CUDA") = true;  // the CUDA statistics collector and upload paths are built in
+#else
+    m.attr("HAS_CUDA") = false;
+#endif
     bind_agent(m);
+    m.def(
+        "statistics_device",
+        [](const std::vector<std::pair<std::string, std::string>>& params) {
+            std::vector<std::pair<std::string, c10::Device>> devices;
+            for (const auto& [what, device] : params) devices.emplace_back(what, c10::Device(device));
+            try {
+                return sp::python::statistics_device(devices);
+            } catch (const std::invalid_argument& e) {
+                throw py::value_error(e.what());
+            }
+        },
+        "The collector register_blocks picks for parameters on these devices ([(name, 'cuda:0')]): 'cpu' "
+        "or 'cuda'; ValueError when this build cannot read them.");
     m.def("configure_threads", &sp::agent::configure_threads, py::arg("threads") = py::none(),
           "Gives the matrix products `threads` threads as sp-trainer does (OpenBLAS's pool, LibTorch's 1).");
     m.def(

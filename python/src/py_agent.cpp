@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "sp/agent/cuda_grad_stats_collector.h"
 #include "sp/command.h"
 #include "sp/json_input.h"
 
@@ -52,7 +53,40 @@ PyAgent::PyAgent(const PyAgentOptions& o) {
 
 PyAgent::~PyAgent() = default;
 
+std::string statistics_device(const std::vector<std::pair<std::string, c10::Device>>& params) {
+    if (params.empty()) return "cpu";
+    const auto& [first_what, first] = params.front();
+    for (const auto& [what, device] : params) {
+        if (!device.is_cpu() && !device.is_cuda())
+            throw std::invalid_argument(what + " is on " + device.str() +
+                                        ": the gradient statistics are read on the CPU or on CUDA");
+        if (device != first)
+            throw std::invalid_argument(what + " is on " + device.str() + " but " + first_what + " is on " +
+                                        first.str() + ": the registered blocks must share one device");
+    }
+    if (first.is_cpu()) return "cpu";
+#if SP_AGENT_HAVE_CUDA
+    return "cuda";
+#else
+    throw std::invalid_argument(first_what + " is on " + first.str() +
+                                ", but this selective_precision was built without CUDA: build it against "
+                                "a LibTorch with CUDA and with -DSP_ENABLE_CUDA=ON (python/README.md, "
+                                "\"Devices and dtypes\")");
+#endif
+}
+
 void PyAgent::register_blocks(std::vector<BlockSpec> specs) {
+    std::vector<std::pair<std::string, c10::Device>> devices;
+    for (const BlockSpec& s : specs)
+        for (std::size_t k = 0; k < s.params.size(); ++k)
+            devices.emplace_back("block '" + s.name + "' parameter '" +
+                                     (k < s.param_names.size() ? s.param_names[k] : std::to_string(k)) + "'",
+                                 s.params[k].device());
+    if (statistics_device(devices) == "cuda") {
+#if SP_AGENT_HAVE_CUDA
+        agent_->use_grad_stats_collector(sp::agent::make_cuda_grad_stats_collector());
+#endif
+    }
     std::vector<sp::agent::AgentBlock> blocks;
     blocks.reserve(specs.size());
     for (BlockSpec& s : specs) {
@@ -74,12 +108,61 @@ void PyAgent::set_precisions(const std::vector<Precision>& map) {
     ++map_version_;
 }
 
-void PyAgent::attach_runtime() {
+void PyAgent::attach_runtime(const std::vector<std::vector<bool>>& as_is) {
     if (runtime_) throw std::logic_error("the precision runtime is already attached");
     if (step_ > 0 || open_) throw std::logic_error("attach the precision runtime before the first step");
+    std::vector<sp::agent::AgentBlock> blocks = agent_->blocks();
+    if (!as_is.empty() && as_is.size() != blocks.size())
+        throw std::invalid_argument("attach_runtime: " + std::to_string(as_is.size()) + " as_is lists for " +
+                                    std::to_string(blocks.size()) + " blocks");
+    for (std::size_t b = 0; b < as_is.size(); ++b) {
+        if (as_is[b].size() != blocks[b].streamed().size())
+            throw std::invalid_argument("attach_runtime: block '" + blocks[b].name + "' has " +
+                                        std::to_string(blocks[b].streamed().size()) + " parameters, not " +
+                                        std::to_string(as_is[b].size()));
+        blocks[b].as_is = as_is[b];
+    }
     runtime_ = std::make_unique<sp::agent::ReferencePrecisionRuntime>(
-        agent_->blocks(), std::size_t(agent_->config().int4_group_size));
+        std::move(blocks), std::size_t(agent_->config().int4_group_size));
     agent_->add_hint_sink(runtime_.get());
+    params_hold_ = ParamsHold::compute_copies;
+    remember_compute_versions();
+}
+
+void PyAgent::remember_compute_versions() {
+    compute_versions_.clear();
+    for (const auto& block : agent_->blocks())
+        for (const at::Tensor& p : block.streamed()) compute_versions_.push_back(p._version());
+}
+
+void PyAgent::check_compute_copies_untouched(const char* at) const {
+    std::size_t i = 0;
+    for (const auto& block : agent_->blocks())
+        for (std::size_t k = 0; k < block.streamed().size(); ++k, ++i) {
+            if (block.streamed()[k]._version() == compute_versions_.at(i)) continue;
+            const std::string name = k < block.param_names.size() ? block.param_names[k] : std::to_string(k);
+            throw std::runtime_error(
+                std::string("selective_precision: at ") + at + ", block '" + block.name + "' parameter '" +
+                name + "' was written in place while it held its " +
+                std::string(sp::to_string(runtime_->precisions().at(std::size_t(block.id)))) +
+                " compute copy, not its master: an optimizer.step() before agent.step(loss) would be "
+                "thrown away. Pass the optimizer to sp.torch.apply(model, agent, optimizer=opt) (then any "
+                "call order works), or call agent.step(loss) before optimizer.step()");
+        }
+}
+
+void PyAgent::restore_masters() {
+    runtime_->before_optimizer_step();
+    params_hold_ = ParamsHold::masters;
+}
+
+void PyAgent::materialize_pending() {
+    if (!runtime_ || params_hold_ != ParamsHold::masters || ended_) return;
+    // A rollback in end_step changed the map after compute_hints: deliver the final one.
+    runtime_->on_hints(agent_->hints());
+    runtime_->after_optimizer_step();
+    params_hold_ = ParamsHold::compute_copies;
+    remember_compute_versions();
 }
 
 void PyAgent::begin_step() {
@@ -87,6 +170,7 @@ void PyAgent::begin_step() {
     if (!agent_) throw std::logic_error("the run has ended (close() was called)");
     agent_->begin_step(step_);
     open_ = true;
+    stats_collected_ = false;
     set_precisions(agent_->hints().precision);
     for (std::size_t b = 0; b < precisions_.size(); ++b) {
         ++block_steps_[std::size_t(precisions_[b])];
@@ -94,7 +178,11 @@ void PyAgent::begin_step() {
     }
     previous_step_map_ = precisions_;
     // A command applied at this boundary changes the map before this step's forward.
-    if (runtime_ && !masters_in_params_) runtime_->on_hints(agent_->hints());
+    if (runtime_ && params_hold_ == ParamsHold::compute_copies) {
+        check_compute_copies_untouched("the step's start");
+        runtime_->on_hints(agent_->hints());
+        remember_compute_versions();
+    }
 }
 
 bool PyAgent::wants_layer_inputs() const {
@@ -105,14 +193,28 @@ void PyAgent::observe_layer_input(int block, int layer, const at::Tensor& input)
     agent_->observe_layer_input(block, layer, input);
 }
 
-void PyAgent::end_step(double loss) {
-    begin_step();  // a loop without apply() opens its step here
-    agent_->collect_block_grad_stats();
-    if (runtime_) {
-        materialize_pending();  // two step() calls without a forward between them
-        runtime_->before_optimizer_step();
-        masters_in_params_ = true;
+void PyAgent::before_optimizer_step() {
+    if (!agent_) return;
+    if (open_ && !stats_collected_) {
+        agent_->collect_block_grad_stats();
+        stats_collected_ = true;
     }
+    if (runtime_ && params_hold_ == ParamsHold::compute_copies) {
+        check_compute_copies_untouched("optimizer.step()");
+        restore_masters();
+    }
+}
+
+void PyAgent::end_step(double loss) {
+    if (!agent_) throw std::logic_error("the run has ended (close() was called)");
+    if (runtime_ && params_hold_ == ParamsHold::compute_copies)
+        check_compute_copies_untouched("agent.step()");
+    begin_step();  // a loop without apply() opens its step here
+    if (!stats_collected_) agent_->collect_block_grad_stats();
+    stats_collected_ = false;
+    // The masters for the optimizer (and for the weights' profiling in compute_hints), unless the
+    // optimizer's hook already put them there, or there was no forward since the last step.
+    if (runtime_ && params_hold_ == ParamsHold::compute_copies) restore_masters();
     agent_->compute_hints(step_);
     // The bytes this step's forward computed with: the last materialization the runtime completed.
     if (runtime_) agent_->record_transfer(runtime_->step_bytes().copied, runtime_->step_bytes().bf16);
@@ -123,18 +225,24 @@ void PyAgent::end_step(double loss) {
 }
 
 bool PyAgent::before_forward(bool training) {
+    if (runtime_ && params_hold_ == ParamsHold::compute_copies && !ended_)
+        check_compute_copies_untouched("a block's forward");
     materialize_pending();
     if (!training || ended_ || open_) return false;
     begin_step();
     return true;
 }
 
-void PyAgent::materialize_pending() {
-    if (!runtime_ || !masters_in_params_ || ended_) return;
-    // A rollback in end_step changed the map after compute_hints: deliver the final one.
-    runtime_->on_hints(agent_->hints());
-    runtime_->after_optimizer_step();
-    masters_in_params_ = false;
+void PyAgent::reload_masters() {
+    if (!runtime_ || ended_) return;
+    runtime_->reload_masters();
+    if (params_hold_ == ParamsHold::compute_copies) remember_compute_versions();
+}
+
+at::Tensor PyAgent::checkpoint_value(int block, int k) const {
+    if (!runtime_ || params_hold_ == ParamsHold::masters) return {};
+    const at::Tensor* master = runtime_->master(std::size_t(block), std::size_t(k));
+    return master ? master->detach() : at::Tensor{};
 }
 
 void PyAgent::record_eval_loss(double loss, std::optional<std::int64_t> step) {
@@ -159,10 +267,18 @@ std::int64_t PyAgent::enqueue(const std::string& command_json) {
 void PyAgent::end_run(const std::string& reason) {
     if (ended_) return;
     ended_ = true;
-    // The model ends holding its fp32 weights (the optimizer's latest), never a quantized copy: a
-    // checkpoint saved after the run must not lose precision.
-    if (runtime_ && !masters_in_params_) runtime_->before_optimizer_step();
-    masters_in_params_ = false;
+    // The model ends holding its masters (the optimizer's latest), never a quantized copy: a
+    // checkpoint saved after the run must not lose precision. An optimizer step that ran on the
+    // compute copies is kept rather than overwritten (and said in the log).
+    if (runtime_ && params_hold_ == ParamsHold::compute_copies) {
+        try {
+            check_compute_copies_untouched("the run's end");
+            restore_masters();
+        } catch (const std::runtime_error& e) {
+            const std::lock_guard<std::mutex> lock(log_mutex_);
+            log_.push_back(std::string(e.what()) + " (the parameters keep those values)");
+        }
+    }
     agent_->end_run(reason);
     final_telemetry_loss_ = agent_->telemetry_loss();  // waits until the file holds every record
     final_overhead_ = agent_->overhead();

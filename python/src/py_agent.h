@@ -11,6 +11,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "sp/agent/agent.h"
@@ -31,6 +32,11 @@ struct PyAgentOptions {
     std::string model_identity;
 };
 
+// The device whose collector reads the gradients of `params` ("cpu" or "cuda"; `what` names each
+// tensor in messages). std::invalid_argument for mixed devices, another device type, or CUDA in a
+// build without the CUDA collector (the message names the build option).
+std::string statistics_device(const std::vector<std::pair<std::string, c10::Device>>& params);
+
 // One registered block as Python hands it over: the tensors are the parameters themselves.
 struct BlockSpec {
     std::string name;
@@ -47,11 +53,24 @@ class PyAgent {
     PyAgent(const PyAgent&) = delete;
     PyAgent& operator=(const PyAgent&) = delete;
 
+    // Picks the gradient-statistics collector from the parameters' device (statistics_device), then
+    // registers. std::invalid_argument for a device this build cannot read (ValueError in Python).
     void register_blocks(std::vector<BlockSpec> blocks);
     // The reference runtime becomes the agent's hint sink: every block's weights are materialized in
-    // its routed format (python's sp.torch.apply). Before the first step, once.
-    void attach_runtime();
+    // its routed format (python's sp.torch.apply). Before the first step, once. `as_is`: per block,
+    // per parameter, those the runtime leaves as they are (AgentBlock::as_is); empty: none.
+    void attach_runtime(const std::vector<std::vector<bool>>& as_is = {});
     bool has_runtime() const { return runtime_ != nullptr; }
+
+    // The optimizer is about to step (sp.torch.apply's hook on optimizer.step, in whatever order the
+    // loop calls it): an open step's statistics are read now, while its gradients are final, and the
+    // parameters get the masters, so that the update lands on them. Without the runtime: statistics only.
+    void before_optimizer_step();
+    // A checkpoint was loaded into the parameters (load_state_dict): their values become the masters.
+    void reload_masters();
+    // What a checkpoint holds for block `block`'s parameter `k`: the master while the parameters hold
+    // the compute copies; undefined when the parameter itself holds the master (or no runtime).
+    at::Tensor checkpoint_value(int block, int k) const;
 
     // A step opens at most once (idempotent while open); the next step() closes it.
     void begin_step();
@@ -59,14 +78,14 @@ class PyAgent {
     std::int64_t current_step() const { return step_; }  // the open step, or the next one to open
     bool wants_layer_inputs() const;
     void observe_layer_input(int block, int layer, const at::Tensor& input);
-    // After backward: statistics, the policy update, the step's records and loss feedback. With the
-    // runtime, the parameters hold the fp32 masters afterwards (for the optimizer) until the next
-    // forward materializes the blocks again (materialize_pending).
+    // After backward: statistics (unless before_optimizer_step read them), the policy update, the
+    // step's records and loss feedback. With the runtime, the parameters hold the masters afterwards
+    // (for the optimizer) until the next forward materializes the blocks again.
+    // std::runtime_error, before anything changes, when an optimizer stepped the compute copies.
     void end_step(double loss);
-    // With the runtime, after the optimizer step: the blocks in their routed formats again.
-    void materialize_pending();
     // Before a registered block's forward: the blocks materialized, and a training forward
     // (`training`: autograd records) opens the step. True when it opened one (the map may differ).
+    // std::runtime_error when an optimizer stepped the compute copies.
     bool before_forward(bool training);
     void record_eval_loss(double loss, std::optional<std::int64_t> step);
 
@@ -107,6 +126,20 @@ class PyAgent {
     std::unique_ptr<sp::agent::ReferencePrecisionRuntime> runtime_;
     void set_precisions(const std::vector<Precision>& map);
 
+    // With the runtime the parameters hold either the compute copies (the blocks materialized in
+    // their formats: a forward may run) or the masters (the optimizer may step them). An optimizer
+    // step on the compute copies would be thrown away by the next restore of the masters, so each
+    // parameter's version counter is remembered when it is materialized, and any in-place write to it
+    // while it holds a compute copy is refused by name (check_compute_copies_untouched).
+    enum class ParamsHold { compute_copies, masters };
+    void restore_masters();      // compute copies -> masters
+    void materialize_pending();  // masters -> compute copies (after the optimizer step)
+    void remember_compute_versions();
+    void check_compute_copies_untouched(const char* at) const;
+    ParamsHold params_hold_ = ParamsHold::compute_copies;
+    std::vector<std::int64_t> compute_versions_;  // per streamed parameter, blocks in order
+    bool stats_collected_ = false;                // the open step's statistics were read
+
     std::vector<Precision> precisions_;
     std::uint64_t map_version_ = 0;
     std::vector<Precision> previous_step_map_;
@@ -115,7 +148,6 @@ class PyAgent {
     std::int64_t step_ = 0;
     bool open_ = false;
     bool ended_ = false;
-    bool masters_in_params_ = false;  // the runtime handed the optimizer the masters
     std::mutex log_mutex_;
     std::vector<std::string> log_;
 };

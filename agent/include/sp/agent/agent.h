@@ -84,6 +84,11 @@ class Agent {
     void register_blocks(const std::vector<NamedModule>& modules);
     void register_blocks(std::vector<AgentBlock> blocks);
 
+    // Replaces the gradient-statistics collector (AgentOptions::collector) before register_blocks
+    // (std::logic_error after it): for a trainer that learns the model's device only from its blocks,
+    // as the Python package does.
+    void use_grad_stats_collector(std::unique_ptr<GradStatsCollector> collector);
+
     // Runs (or loads from the cache) calibration when the config's run_calibration is on; the errors
     // feed the error score. Call after register_blocks and before the first step.
     const CalibrationResult& calibrate(const CalibrationHooks& hooks);

@@ -34,6 +34,11 @@ struct AgentBlock {
     // fresh at every step, so training cannot learn around it. Calibration and the runtime both
     // honour it; BF16 is unaffected.
     double harsh_int8_step = 0.0;
+    // Per streamed tensor (empty: none): left as it is by the reference runtime, never materialized
+    // in the block's format and counted as BF16 bytes (sp.torch.apply's module_filter_fn excludes a
+    // module this way, as torchao leaves a module it does not convert in high precision).
+    std::vector<bool> as_is{};
+    bool kept_as_is(std::size_t k) const { return k < as_is.size() && as_is[k]; }
 };
 
 using NamedModule = std::pair<std::string, const torch::nn::Module*>;

@@ -1,12 +1,12 @@
 #pragma once
 // The reference precision runtime: what makes the routing real. Each routed block's weights live as
-// an fp32 master; after every optimizer step (and when its precision changes) they are materialized
-// in the routed precision — BF16; INT8 per output row, symmetric, fp32 scales; FP8 E4M3/E5M2 with an
-// fp32 scale per row; INT4 per group of int4_group_size elements of a row (the core quantization
-// reference, sp/quantize.h) — and copied into the compute copy the forward pass uses. Gradients are
-// taken at the compute weights and applied to the master (straight-through). Bytes are counted per
-// block per step as stored (sp::stored_bytes): BF16 2 bytes per element, INT8 and FP8 1 byte per
-// element + 4 per row scale, INT4 half a byte per element + 4 per group scale.
+// a master (fp32, or the bf16/fp16 the model trains in); after every optimizer step (and when its
+// precision changes) they are materialized in the routed precision — BF16; INT8 per output row, symmetric,
+// fp32 scales; FP8 E4M3/E5M2 with an fp32 scale per row; INT4 per group of int4_group_size elements of a row
+// (the core quantization reference, sp/quantize.h) — and copied into the compute copy the forward pass uses.
+// Gradients are taken at the compute weights and applied to the master (straight-through). Bytes are counted
+// per block per step as stored (sp::stored_bytes): BF16 2 bytes per element, INT8 and FP8 1 byte per element
+// + 4 per row scale, INT4 half a byte per element + 4 per group scale.
 //
 // Frozen tensors (requires_grad false: a fine-tune's base weights under adapters) have masters that
 // never change: their payload is packed once per format and kept (on CUDA, in page-locked memory,
@@ -78,8 +78,8 @@ struct TransferBytes {
 
 class ReferencePrecisionRuntime : public HintSink {
   public:
-    // Takes the blocks' parameters (fp32; CPU, or CUDA: see below; std::invalid_argument otherwise),
-    // snapshots them (clones) as the fp32 masters and materializes
+    // Takes the blocks' parameters (fp32, bf16 or fp16; CPU, or CUDA: see below; std::invalid_argument
+    // otherwise), snapshots them (clones, in their own dtype) as the masters and materializes
     // every block in BF16 into the parameters. Those bytes count into total_bytes() (the initial
     // load), not into any step. The parameters stay the same tensor objects and storage throughout:
     // every later write is an in-place copy, so an optimizer built on them keeps working.
@@ -126,6 +126,12 @@ class ReferencePrecisionRuntime : public HintSink {
     // values for good.
     void after_optimizer_step();
 
+    // The parameters' current values become the masters, frozen tensors included (their packed
+    // payloads are dropped): a checkpoint was loaded into the parameters. Every block is then
+    // materialized again (counted in total_bytes() only, as the initial load), or, between
+    // before_optimizer_step() and after_optimizer_step(), at after_optimizer_step().
+    void reload_masters();
+
     // Block-swap's hook (no-op in the other modes): call before block `block`'s forward. Uploads it
     // unless prefetched, prefetches block + 1, expands the block into its parameters. Blocks in
     // order 0..N-1 give the double-buffered schedule; another order only loses prefetches.
@@ -158,7 +164,7 @@ class ReferencePrecisionRuntime : public HintSink {
     void pack_swap_block(std::size_t block);
 
     std::vector<AgentBlock> blocks_;
-    std::vector<std::vector<at::Tensor>> masters_;  // fp32, per block per parameter
+    std::vector<std::vector<at::Tensor>> masters_;  // the parameters' dtype, per block per parameter
     std::vector<Precision> precision_;
     std::size_t int4_group_;
     std::vector<TransferBytes> pending_per_block_;  // being accumulated for the current step
