@@ -118,7 +118,7 @@ def main(argv=None):
                   telemetry_endpoint=a.telemetry_endpoint, control_endpoint=a.control_endpoint) as agent:
         agent.register_blocks(model.blocks, model=model)
         if not a.monitor_only:
-            sp.torch.apply(model, agent)
+            sp.torch.apply(model, agent, optimizer=optimizer)
         agent.on_change(lambda precisions: print("  map:", precisions, flush=True))
         first_eval = final_eval = evaluate()
         agent.record_eval_loss(first_eval, step=0)

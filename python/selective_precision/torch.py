@@ -11,11 +11,11 @@ As ``sp-trainer``'s reference runtime does (agent/include/sp/agent/precision_run
 * bytes are counted as stored, and the linear inputs reach the SNR profiling at its cadence.
 
 What it covers (python/README.md, "What apply covers"): ``nn.Linear`` (weights, inputs, output
-gradients) and ``nn.Embedding`` (weights). Every other parameter of one dimension (norms, biases)
-is materialized as one row. A parameter of two or more dimensions that none of these computes
-with (``nn.MultiheadAttention``'s bare projection weights, GPT-2's ``Conv1D``, a convolution, a
-bare ``nn.Parameter``) raises ``ValueError`` naming it, unless ``module_filter_fn`` leaves its
-module out.
+gradients), ``nn.MultiheadAttention`` (its projections as linear layers: ``_attention.py``) and
+``nn.Embedding`` (weights). Every other parameter of one dimension (norms, biases) is materialized as
+one row. A parameter of two or more dimensions that none of these computes with (GPT-2's
+``Conv1D``, a convolution, a bare ``nn.Parameter``) raises ``ValueError`` naming it, unless
+``module_filter_fn`` leaves its module out.
 
 The parameters hold either the compute copies (a forward may run) or the masters (the optimizer may
 step them). With ``optimizer=`` the masters are put back before every ``optimizer.step()``, so any
@@ -31,12 +31,14 @@ and decides, and a runtime of the user's own reads ``agent.precisions``.
 import types
 
 import torch
+import torch.nn.functional as F
 
-from . import _core
+from . import _attention, _core
 
 #: The module types ``apply`` covers, and what it rounds for each (python/README.md).
 COVERED_MODULES = {
     "torch.nn.Linear": "weight (one scale per output row), input and output gradient (per token)",
+    "torch.nn.MultiheadAttention": "in_proj_weight or q/k/v_proj_weight and out_proj, as four linear layers",
     "torch.nn.Embedding": "weight (one scale per embedding row)",
 }
 
@@ -93,6 +95,19 @@ class _BlockHooks:
             return output
         return _RoundGradient.apply(output, self.agent._map[self.block], self.group)
 
+    def project(self, x, weight, bias, layer):
+        """One linear layer as the two hooks above compute it, for a module that calls no nn.Linear."""
+        precision = self.agent._map[self.block]
+        if self.agent._profiling and torch.is_grad_enabled():
+            self.core.observe_layer_input(self.block, layer, x.detach())
+        y = F.linear(_RoundInput.apply(x, precision, self.group), weight, bias)
+        return _RoundGradient.apply(y, precision, self.group) if y.requires_grad else y
+
+    def cover_attention(self, mha, layers):
+        def forward(module, *args, **kwargs):
+            return _attention.attention_forward(module, self.project, layers, *args, **kwargs)
+        mha.forward = types.MethodType(forward, mha)
+
 
 class _BlockPlan:
     """What ``apply`` does to one block: its linear layers (with their profiling index) and, per
@@ -109,6 +124,8 @@ class _BlockPlan:
                 layer_of[id(p)] = len(layer_of)
         self.as_is = [False] * len(params)
         self.linears = []
+        self.attentions = []  # (nn.MultiheadAttention, parameter name -> layer index)
+        attention_parts = set()
         covered = set()
         excluded = []  # qualified-name prefixes the filter left out, with everything below them
         for name, module in block.named_modules():
@@ -122,8 +139,15 @@ class _BlockPlan:
                         self.as_is[index[id(p)]] = True
                         covered.add(id(p))
                 continue
+            if id(module) in attention_parts:
+                continue  # an out_proj: its attention computes it
             if isinstance(module, torch.nn.MultiheadAttention):
-                continue  # its weights are refused below, by name
+                if _attention.refusal(module) is None:
+                    attention_parts.add(id(module.out_proj))
+                    layers = {n: layer_of[id(p)] for n, p in module.named_parameters() if p.dim() >= 2}
+                    self.attentions.append((module, layers))
+                    covered.update(id(p) for p in module.parameters())
+                continue  # else its weights are refused below, by name
             own = list(module.parameters(recurse=False))
             if isinstance(module, torch.nn.Linear):
                 self.linears.append((layer_of[id(module.weight)], module))
@@ -146,8 +170,8 @@ def _join(prefix, name):
 def _uncovered_message(fqn, param_name, module, module_name):
     kind = type(module).__module__ + "." + type(module).__name__
     module_fqn = _join(fqn, module_name)
-    why = ("computes from its bare projection weights, never through its out_proj's forward"
-           if isinstance(module, torch.nn.MultiheadAttention) else "is not a module apply covers")
+    why = (_attention.refusal(module) if isinstance(module, torch.nn.MultiheadAttention)
+           else "is not a module apply covers")
     return ("sp.torch.apply: parameter '%s' of %s (%s) %s; covered: %s. Leave the module out with "
             "module_filter_fn=lambda module, fqn: fqn != '%s' (it then computes as it is)"
             % (_join(fqn, param_name), module_fqn, kind, why, ", ".join(sorted(COVERED_MODULES)), module_fqn))
@@ -216,6 +240,8 @@ def apply(model, agent, *, optimizer=None, module_filter_fn=None):
         for layer, linear in plan.linears:
             handles.append(linear.register_forward_pre_hook(hooks.before_linear(layer)))
             handles.append(linear.register_forward_hook(hooks.after_linear))
+        for mha, layers in plan.attentions:
+            hooks.cover_attention(mha, layers)
     handles.extend(_hook_checkpoints(agent, model, plans))
     if optimizer is not None:
         handle = _hook_optimizer(agent, optimizer)

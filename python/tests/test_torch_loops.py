@@ -206,12 +206,12 @@ class MixedBlock(nn.Module):
     def __init__(self, d=16):
         super().__init__()
         self.embed = nn.Embedding(10, d)
-        self.attn = nn.MultiheadAttention(d, 2, batch_first=True)
+        self.conv = nn.Conv1d(d, d, 3, padding=1)
         self.up = nn.Linear(d, d)
 
     def forward(self, tokens):
         x = self.embed(tokens)
-        x = x + self.attn(x, x, x, need_weights=False)[0]
+        x = x + self.conv(x.transpose(1, 2)).transpose(1, 2)
         return self.up(x).pow(2).mean()
 
 
@@ -220,15 +220,15 @@ def test_an_uncovered_weight_is_refused_by_name_unless_filtered_out():
     model = nn.ModuleDict({"block": MixedBlock()})
     agent = sp.Agent(config=dict(FAST_CONFIG, mode="static", force_int8_blocks=[0]), network=False)
     agent.register_blocks([model["block"]], model=model)
-    with pytest.raises(ValueError, match=r"'block\.attn\.in_proj_weight' of block\.attn "
-                                         r"\(torch\.nn\.modules\.activation\.MultiheadAttention\)"):
+    with pytest.raises(ValueError, match=r"'block\.conv\.weight' of block\.conv "
+                                         r"\(torch\.nn\.modules\.conv\.Conv1d\) is not a module apply covers"):
         sp.torch.apply(model, agent)
-    attn_before = {n: p.detach().clone() for n, p in model["block"].attn.named_parameters()}
+    conv_before = {n: p.detach().clone() for n, p in model["block"].conv.named_parameters()}
     masters = {n: p.detach().clone() for n, p in model["block"].named_parameters()}
-    sp.torch.apply(model, agent, module_filter_fn=lambda module, fqn: fqn != "block.attn")
+    sp.torch.apply(model, agent, module_filter_fn=lambda module, fqn: fqn != "block.conv")
     model["block"](torch.randint(0, 10, (2, 5)))
-    for n, p in model["block"].attn.named_parameters():  # left as it is, out_proj included
-        assert torch.equal(p.detach(), attn_before[n]), n
+    for n, p in model["block"].conv.named_parameters():  # left as it is, bias included
+        assert torch.equal(p.detach(), conv_before[n]), n
     embed = model["block"].embed.weight.detach()
     rows = sp._core.reference_roundtrip("int8", masters["embed.weight"].reshape(-1).tolist(), 10, 16)
     assert torch.equal(embed, torch.tensor(rows).reshape(10, 16))  # one scale per embedding row
@@ -236,10 +236,23 @@ def test_an_uncovered_weight_is_refused_by_name_unless_filtered_out():
     agent.close()
 
 
-def test_a_convolution_is_refused_by_name():
-    model = nn.ModuleDict({"block": nn.Sequential(nn.Conv1d(4, 4, 3), nn.Linear(4, 4))})
+class Conv1D(nn.Module):
+    """GPT-2's Conv1D (transformers.pytorch_utils): a linear layer stored as [in, out]."""
+
+    def __init__(self, nf, nx):
+        super().__init__()
+        self.nf = nf
+        self.weight = nn.Parameter(torch.randn(nx, nf) * 0.02)
+        self.bias = nn.Parameter(torch.zeros(nf))
+
+    def forward(self, x):
+        return torch.addmm(self.bias, x.view(-1, x.size(-1)), self.weight).view(*x.shape[:-1], self.nf)
+
+
+def test_gpt2_conv1d_is_refused_by_name():
+    model = nn.ModuleDict({"block": nn.Sequential(Conv1D(8, 4), nn.Linear(8, 4))})
     agent = sp.Agent(network=False)
     agent.register_blocks([model["block"]], model=model)
-    with pytest.raises(ValueError, match=r"'block\.0\.weight' of block\.0 .*Conv1d"):
+    with pytest.raises(ValueError, match=r"'block\.0\.weight' of block\.0 \(test_torch_loops\.Conv1D\)"):
         sp.torch.apply(model, agent)
     agent.close()
