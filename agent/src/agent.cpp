@@ -141,13 +141,17 @@ void Agent::register_blocks(std::vector<AgentBlock> blocks) {
 }
 
 const CalibrationResult& Agent::calibrate(const CalibrationHooks& hooks) {
+    return calibrate(hooks, options_.model_identity);
+}
+
+const CalibrationResult& Agent::calibrate(const CalibrationHooks& hooks, const std::string& model_identity) {
     if (!policy_) throw std::logic_error("Agent::calibrate: register_blocks first");
     if (step_ >= 0) throw std::logic_error("Agent::calibrate: call it before the first step");
     if (!config_.run_calibration) return calibration_;
     const std::string dir = config_.calibration_cache_dir.empty() ? default_calibration_cache_dir()
                                                                   : config_.calibration_cache_dir;
     calibration_ =
-        sp::agent::calibrate(blocks_, hooks, config_.calibration_samples, options_.model_identity, dir);
+        sp::agent::calibrate(blocks_, hooks, config_.calibration_samples, model_identity, dir);
     policy_ = std::make_unique<Policy>(config_, layout_of(blocks_), calibration_.errors);
     stepper_ = std::make_unique<PolicyStepper>(*policy_);
     configure_policy();

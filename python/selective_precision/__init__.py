@@ -18,13 +18,14 @@ The agent is the C++ one (``selective_precision._core``): the same policy, telem
 and commands as ``sp-trainer``. python/README.md documents every call.
 """
 
+import itertools
 import json
 import logging
 import os
 
 import torch as _torch  # noqa: F401  (first: _core's tensors are torch's own)
 
-from . import _core
+from . import _calibration, _core
 from . import torch  # noqa: F401  (sp.torch.apply)
 
 __all__ = ["Agent", "PRECISIONS", "configure_threads", "__version__"]
@@ -92,6 +93,8 @@ class Agent:
             server_key=os.fsdecode(server_key) if server_key else "",
             allowed_clients=os.fsdecode(allowed_clients) if allowed_clients else "",
             run_id=run_id or "", model_identity=model_identity or "")
+        self._model_identity = model_identity or ""
+        self._model = None
         self._modules = []
         self._names = []
         self._map = []
@@ -142,11 +145,46 @@ class Agent:
                 owner[id(p)] = (block_id, name, pname)
             specs.append((str(name), [n for n, _ in params], [p for _, p in params]))
         self._core.register_blocks(specs)
+        self._model = model
         self._modules = [m for _, m in named]
         self._names = self._core.block_names()
         self._map = self._core.precisions()
         self._map_version = self._core.map_version
         self._drain_log()
+
+    def calibrate(self, batches, forward=None):
+        """``sp-trainer``'s INT8 output-error calibration, before the first step: for each block the
+        relative error ||out_bf16 - out_int8|| / ||out_bf16|| of its forward on real inputs, averaged
+        over ``calibration_samples`` batches; it feeds the error score (POLICY.md), the header's
+        ``calibration_errors`` and the live clients' ``hello``.
+
+        ``batches``: an iterable of model inputs (its first ``calibration_samples`` are used).
+        ``forward``: runs the model on one of them (default: the ``model`` given to
+        ``register_blocks``). It runs once per batch under ``no_grad`` to capture what enters each
+        block; each block is then run alone on those inputs, its weights in BF16 and in INT8 (and,
+        under ``sp.torch.apply``, its linear inputs rounded to the same format). Results are cached
+        on disk by fingerprint, as ``sp-trainer``'s: the config's ``calibration_cache_dir``, keyed by
+        ``model_identity`` (else a hash of the blocks' weights) and the blocks' layout. Returns
+        ``{"errors", "fingerprint", "cache_path", "from_cache"}``; with ``run_calibration`` false it
+        measures nothing and returns zeros."""
+        self._require_blocks()
+        forward = forward if forward is not None else self._model
+        if forward is None:
+            raise ValueError("calibrate: give forward= (or register_blocks(..., model=model))")
+        config = self.config
+        if not config["run_calibration"]:
+            return self._core.calibrate(None, None, None, "")
+        samples = list(itertools.islice(iter(batches), config["calibration_samples"]))
+        if len(samples) < config["calibration_samples"]:
+            raise ValueError("calibrate: %d batches for calibration_samples %d"
+                             % (len(samples), config["calibration_samples"]))
+        captured = _calibration.capture_block_inputs(self._modules, forward, samples)
+        identity = self._model_identity or _calibration.weights_identity(self)
+        routed = list(self._map)
+        try:
+            return self._core.calibrate(*_calibration.hooks(self, captured), identity)
+        finally:
+            self._map = routed  # compute_format set each block's format while it ran
 
     def on_change(self, callback):
         """Calls ``callback(precisions)`` (block name -> format) on the training thread, at the step

@@ -3,6 +3,7 @@
 // take long (a step, the run's end) releases the GIL, and no thread of the agent ever takes it.
 #include <torch/csrc/utils/pybind.h>
 
+#include <pybind11/functional.h>
 #include <pybind11/stl.h>
 
 #include <cstdint>
@@ -72,6 +73,28 @@ py::dict overhead_of(const PyAgent& agent) {
     return d;
 }
 
+// Calibration through Python callables: `input(block, sample)` -> tensor, `forward(block, x)` ->
+// tensor, `compute_format(block, name)`. The GIL is released while the C++ side runs; pybind11 takes
+// it again around each callable. Returns {errors, fingerprint, cache_path, from_cache}.
+py::dict calibrate_with(PyAgent& agent, std::function<at::Tensor(int, int)> input,
+                        std::function<at::Tensor(int, const at::Tensor&)> forward,
+                        std::function<void(int, const std::string&)> compute_format,
+                        const std::string& model_identity) {
+    sp::agent::CalibrationHooks hooks;
+    hooks.input = std::move(input);
+    hooks.forward = std::move(forward);
+    hooks.compute_format = [format = std::move(compute_format)](int block, sp::Precision p) {
+        format(block, std::string(sp::to_string(p)));
+    };
+    sp::agent::CalibrationResult result;
+    {
+        const py::gil_scoped_release unlocked;
+        result = agent.calibrate(hooks, model_identity);
+    }
+    return py::dict(py::arg("errors") = result.errors, py::arg("fingerprint") = result.fingerprint,
+                    py::arg("cache_path") = result.cache_path, py::arg("from_cache") = result.from_cache);
+}
+
 void bind_agent(py::module_& m) {
     using Blocks = std::vector<std::tuple<std::string, std::vector<std::string>, std::vector<at::Tensor>>>;
     py::class_<PyAgent>(m, "_Agent")
@@ -119,6 +142,7 @@ void bind_agent(py::module_& m) {
                  if (!t.defined()) return std::nullopt;
                  return t;
              })
+        .def("calibrate", &calibrate_with)
         .def("before_forward", &PyAgent::before_forward, py::call_guard<py::gil_scoped_release>())
         .def("begin_step", &PyAgent::begin_step, py::call_guard<py::gil_scoped_release>())
         .def("end_step", &PyAgent::end_step, py::call_guard<py::gil_scoped_release>())

@@ -224,7 +224,36 @@ void PyAgent::end_step(double loss) {
     ++step_;
 }
 
+const sp::agent::CalibrationResult& PyAgent::calibrate(const sp::agent::CalibrationHooks& hooks,
+                                                       const std::string& model_identity) {
+    if (!agent_) throw std::logic_error("the run has ended (close() was called)");
+    if (step_ > 0 || open_) throw std::logic_error("calibrate before the first step");
+    // Calibration measures the masters, as sp-trainer's does the fp32 weights, not a compute copy.
+    const bool rematerialize = runtime_ && params_hold_ == ParamsHold::compute_copies;
+    if (rematerialize) {
+        check_compute_copies_untouched("calibrate()");
+        restore_masters();
+    }
+    calibrating_ = true;
+    const auto done = [this, rematerialize] {
+        calibrating_ = false;
+        if (!rematerialize) return;
+        runtime_->after_optimizer_step();  // the same map as before: the same compute copies
+        params_hold_ = ParamsHold::compute_copies;
+        remember_compute_versions();
+    };
+    try {
+        const auto& result = agent_->calibrate(hooks, model_identity);
+        done();
+        return result;
+    } catch (...) {
+        done();
+        throw;
+    }
+}
+
 bool PyAgent::before_forward(bool training) {
+    if (calibrating_) return false;
     if (runtime_ && params_hold_ == ParamsHold::compute_copies && !ended_)
         check_compute_copies_untouched("a block's forward");
     materialize_pending();

@@ -72,6 +72,12 @@ class PyAgent {
     // the compute copies; undefined when the parameter itself holds the master (or no runtime).
     at::Tensor checkpoint_value(int block, int k) const;
 
+    // sp-trainer's INT8 output-error calibration (sp::agent::Agent::calibrate) through the caller's
+    // hooks, before the first step, with `model_identity` in the cache's fingerprint. The blocks'
+    // parameters are restored exactly; the runtime's hooks are quiet while it runs.
+    const sp::agent::CalibrationResult& calibrate(const sp::agent::CalibrationHooks& hooks,
+                                                  const std::string& model_identity);
+
     // A step opens at most once (idempotent while open); the next step() closes it.
     void begin_step();
     bool step_open() const { return open_; }
@@ -139,6 +145,7 @@ class PyAgent {
     ParamsHold params_hold_ = ParamsHold::compute_copies;
     std::vector<std::int64_t> compute_versions_;  // per streamed parameter, blocks in order
     bool stats_collected_ = false;                // the open step's statistics were read
+    bool calibrating_ = false;                    // calibration writes the parameters: no checks
 
     std::vector<Precision> precisions_;
     std::uint64_t map_version_ = 0;

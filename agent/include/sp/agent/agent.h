@@ -92,6 +92,9 @@ class Agent {
     // Runs (or loads from the cache) calibration when the config's run_calibration is on; the errors
     // feed the error score. Call after register_blocks and before the first step.
     const CalibrationResult& calibrate(const CalibrationHooks& hooks);
+    // The same with `model_identity` in the fingerprint in place of AgentOptions::model_identity: for
+    // a trainer that knows the model only after constructing the agent (the Python package).
+    const CalibrationResult& calibrate(const CalibrationHooks& hooks, const std::string& model_identity);
 
     // The runtime that receives the map. The formats it can materialize (HintSink::formats()) bound
     // what the policy routes to and which pins are accepted.
