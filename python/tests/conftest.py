@@ -14,6 +14,7 @@ import selective_precision as sp
 SP_CTL = os.environ.get("SP_CTL", "sp-ctl")
 SOURCE_DIR = os.environ.get("SP_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", ".."))
 EXAMPLE = os.path.join(SOURCE_DIR, "examples", "python", "train_gpt.py")
+TRANSFORMER_EXAMPLE = os.path.join(SOURCE_DIR, "examples", "python", "train_transformer.py")
 
 
 class TinyBlock(nn.Module):
@@ -81,3 +82,27 @@ def ipc_endpoints(tmp_path):
 def python_process(args, **kwargs):
     """A child Python (the interpreter running the tests) with the same package path."""
     return subprocess.Popen([sys.executable, *args], **kwargs)
+
+
+def validates_and_resimulates(telemetry, min_updates=10):
+    """`sp-ctl validate` calls a Python run's file clean, the run routed some block below BF16, and
+    `sp-ctl simulate --stats` replays it to the same decisions, block by block."""
+    validate = sp_ctl("validate", telemetry)
+    assert validate.returncode == 0, validate.stdout + validate.stderr
+    assert "clean" in validate.stdout
+    records = read_jsonl(telemetry)
+    updates = [r for r in records if "step_id" in r]
+    assert len(updates) >= min_updates
+    assert records[0]["producer"].startswith("selective_precision (python)")
+    low = [d for u in updates for d in u["block_details"].values() if d["precision"] != "bf16"]
+    assert low, "the run never routed a block below BF16: the replay would prove little"
+    sim = sp_ctl("simulate", "--stats", telemetry)
+    assert sim.returncode == 0, sim.stderr
+    assert "estimated bandwidth saving" in sim.stderr and "from element widths" in sim.stderr
+    replayed = [json.loads(line) for line in sim.stdout.splitlines() if line.strip()]
+    assert len(replayed) == len(updates)
+    for recorded, again in zip(updates, replayed):
+        for block, detail in recorded["block_details"].items():
+            assert again["block_details"][block]["precision"] == detail["precision"], recorded["step_id"]
+            assert again["block_details"][block]["reason_text"] == detail["reason_text"], recorded["step_id"]
+    return updates

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from conftest import EXAMPLE, read_jsonl, sp_ctl
+from conftest import EXAMPLE, sp_ctl, validates_and_resimulates
 
 SMALL = ["--blocks", "3", "--d-model", "32", "--seq-len", "32", "--batch", "8", "--eval-every", "20",
          "--threads", "1", "--no-network"]
@@ -40,24 +40,7 @@ def test_file_validates_and_resimulates_to_the_same_decisions(tmp_path, config):
     assert "summary" in out and "measured saving" in out
     # Two savings are printed in different places: each says which it is.
     assert "scales included" in out
-    validate = sp_ctl("validate", telemetry)
-    assert validate.returncode == 0, validate.stdout + validate.stderr
-    assert "clean" in validate.stdout
-    records = read_jsonl(telemetry)
-    updates = [r for r in records if "step_id" in r]
-    assert len(updates) >= 10
-    assert records[0]["producer"].startswith("selective_precision (python)")
-    low = [d for u in updates for d in u["block_details"].values() if d["precision"] != "bf16"]
-    assert low, "the run never routed a block below BF16: the replay would prove little"
-    sim = sp_ctl("simulate", "--stats", telemetry)
-    assert sim.returncode == 0, sim.stderr
-    assert "estimated bandwidth saving" in sim.stderr and "from element widths" in sim.stderr
-    replayed = [json.loads(line) for line in sim.stdout.splitlines() if line.strip()]
-    assert len(replayed) == len(updates)
-    for recorded, again in zip(updates, replayed):
-        for block, detail in recorded["block_details"].items():
-            assert again["block_details"][block]["precision"] == detail["precision"], recorded["step_id"]
-            assert again["block_details"][block]["reason_text"] == detail["reason_text"], recorded["step_id"]
+    validates_and_resimulates(telemetry)
 
 
 def test_monitor_only_file_resimulates_too(tmp_path):
