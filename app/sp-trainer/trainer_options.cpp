@@ -11,6 +11,7 @@
 #include "sp/format_gate.h"
 #include "sp/output_path.h"
 #include "sp/protocol.h"
+#include "sp/rank_file.h"
 #include "sp/transport/server_options.h"
 
 namespace sp::trainer {
@@ -145,15 +146,6 @@ void validate_gate_file(const TrainerOptions& o) {
     } catch (const ConfigError& e) {
         throw UsageError(std::string("--config: format_gate_file: ") + e.what());
     }
-}
-
-// "run.jsonl" -> "run.rank1.jsonl"; a name without the extension gets ".rank1" at its end.
-std::string rank_file_name(const std::string& file, int rank) {
-    const std::string tag = ".rank" + std::to_string(rank);
-    const std::string ext = ".jsonl";
-    if (file.size() > ext.size() && file.compare(file.size() - ext.size(), ext.size(), ext) == 0)
-        return file.substr(0, file.size() - ext.size()) + tag + ext;
-    return file + tag;
 }
 
 // A data-parallel rank: its own endpoints (base + 2·rank) and telemetry file; a launcher (--spawn)

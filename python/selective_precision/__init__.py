@@ -57,6 +57,17 @@ def _loss_value(loss):
     return float(loss)
 
 
+def _job_group(process_group):
+    """The process group the agent joins: the one given, or torch.distributed's default one."""
+    if process_group is False:
+        return None
+    dist = getattr(_torch, "distributed", None)
+    initialized = dist is not None and dist.is_available() and dist.is_initialized()
+    if process_group is None or (initialized and process_group is dist.group.WORLD):
+        return dist.distributed_c10d._get_default_group() if initialized else None
+    return process_group
+
+
 def _one_line(text):
     return " ".join(str(text).split())
 
@@ -70,11 +81,15 @@ class Agent:
     not used). ``network``: serve live telemetry and take commands on ``telemetry_endpoint`` and
     ``control_endpoint`` (agent/PROTOCOL.md); a refused endpoint or key file raises ``OSError``.
     ``every_step_stats``: write the per-step statistics lines ``sp-ctl simulate --stats`` replays.
+    ``process_group``: the data-parallel job's group (default: torch.distributed's default group when
+    it is initialized; ``False``: this process decides alone). With two ranks or more, rank 0 decides
+    and every rank applies the same map at the same step (agent/PROTOCOL.md §11); rank R serves on the
+    endpoints' ports + 2·R and writes ``NAME.rankR.jsonl``; the other ranks refuse commands.
     """
 
     def __init__(self, config=None, telemetry=None, *, telemetry_endpoint="tcp://127.0.0.1:5556",
                  control_endpoint="tcp://127.0.0.1:5557", server_key=None, allowed_clients=None,
-                 network=True, every_step_stats=True, run_id=None, model_identity=""):
+                 network=True, every_step_stats=True, run_id=None, model_identity="", process_group=None):
         config_json = config_path = None
         if isinstance(config, dict):
             try:
@@ -92,7 +107,8 @@ class Agent:
             telemetry_endpoint=telemetry_endpoint or "", control_endpoint=control_endpoint or "",
             server_key=os.fsdecode(server_key) if server_key else "",
             allowed_clients=os.fsdecode(allowed_clients) if allowed_clients else "",
-            run_id=run_id or "", model_identity=model_identity or "")
+            run_id=run_id or "", model_identity=model_identity or "",
+            process_group=_job_group(process_group))
         self._model_identity = model_identity or ""
         self._model = None
         self._modules = []
@@ -261,6 +277,15 @@ class Agent:
     @property
     def run_id(self):
         return self._core.run_id
+
+    @property
+    def rank(self):
+        """This process's rank in the data-parallel job (0 alone)."""
+        return self._core.rank
+
+    @property
+    def world_size(self):
+        return self._core.world_size
 
     @property
     def config(self):

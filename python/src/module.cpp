@@ -54,6 +54,18 @@ std::unique_ptr<PyAgent> make_agent(const PyAgentOptions& options) {
     }
 }
 
+// torch.distributed's ProcessGroup object, as the C++ type torch binds it to (torch and this module
+// share pybind11's type registry: the same pybind11 ABI, gcc, libstdc++).
+c10::intrusive_ptr<c10d::ProcessGroup> process_group_of(const py::object& group) {
+    if (group.is_none()) return {};
+    try {
+        return group.cast<c10::intrusive_ptr<c10d::ProcessGroup>>();
+    } catch (const py::cast_error&) {
+        throw py::type_error("process_group must be a torch.distributed process group, not " +
+                             std::string(py::str(group.get_type().attr("__name__"))));
+    }
+}
+
 std::vector<std::string> precision_names(const std::vector<sp::Precision>& map) {
     std::vector<std::string> out;
     out.reserve(map.size());
@@ -101,7 +113,8 @@ void bind_agent(py::module_& m) {
         .def(py::init([](std::optional<std::string> config_json, std::optional<std::string> config_path,
                          std::optional<std::string> telemetry, bool every_step_stats, bool network,
                          std::string telemetry_endpoint, std::string control_endpoint, std::string server_key,
-                         std::string allowed_clients, std::string run_id, std::string model_identity) {
+                         std::string allowed_clients, std::string run_id, std::string model_identity,
+                         const py::object& process_group) {
                  PyAgentOptions o;
                  o.config_json = std::move(config_json);
                  o.config_path = std::move(config_path);
@@ -114,12 +127,13 @@ void bind_agent(py::module_& m) {
                  o.allowed_clients = std::move(allowed_clients);
                  o.run_id = std::move(run_id);
                  o.model_identity = std::move(model_identity);
+                 o.process_group = process_group_of(process_group);
                  return make_agent(o);
              }),
              py::arg("config_json"), py::arg("config_path"), py::arg("telemetry"),
              py::arg("every_step_stats"), py::arg("network"), py::arg("telemetry_endpoint"),
              py::arg("control_endpoint"), py::arg("server_key"), py::arg("allowed_clients"),
-             py::arg("run_id"), py::arg("model_identity"))
+             py::arg("run_id"), py::arg("model_identity"), py::arg("process_group") = py::none())
         .def("register_blocks",
              [](PyAgent& a, const Blocks& blocks) {
                  std::vector<BlockSpec> specs;
@@ -156,6 +170,8 @@ void bind_agent(py::module_& m) {
         .def_property_readonly("current_step", &PyAgent::current_step)
         .def_property_readonly("has_runtime", &PyAgent::has_runtime)
         .def_property_readonly("run_id", &PyAgent::run_id)
+        .def_property_readonly("rank", &PyAgent::rank)
+        .def_property_readonly("world_size", &PyAgent::world_size)
         .def_property_readonly("int4_group_size", [](const PyAgent& a) { return a.config().int4_group_size; })
         .def("precisions", [](const PyAgent& a) { return precision_names(a.precisions()); })
         .def("block_names", &PyAgent::block_names)

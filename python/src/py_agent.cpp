@@ -1,16 +1,28 @@
 #include "py_agent.h"
 
+#include <chrono>
 #include <stdexcept>
 #include <utility>
 
 #include <nlohmann/json.hpp>
 
 #include "sp/agent/cuda_grad_stats_collector.h"
+#include "sp/agent/process_group_link.h"
 #include "sp/command.h"
 #include "sp/json_input.h"
+#include "sp/protocol.h"
+#include "sp/rank_file.h"
 
 namespace sp::python {
 namespace {
+
+int world_size_of(const PyAgentOptions& o) {
+    return o.process_group ? o.process_group->getSize() : 1;
+}
+
+int rank_of(const PyAgentOptions& o) {
+    return o.process_group ? o.process_group->getRank() : 0;
+}
 
 sp::Config make_config(const PyAgentOptions& o) {
     sp::Config c;
@@ -19,8 +31,24 @@ sp::Config make_config(const PyAgentOptions& o) {
     // The file is the constructor's argument alone: a config shared with sp-trainer may name one.
     c.telemetry_enabled = o.telemetry.has_value();
     if (o.telemetry) c.telemetry_file = *o.telemetry;
+    if (o.telemetry && world_size_of(o) > 1) c.telemetry_file = sp::rank_file_name(*o.telemetry, rank_of(o));
     c.telemetry_every_step = o.every_step_stats;
     return c;
+}
+
+// Rank R of a job serves on the base endpoints + 2·R, as sp-trainer's ranks do; rank 0's control
+// endpoint is the one the others name when they refuse a command.
+void join_job(const PyAgentOptions& o, const sp::Config& config, sp::agent::AgentOptions& options) {
+    if (world_size_of(o) <= 1) return;
+    const int rank = rank_of(o);
+    std::string leader;
+    if (options.server) {
+        leader = options.server->control_endpoint;
+        options.server->telemetry_endpoint = sp::protocol::rank_endpoint(options.server->telemetry_endpoint, rank);
+        options.server->control_endpoint = sp::protocol::rank_endpoint(options.server->control_endpoint, rank);
+    }
+    const auto timeout = std::chrono::milliseconds(std::int64_t(config.process_group_timeout_s * 1000.0));
+    options.data_parallel = std::make_shared<sp::agent::ProcessGroupLink>(o.process_group, leader, timeout);
 }
 
 }  // namespace
@@ -46,7 +74,11 @@ PyAgent::PyAgent(const PyAgentOptions& o) {
         };
         options.server = std::move(server);
     }
-    agent_ = std::make_unique<sp::agent::Agent>(make_config(o), std::move(options));
+    sp::Config config = make_config(o);
+    join_job(o, config, options);  // std::invalid_argument: an endpoint without a port to offset
+    rank_ = rank_of(o);
+    world_size_ = world_size_of(o);
+    agent_ = std::make_unique<sp::agent::Agent>(std::move(config), std::move(options));
     config_ = agent_->config();
     run_id_ = agent_->run_id();
 }

@@ -4,6 +4,7 @@
 // training forward or at step(), and closes at step()). Nothing here knows of Python: module.cpp
 // binds it, and releases the GIL around every call that may take long.
 #include <ATen/core/Tensor.h>
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 
 #include <array>
 #include <cstdint>
@@ -30,6 +31,10 @@ struct PyAgentOptions {
     std::string server_key, allowed_clients;
     std::string run_id;
     std::string model_identity;
+    // A data-parallel job (torch.distributed's group; agent/PROTOCOL.md §11): with two ranks or more,
+    // rank 0 decides, every rank applies its map at the same step, this rank's endpoints are the
+    // base ones + 2·rank (sp::protocol::rank_endpoint) and its file NAME.rankR.jsonl. Null: one process.
+    c10::intrusive_ptr<c10d::ProcessGroup> process_group;
 };
 
 // The device whose collector reads the gradients of `params` ("cpu" or "cuda"; `what` names each
@@ -110,6 +115,8 @@ class PyAgent {
     const std::vector<std::string>& block_names() const { return names_; }
     const sp::Config& config() const { return config_; }
     const std::string& run_id() const { return run_id_; }
+    int rank() const { return rank_; }
+    int world_size() const { return world_size_; }
     // The agent's time on the training thread, and what its telemetry file lost (waits for the
     // writer): live while the run goes on, as they were at its end afterwards.
     sp::agent::Agent::Overhead overhead() const;
@@ -126,6 +133,7 @@ class PyAgent {
     std::unique_ptr<sp::agent::Agent> agent_;  // null once the run has ended
     sp::Config config_;
     std::string run_id_;
+    int rank_ = 0, world_size_ = 1;
     std::vector<std::string> names_;
     sp::agent::Agent::Overhead final_overhead_;
     sp::agent::Agent::TelemetryLoss final_telemetry_loss_;
