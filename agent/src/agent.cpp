@@ -150,8 +150,7 @@ const CalibrationResult& Agent::calibrate(const CalibrationHooks& hooks, const s
     if (!config_.run_calibration) return calibration_;
     const std::string dir = config_.calibration_cache_dir.empty() ? default_calibration_cache_dir()
                                                                   : config_.calibration_cache_dir;
-    calibration_ =
-        sp::agent::calibrate(blocks_, hooks, config_.calibration_samples, model_identity, dir);
+    calibration_ = sp::agent::calibrate(blocks_, hooks, config_.calibration_samples, model_identity, dir);
     policy_ = std::make_unique<Policy>(config_, layout_of(blocks_), calibration_.errors);
     stepper_ = std::make_unique<PolicyStepper>(*policy_);
     configure_policy();
@@ -165,7 +164,8 @@ std::vector<FormatMask> Agent::admitted_by_gate() const {
     std::vector<FormatMask> out;
     for (const AgentBlock& b : blocks_) {
         std::vector<TensorShape> shapes;
-        for (const at::Tensor& p : b.params) {
+        for (std::size_t k = 0; k < b.params.size(); ++k) {
+            const at::Tensor p = output_rows(b.params[k], b.stored_transposed(k));
             const auto n = std::uint64_t(p.numel());
             const std::uint64_t rows = p.dim() >= 2 ? std::uint64_t(p.size(0)) : 1;
             shapes.push_back({rows, rows == 0 ? 0 : n / rows});

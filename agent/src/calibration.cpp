@@ -181,10 +181,15 @@ double calibrate_block(const AgentBlock& block, int id, const CalibrationHooks& 
         std::vector<at::Tensor> as_bf16, as_int8;
         as_bf16.reserve(params.size());
         as_int8.reserve(params.size());
-        for (const at::Tensor& p : params) {
+        for (std::size_t k = 0; k < params.size(); ++k) {
+            const at::Tensor& p = params[k];
+            const bool transposed = block.stored_transposed(k);  // scaled along its output channels
             original.push_back(p.detach().clone());
-            as_bf16.push_back(detail::materialized(p, Precision::bf16));
-            as_int8.push_back(detail::materialized(p, Precision::int8, block.harsh_int8_step));
+            as_bf16.push_back(
+                output_rows(detail::materialized(output_rows(p, transposed), Precision::bf16), transposed));
+            as_int8.push_back(output_rows(
+                detail::materialized(output_rows(p, transposed), Precision::int8, block.harsh_int8_step),
+                transposed));
         }
         double sum = 0.0;
         for (int s = 0; s < samples; ++s) {

@@ -87,8 +87,9 @@ void DistributionProfiler::observe_input(std::int64_t step, int block, int layer
                                     std::to_string(layers_[std::size_t(block)].size()) +
                                     " linear layers, not " + std::to_string(layer + 1));
     if (!due(step) || input.numel() == 0) return;
-    const at::Tensor& w =
-        blocks_[std::size_t(block)].streamed()[layers_[std::size_t(block)][std::size_t(layer)]];
+    const AgentBlock& owner = blocks_[std::size_t(block)];
+    const std::size_t k = layers_[std::size_t(block)][std::size_t(layer)];
+    const at::Tensor w = output_rows(owner.streamed()[k], owner.stored_transposed(k));
     const std::int64_t features = input.dim() == 0 ? 1 : input.size(input.dim() - 1);
     if (w.dim() >= 2 && features != w.numel() / w.size(0))
         throw std::invalid_argument("observe_layer_input: block " + std::to_string(block) + " layer " +
@@ -119,13 +120,12 @@ void DistributionProfiler::observe_input(std::int64_t step, int block, int layer
     // The weight's master is what finish() would measure (the parameter holds it again by then, and
     // nothing changes it before the optimizer steps): its sampled rows are copied now and the worker
     // measures the output while the step goes on; the same numbers, whenever the job runs.
-    const at::Tensor* master =
-        masters_ && estimator_ == SnrEstimator::sample && w.dim() >= 2 && s.count > 0
-            ? masters_(std::size_t(block), layers_[std::size_t(block)][std::size_t(layer)])
-            : nullptr;
-    if (master && master->sizes() == w.sizes()) {
-        const at::Tensor sampled =
-            sampled_weight_rows(*master, step, stream_of(block, std::size_t(layer), false));
+    const at::Tensor* master = masters_ && estimator_ == SnrEstimator::sample && w.dim() >= 2 && s.count > 0
+                                   ? masters_(std::size_t(block), k)
+                                   : nullptr;
+    if (master && output_rows(*master, owner.stored_transposed(k)).sizes() == w.sizes()) {
+        const at::Tensor sampled = sampled_weight_rows(output_rows(*master, owner.stored_transposed(k)), step,
+                                                       stream_of(block, std::size_t(layer), false));
         std::vector<float> wrows(sampled.data_ptr<float>(), sampled.data_ptr<float>() + sampled.numel());
         s.output_snr = worker_.submit([wrows = std::move(wrows), n = std::size_t(sampled.size(0)), in = cols,
                                        tokens = s.tokens, count = s.count, group = int4_group_] {
@@ -172,7 +172,8 @@ std::vector<BlockSnr> DistributionProfiler::finish(std::int64_t step) {
         out[b].block_id = int(b);
         out[b].snr_db = kNoSnr;
         for (std::size_t l = 0; l < layers_[b].size(); ++l) {
-            const at::Tensor& w = blocks_[b].streamed()[layers_[b][l]];
+            const std::size_t k = layers_[b][l];
+            const at::Tensor w = output_rows(blocks_[b].streamed()[k], blocks_[b].stored_transposed(k));
             if (w.numel() == 0) continue;
             const std::uint64_t stream = stream_of(int(b), l, false);
             const auto in = inputs_step_ == step ? inputs_.find({int(b), int(l)}) : inputs_.end();

@@ -112,8 +112,9 @@ TransferBytes ReferencePrecisionRuntime::block_bytes(std::size_t block, Precisio
     const AgentBlock& b = blocks_.at(block);
     for (std::size_t k = 0; k < b.streamed().size(); ++k) {
         const at::Tensor& t = b.streamed()[k];
-        bytes.copied += detail::materialized_bytes(t, b.kept_as_is(k) ? Precision::bf16 : p, int4_group_);
-        bytes.bf16 += detail::materialized_bytes(t, Precision::bf16);
+        const at::Tensor rows = output_rows(t, b.stored_transposed(k));
+        bytes.copied += detail::materialized_bytes(rows, b.kept_as_is(k) ? Precision::bf16 : p, int4_group_);
+        bytes.bf16 += detail::materialized_bytes(rows, Precision::bf16);
     }
     return bytes;
 }
@@ -128,7 +129,8 @@ TransferBytes ReferencePrecisionRuntime::materialize(std::size_t block) {
     for (std::size_t k = 0; k < params.size(); ++k) {
         if (blocks_[block].kept_as_is(k)) continue;
         const at::Tensor& master = masters_[block][k];
-        if (frozen(block, k) && !planted && !params[k].is_cuda()) {
+        const bool transposed = blocks_[block].stored_transposed(k);
+        if (frozen(block, k) && !planted && !params[k].is_cuda() && !transposed) {
             // Packed once, expanded every time: the same values as materialized(), without quantizing
             // an unchanging master again at every step.
             const detail::Payload& payload = frozen_payload(block, k, p);
@@ -141,7 +143,9 @@ TransferBytes ReferencePrecisionRuntime::materialize(std::size_t block) {
                                    payload, params[k]);
         } else {
             detail::assign(params[k],
-                           detail::materialized(master, p, blocks_[block].harsh_int8_step, int4_group_));
+                           output_rows(detail::materialized(output_rows(master, transposed), p,
+                                                            blocks_[block].harsh_int8_step, int4_group_),
+                                       transposed));
         }
     }
     return block_bytes(block, p);
@@ -165,10 +169,13 @@ TransferBytes ReferencePrecisionRuntime::materialize_uploaded([[maybe_unused]] s
             continue;
         }
         bytes.bf16 += detail::materialized_bytes(master, Precision::bf16);
-        if (!params[k].is_cuda() || planted) {
-            detail::assign(params[k],
-                           detail::materialized(master, p, blocks_[block].harsh_int8_step, int4_group_));
-            bytes.copied += detail::materialized_bytes(master, p, int4_group_);
+        if (!params[k].is_cuda() || planted || blocks_[block].stored_transposed(k)) {
+            const bool transposed = blocks_[block].stored_transposed(k);
+            const at::Tensor rows = output_rows(master, transposed);
+            detail::assign(params[k], output_rows(detail::materialized(
+                                                      rows, p, blocks_[block].harsh_int8_step, int4_group_),
+                                                  transposed));
+            bytes.copied += detail::materialized_bytes(rows, p, int4_group_);
         } else if (frozen(block, k)) {
             uploader_->add(params[k], frozen_payload(block, k, p));
         } else {
@@ -282,10 +289,11 @@ void ReferencePrecisionRuntime::set_weight_residency(WeightResidency r) {
     }
     if (swap_) return;
     for (const AgentBlock& block : blocks_)
-        if (!block.as_is.empty())
+        if (!block.as_is.empty() || !block.transposed.empty())
             throw std::invalid_argument(
-                "ReferencePrecisionRuntime: block-swap with tensors kept as they are (block '" + block.name +
-                "') is not built");
+                "ReferencePrecisionRuntime: block-swap with tensors kept as they are or "
+                "stored transposed (block '" +
+                block.name + "') is not built");
     std::unique_ptr<detail::SwapSlots> slots;
 #if SP_AGENT_HAVE_CUDA
     if (uploader_)

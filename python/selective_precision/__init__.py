@@ -159,7 +159,9 @@ class Agent:
                         "first, '%s' of the second): the same module twice, or a parent and its child; "
                         "a parameter belongs to one block" % (other_id, other, block_id, name, other_pname, pname))
                 owner[id(p)] = (block_id, name, pname)
-            specs.append((str(name), [n for n, _ in params], [p for _, p in params]))
+            transposed = {id(torch.conv1d_weight(m)) for m in module.modules()} - {id(None)}
+            specs.append((str(name), [n for n, _ in params], [p for _, p in params],
+                          [id(p) in transposed for _, p in params]))
         self._core.register_blocks(specs)
         self._model = model
         self._modules = [m for _, m in named]

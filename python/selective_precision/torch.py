@@ -13,9 +13,10 @@ As ``sp-trainer``'s reference runtime does (agent/include/sp/agent/precision_run
 What it covers (python/README.md, "What apply covers"): ``nn.Linear`` (weights, inputs, output
 gradients), ``nn.MultiheadAttention`` (its projections as linear layers: ``_attention.py``) and
 ``nn.Embedding`` (weights). Every other parameter of one dimension (norms, biases) is materialized as
-one row. A parameter of two or more dimensions that none of these computes with (GPT-2's
-``Conv1D``, a convolution, a bare ``nn.Parameter``) raises ``ValueError`` naming it, unless
-``module_filter_fn`` leaves its module out.
+one row, and GPT-2's ``Conv1D`` as a linear layer whose ``[in, out]`` weight is scaled per output
+channel (along dim 1). A parameter of two or more dimensions that none of these computes with (a
+convolution, a bare ``nn.Parameter``) raises ``ValueError`` naming it, unless ``module_filter_fn``
+leaves its module out.
 
 The parameters hold either the compute copies (a forward may run) or the masters (the optimizer may
 step them). With ``optimizer=`` the masters are put back before every ``optimizer.step()``, so any
@@ -40,6 +41,7 @@ COVERED_MODULES = {
     "torch.nn.Linear": "weight (one scale per output row), input and output gradient (per token)",
     "torch.nn.MultiheadAttention": "in_proj_weight or q/k/v_proj_weight and out_proj, as four linear layers",
     "torch.nn.Embedding": "weight (one scale per embedding row)",
+    "Conv1D (GPT-2)": "weight stored [in, out], one scale per output channel (dim 1); input and output gradient",
 }
 
 
@@ -149,7 +151,7 @@ class _BlockPlan:
                     covered.update(id(p) for p in module.parameters())
                 continue  # else its weights are refused below, by name
             own = list(module.parameters(recurse=False))
-            if isinstance(module, torch.nn.Linear):
+            if isinstance(module, torch.nn.Linear) or conv1d_weight(module) is not None:
                 self.linears.append((layer_of[id(module.weight)], module))
                 covered.update(id(p) for p in own)
             elif isinstance(module, torch.nn.Embedding):
@@ -161,6 +163,16 @@ class _BlockPlan:
             if id(p) not in covered:
                 mname, module = owners[id(p)]
                 raise ValueError(_uncovered_message(fqn, pname, module, mname))
+
+
+def conv1d_weight(module):
+    """The weight of a GPT-2-style ``Conv1D`` (transformers.pytorch_utils: ``x @ weight + bias`` with
+    the weight stored ``[in, out]`` and ``nf`` output channels), else None."""
+    weight = getattr(module, "weight", None)
+    if (type(module).__name__ == "Conv1D" and isinstance(weight, torch.nn.Parameter) and weight.dim() == 2
+            and weight.shape[1] == getattr(module, "nf", None)):
+        return weight
+    return None
 
 
 def _join(prefix, name):

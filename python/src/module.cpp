@@ -108,7 +108,8 @@ py::dict calibrate_with(PyAgent& agent, std::function<at::Tensor(int, int)> inpu
 }
 
 void bind_agent(py::module_& m) {
-    using Blocks = std::vector<std::tuple<std::string, std::vector<std::string>, std::vector<at::Tensor>>>;
+    using Blocks = std::vector<
+        std::tuple<std::string, std::vector<std::string>, std::vector<at::Tensor>, std::vector<bool>>>;
     py::class_<PyAgent>(m, "_Agent")
         .def(py::init([](std::optional<std::string> config_json, std::optional<std::string> config_path,
                          std::optional<std::string> telemetry, bool every_step_stats, bool network,
@@ -137,7 +138,8 @@ void bind_agent(py::module_& m) {
         .def("register_blocks",
              [](PyAgent& a, const Blocks& blocks) {
                  std::vector<BlockSpec> specs;
-                 for (const auto& [name, names, params] : blocks) specs.push_back({name, names, params});
+                 for (const auto& [name, names, params, transposed] : blocks)
+                     specs.push_back({name, names, params, transposed});
                  try {
                      a.register_blocks(std::move(specs));
                  } catch (const sp::ConfigError& e) {

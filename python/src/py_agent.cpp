@@ -44,8 +44,10 @@ void join_job(const PyAgentOptions& o, const sp::Config& config, sp::agent::Agen
     std::string leader;
     if (options.server) {
         leader = options.server->control_endpoint;
-        options.server->telemetry_endpoint = sp::protocol::rank_endpoint(options.server->telemetry_endpoint, rank);
-        options.server->control_endpoint = sp::protocol::rank_endpoint(options.server->control_endpoint, rank);
+        options.server->telemetry_endpoint =
+            sp::protocol::rank_endpoint(options.server->telemetry_endpoint, rank);
+        options.server->control_endpoint =
+            sp::protocol::rank_endpoint(options.server->control_endpoint, rank);
     }
     const auto timeout = std::chrono::milliseconds(std::int64_t(config.process_group_timeout_s * 1000.0));
     options.data_parallel = std::make_shared<sp::agent::ProcessGroupLink>(o.process_group, leader, timeout);
@@ -127,6 +129,7 @@ void PyAgent::register_blocks(std::vector<BlockSpec> specs) {
         b.name = std::move(s.name);
         b.param_names = std::move(s.param_names);
         b.params = std::move(s.params);
+        b.transposed = std::move(s.transposed);
         blocks.push_back(std::move(b));
     }
     agent_->register_blocks(std::move(blocks));

@@ -47,6 +47,7 @@ struct BlockSpec {
     std::string name;
     std::vector<std::string> param_names;
     std::vector<at::Tensor> params;
+    std::vector<bool> transposed;  // per parameter: stored [in, out] (AgentBlock::transposed); empty: none
 };
 
 class PyAgent {

@@ -249,10 +249,34 @@ class Conv1D(nn.Module):
         return torch.addmm(self.bias, x.view(-1, x.size(-1)), self.weight).view(*x.shape[:-1], self.nf)
 
 
-def test_gpt2_conv1d_is_refused_by_name():
-    model = nn.ModuleDict({"block": nn.Sequential(Conv1D(8, 4), nn.Linear(8, 4))})
-    agent = sp.Agent(network=False)
+def reference(t, precision, rows, group=8):
+    out = sp._core.reference_roundtrip(precision, t.detach().reshape(-1).tolist(), rows, t.numel() // rows, group)
+    return torch.tensor(out, dtype=t.dtype).reshape(t.shape)
+
+
+@pytest.mark.parametrize("precision", sp.PRECISIONS)
+def test_gpt2_conv1d_is_scaled_per_output_channel_like_the_reference(precision):
+    torch.manual_seed(3)
+    model = nn.ModuleDict({"block": nn.Sequential(Conv1D(24, 16), nn.GELU(), Conv1D(16, 24))})
+    masters = {n: p.detach().clone() for n, p in model["block"].named_parameters()}
+    config = dict(FAST_CONFIG, int4_group_size=8, mode="off")
+    if precision != "bf16":
+        config.update({"mode": "static", "force_%s_blocks" % precision: [0]})
+    agent = sp.Agent(config=config, network=False)
     agent.register_blocks([model["block"]], model=model)
-    with pytest.raises(ValueError, match=r"'block\.0\.weight' of block\.0 \(test_torch_loops\.Conv1D\)"):
-        sp.torch.apply(model, agent)
+    raw, rounded = {}, {}
+    first = model["block"][0]
+    first.register_forward_pre_hook(lambda m, inputs: raw.__setitem__("x", inputs[0].detach().clone()))
+    sp.torch.apply(model, agent)
+    first.register_forward_pre_hook(lambda m, inputs: rounded.__setitem__("x", inputs[0].detach().clone()))
+    x = torch.randn(2, 5, 16)
+    model["block"](x).pow(2).sum().backward()
+    assert agent.precisions == {"block": precision}
+    for name, p in model["block"].named_parameters():
+        if p.dim() == 2:  # [in, out]: one scale per output channel, along dim 1
+            expected = reference(masters[name].t().contiguous(), precision, p.shape[1]).t()
+        else:
+            expected = reference(masters[name], precision, 1)
+        assert torch.equal(p.detach(), expected), name
+    assert torch.equal(rounded["x"], reference(raw["x"], precision, 10))  # its input, per token
     agent.close()

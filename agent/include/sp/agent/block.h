@@ -39,7 +39,17 @@ struct AgentBlock {
     // module this way, as torchao leaves a module it does not convert in high precision).
     std::vector<bool> as_is{};
     bool kept_as_is(std::size_t k) const { return k < as_is.size() && as_is[k]; }
+    // Per streamed tensor (empty: none): a matrix stored [in, out], as GPT-2's Conv1D stores its
+    // weight, whose output channels (the rows every format scales on their own) are along dim 1. The
+    // runtime quantizes, and the profiler and calibration measure, its transpose (output_rows).
+    std::vector<bool> transposed{};
+    bool stored_transposed(std::size_t k) const { return k < transposed.size() && transposed[k]; }
 };
+
+// `t` with its output channels along dim 0: its transpose (a view) for a tensor stored [in, out].
+inline at::Tensor output_rows(const at::Tensor& t, bool transposed) {
+    return transposed ? t.t() : t;
+}
 
 using NamedModule = std::pair<std::string, const torch::nn::Module*>;
 
