@@ -4,6 +4,7 @@ optimizer.step() before agent.step()), trains, writes a file that validates clea
 to the same decisions, and checkpoints the masters."""
 
 import json
+import os
 import subprocess
 import sys
 
@@ -11,7 +12,7 @@ import pytest
 import torch
 
 import selective_precision as sp
-from conftest import TRANSFORMER_EXAMPLE, validates_and_resimulates
+from conftest import SOURCE_DIR, TRANSFORMER_EXAMPLE, validates_and_resimulates
 
 CONFIG = {"warmup_steps": 4, "update_interval_steps": 4, "min_steps_between_switches": 8,
           "run_calibration": False, "snr_tiers": True, "distribution_interval_steps": 8,
@@ -41,3 +42,14 @@ def test_the_transformer_trainer_routes_validates_and_resimulates(tmp_path, auto
     assert weight.dtype == torch.float32
     rounded = sp._core.reference_roundtrip(precision, weight.reshape(-1).tolist(), weight.shape[0], weight.shape[1])
     assert not torch.equal(torch.tensor(rounded).reshape(weight.shape), weight), precision
+
+
+def test_the_device_step_runs_dry_on_the_cpu():
+    """tools/gpu_checks/python_step.py, which a device session runs on CUDA, in both modes."""
+    script = os.path.join(SOURCE_DIR, "tools", "gpu_checks", "python_step.py")
+    done = subprocess.run([sys.executable, script, "--device", "cpu", "--steps", "3", "--d-model", "32",
+                           "--seq-len", "32"], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = [line for line in done.stdout.splitlines() if line.startswith("python-step")]
+    assert [line.split()[1] for line in lines] == ["mode=monitor", "mode=apply"]
+    assert all("collector=cpu" in line and "steps=3" in line for line in lines)
