@@ -34,7 +34,8 @@ constexpr const char* kDescription =
     "not the first record or is repeated, update steps that do not increase, precision counts or\n"
     "precision_changes that disagree with block_details, an estimated saving that disagrees with the\n"
     "details and the header's block sizes, a detail block the header's layout lacks, a run (with a\n"
-    "header) that stops without its run_end record: the run was cut, and an event with a field that\n"
+    "header) that stops without its run_end record: the run was cut, a file with no record at all\n"
+    "(0 bytes or blank lines only: cut: no header), and an event with a field that\n"
     "readers act on of the wrong type (a precision_change whose block is not a block id). Step\n"
     "statistics lines are judged by `sp-ctl simulate`'s rules (core/SIMULATOR.md): the first one\n"
     "simulate would reject is a problem.\n"
@@ -211,8 +212,10 @@ Findings examine(sp::JsonlReader& reader, const std::string& path) {
     } else if (found.stats > 0) {
         check_step_statistics(path, check);
     }
-    // Reported at the file's last line, where the missing record should have been.
+    // Reported at the file's last line (0 for a 0-byte file), where the missing record should have been.
     if (const std::string cut = run_end.cut_message(); !cut.empty()) check.add(reader.lines_read(), cut);
+    if (const std::string none = run_end.no_record_message(); !none.empty())
+        check.add(reader.lines_read(), none);
     // Parse problems and consistency problems, in file order.
     found.problems = reader.problems();
     found.problems.insert(found.problems.end(), check.problems.begin(), check.problems.end());

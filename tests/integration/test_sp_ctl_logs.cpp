@@ -7,6 +7,10 @@
 #include <QProcess>
 #include <QTemporaryDir>
 
+#include <string>
+#include <tuple>
+#include <vector>
+
 #include <nlohmann/json.hpp>
 
 #include "run_process.h"
@@ -178,6 +182,28 @@ class TestSpCtlLogs : public QObject {
         QVERIFY(!j["cut"].get<bool>());
         QCOMPARE(j["run_end"]["reason"].get<std::string>(), std::string("completed"));
         QCOMPARE(j["run_end"]["step"].get<int>(), 49);
+    }
+
+    // A file with no record at all (0 bytes, or blank lines only) is no clean, empty run: its producer
+    // stopped before the header. Both readers say so and exit 1 (validate called it clean, exit 0).
+    void a_file_without_any_record_is_cut_without_a_header() {
+        QTemporaryDir dir;
+        for (const auto& [name, text, last_line] : std::vector<std::tuple<const char*, std::string, int>>{
+                 {"zero.jsonl", "", 0}, {"blank.jsonl", "\n\n", 2}, {"spaces.jsonl", " \t\r\n\n  \n", 3}}) {
+            const QString path = write_file(dir, name, text);
+            Run r = sp_ctl({"validate", path});
+            QVERIFY2(r.exit_code == 1, name);
+            const QByteArray problem =
+                path.toUtf8() + ":" + QByteArray::number(last_line) + ": cut: no header\n";
+            QVERIFY2(r.out.contains(problem) && r.out.endsWith("1 problem(s)\n"), r.out.constData());
+            const auto j = json_of(sp_ctl({"validate", path, "--json"}));
+            QVERIFY(!j["clean"].get<bool>());
+            QCOMPARE(j["problems"][0]["reason"].get<std::string>(), std::string("cut: no header"));
+            r = sp_ctl({"summarize", path});
+            QVERIFY2(r.exit_code == 1, name);
+            QCOMPARE(r.err, "sp-ctl summarize: '" + path.toUtf8() + "' holds no record: cut: no header\n");
+            QVERIFY(r.out.isEmpty());
+        }
     }
 
     void validate_original_tool_format() {
