@@ -22,7 +22,8 @@ class CommandWatch {
   public:
     // Subscribes to events and heartbeats on `telemetry` (its endpoint and keys) and waits up to its
     // timeout for a first message, which proves the subscription is in place (heartbeats come every
-    // second). False with `error` set when nothing arrived or the connection was refused.
+    // second). False with `error` set when nothing arrived or the connection was refused. A malformed
+    // endpoint throws UsageError (open_socket), before any request goes out.
     bool open(const Connection& telemetry, std::string& error);
 
     struct Outcome {

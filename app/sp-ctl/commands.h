@@ -4,12 +4,20 @@
 // The run returns the process exit code: 0 success, 1 the operation failed, 2 bad usage or bad input
 // (the message names what is wrong).
 #include <functional>
+#include <stdexcept>
 
 namespace CLI {
 class App;
 }
 
 namespace sp::ctl {
+
+// A usage error found only once the command runs, deep in a helper (a malformed endpoint, which only
+// ZeroMQ's connect can judge): main prints "sp-ctl CMD: <what>" and exits 2, so every command that
+// reaches that helper reports it the same way instead of aborting.
+struct UsageError : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
 
 struct Command {
     CLI::App* app;             // the declared command; parsed() after `sp-ctl <its name> ...`

@@ -2,12 +2,14 @@
 
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <stdexcept>
 
 #include <CLI/CLI.hpp>
 
+#include "commands.h"
 #include "option_checks.h"
 #include "sp/keys/curve_key_file.h"
 #include "sp/transport/client_socket.h"
@@ -31,6 +33,14 @@ bool read_keys(const char* command, const ConnectionArgs& args, Connection& out)
         std::fprintf(stderr, "sp-ctl %s: %s\n", command, e.what());
         return false;
     }
+}
+
+// The errnos zmq_connect gives for the endpoint string itself: malformed (EINVAL), an unknown
+// transport (EPROTONOSUPPORT), one this socket type cannot use (ENOCOMPATPROTO, e.g. udp://), an
+// IPC path too long (ENAMETOOLONG) or an unknown interface (ENODEV).
+bool is_endpoint_error(int errnum) {
+    return errnum == EINVAL || errnum == EPROTONOSUPPORT || errnum == ENOCOMPATPROTO ||
+           errnum == ENAMETOOLONG || errnum == ENODEV;
 }
 
 }  // namespace
@@ -86,7 +96,15 @@ zmq::socket_t open_socket(zmq::context_t& ctx, zmq::socket_type type, const Conn
                           HandshakeMonitor* monitor) {
     sp::transport::ClientSocketOptions options;
     if (c.curve) options.curve = sp::transport::ClientKeys{c.server_public, c.client_public, c.client_secret};
-    return sp::transport::open_client_socket(ctx, type, c.endpoint, options, monitor);
+    try {
+        return sp::transport::open_client_socket(ctx, type, c.endpoint, options, monitor);
+    } catch (const zmq::error_t& e) {
+        // Only the endpoint's own faults; anything else (no file descriptors left, ...) is no usage error.
+        if (!is_endpoint_error(e.num())) throw;
+        throw UsageError(std::string(c.endpoint_option) + ": '" + c.endpoint +
+                         "' is not an endpoint sp-ctl can connect to (" + e.what() +
+                         "; expected tcp://HOST:PORT or ipc://PATH)");
+    }
 }
 
 std::string next_request_id() {

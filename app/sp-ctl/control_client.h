@@ -37,7 +37,8 @@ void connection_options(CLI::App& command, ConnectionArgs& args, const char* end
 
 struct Connection {
     std::string endpoint;
-    std::optional<double> timeout_s;  // nullopt: no --timeout and the command has no default
+    const char* endpoint_option = "--endpoint";  // the option that gave `endpoint`, for messages
+    std::optional<double> timeout_s;             // nullopt: no --timeout and the command has no default
     bool json = false;
     bool curve = false;  // true: the three keys below are set (Z85, 40 characters each)
     std::string server_public, client_public, client_secret;
@@ -48,8 +49,9 @@ struct Connection {
 bool read_connection(const char* command, const ConnectionArgs& args, Connection& out);
 
 // sp::transport::open_client_socket with this connection's endpoint and CURVE keys (a one-shot
-// command: no fast reconnection, requests queue until the connection is up). Throws zmq::error_t
-// when the endpoint is malformed.
+// command: no fast reconnection, requests queue until the connection is up). Throws UsageError
+// (commands.h) naming the option and the endpoint when ZeroMQ refuses the endpoint itself: every
+// live command connects here, so each reports a malformed endpoint the same way, before any send.
 zmq::socket_t open_socket(zmq::context_t& ctx, zmq::socket_type type, const Connection& c,
                           HandshakeMonitor* monitor = nullptr);
 

@@ -203,12 +203,15 @@ bool read_follow(const char* command, const RoutingArgs& args, const Connection&
     out.seconds = args.wait_timeout_s;
     if (args.telemetry_endpoint) {
         out.telemetry.endpoint = *args.telemetry_endpoint;
+        out.telemetry.endpoint_option = "--telemetry-endpoint";
     } else if (const auto beside = telemetry_beside(control.endpoint)) {
         out.telemetry.endpoint = *beside;
+        out.telemetry.endpoint_option = "--telemetry-endpoint (by default --endpoint's port - 1)";
     } else {
+        // A malformed --endpoint lands here too; only a connect could tell it from a valid ipc:// one.
         std::fprintf(stderr,
-                     "sp-ctl %s: cannot tell the telemetry endpoint that goes with '%s'; give "
-                     "--telemetry-endpoint (or --no-wait)\n",
+                     "sp-ctl %s: cannot tell the telemetry endpoint that goes with --endpoint '%s' (only "
+                     "tcp://HOST:PORT has one beside it); give --telemetry-endpoint (or --no-wait)\n",
                      command, control.endpoint.c_str());
         return false;
     }

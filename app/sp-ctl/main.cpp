@@ -8,6 +8,7 @@
 
 #include "command_line.h"
 #include "commands.h"
+#include "exit_codes.h"
 
 int main(int argc, char** argv) {
     CLI::App root("", "sp-ctl");
@@ -30,7 +31,13 @@ int main(int argc, char** argv) {
         return sp::ctl::report_parse_error(root, e, argc > 1 ? argv[argc - 1] : "");
     }
     for (const sp::ctl::Command& c : commands) {
-        if (c.app->parsed()) return c.run();
+        if (!c.app->parsed()) continue;
+        try {
+            return c.run();
+        } catch (const sp::ctl::UsageError& e) {
+            std::fprintf(stderr, "sp-ctl %s: %s\n", c.app->get_name().c_str(), e.what());
+            return sp::ctl::kExitUsage;
+        }
     }
     if (help->parsed()) {
         std::fputs(sp::ctl::root_help(root).c_str(), stdout);

@@ -270,6 +270,10 @@ int run_summarize(const SummarizeArgs& args) {
                      static_cast<unsigned long long>(reader->problem_count()), path.c_str(),
                      static_cast<unsigned long long>(first.line), first.reason.c_str());
     }
+    if (const std::string none = s.run_end.no_record_message(); !none.empty()) {
+        std::fprintf(stderr, "sp-ctl summarize: '%s' holds no record: %s\n", path.c_str(), none.c_str());
+        return 1;
+    }
     if (s.updates == 0) {
         std::fprintf(stderr, "sp-ctl summarize: '%s' holds no update record\n", path.c_str());
         return 1;
@@ -285,7 +289,9 @@ Command add_summarize(CLI::App& root) {
     CLI::App* command = root.add_subcommand(kCommand, kDescription);
     command->add_option("FILE", args->path, "the telemetry file (.jsonl)")->required();
     command->add_flag("--json", args->json, "print one JSON object instead of the table");
-    command->footer("Exit codes: 0 ok, 1 no update record, 2 bad usage or unreadable file.");
+    command->footer(
+        "Exit codes: 0 ok, 1 no update record (or no record at all: cut: no header), 2 bad usage or "
+        "unreadable file.");
     return {command, [args] { return run_summarize(*args); }};
 }
 

@@ -185,7 +185,8 @@ bool print_message(const Connection& c, Follow& f, const std::string& topic_text
     return true;
 }
 
-// The SUB socket on the connection, subscribed to `topics` (all when empty). Throws zmq::error_t.
+// The SUB socket on the connection, subscribed to `topics` (all when empty). Throws UsageError for a
+// malformed endpoint (open_socket), zmq::error_t for anything else.
 zmq::socket_t subscribe(zmq::context_t& ctx, const Connection& c, const std::vector<std::string>& topics,
                         HandshakeMonitor& monitor) {
     zmq::socket_t sub = open_socket(ctx, zmq::socket_type::sub, c, &monitor);

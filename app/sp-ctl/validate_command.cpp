@@ -33,11 +33,12 @@ constexpr const char* kDescription =
     "parse (a truncated last line included) and records that contradict the file: a header that is\n"
     "not the first record or is repeated, update steps that do not increase, precision counts or\n"
     "precision_changes that disagree with block_details, an estimated saving that disagrees with the\n"
-    "details and the header's block sizes, a detail block the header's layout lacks, a run (with a\n"
-    "header) that stops without its run_end record: the run was cut, and an event with a field that\n"
-    "readers act on of the wrong type (a precision_change whose block is not a block id). Step\n"
-    "statistics lines are judged by `sp-ctl simulate`'s rules (core/SIMULATOR.md): the first one\n"
-    "simulate would reject is a problem.\n"
+    "details and the header's block sizes, each block_details key or block an event names that the\n"
+    "header's layout lacks, a run (with a header) that stops without its run_end record: the run was\n"
+    "cut, a file without any record (0 bytes or blank lines only: cut: no header), and an event with\n"
+    "a field that readers act on of the wrong type (a precision_change whose block is not a block\n"
+    "id). Step statistics lines are judged by `sp-ctl simulate`'s rules (core/SIMULATOR.md): the\n"
+    "first one simulate would reject is a problem.\n"
     "Records of an unknown type (a newer producer) are counted, not problems.";
 
 struct ValidateArgs {
@@ -124,6 +125,12 @@ struct Checker {
     void event(const sp::EventRecord& e, std::uint64_t line) {
         if (const std::string& problem = sp::event_problem(e); !problem.empty())
             add(line, e.kind + " event: " + problem);
+        // Each block the layout lacks, every one: a reader would act on a block the run does not have.
+        if (layout.empty()) return;
+        for (const int id : sp::event_blocks(e)) {
+            if (layout.count(id) == 0)
+                add(line, e.kind + " event: block " + std::to_string(id) + " is not in the header's layout");
+        }
     }
 
     // POLICY.md rule 10: every layout block counts, at its detail's precision (bf16 if it has none).
@@ -211,8 +218,10 @@ Findings examine(sp::JsonlReader& reader, const std::string& path) {
     } else if (found.stats > 0) {
         check_step_statistics(path, check);
     }
-    // Reported at the file's last line, where the missing record should have been.
+    // Reported at the file's last line (0 for a 0-byte file), where the missing record should have been.
     if (const std::string cut = run_end.cut_message(); !cut.empty()) check.add(reader.lines_read(), cut);
+    if (const std::string none = run_end.no_record_message(); !none.empty())
+        check.add(reader.lines_read(), none);
     // Parse problems and consistency problems, in file order.
     found.problems = reader.problems();
     found.problems.insert(found.problems.end(), check.problems.begin(), check.problems.end());

@@ -336,6 +336,16 @@ EventRecord event_from_json_text(std::string kind, std::int64_t step, double tim
     return e;
 }
 
+std::vector<int> event_blocks(const EventRecord& e) {
+    if (const auto* p = std::get_if<PrecisionChangePayload>(&e.payload)) return {p->block};
+    if (const auto* p = std::get_if<PinReleasePayload>(&e.payload)) return p->blocks;
+    if (const auto* p = std::get_if<RollbackPayload>(&e.payload)) return p->blocks;
+    if (const auto* p = std::get_if<MapAdoptedPayload>(&e.payload)) return p->blocks;
+    if (const auto* p = std::get_if<CommandEventPayload>(&e.payload); p && p->command && p->ok.value_or(true))
+        return p->command->blocks;
+    return {};
+}
+
 const std::string& event_problem(const EventRecord& e) {
     static const std::string kNone;
     const auto* u = std::get_if<UntypedEvent>(&e.payload);

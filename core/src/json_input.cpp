@@ -225,9 +225,16 @@ bool parse_limited(std::string_view text, Json& out, JsonError& error, const Jso
                      std::to_string(limits.max_bytes) + ")";
         return false;
     }
+    // nlohmann's lexer takes a NUL byte for the end of the input, so `{"mode":"off"}\0{"mode":"budget"}`
+    // would read as its first object alone and a leading NUL as "unexpected end of input". JSON text
+    // never holds a raw NUL (a string must escape it), so only the text before the first one is
+    // parsed, and unless that part fails on its own, the NUL is the error, at its offset.
+    const std::size_t nul = text.find('\0');
+    const std::string_view parsed = text.substr(0, nul);
     Json value;
     LimitedDomSax<Json> sax(value, limits);
-    if (Json::sax_parse(text.begin(), text.end(), &sax)) {
+    const bool ok = Json::sax_parse(parsed.begin(), parsed.end(), &sax);
+    if (ok && nul == std::string_view::npos) {
         out = std::move(value);
         return true;
     }
@@ -235,15 +242,18 @@ bool parse_limited(std::string_view text, Json& out, JsonError& error, const Jso
     error.id = sax.id();
     if (sax.too_deep()) {
         error.kind = JsonError::Kind::too_deep;
-        error.byte = too_deep_offset(text, limits.max_depth);
+        error.byte = too_deep_offset(parsed, limits.max_depth);
         error.what = "nested deeper than " + std::to_string(limits.max_depth) + " levels of arrays/objects";
     } else if (sax.duplicate() > 0) {
         error.kind = JsonError::Kind::duplicate_key;
-        error.byte = nth_key_offset(text, sax.duplicate());
+        error.byte = nth_key_offset(parsed, sax.duplicate());
         error.what = "the key appears more than once in the same object";
-    } else {
-        error.byte = std::min(sax.position(), text.size());
+    } else if (!ok && (nul == std::string_view::npos || sax.position() < parsed.size())) {
+        error.byte = std::min(sax.position(), parsed.size());
         error.what = sax.what();
+    } else {  // parsed whole, or it ran out of input where the NUL stopped it
+        error.byte = nul;
+        error.what = "a NUL byte at byte offset " + std::to_string(nul) + " (JSON text never holds one)";
     }
     locate(text, error);
     return false;

@@ -19,6 +19,7 @@ std::optional<RunEnd> read_run_end(const EventRecord& event) {
 }
 
 void RunEndTracker::see(const TelemetryRecord& record) {
+    saw_record_ = true;
     std::optional<std::int64_t> step;
     if (std::holds_alternative<RunHeader>(record)) {
         // A second run appended to the same file: its end is judged on its own.
@@ -41,6 +42,10 @@ std::string RunEndTracker::cut_message() const {
     if (!has_header_ || end_) return {};
     const std::string where = last_step_ ? "at step " + std::to_string(*last_step_) : "before its first step";
     return "ends " + where + " without a run_end record: the run was cut";
+}
+
+std::string RunEndTracker::no_record_message() const {
+    return saw_record_ ? std::string() : std::string("cut: no header");
 }
 
 }  // namespace sp

@@ -187,7 +187,8 @@ class UpdateParser {
     const char* end_;
     od::document* doc_ = nullptr;
     std::string& error_;
-    int block_ = -1;  // block whose detail is being parsed, for messages
+    int block_ = -1;                     // block whose detail is being parsed, for messages
+    std::vector<std::string> bad_keys_;  // block_details keys that are no block id, in line order
 };
 
 bool UpdateParser::syntax(const char* what, const char* where) {
@@ -391,15 +392,32 @@ bool UpdateParser::snr(od::value& v, PerFormat& out) {
 }
 
 bool UpdateParser::details(od::value& v, std::vector<BlockDetail>& out) {
-    return object(v, "block_details",
-                  [&](std::string_view key, od::value& x) { return detail(key, x, out); });
+    const bool ok =
+        object(v, "block_details", [&](std::string_view key, od::value& x) { return detail(key, x, out); });
+    if (bad_keys_.empty()) return ok;
+    // Every key that is no block id, not only the first (sp-ctl validate reports the line's message):
+    // the first kShown of them, each cut like a key path, then how many more.
+    constexpr std::size_t kShown = 8, kMaxKey = 64;
+    std::string keys;
+    for (std::size_t i = 0; i < std::min(bad_keys_.size(), kShown); ++i) {
+        const std::string& k = bad_keys_[i];
+        keys += (i == 0 ? "'" : ", '") + (k.size() > kMaxKey ? k.substr(0, kMaxKey - 3) + "..." : k) + "'";
+    }
+    if (bad_keys_.size() > kShown) keys += " and " + std::to_string(bad_keys_.size() - kShown) + " more";
+    std::string message =
+        "block_details: " + (bad_keys_.size() == 1 ? "key " + keys + " is not a non-negative integer"
+                                                   : "keys " + keys + " are not non-negative integers");
+    if (!ok) message += "; " + error_;  // what stopped the reading after them
+    return fail(std::move(message));
 }
 
 bool UpdateParser::detail(std::string_view key, od::value& v, std::vector<BlockDetail>& out) {
     int id = -1;
     const auto res = std::from_chars(key.data(), key.data() + key.size(), id);
     if (key.empty() || !is_digit(key[0]) || res.ec != std::errc() || res.ptr != key.data() + key.size()) {
-        return fail("block_details: key '" + std::string(key) + "' is not a non-negative integer");
+        // Noted and read past (still judged as JSON), so that every such key is named.
+        bad_keys_.emplace_back(key);
+        return validate(v, 3);
     }
     auto obj = v.get_object();
     if (const error_code e = obj.error()) {

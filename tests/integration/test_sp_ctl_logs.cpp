@@ -7,6 +7,10 @@
 #include <QProcess>
 #include <QTemporaryDir>
 
+#include <string>
+#include <tuple>
+#include <vector>
+
 #include <nlohmann/json.hpp>
 
 #include "run_process.h"
@@ -180,6 +184,28 @@ class TestSpCtlLogs : public QObject {
         QCOMPARE(j["run_end"]["step"].get<int>(), 49);
     }
 
+    // A file with no record at all (0 bytes, or blank lines only) is no clean, empty run: its producer
+    // stopped before the header. Both readers say so and exit 1 (validate called it clean, exit 0).
+    void a_file_without_any_record_is_cut_without_a_header() {
+        QTemporaryDir dir;
+        for (const auto& [name, text, last_line] : std::vector<std::tuple<const char*, std::string, int>>{
+                 {"zero.jsonl", "", 0}, {"blank.jsonl", "\n\n", 2}, {"spaces.jsonl", " \t\r\n\n  \n", 3}}) {
+            const QString path = write_file(dir, name, text);
+            Run r = sp_ctl({"validate", path});
+            QVERIFY2(r.exit_code == 1, name);
+            const QByteArray problem =
+                path.toUtf8() + ":" + QByteArray::number(last_line) + ": cut: no header\n";
+            QVERIFY2(r.out.contains(problem) && r.out.endsWith("1 problem(s)\n"), r.out.constData());
+            const auto j = json_of(sp_ctl({"validate", path, "--json"}));
+            QVERIFY(!j["clean"].get<bool>());
+            QCOMPARE(j["problems"][0]["reason"].get<std::string>(), std::string("cut: no header"));
+            r = sp_ctl({"summarize", path});
+            QVERIFY2(r.exit_code == 1, name);
+            QCOMPARE(r.err, "sp-ctl summarize: '" + path.toUtf8() + "' holds no record: cut: no header\n");
+            QVERIFY(r.out.isEmpty());
+        }
+    }
+
     void validate_original_tool_format() {
         QTemporaryDir dir;
         const QString path = write_file(
@@ -292,6 +318,47 @@ class TestSpCtlLogs : public QObject {
             r = sp_ctl({"validate", write_file(dir, "other.jsonl", other)});
             QVERIFY2(r.exit_code == 1 && r.out.contains("'block' must be a non-negative integer"), block);
         }
+    }
+
+    // Every block a record names outside the layout is a problem of its own: events of each kind that
+    // names blocks (validate read only update details), and every block_details key that is no block id
+    // (only the first was named). A refused command may name a block the run lacks: why it was refused.
+    void validate_flags_every_block_outside_the_layout() {
+        QTemporaryDir dir;
+        std::string text = clean_file();
+        const std::string events[] = {
+            event_line(40, "precision_change", R"({"block":99,"from":"bf16","to":"int8"})"),
+            event_line(40, "pin_release", R"({"trigger":"expired","blocks":[1,7,8]})"),
+            event_line(40, "rollback", R"({"trigger":"spike","blocks":[5]})"),
+            event_line(40, "map_adopted", R"({"blocks":[0,6]})"),
+            event_line(40, "command",
+                       R"({"command":{"cmd":"pin","blocks":[4],"precision":"int8"},"ok":true})"),
+            event_line(40, "command",
+                       R"({"command":{"cmd":"pin","blocks":[9],"precision":"int8"},"ok":false})"),
+        };
+        std::string detail = line(update(45, {kInt8, kInt8, kBf16}, {kInt8, kInt8, kBf16}));
+        for (const auto& [id, key] :
+             {std::pair{"0", "-1"}, std::pair{"1", "99999999999"}, std::pair{"2", "abc"}}) {
+            const std::string old_key = "\"" + std::string(id) + "\":{\"precision\"";
+            detail.replace(detail.find(old_key), old_key.size(),
+                           "\"" + std::string(key) + "\":{\"precision\"");
+        }
+        for (const std::string& e : events) text.insert(text.size() - kRunEnd.size(), e);
+        text.insert(text.size() - kRunEnd.size(), detail);
+        const QString path = write_file(dir, "outside.jsonl", text);
+        const Run r = sp_ctl({"validate", path, "--max-problems", "100"});
+        QCOMPARE(r.exit_code, 1);
+        const QByteArray at = path.toUtf8() + ":";
+        for (const QByteArray& expected :
+             {at + "12: precision_change event: block 99 is not in the header's layout\n",
+              at + "13: pin_release event: block 7 is not in the header's layout\n",
+              at + "13: pin_release event: block 8 is not in the header's layout\n",
+              at + "14: rollback event: block 5 is not in the header's layout\n",
+              at + "15: map_adopted event: block 6 is not in the header's layout\n",
+              at + "16: command event: block 4 is not in the header's layout\n",
+              at + "18: block_details: keys '-1', '99999999999', 'abc' are not non-negative integers\n",
+              QByteArray("\n7 problem(s)\n")})
+            QVERIFY2(r.out.contains(expected), (expected + "missing in\n" + r.out.right(700)).constData());
     }
 
     // A step-statistics line with a number beyond double range is one bad line, not an abort.

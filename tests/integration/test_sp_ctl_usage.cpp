@@ -138,6 +138,43 @@ class TestSpCtlUsage : public QObject {
         QVERIFY(QDir(dir.path()).isEmpty());
     }
 
+    // An endpoint ZeroMQ refuses is a usage error of whichever command connects with it: exit 2 naming
+    // the option and the endpoint, nothing sent (it aborted with an uncaught zmq::error_t). Each of these
+    // reaches zmq_connect and is refused there; "tcp://:5557x" or port 99999, which zmq takes, are not.
+    void a_malformed_endpoint_exits_2_naming_it() {
+        const QStringList bad = {
+            "garbage",           "tcp://",          "ipc://", "tcp://127.0.0.1", "tcp://127.0.0.1:notaport",
+            "udp://127.0.0.1:1", "foo://agent:5557"};
+        const std::vector<QStringList> routing = {{"pin", "--blocks", "1", "--precision", "int8"},
+                                                  {"release", "--blocks", "1"},
+                                                  {"release-all"},
+                                                  {"mode", "budget"},
+                                                  {"budget", "--target-pct", "10"}};
+        std::vector<std::pair<QStringList, QString>> cases;  // the command line, the option at fault
+        for (const QString& endpoint : bad) {
+            for (const char* command : {"ping", "snapshot", "tail"})
+                cases.push_back({{command, "--endpoint", endpoint}, "--endpoint"});
+            for (const QStringList& command : routing) {
+                cases.push_back({command + QStringList{"--no-wait", "--endpoint", endpoint}, "--endpoint"});
+                cases.push_back(
+                    {command + QStringList{"--telemetry-endpoint", endpoint}, "--telemetry-endpoint"});
+            }
+        }
+        QTemporaryDir dir;
+        for (const auto& [args, option] : cases) {
+            const Run r = sp::test::run(SP_CTL_PATH, args, dir.path());
+            const QString endpoint = args[args.indexOf(option) + 1];
+            const QByteArray message = "sp-ctl " + args.front().toUtf8() + ": " + option.toUtf8() + ": '" +
+                                       endpoint.toUtf8() + "' is not an endpoint sp-ctl can connect to (";
+            QVERIFY2(r.exit_code == 2, qPrintable(args.join(' ') + " -> " + QString::number(r.exit_code)));
+            QVERIFY2(
+                r.err.startsWith(message) && r.err.endsWith("; expected tcp://HOST:PORT or ipc://PATH)\n"),
+                qPrintable(args.join(' ') + " -> " + r.err));
+            QVERIFY(r.out.isEmpty());
+        }
+        QVERIFY(QDir(dir.path()).isEmpty());
+    }
+
     // An argument that happens to be another command's name is the argument, and the usual forms of a
     // value (--flag=value, the last of repeated values) are taken.
     void a_command_name_is_an_argument_after_the_command() {

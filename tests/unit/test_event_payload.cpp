@@ -267,6 +267,27 @@ static void otherKindsKeepTheirFields() {
              QString("the payload is not a JSON object"));
 }
 
+// What sp-ctl validate checks against the layout: every block each kind names; none of a refused
+// command (why it was refused may be that block) or of an untrusted payload.
+static void eventBlocksAreTheBlocksEachKindNames() {
+    const auto blocks = [](const char* kind, const char* fields) {
+        return event_blocks(event_from_json_text(kind, 1, 2.0, fields));
+    };
+    using Ids = std::vector<int>;
+    QCOMPARE(blocks("precision_change", R"({"block":99,"from":"bf16","to":"int8"})"), Ids{99});
+    QCOMPARE(blocks("pin_release", R"({"trigger":"expired","blocks":[1,7]})"), (Ids{1, 7}));
+    QCOMPARE(blocks("rollback", R"({"blocks":[5,6]})"), (Ids{5, 6}));
+    QCOMPARE(blocks("map_adopted", R"({"blocks":[0,8]})"), (Ids{0, 8}));
+    const char* pin = R"({"command":{"cmd":"pin","blocks":[4],"precision":"int8"},"ok":true})";
+    QCOMPARE(blocks("command", pin), Ids{4});
+    QCOMPARE(blocks("command", R"({"command":{"cmd":"release","blocks":[3]}})"),
+             Ids{3});  // ok absent: applied
+    QVERIFY(
+        blocks("command", R"({"command":{"cmd":"pin","blocks":[4],"precision":"int8"},"ok":false})").empty());
+    QVERIFY(blocks("precision_change", R"({"block":-1,"from":"bf16","to":"int8"})").empty());
+    QVERIFY(blocks("warning", R"({"message":"block 3"})").empty());
+}
+
 static void writerRefusesInconsistentRecords() {
     QVERIFY_THROWS_EXCEPTION(std::invalid_argument, to_json_line(EventRecord{}));
     EventRecord e = make_event(1, 2.0, WarningPayload{});
@@ -288,6 +309,7 @@ class TestEventPayload : public QObject {
     void malformedPayloadsAreNamedProblems() { ::malformedPayloadsAreNamedProblems(); }
     void otherKindsKeepTheirFields() { ::otherKindsKeepTheirFields(); }
     void writerRefusesInconsistentRecords() { ::writerRefusesInconsistentRecords(); }
+    void eventBlocksAreTheBlocksEachKindNames() { ::eventBlocksAreTheBlocksEachKindNames(); }
 };
 
 QTEST_APPLESS_MAIN(TestEventPayload)

@@ -11,12 +11,15 @@
 #include <fstream>
 #include <stdexcept>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "../common/fifo_read.h"
 #include "../common/qtest_std_string.h"
 #include "sp/config.h"
+#include "sp/format_gate.h"
 #include "sp/json_input.h"
 #include "sp/jsonl.h"
 
@@ -71,6 +74,59 @@ class TestJsonFiles : public QObject {
             QCOMPARE(e.problems().at(0), path +
                                              ": key 'enabled': given more than once in the same object "
                                              "(column 19); give each key once");
+        }
+    }
+
+    // nlohmann's lexer took a NUL for the end of the input: `{"mode":"off"}\0{"mode":"budget"}` ran in
+    // mode off, and a leading NUL read as "unexpected end of input". A NUL anywhere is an error at its
+    // byte offset, in configs and gate policies, from text and from files.
+    void a_nul_byte_is_an_error_naming_its_offset() {
+        using namespace std::string_literals;
+        const std::vector<std::pair<std::string, std::string>> configs = {
+            {"{\"mode\":\"off\"}\0{\"mode\":\"budget\"}"s, "column 15: a NUL byte at byte offset 14"},
+            {"\0{\"mode\":\"off\"}"s, "column 1: a NUL byte at byte offset 0"},
+            {"{\"mode\":\"of\0f\"}"s, "column 12, key 'mode': a NUL byte at byte offset 11"},
+            {"{\"mode\":\n \"off\"}\n\0"s, "line 3, column 1: a NUL byte at byte offset 17"},
+        };
+        const std::string rest = " (JSON text never holds one)";
+        QTemporaryDir dir;
+        const std::string path = dir.filePath("cfg.json").toStdString();
+        for (const auto& [text, where] : configs) {
+            QCOMPARE(config_problems(text), std::vector<std::string>{"not valid JSON: " + where + rest});
+            std::ofstream(path, std::ios::binary) << text;
+            try {
+                sp::load_config_file(path);
+                QFAIL("accepted");
+            } catch (const sp::ConfigError& e) {
+                QCOMPARE(e.problems(), std::vector<std::string>{path + ": not valid JSON: " + where + rest});
+            }
+        }
+        // An error before the NUL is reported as itself.
+        QCOMPARE(config_problems("{\"mode\":,}\0"s)
+                     .at(0)
+                     .find("not valid JSON: column 9, key 'mode': syntax error"),
+                 std::size_t(0));
+
+        const std::string policy = sp::to_json_text(sp::FormatGatePolicy{});
+        const std::string gate_path = dir.filePath("gate.json").toStdString();
+        std::ofstream(gate_path, std::ios::binary) << policy + '\0' + policy;
+        try {
+            sp::load_gate_policy(gate_path);
+            QFAIL("accepted");
+        } catch (const sp::GatePolicyError& e) {
+            const std::size_t offset = policy.size();
+            QCOMPARE(e.problems().size(), std::size_t(1));
+            QVERIFY2(e.problems()[0].find(gate_path + ": not valid JSON: line ") == 0 &&
+                         e.problems()[0].find(": a NUL byte at byte offset " + std::to_string(offset) +
+                                              rest) != std::string::npos,
+                     e.problems()[0].c_str());
+        }
+        try {
+            sp::parse_gate_policy("\0"s + policy);
+            QFAIL("accepted");
+        } catch (const sp::GatePolicyError& e) {
+            QCOMPARE(e.problems().at(0),
+                     "not valid JSON: line 1, column 1: a NUL byte at byte offset 0" + rest);
         }
     }
 

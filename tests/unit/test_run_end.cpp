@@ -89,6 +89,16 @@ class TestRunEnd : public QObject {
         t.see(update(20));
         QVERIFY(!t.has_header());
         QCOMPARE(t.cut_message(), std::string());
+        QCOMPARE(t.no_record_message(), std::string());
+    }
+
+    // Not even a header: the producer stopped before it wrote one.
+    void no_record_at_all_is_cut_without_a_header() {
+        sp::RunEndTracker t;
+        QCOMPARE(t.no_record_message(), std::string("cut: no header"));
+        QCOMPARE(t.cut_message(), std::string());  // no run to judge
+        t.see(header());
+        QCOMPARE(t.no_record_message(), std::string());
     }
 };
 

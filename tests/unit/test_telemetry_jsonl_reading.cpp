@@ -114,6 +114,11 @@ class TestTelemetryJsonlReading : public QObject {
         QTest::newRow("word key") << QString::fromStdString(
                                          minimal_line(std::string("{\"a\": ") + kDetail0 + "}"))
                                   << "key 'a' is not a non-negative integer";
+        QTest::newRow("every bad key")  // each one named, not only the first
+            << QString::fromStdString(minimal_line(std::string("{\"-1\": ") + kDetail0 +
+                                                   ", \"0\": " + kDetail0 + ", \"99999999999\": " + kDetail0 +
+                                                   ", \"abc\": {\"x\": [1]}}"))
+            << "block_details: keys '-1', '99999999999', 'abc' are not non-negative integers";
         QTest::newRow("duplicate id")
             << QString::fromStdString(
                    minimal_line(std::string("{\"1\": ") + kDetail0 + ", \"1\": " + kDetail0 + "}"))

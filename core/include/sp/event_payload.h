@@ -158,6 +158,12 @@ EventRecord event_from_json_text(std::string kind, std::int64_t step, double tim
 // The named problem of an event whose known kind's payload could not be trusted; "" otherwise.
 const std::string& event_problem(const EventRecord& e);
 
+// The block ids an event names, in its order: a precision_change's block, the blocks of a
+// pin_release, rollback or map_adopted, and those of an applied command (pin, release). Empty for
+// other kinds, an untrusted payload, and a refused command, whose blocks may rightly be ones the run
+// lacks (why it was refused).
+std::vector<int> event_blocks(const EventRecord& e);
+
 // Appends the event's line (no newline) to `out`. Throws std::invalid_argument when the record has
 // no kind, when a typed payload's kind differs from the record's, or when an UntypedEvent's
 // fields_json is not an object's text.

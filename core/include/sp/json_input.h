@@ -52,7 +52,8 @@ struct JsonError {
 // returns false, fills `error` and leaves `out` discarded. Rejected: syntax errors, invalid UTF-8
 // in strings, numbers beyond the range of a double (there is no JSON for infinity, so a value of
 // 1e309 is an error, not infinity), nesting beyond limits.max_depth, text beyond limits.max_bytes,
-// and with limits.reject_duplicate_keys a key given twice in one object (located at the second).
+// a NUL byte anywhere (located at the first; nlohmann alone would end the text there), and with
+// limits.reject_duplicate_keys a key given twice in one object (located at the second).
 bool parse_json(std::string_view text, nlohmann::json& out, JsonError& error, const JsonLimits& limits = {});
 bool parse_json(std::string_view text, nlohmann::ordered_json& out, JsonError& error,
                 const JsonLimits& limits = {});

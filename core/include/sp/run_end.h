@@ -43,11 +43,16 @@ class RunEndTracker {
     // "ends at step 60 without a run_end record: the run was cut" when the run (with a header) stops
     // without one; "" when it ended cleanly or there is no such run.
     std::string cut_message() const;
+    // "cut: no header" when no record at all was seen (a 0-byte file, or only blank or bad lines):
+    // the producer stopped before its header, so such a file is not a clean, empty run. "" once any
+    // record was seen. The sp-ctl readers report it; cut_message() judges a run that has a header.
+    std::string no_record_message() const;
 
   private:
     std::optional<RunEnd> end_;
     std::optional<std::int64_t> last_step_;
     bool has_header_ = false;
+    bool saw_record_ = false;
 };
 
 }  // namespace sp
