@@ -6,7 +6,7 @@
 #include <functional>
 #include <stdexcept>
 
-namespace CLI {
+namespace CLI {  // NOLINT(readability-identifier-naming): CLI11's own namespace
 class App;
 }
 

@@ -13,7 +13,7 @@
 #include "sp/protocol.h"
 #include "sp/transport/handshake_monitor.h"
 
-namespace CLI {
+namespace CLI {  // NOLINT(readability-identifier-naming): CLI11's own namespace
 class App;
 }
 

@@ -232,6 +232,7 @@ PYBIND11_MODULE(_core, m) {
         "statistics_device",
         [](const std::vector<std::pair<std::string, std::string>>& params) {
             std::vector<std::pair<std::string, c10::Device>> devices;
+            devices.reserve(params.size());
             for (const auto& [what, device] : params) devices.emplace_back(what, c10::Device(device));
             try {
                 return sp::python::statistics_device(devices);
