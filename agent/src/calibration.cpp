@@ -185,11 +185,9 @@ double calibrate_block(const AgentBlock& block, int id, const CalibrationHooks& 
             const at::Tensor& p = params[k];
             const bool transposed = block.stored_transposed(k);  // scaled along its output channels
             original.push_back(p.detach().clone());
-            as_bf16.push_back(
-                output_rows(detail::materialized(output_rows(p, transposed), Precision::bf16), transposed));
-            as_int8.push_back(output_rows(
-                detail::materialized(output_rows(p, transposed), Precision::int8, block.harsh_int8_step),
-                transposed));
+            as_bf16.push_back(detail::materialized_as_stored(p, transposed, Precision::bf16));
+            as_int8.push_back(
+                detail::materialized_as_stored(p, transposed, Precision::int8, block.harsh_int8_step));
         }
         double sum = 0.0;
         for (int s = 0; s < samples; ++s) {

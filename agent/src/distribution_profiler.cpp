@@ -123,9 +123,10 @@ void DistributionProfiler::observe_input(std::int64_t step, int block, int layer
     const at::Tensor* master = masters_ && estimator_ == SnrEstimator::sample && w.dim() >= 2 && s.count > 0
                                    ? masters_(std::size_t(block), k)
                                    : nullptr;
-    if (master && output_rows(*master, owner.stored_transposed(k)).sizes() == w.sizes()) {
-        const at::Tensor sampled = sampled_weight_rows(output_rows(*master, owner.stored_transposed(k)), step,
-                                                       stream_of(block, std::size_t(layer), false));
+    const at::Tensor master_rows = master ? output_rows(*master, owner.stored_transposed(k)) : at::Tensor();
+    if (master && master_rows.sizes() == w.sizes()) {
+        const at::Tensor sampled =
+            sampled_weight_rows(master_rows, step, stream_of(block, std::size_t(layer), false));
         std::vector<float> wrows(sampled.data_ptr<float>(), sampled.data_ptr<float>() + sampled.numel());
         s.output_snr = worker_.submit([wrows = std::move(wrows), n = std::size_t(sampled.size(0)), in = cols,
                                        tokens = s.tokens, count = s.count, group = int4_group_] {

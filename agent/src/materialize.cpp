@@ -75,6 +75,12 @@ at::Tensor materialized(const at::Tensor& src, Precision p, double harsh_int8_st
     return reference_roundtrip(src, p, int4_group);
 }
 
+at::Tensor materialized_as_stored(const at::Tensor& src, bool transposed, Precision p, double harsh_int8_step,
+                                  std::size_t int4_group) {
+    if (!transposed) return materialized(src, p, harsh_int8_step, int4_group);
+    return materialized(src.t(), p, harsh_int8_step, int4_group).t();
+}
+
 void assign(const at::Tensor& param, const at::Tensor& value) {
     at::NoGradGuard no_grad;
     // Under no-grad an in-place copy into a leaf that requires grad is allowed and not recorded.

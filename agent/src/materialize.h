@@ -37,6 +37,13 @@ std::uint64_t materialized_bytes(const at::Tensor& t, Precision p,
 at::Tensor materialized(const at::Tensor& src, Precision p, double harsh_int8_step = 0.0,
                         std::size_t int4_group = kDefaultInt4GroupSize);
 
+// The same for a tensor whose output channels may lie along dim 1 (`transposed`: stored [in, out],
+// AgentBlock::transposed): its transpose is materialized, so the rows scaled are output channels, and
+// the result comes back in `src`'s own layout.
+at::Tensor materialized_as_stored(const at::Tensor& src, bool transposed, Precision p,
+                                  double harsh_int8_step = 0.0,
+                                  std::size_t int4_group = kDefaultInt4GroupSize);
+
 // Copies `value` into `param` in place (same storage: optimizers hold the parameter objects),
 // without recording it for autograd. The copy bumps the parameter's version counter, so a graph
 // that saved the old values and is still to be back-propagated fails loudly instead of silently

@@ -143,9 +143,8 @@ TransferBytes ReferencePrecisionRuntime::materialize(std::size_t block) {
                                    payload, params[k]);
         } else {
             detail::assign(params[k],
-                           output_rows(detail::materialized(output_rows(master, transposed), p,
-                                                            blocks_[block].harsh_int8_step, int4_group_),
-                                       transposed));
+                           detail::materialized_as_stored(master, transposed, p,
+                                                          blocks_[block].harsh_int8_step, int4_group_));
         }
     }
     return block_bytes(block, p);
@@ -171,11 +170,10 @@ TransferBytes ReferencePrecisionRuntime::materialize_uploaded([[maybe_unused]] s
         bytes.bf16 += detail::materialized_bytes(master, Precision::bf16);
         if (!params[k].is_cuda() || planted || blocks_[block].stored_transposed(k)) {
             const bool transposed = blocks_[block].stored_transposed(k);
-            const at::Tensor rows = output_rows(master, transposed);
-            detail::assign(params[k], output_rows(detail::materialized(
-                                                      rows, p, blocks_[block].harsh_int8_step, int4_group_),
-                                                  transposed));
-            bytes.copied += detail::materialized_bytes(rows, p, int4_group_);
+            detail::assign(params[k],
+                           detail::materialized_as_stored(master, transposed, p,
+                                                          blocks_[block].harsh_int8_step, int4_group_));
+            bytes.copied += detail::materialized_bytes(output_rows(master, transposed), p, int4_group_);
         } else if (frozen(block, k)) {
             uploader_->add(params[k], frozen_payload(block, k, p));
         } else {

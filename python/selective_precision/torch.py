@@ -212,7 +212,7 @@ def _hook_optimizer(agent, optimizer):
     return None
 
 
-def _hook_checkpoints(agent, model, plans):
+def _hook_checkpoints(agent, model):
     """state_dict() holds the masters; load_state_dict() makes the loaded values the masters."""
     core = agent._core
     handles = []
@@ -254,7 +254,7 @@ def apply(model, agent, *, optimizer=None, module_filter_fn=None):
             handles.append(linear.register_forward_hook(hooks.after_linear))
         for mha, layers in plan.attentions:
             hooks.cover_attention(mha, layers)
-    handles.extend(_hook_checkpoints(agent, model, plans))
+    handles.extend(_hook_checkpoints(agent, model))
     if optimizer is not None:
         handle = _hook_optimizer(agent, optimizer)
         if handle is not None:

@@ -66,6 +66,14 @@ def train(model, agent, steps, *, seed=1, lr=1e-2):
     return loss
 
 
+def reference_rows(t, precision, rows, group=8):
+    """core's quantize-then-dequantize of `t` as `rows` rows (on a plain list: the reference every
+    rounding is checked against), in `t`'s dtype and shape."""
+    flat = t.detach().reshape(-1).tolist()
+    out = sp._core.reference_roundtrip(precision, flat, rows, len(flat) // rows, group)
+    return torch.tensor(out, dtype=t.dtype).reshape(t.shape)
+
+
 def read_jsonl(path):
     with open(path) as f:
         return [json.loads(line) for line in f if line.strip()]

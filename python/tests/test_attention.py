@@ -12,7 +12,7 @@ import torch.nn.functional as F
 
 import selective_precision as sp
 from selective_precision import _attention
-from conftest import FAST_CONFIG
+from conftest import FAST_CONFIG, reference_rows
 
 GROUP = 8
 
@@ -59,11 +59,6 @@ def test_the_forward_is_torchs_own(case, masks):
         assert torch.allclose(got[0], expected[0], atol=1e-6), (case, masks)
         if need_weights:
             assert torch.allclose(got[1], expected[1], atol=1e-6)
-
-
-def reference_rows(t, precision, rows):
-    out = sp._core.reference_roundtrip(precision, t.detach().reshape(-1).tolist(), rows, t.numel() // rows, GROUP)
-    return torch.tensor(out, dtype=t.dtype).reshape(t.shape)
 
 
 class _RefRoundInput(torch.autograd.Function):

@@ -4,13 +4,7 @@ block's forward on the inputs that reach it, with the same cache, fingerprint an
 import torch
 
 import selective_precision as sp
-from conftest import FAST_CONFIG, TinyModel, read_jsonl
-
-
-def reference(t, precision):
-    rows = t.shape[0] if t.dim() >= 2 else 1
-    out = sp._core.reference_roundtrip(precision, t.detach().reshape(-1).tolist(), rows, t.numel() // rows)
-    return torch.tensor(out, dtype=t.dtype).reshape(t.shape)
+from conftest import FAST_CONFIG, TinyModel, read_jsonl, reference_rows
 
 
 def expected_errors(model, inputs):
@@ -25,7 +19,8 @@ def expected_errors(model, inputs):
                 outs = []
                 for precision in ("bf16", "int8"):
                     for n, p in block.named_parameters():
-                        p.copy_(reference(masters[n], precision))
+                        rows = p.shape[0] if p.dim() >= 2 else 1
+                        p.copy_(reference_rows(masters[n], precision, rows))
                     outs.append(block(x).double())
                 total += float((outs[0] - outs[1]).norm() / outs[0].norm())
             for n, p in block.named_parameters():

@@ -6,17 +6,9 @@ import pytest
 import torch
 
 import selective_precision as sp
-from conftest import FAST_CONFIG, TinyModel
+from conftest import FAST_CONFIG, TinyModel, reference_rows
 
 GROUP = 8  # small, so INT4's groups split the rows of the test's shapes
-
-
-def reference(tensor, precision, rows):
-    """core's roundtrip on a plain list: rows x (numel / rows)."""
-    flat = tensor.detach().reshape(-1).tolist()
-    cols = len(flat) // rows
-    out = sp._core.reference_roundtrip(precision, flat, rows, cols, GROUP)
-    return torch.tensor(out, dtype=torch.float32).reshape(tensor.shape)
 
 
 def weight_rows(t):
@@ -66,10 +58,10 @@ def test_apply_rounds_weights_inputs_and_gradients_like_the_reference(precision)
     loss.backward()
     assert agent.precisions == {"blocks.0": precision, "blocks.1": precision}
     for name, p in model.layers.named_parameters():  # all parameters, LayerNorms included
-        assert torch.equal(p.detach(), reference(masters[name], precision, weight_rows(p))), name
+        assert torch.equal(p.detach(), reference_rows(masters[name], precision, weight_rows(p))), name
     for name in linears:
-        assert torch.equal(rounded_in[name], reference(raw_in[name], precision, token_rows(raw_in[name]))), name
-        assert torch.equal(rounded_grad[name], reference(raw_grad[name], precision, token_rows(raw_grad[name]))), name
+        assert torch.equal(rounded_in[name], reference_rows(raw_in[name], precision, token_rows(raw_in[name]))), name
+        assert torch.equal(rounded_grad[name], reference_rows(raw_grad[name], precision, token_rows(raw_grad[name]))), name
         assert not torch.equal(rounded_in[name], raw_in[name]), name  # it did round
     agent.step(loss)
     # The optimizer gets the fp32 masters (straight-through), and the next forward rounds again.
@@ -78,7 +70,7 @@ def test_apply_rounds_weights_inputs_and_gradients_like_the_reference(precision)
     with torch.no_grad():
         model.layers[0].up.weight.add_(0.25)
     model(x)
-    expected = reference(masters["0.up.weight"] + 0.25, precision, 32)
+    expected = reference_rows(masters["0.up.weight"] + 0.25, precision, 32)
     assert torch.equal(model.layers[0].up.weight.detach(), expected)
     agent.close()
     # The run ends with the fp32 weights in the model, never a quantized copy.

@@ -12,7 +12,7 @@ import torch
 import torch.nn as nn
 
 import selective_precision as sp
-from conftest import FAST_CONFIG, TinyModel
+from conftest import FAST_CONFIG, TinyModel, reference_rows
 
 INT8_ALL = dict(FAST_CONFIG, mode="static", force_int8_blocks=[0, 1, 2])
 
@@ -249,11 +249,6 @@ class Conv1D(nn.Module):
         return torch.addmm(self.bias, x.view(-1, x.size(-1)), self.weight).view(*x.shape[:-1], self.nf)
 
 
-def reference(t, precision, rows, group=8):
-    out = sp._core.reference_roundtrip(precision, t.detach().reshape(-1).tolist(), rows, t.numel() // rows, group)
-    return torch.tensor(out, dtype=t.dtype).reshape(t.shape)
-
-
 @pytest.mark.parametrize("precision", sp.PRECISIONS)
 def test_gpt2_conv1d_is_scaled_per_output_channel_like_the_reference(precision):
     torch.manual_seed(3)
@@ -274,9 +269,9 @@ def test_gpt2_conv1d_is_scaled_per_output_channel_like_the_reference(precision):
     assert agent.precisions == {"block": precision}
     for name, p in model["block"].named_parameters():
         if p.dim() == 2:  # [in, out]: one scale per output channel, along dim 1
-            expected = reference(masters[name].t().contiguous(), precision, p.shape[1]).t()
+            expected = reference_rows(masters[name].t().contiguous(), precision, p.shape[1]).t()
         else:
-            expected = reference(masters[name], precision, 1)
+            expected = reference_rows(masters[name], precision, 1)
         assert torch.equal(p.detach(), expected), name
-    assert torch.equal(rounded["x"], reference(raw["x"], precision, 10))  # its input, per token
+    assert torch.equal(rounded["x"], reference_rows(raw["x"], precision, 10))  # its input, per token
     agent.close()
