@@ -207,6 +207,25 @@ void Agent::observe_layer_input(int block, int layer, const at::Tensor& input) {
     overhead_.distribution_s += seconds_since(t0);
 }
 
+void Agent::set_precision_scope(const std::string& scope) {
+    if (step_ >= 0 || header_written_)
+        throw std::logic_error("Agent::set_precision_scope: set the scope before the first step");
+    Config changed = config_;
+    changed.precision_scope = scope;
+    if (std::vector<std::string> problems = validate(changed); !problems.empty()) throw ConfigError(problems);
+    config_ = std::move(changed);
+    config_json_ = to_json(config_).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    if (profiler_) profiler_->set_quantize_inputs(!config_.weights_scope());
+    if (server_ && policy_) server_->set_run(run_id_, policy_->layout(), config_json_);
+}
+
+void Agent::observe_layer_output_grad(int block, int layer, const at::Tensor& grad) {
+    if (!profiler_) throw std::logic_error("Agent::observe_layer_output_grad: register_blocks first");
+    const auto t0 = Clock::now();
+    profiler_->observe_output_grad(step_, block, layer, grad);
+    overhead_.distribution_s += seconds_since(t0);
+}
+
 std::int64_t Agent::enqueue(Command command, CommandDone done, std::string request_id) {
     return commands_->push({std::move(command), std::move(done), std::move(request_id)});
 }
@@ -226,6 +245,7 @@ void Agent::publish_snapshot() {
     s.rank = options_.server->rank;
     s.mode = policy_->mode();
     s.budget_target_pct = policy_->budget_target_pct();
+    s.loss_tolerance_pct = policy_->loss_tolerance_pct();
     s.layout = policy_->layout();
     s.precision = policy_->precisions();
     s.pins = policy_->pins();
@@ -324,11 +344,14 @@ const PrecisionHints& Agent::compute_hints(std::int64_t step) {
     share_statistics(step);                  // sharded: every rank's slices, merged
     for (const BlockGradStats& s : stats_) stepper_->observe(s);
     step_snr_.clear();
+    step_loss_estimates_.clear();
     double profiling_s = 0;
     if (profiler_->due(step)) {
         const auto td = Clock::now();
         step_snr_ = profiler_->finish(step);
+        step_loss_estimates_ = profiler_->loss_estimates();
         for (const BlockSnr& s : step_snr_) stepper_->observe_snr(s);
+        for (const BlockLossEstimate& e : step_loss_estimates_) stepper_->observe_loss_estimate(e);
         profiling_s = seconds_since(td);
         overhead_.distribution_s += profiling_s;
     }
@@ -373,7 +396,8 @@ void Agent::end_step(double loss) {
     loss = reduce_loss(loss);  // data-parallel: the job's loss, the same on every rank
     // The step's statistics line carries its loss, so a re-simulation replays the loss feedback too.
     // Written before the update record, as the policy saw them: statistics first.
-    if (stats_pending_) emit_record(StepStatsRecord{step_, step_timestamp_, stats_, loss, step_snr_});
+    if (stats_pending_)
+        emit_record(StepStatsRecord{step_, step_timestamp_, stats_, loss, step_snr_, step_loss_estimates_});
     stats_pending_ = false;
     if (pending_record_) {
         UpdateRecord& r = *pending_record_;

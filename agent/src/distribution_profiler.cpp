@@ -8,6 +8,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "sp/loss_estimate.h"
+
 namespace sp::agent::detail {
 namespace {
 
@@ -20,21 +22,25 @@ at::Tensor host_float(const at::Tensor& t) {
     return t.detach().to(at::kCPU, at::kFloat).contiguous();
 }
 
-// rows x cols as the formats scale it: a weight [out, in, ...] has `out` rows; an activation
-// [..., features] has one row per feature vector; a vector is one row.
-// The "sample" estimator's SNR per format (the low formats; the others stay 0) of a layer's output:
-// w [rows x in] on tokens [count x in], both host fp32. The worker's job, or the training thread's.
-std::array<double, kPrecisionCount> output_snr_per_format(const float* w, std::size_t rows, std::size_t in,
-                                                          const std::vector<float>& tokens, std::size_t count,
-                                                          std::size_t int4_group) {
+// The "sample" estimator's measure of a layer's output: w [rows x in] on tokens [count x in], both host
+// fp32; the SNR per format (the low formats; the others stay 0) and the output error per low format.
+// The worker's job, or the training thread's.
+DistributionProfiler::OutputMeasure measure_output(const float* w, std::size_t rows, std::size_t in,
+                                                   const std::vector<float>& tokens, std::size_t count,
+                                                   std::size_t int4_group, bool quantize_inputs) {
     const std::vector<Precision> formats(kLowFormatsCheapestFirst.begin(), kLowFormatsCheapestFirst.end());
-    const std::vector<double> measured =
-        output_snr_db(formats, w, rows, in, tokens.data(), count, int4_group);
-    std::array<double, kPrecisionCount> snr{};
-    for (std::size_t f = 0; f < formats.size(); ++f) snr[std::size_t(formats[f])] = measured[f];
-    return snr;
+    OutputErrors errors =
+        output_errors(formats, w, rows, in, tokens.data(), count, int4_group, quantize_inputs);
+    const std::vector<double> measured = output_snr_db(errors);
+    DistributionProfiler::OutputMeasure m;
+    for (std::size_t f = 0; f < formats.size(); ++f) m.snr[std::size_t(formats[f])] = measured[f];
+    m.error = std::move(errors.error);
+    m.rows = rows;
+    return m;
 }
 
+// rows x cols as the formats scale it: a weight [out, in, ...] has `out` rows; an activation
+// [..., features] has one row per feature vector; a vector is one row.
 std::pair<std::size_t, std::size_t> rows_cols(const at::Tensor& t, bool input) {
     const auto n = std::size_t(t.numel());
     if (n == 0) return {0, 0};
@@ -65,6 +71,7 @@ DistributionProfiler::DistributionProfiler(const Config& c, const std::vector<Ag
     }
     seed_ = std::uint64_t(c.snr_seed);
     masters_ = std::move(masters);
+    quantize_inputs_ = !c.weights_scope();
 }
 
 bool DistributionProfiler::due(std::int64_t step) const {
@@ -105,11 +112,12 @@ void DistributionProfiler::observe_input(std::int64_t step, int block, int layer
         // The output is measured on the sampled tokens alone (finish): only they are gathered, on
         // the input's device, and copied; the whole activation's profile would go unread.
         const std::vector<std::size_t> picked = sample_row_indices(rows, kInputTokens, token_seed, stream);
-        const std::vector<std::int64_t> index(picked.begin(), picked.end());
+        s.token_rows.assign(picked.begin(), picked.end());
+        s.batch_tokens = rows;
         const at::Tensor tokens =
             host_float(input.detach()
                            .reshape({std::int64_t(rows), std::int64_t(cols)})
-                           .index_select(0, at::tensor(index, at::kLong).to(input.device())));
+                           .index_select(0, at::tensor(s.token_rows, at::kLong).to(input.device())));
         s.tokens.assign(tokens.data_ptr<float>(), tokens.data_ptr<float>() + tokens.numel());
     } else {
         const at::Tensor host = host_float(input);
@@ -128,9 +136,10 @@ void DistributionProfiler::observe_input(std::int64_t step, int block, int layer
         const at::Tensor sampled =
             sampled_weight_rows(master_rows, step, stream_of(block, std::size_t(layer), false));
         std::vector<float> wrows(sampled.data_ptr<float>(), sampled.data_ptr<float>() + sampled.numel());
-        s.output_snr = worker_.submit([wrows = std::move(wrows), n = std::size_t(sampled.size(0)), in = cols,
-                                       tokens = s.tokens, count = s.count, group = int4_group_] {
-            return output_snr_per_format(wrows.data(), n, in, tokens, count, group);
+        s.output = worker_.submit([wrows = std::move(wrows), n = std::size_t(sampled.size(0)), in = cols,
+                                   tokens = s.tokens, count = s.count, group = int4_group_,
+                                   inputs = quantize_inputs_] {
+            return measure_output(wrows.data(), n, in, tokens, count, group, inputs);
         });
     }
     inputs_[{block, layer}] = std::move(s);
@@ -139,6 +148,20 @@ void DistributionProfiler::observe_input(std::int64_t step, int block, int layer
 double DistributionProfiler::layer_snr(Precision p, const TensorProfile& w, const InputSample* in) const {
     if (!in) return estimated_snr_db(p, w, estimator_);
     return estimated_pair_snr_db(p, w, in->profile, estimator_);
+}
+
+std::vector<std::int64_t> DistributionProfiler::sampled_row_indices(std::size_t out_rows, std::int64_t step,
+                                                                    std::uint64_t stream) const {
+    std::vector<std::int64_t> index;
+    if (out_rows <= kWeightRows) {
+        index.resize(out_rows);
+        for (std::size_t r = 0; r < out_rows; ++r) index[r] = std::int64_t(r);
+        return index;
+    }
+    const std::vector<std::size_t> picked =
+        sample_row_indices(out_rows, kWeightRows, step_seed(step), stream);
+    index.assign(picked.begin(), picked.end());
+    return index;
 }
 
 at::Tensor DistributionProfiler::sampled_weight_rows(const at::Tensor& w, std::int64_t step,
@@ -150,28 +173,85 @@ at::Tensor DistributionProfiler::sampled_weight_rows(const at::Tensor& w, std::i
     const auto out_rows = std::size_t(w.size(0));
     at::Tensor rows = w.detach().reshape({w.size(0), -1});
     if (out_rows > kWeightRows) {
-        const std::vector<std::size_t> picked =
-            sample_row_indices(out_rows, kWeightRows, step_seed(step), stream);
-        std::vector<std::int64_t> index(picked.begin(), picked.end());
+        const std::vector<std::int64_t> index = sampled_row_indices(out_rows, step, stream);
         rows = rows.index_select(0, at::tensor(index, at::kLong).to(w.device()));
     }
     return host_float(rows);
 }
 
-DistributionProfiler::FormatSnr DistributionProfiler::sampled_output_snr(const at::Tensor& w,
+DistributionProfiler::OutputMeasure DistributionProfiler::sampled_output(const at::Tensor& w,
                                                                          const InputSample& input,
                                                                          std::int64_t step,
                                                                          std::uint64_t stream) const {
     const at::Tensor host = sampled_weight_rows(w, step, stream);
-    return output_snr_per_format(host.data_ptr<float>(), std::size_t(host.size(0)), std::size_t(host.size(1)),
-                                 input.tokens, input.count, int4_group_);
+    return measure_output(host.data_ptr<float>(), std::size_t(host.size(0)), std::size_t(host.size(1)),
+                          input.tokens, input.count, int4_group_, quantize_inputs_);
+}
+
+void DistributionProfiler::observe_output_grad(std::int64_t step, int block, int layer,
+                                               const at::Tensor& grad) {
+    const std::string where = "observe_layer_output_grad: block " + std::to_string(block);
+    if (block < 0 || std::size_t(block) >= blocks_.size())
+        throw std::invalid_argument(where + ": unknown block");
+    if (layer < 0 || std::size_t(layer) >= layers_[std::size_t(block)].size())
+        throw std::invalid_argument(where + " has " + std::to_string(layers_[std::size_t(block)].size()) +
+                                    " linear layers, not " + std::to_string(layer + 1));
+    if (!due(step) || inputs_step_ != step || estimator_ != SnrEstimator::sample) return;
+    const auto found = inputs_.find({block, layer});
+    if (found == inputs_.end() || found->second.token_rows.empty()) return;  // no input seen: nothing to pair
+    InputSample& s = found->second;
+    const AgentBlock& owner = blocks_[std::size_t(block)];
+    const std::size_t k = layers_[std::size_t(block)][std::size_t(layer)];
+    const auto out_rows = std::size_t(output_rows(owner.streamed()[k], owner.stored_transposed(k)).size(0));
+    const std::int64_t features = grad.dim() == 0 ? 1 : grad.size(grad.dim() - 1);
+    if (features != std::int64_t(out_rows) || std::size_t(grad.numel()) != s.batch_tokens * out_rows)
+        throw std::invalid_argument(where + " layer " + std::to_string(layer) + ": the gradient has " +
+                                    std::to_string(grad.numel()) + " elements of " +
+                                    std::to_string(features) + " features; the layer's output is " +
+                                    std::to_string(s.batch_tokens) + " tokens x " + std::to_string(out_rows));
+    const std::vector<std::int64_t> rows =
+        sampled_row_indices(out_rows, step, stream_of(block, std::size_t(layer), false));
+    const at::Tensor host =
+        host_float(grad.detach()
+                       .reshape({std::int64_t(s.batch_tokens), std::int64_t(out_rows)})
+                       .index_select(0, at::tensor(s.token_rows, at::kLong).to(grad.device()))
+                       .index_select(1, at::tensor(rows, at::kLong).to(grad.device())));
+    s.grad.assign(host.data_ptr<float>(), host.data_ptr<float>() + host.numel());
+}
+
+PerFormat DistributionProfiler::block_loss(int block,
+                                           const std::vector<const OutputMeasure*>& measures) const {
+    const auto& layers = layers_[std::size_t(block)];
+    PerFormat delta = kNoSnr;
+    for (std::size_t f = 0; f < kLowFormatsCheapestFirst.size(); ++f) {
+        double sum = 0;
+        for (std::size_t l = 0; l < layers.size(); ++l) {
+            const auto in = inputs_.find({block, int(l)});
+            const OutputMeasure* m = measures[l];
+            // Every layer or none: a block's estimate without one of its layers would understate it.
+            if (!m || in == inputs_.end() || in->second.grad.size() != in->second.count * m->rows)
+                return kNoSnr;
+            const AgentBlock& owner = blocks_[std::size_t(block)];
+            const auto rows_total = std::size_t(
+                output_rows(owner.streamed()[layers[l]], owner.stored_transposed(layers[l])).size(0));
+            sum += loss_change_estimate(m->error[f].data(), in->second.grad.data(), in->second.count, m->rows,
+                                        rows_total, double(in->second.batch_tokens));
+        }
+        delta[std::size_t(kLowFormatsCheapestFirst[f])] = sum;
+    }
+    return delta;
 }
 
 std::vector<BlockSnr> DistributionProfiler::finish(std::int64_t step) {
     std::vector<BlockSnr> out(blocks_.size());
+    loss_estimates_.clear();
+    std::vector<OutputMeasure> measured;  // this block's layers' output measures, when taken
+    std::vector<const OutputMeasure*> measures;
     for (std::size_t b = 0; b < blocks_.size(); ++b) {
         out[b].block_id = int(b);
         out[b].snr_db = kNoSnr;
+        measured.assign(layers_[b].size(), OutputMeasure{});
+        measures.assign(layers_[b].size(), nullptr);
         for (std::size_t l = 0; l < layers_[b].size(); ++l) {
             const std::size_t k = layers_[b][l];
             const at::Tensor w = output_rows(blocks_[b].streamed()[k], blocks_[b].stored_transposed(k));
@@ -180,21 +260,27 @@ std::vector<BlockSnr> DistributionProfiler::finish(std::int64_t step) {
             const auto in = inputs_step_ == step ? inputs_.find({int(b), int(l)}) : inputs_.end();
             InputSample* input = in != inputs_.end() ? &in->second : nullptr;
             FormatSnr snr{};
-            if (input && input->output_snr.valid()) {
-                snr = input->output_snr.get();  // measured on the worker; waits if still running
+            if (input && input->output.valid()) {
+                measured[l] = input->output.get();  // measured on the worker; waits if still running
             } else if (estimator_ == SnrEstimator::sample && input && input->count > 0 && w.dim() >= 2) {
-                snr = sampled_output_snr(w, *input, step, stream);
+                measured[l] = sampled_output(w, *input, step, stream);
             } else {
                 const at::Tensor host = host_float(w);  // once per layer, for the profile and every format
                 const TensorProfile weight = profile(host, false, step, stream);
                 for (Precision p : kLowFormatsCheapestFirst)
                     snr[std::size_t(p)] = layer_snr(p, weight, input);
             }
+            if (measured[l].rows > 0) {
+                snr = measured[l].snr;
+                measures[l] = &measured[l];
+            }
             for (Precision p : kLowFormatsCheapestFirst) {
                 double& worst = out[b].snr_db[std::size_t(p)];
                 worst = std::isnan(worst) ? snr[std::size_t(p)] : std::min(worst, snr[std::size_t(p)]);
             }
         }
+        const PerFormat delta = block_loss(int(b), measures);
+        if (std::isfinite(delta[std::size_t(Precision::int8)])) loss_estimates_.push_back({int(b), delta});
     }
     inputs_.clear();
     inputs_step_ = -1;

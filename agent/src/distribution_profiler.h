@@ -44,11 +44,34 @@ class DistributionProfiler {
     // std::invalid_argument for a block or layer the model lacks.
     void observe_input(std::int64_t step, int block, int layer, const at::Tensor& input);
 
-    // Profiles every block's weights and combines them with the inputs observed at `step`.
+    // The gradient of the loss at the output of the same layer, seen in the backward pass of a due
+    // `step` whose forward pass handed over the layer's input ("sample" estimator only; ignored
+    // otherwise). Its sampled tokens and output rows are kept for the loss-change estimate (rule 23).
+    // Throws std::invalid_argument for a block or layer the model lacks, or a gradient whose shape does
+    // not fit the layer's output.
+    void observe_output_grad(std::int64_t step, int block, int layer, const at::Tensor& grad);
+
+    // precision_scope "compute" (true: the inputs are quantized too) or "weights" (false).
+    void set_quantize_inputs(bool quantize) { quantize_inputs_ = quantize; }
+
+    // Profiles every block's weights and combines them with the inputs observed at `step`; also the
+    // loss-change estimates (loss_estimates()) of the blocks whose every layer had its input and
+    // output gradient observed.
     std::vector<BlockSnr> finish(std::int64_t step);
+    // The estimates of the last finish(), one per block that has them.
+    const std::vector<BlockLossEstimate>& loss_estimates() const { return loss_estimates_; }
 
     // Linear layers (parameters of two or more dimensions) per block: the pairs the SNR is taken over.
     std::size_t layer_count(int block) const { return layers_[std::size_t(block)].size(); }
+
+    using FormatSnr = std::array<double, kPrecisionCount>;
+    // The "sample" estimator's measure of one layer's output on the sampled tokens and rows.
+    struct OutputMeasure {
+        FormatSnr snr{};  // per format (low formats only)
+        // Per low format (kLowFormatsCheapestFirst order): y_f - y, [tokens x sampled rows].
+        std::vector<std::vector<double>> error;
+        std::size_t rows = 0;  // the sampled output rows
+    };
 
     static constexpr std::size_t kInputTokens = 32;
     // Output rows of a weight that the "sample" estimator's output SNR is measured on (all of them
@@ -56,19 +79,26 @@ class DistributionProfiler {
     static constexpr std::size_t kWeightRows = 128;
 
   private:
-    using FormatSnr = std::array<double, kPrecisionCount>;
     struct InputSample {
         TensorProfile profile;
         std::vector<float> tokens;  // kInputTokens sampled rows (fewer for a short input), row-major
         std::size_t count = 0;
-        std::future<FormatSnr> output_snr;  // valid when the worker measures the layer's output SNR
+        std::vector<std::int64_t> token_rows;  // which rows of the input the tokens are
+        std::size_t batch_tokens = 0;          // the input's rows: N
+        std::future<OutputMeasure> output;     // valid when the worker measures the layer's output
+        std::vector<float> grad;               // the output gradient at the tokens and sampled rows
     };
     // `host`: fp32, contiguous, on the CPU. `input`: an activation (rows are its feature vectors).
     TensorProfile profile(const at::Tensor& host, bool input, std::int64_t step, std::uint64_t stream) const;
-    // The "sample" estimator's SNR per format (low formats only) of weight `w` (any device) on the
-    // input's sampled tokens, over kWeightRows sampled output rows.
-    FormatSnr sampled_output_snr(const at::Tensor& w, const InputSample& input, std::int64_t step,
+    // The "sample" estimator's measure of weight `w` (any device) on the input's sampled tokens, over
+    // kWeightRows sampled output rows.
+    OutputMeasure sampled_output(const at::Tensor& w, const InputSample& input, std::int64_t step,
                                  std::uint64_t stream) const;
+    // The output rows sampled_output measures (all of them in a smaller layer), as indices.
+    std::vector<std::int64_t> sampled_row_indices(std::size_t out_rows, std::int64_t step,
+                                                  std::uint64_t stream) const;
+    // One block's loss-change estimate from its layers' measures and gradients (NaN where one lacks).
+    PerFormat block_loss(int block, const std::vector<const OutputMeasure*>& measures) const;
     // The kWeightRows output rows of `w` that sampled_output_snr measures, on the host, fp32 [rows x in].
     at::Tensor sampled_weight_rows(const at::Tensor& w, std::int64_t step, std::uint64_t stream) const;
     // A fresh, reproducible draw per step: the same seed and step sample the same elements and rows.
@@ -89,7 +119,9 @@ class DistributionProfiler {
     std::map<std::pair<int, int>, InputSample> inputs_;  // (block, layer) -> input sample
     std::int64_t inputs_step_ = -1;
     MasterSource masters_;
-    SerialWorker<FormatSnr> worker_;  // last: destroyed (its queue run, joined) before what jobs read
+    bool quantize_inputs_ = true;  // precision_scope "compute": inputs are rounded to the format too
+    std::vector<BlockLossEstimate> loss_estimates_;
+    SerialWorker<OutputMeasure> worker_;  // last: destroyed (its queue run, joined) before what jobs read
 };
 
 }  // namespace sp::agent::detail

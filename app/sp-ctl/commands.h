@@ -36,6 +36,7 @@ Command add_release(CLI::App& root);
 Command add_release_all(CLI::App& root);
 Command add_mode(CLI::App& root);
 Command add_budget(CLI::App& root);
+Command add_tolerance(CLI::App& root);
 Command add_snapshot(CLI::App& root);
 Command add_ping(CLI::App& root);
 Command add_tail(CLI::App& root);

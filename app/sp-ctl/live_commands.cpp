@@ -1,5 +1,5 @@
-// The control subcommands: pin, release, release-all, mode, budget, snapshot, ping (one request each on
-// the agent's control socket, agent/PROTOCOL.md §4).
+// The control subcommands: pin, release, release-all, mode, budget, tolerance, snapshot, ping (one request
+// each on the agent's control socket, agent/PROTOCOL.md §4).
 #include <algorithm>
 #include <cctype>
 #include <charconv>
@@ -152,6 +152,8 @@ std::string describe(const sp::Command& cmd) {
             return "set mode " + std::string(sp::to_string(cmd.mode));
         case sp::Command::Kind::set_budget:
             return "set budget target " + json_number(cmd.target_pct) + "%";
+        case sp::Command::Kind::set_tolerance:
+            return "set loss tolerance " + json_number(cmd.tolerance_pct) + "%";
     }
     return "command";
 }
@@ -332,6 +334,12 @@ int run_snapshot(const ConnectionArgs& args) {
                           s.mode == sp::Mode::budget ? "" : ", used in mode budget only");
             mode += target;
         }
+        if (s.loss_tolerance_pct) {
+            char tolerance[80];
+            std::snprintf(tolerance, sizeof tolerance, " (loss tolerance %.2f%%%s)", *s.loss_tolerance_pct,
+                          s.mode == sp::Mode::tolerance ? "" : ", used in mode tolerance only");
+            mode += tolerance;
+        }
         std::string out = "step " + std::to_string(s.step) + ", mode " + mode + ", run " + s.run_id +
                           ", rank " + std::to_string(s.rank) + ", seq " + std::to_string(s.seq) + "\n";
         char line[256];
@@ -454,9 +462,9 @@ Command add_mode(CLI::App& root) {
     };
     auto args = std::make_shared<ModeArgs>();
     CLI::App* command = root.add_subcommand(
-        "mode", routing_description("switch the policy's mode: dynamic, static, off or budget"));
+        "mode", routing_description("switch the policy's mode: dynamic, static, off, budget or tolerance"));
     // The names are the protocol layer's to judge, as the agent would.
-    command->add_option("MODE", args->mode, "dynamic, static, off or budget")->required();
+    command->add_option("MODE", args->mode, "dynamic, static, off, budget or tolerance")->required();
     add_routing_options(*command, args->routing);
     return {command, [args] {
                 return run_routing("mode", args->routing, [&a = *args](nlohmann::json& r) {
@@ -466,29 +474,44 @@ Command add_mode(CLI::App& root) {
             }};
 }
 
-Command add_budget(CLI::App& root) {
-    struct BudgetArgs {
+// A command that sets one percentage of the policy: `name --FLAG X` sends {"cmd": cmd, field: X}.
+// The texts are literals (the lambdas keep the pointers).
+Command add_percent_command(CLI::App& root, const char* name, const char* summary, const char* details,
+                            const char* flag, const char* flag_help, const char* cmd, const char* field) {
+    struct PercentArgs {
         RoutingArgs routing;
-        double target_pct = 0.0;
+        double pct = 0.0;
     };
-    auto args = std::make_shared<BudgetArgs>();
-    CLI::App* command = root.add_subcommand(
-        "budget",
-        routing_description(
-            "set the budget mode's target saving (percent)",
-            "Sets the budget mode's target: bytes to save against all-BF16, in percent (0 to 100).\n"
-            "The next update plans for it; `sp-ctl mode budget` switches to the budget mode.\n"));
-    command->add_option("--target-pct", args->target_pct, "the saving to aim for, in percent")
+    auto args = std::make_shared<PercentArgs>();
+    CLI::App* command = root.add_subcommand(name, routing_description(summary, details));
+    command->add_option(flag, args->pct, flag_help)
         ->required()
         ->type_name("X")
         ->check(number("a number"));  // its range is the protocol layer's to judge
     add_routing_options(*command, args->routing);
-    return {command, [args] {
-                return run_routing("budget", args->routing, [&a = *args](nlohmann::json& r) {
-                    r["cmd"] = "set_budget";
-                    r["target_pct"] = a.target_pct;
+    return {command, [args, name, cmd, field] {
+                return run_routing(name, args->routing, [&a = *args, cmd, field](nlohmann::json& r) {
+                    r["cmd"] = cmd;
+                    r[field] = a.pct;
                 });
             }};
+}
+
+Command add_budget(CLI::App& root) {
+    return add_percent_command(
+        root, "budget", "set the budget mode's target saving (percent)",
+        "Sets the budget mode's target: bytes to save against all-BF16, in percent (0 to 100).\n"
+        "The next update plans for it; `sp-ctl mode budget` switches to the budget mode.\n",
+        "--target-pct", "the saving to aim for, in percent", "set_budget", "target_pct");
+}
+
+Command add_tolerance(CLI::App& root) {
+    return add_percent_command(
+        root, "tolerance", "set the tolerance mode's loss tolerance (percent)",
+        "Sets the tolerance mode's loss tolerance: the estimated increase of the training loss the\n"
+        "plan may cost, in percent of the loss (0 to 100). The next update saves the most bytes\n"
+        "within it; `sp-ctl mode tolerance` switches to the tolerance mode.\n",
+        "--pct", "the loss increase allowed, in percent", "set_tolerance", "loss_tolerance_pct");
 }
 
 Command add_snapshot(CLI::App& root) {

@@ -18,8 +18,8 @@ int main(int argc, char** argv) {
         sp::ctl::add_simulate(root),    sp::ctl::add_validate(root), sp::ctl::add_summarize(root),
         sp::ctl::add_gate(root),        sp::ctl::add_pin(root),      sp::ctl::add_release(root),
         sp::ctl::add_release_all(root), sp::ctl::add_mode(root),     sp::ctl::add_budget(root),
-        sp::ctl::add_snapshot(root),    sp::ctl::add_ping(root),     sp::ctl::add_tail(root),
-        sp::ctl::add_keygen(root),
+        sp::ctl::add_tolerance(root),   sp::ctl::add_snapshot(root), sp::ctl::add_ping(root),
+        sp::ctl::add_tail(root),        sp::ctl::add_keygen(root),
     };
     // `sp-ctl help` is `sp-ctl --help`, as it always was; in no group, so not listed.
     CLI::App* help = root.add_subcommand("help")->group("")->allow_extras();

@@ -45,6 +45,9 @@ Command add_mode(CLI::App& root) {
 Command add_budget(CLI::App& root) {
     return refused(root, "budget", "set the budget mode's target saving");
 }
+Command add_tolerance(CLI::App& root) {
+    return refused(root, "tolerance", "set the tolerance mode's loss tolerance");
+}
 Command add_snapshot(CLI::App& root) {
     return refused(root, "snapshot", "show a running agent's routing state");
 }

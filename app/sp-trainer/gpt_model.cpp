@@ -48,9 +48,11 @@ class BlockImpl : public torch::nn::Module {
         causal_mask_ = register_buffer("causal_mask", torch::ones({seq_len, seq_len}, torch::kBool).triu(1));
     }
 
-    // `observe(layer, input)`, when set, sees the input of each linear layer, in parameter order.
+    // `observe(layer, input)`, when set, sees the input of each linear layer, in parameter order;
+    // `observe_grad(layer, g)`, in the backward pass, the gradient of the loss at each one's output.
     torch::Tensor forward(const torch::Tensor& x,
-                          const std::function<void(int, const at::Tensor&)>& observe = {}) {
+                          const std::function<void(int, const at::Tensor&)>& observe = {},
+                          const std::function<void(int, const at::Tensor&)>& observe_grad = {}) {
         const auto batch = x.size(0), time = x.size(1), channels = x.size(2);
         // A linear layer as the block computes it: its input rounded to the block's format (and
         // seen by the profiler), the gradient at its output rounded; with adapters, plus the
@@ -58,6 +60,9 @@ class BlockImpl : public torch::nn::Module {
         auto linear = [&](int layer, torch::nn::Linear& base, const torch::Tensor& input) {
             if (observe) observe(layer, input.detach());
             auto out = in_compute_format_grad(base(in_compute_format(input)));
+            // Before the gradient's rounding (RoundGradient runs after this hook's tensor): the loss's own.
+            if (observe_grad && out.requires_grad())
+                out.register_hook([observe_grad, layer](const torch::Tensor& g) { observe_grad(layer, g); });
             if (!adapter_a_.empty()) {
                 namespace F = torch::nn::functional;
                 out = out + F::linear(F::linear(input, adapter_a_[std::size_t(layer)]),
@@ -264,8 +269,14 @@ at::Tensor GptModel::forward(const at::Tensor& tokens) {
             x = m.block_list[b](x);
             continue;
         }
+        // The gradient observer outlives this call (backward runs later): it captures by value.
+        std::function<void(int, const at::Tensor&)> grad_observer;
+        if (grad_observer_)
+            grad_observer = [observer = grad_observer_, block = int(b)](int layer, const at::Tensor& g) {
+                observer(block, layer, g);
+            };
         x = m.block_list[b]->forward(
-            x, [&](int layer, const at::Tensor& in) { input_observer_(int(b), layer, in); });
+            x, [&](int layer, const at::Tensor& in) { input_observer_(int(b), layer, in); }, grad_observer);
     }
     return m.lm_head(m.final_norm(x));
 }
@@ -298,7 +309,7 @@ void GptModel::set_compute_formats(const std::vector<Precision>& formats, std::s
                                     " formats for " + std::to_string(impl_->block_list.size()) + " blocks");
     int4_group_ = int4_group;
     for (std::size_t b = 0; b < formats.size(); ++b)
-        impl_->block_list[b]->set_compute_format(formats[b], int4_group);
+        impl_->block_list[b]->set_compute_format(weights_scope_ ? Precision::bf16 : formats[b], int4_group);
 }
 
 void GptModel::unplant_for_update() {

@@ -47,6 +47,10 @@ class GptModel {
     // input)` (layers in parameter order: qkv, attn_out, mlp_in, mlp_out). Unset: an empty function.
     using LayerInputObserver = std::function<void(int block, int layer, const at::Tensor& input)>;
     void set_layer_input_observer(LayerInputObserver observer) { input_observer_ = std::move(observer); }
+    // While set (with an input observer), the forward passes register hooks that hand the gradient of
+    // the loss at each of those layers' outputs to `observer(block, layer, grad)` during backward, before
+    // the compute format rounds it. Hooks already registered keep the observer they were given.
+    void set_layer_output_grad_observer(LayerInputObserver observer) { grad_observer_ = std::move(observer); }
 
     // While set, forward() calls `hook(block)` just before each block's forward, in block order:
     // block-swap streaming uploads the block's weights there
@@ -79,8 +83,11 @@ class GptModel {
     void replant_after_update();
 
     // The format each block computes in (one per block): its linear layers' inputs are rounded to it
-    // per token, as the runtime rounds its weights. std::invalid_argument for another count.
+    // per token, as the runtime rounds its weights, and so are the gradients at their outputs. In the
+    // "weights" precision scope (set_weights_scope) every block computes in BF16 whatever its format:
+    // only its weights are stored in the format. std::invalid_argument for another count.
     void set_compute_formats(const std::vector<Precision>& formats, std::size_t int4_group);
+    void set_weights_scope(bool weights) { weights_scope_ = weights; }
     std::size_t int4_group() const { return int4_group_; }
 
     // The routed blocks as modules: "blocks.0" .. "blocks.<N-1>".
@@ -111,6 +118,8 @@ class GptModel {
     std::unique_ptr<Impl> impl_;
     bool adapters_ = false;
     LayerInputObserver input_observer_;
+    LayerInputObserver grad_observer_;
+    bool weights_scope_ = false;
     BlockForwardHook block_hook_;
     std::size_t int4_group_ = kDefaultInt4GroupSize;
 };

@@ -361,15 +361,20 @@ class TrainingLoop {
         agent_.begin_step(step);
         const Batch batch = text_.sample(Split::train, train_rng_, o_.batch, o_.seq_len, o_.device);
         // Distribution statistics steps: the agent profiles the inputs of the blocks' linear layers.
-        if (agent_.wants_layer_inputs(step))
+        if (agent_.wants_layer_inputs(step)) {
             model_.set_layer_input_observer([this](int block, int layer, const at::Tensor& x) {
                 agent_.observe_layer_input(block, layer, x);
                 if (validation_) validation_->observe_input(block, layer, x);
             });
+            model_.set_layer_output_grad_observer([this](int block, int layer, const at::Tensor& g) {
+                agent_.observe_layer_output_grad(block, layer, g);
+            });
+        }
         // The map of this step (a rollback in the last end_step included): inputs follow the weights.
         model_.set_compute_formats(runtime_.precisions(), std::size_t(o_.config.int4_group_size));
         at::Tensor loss = model_.loss(batch.tokens, batch.targets);
         model_.set_layer_input_observer({});
+        model_.set_layer_output_grad_observer({});
         optimizer_.zero_grad();
         loss.backward();
         // Data-parallel: every rank steps with the mean of the ranks' gradients (what DDP does).
@@ -511,6 +516,7 @@ int run(const TrainerOptions& o) {
 
     agent::ReferencePrecisionRuntime runtime(agent.blocks(), std::size_t(o.config.int4_group_size));
     set_residency(o, model, runtime, totals);
+    model.set_weights_scope(o.config.weights_scope());
     model.set_compute_formats(runtime.precisions(), std::size_t(o.config.int4_group_size));
     std::unique_ptr<SnrValidation> validation;
     if (!o.snr_validation.empty()) validation = std::make_unique<SnrValidation>(o.snr_validation, o.config);

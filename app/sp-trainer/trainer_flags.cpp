@@ -235,6 +235,11 @@ void declare_policy_flags(CLI::App& app, TrainerOptions& o) {
         ->type_name("P")
         ->check(one_of(precision_choices()))
         ->default_str(std::string(to_string(TrainerOptions().precision)));
+    value_flag(app, "--precision-scope", o.precision_scope, "S",
+               "compute: a block's format rounds its weights, its linear layers' inputs and the gradients at "
+               "their outputs | weights: only its weights are stored and streamed in the format, computed in "
+               "BF16 (block-swap); overrides the config's precision_scope (default: the config's, compute)")
+        ->check(one_of({"compute", "weights"}));
     value_flag(app, "--telemetry", o.telemetry_path, "FILE",
                "write telemetry JSONL to FILE (overrides the config; turns it on)")
         ->check(non_empty("the file name is empty"));

@@ -30,6 +30,7 @@ void apply_flags_to_config(TrainerOptions& o) {
         c.telemetry_file = *o.telemetry_path;
     }
     if (o.no_telemetry) c.telemetry_enabled = false;
+    if (o.precision_scope) c.precision_scope = *o.precision_scope;
     if (o.every_step_stats) c.telemetry_every_step = true;
     if (!o.precision.uniform) {
         for (Precision p : kAllPrecisions)

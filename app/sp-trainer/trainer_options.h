@@ -34,10 +34,11 @@ struct TrainerOptions {
     int seq_len = 64;
     int batch = 8;
     double lr = 3e-3;
-    std::string config_path;                    // "" -> the built-in defaults
-    std::optional<std::string> telemetry_path;  // --telemetry
-    bool no_telemetry = false;                  // --no-telemetry
-    bool every_step_stats = false;              // --every-step-stats
+    std::string config_path;                     // "" -> the built-in defaults
+    std::optional<std::string> telemetry_path;   // --telemetry
+    std::optional<std::string> precision_scope;  // --precision-scope: overrides the config's
+    bool no_telemetry = false;                   // --no-telemetry
+    bool every_step_stats = false;               // --every-step-stats
     std::uint64_t seed = 1;
     std::int64_t eval_every = 50;
     int eval_batches = 8;

@@ -13,8 +13,9 @@ namespace {
 
 using json = nlohmann::json;
 
-constexpr Command::Kind kAllKinds[] = {Command::Kind::pin, Command::Kind::release, Command::Kind::release_all,
-                                       Command::Kind::set_mode, Command::Kind::set_budget};
+constexpr Command::Kind kAllKinds[] = {Command::Kind::pin,         Command::Kind::release,
+                                       Command::Kind::release_all, Command::Kind::set_mode,
+                                       Command::Kind::set_budget,  Command::Kind::set_tolerance};
 
 std::string show(const json& v) {
     std::string text = v.dump();
@@ -125,6 +126,35 @@ bool read_pin_options(const json& j, Command& c, std::string& error) {
     return true;
 }
 
+// A percentage in [0, 100] from field `key` (or its `alias`, when one is given; both present must
+// agree), required by command `cmd`.
+bool read_percent(const json& j, const char* key, const char* alias, const std::string& cmd, double& out,
+                  std::string& error) {
+    const std::string named =
+        alias ? std::string("'") + key + "' (or '" + alias + "')" : std::string("'") + key + "'";
+    auto it = j.find(key);
+    if (alias) {
+        const auto other = j.find(alias);
+        if (it == j.end()) {
+            it = other;
+        } else if (other != j.end() && *other != *it) {
+            error = "fields '" + std::string(key) + "' and '" + alias + "' disagree: " + show(*it) + " and " +
+                    show(*other);
+            return false;
+        }
+    }
+    if (it == j.end()) {
+        error = "field " + named + ": missing (required by '" + cmd + "'; a number in [0, 100])";
+        return false;
+    }
+    if (!it->is_number() || !(it->get<double>() >= 0.0 && it->get<double>() <= 100.0)) {
+        error = "field " + named + ": must be a number in [0, 100], got " + show(*it);
+        return false;
+    }
+    out = it->get<double>();
+    return true;
+}
+
 }  // namespace
 
 std::string_view to_string(Command::Kind k) {
@@ -139,6 +169,8 @@ std::string_view to_string(Command::Kind k) {
             return "set_mode";
         case Command::Kind::set_budget:
             return "set_budget";
+        case Command::Kind::set_tolerance:
+            return "set_tolerance";
     }
     return "unknown";
 }
@@ -200,7 +232,7 @@ bool parse_command(const json& j, Command& out, std::string& error) {
         case Command::Kind::release_all:
             break;
         case Command::Kind::set_mode: {
-            const std::string valid = "off, static, dynamic, budget";
+            const std::string valid = "off, static, dynamic, budget, tolerance";
             const std::string* text = read_string(j, "mode", *name, valid, error);
             if (!text) return false;
             if (!parse_mode(*text, c.mode)) {
@@ -209,19 +241,12 @@ bool parse_command(const json& j, Command& out, std::string& error) {
             }
             break;
         }
-        case Command::Kind::set_budget: {
-            const auto it = j.find("target_pct");
-            if (it == j.end()) {
-                error = "field 'target_pct': missing (required by 'set_budget'; a number in [0, 100])";
-                return false;
-            }
-            if (!it->is_number() || !(it->get<double>() >= 0.0 && it->get<double>() <= 100.0)) {
-                error = "field 'target_pct': must be a number in [0, 100], got " + show(*it);
-                return false;
-            }
-            c.target_pct = it->get<double>();
+        case Command::Kind::set_budget:
+            if (!read_percent(j, "target_pct", nullptr, *name, c.target_pct, error)) return false;
             break;
-        }
+        case Command::Kind::set_tolerance:
+            if (!read_percent(j, "loss_tolerance_pct", "pct", *name, c.tolerance_pct, error)) return false;
+            break;
     }
     out = std::move(c);
     error.clear();
@@ -248,6 +273,9 @@ json to_json(const Command& c) {
             break;
         case Command::Kind::set_budget:
             j["target_pct"] = c.target_pct;
+            break;
+        case Command::Kind::set_tolerance:
+            j["loss_tolerance_pct"] = c.tolerance_pct;
             break;
     }
     return j;

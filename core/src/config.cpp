@@ -24,7 +24,7 @@ namespace {
 
 using json = nlohmann::json;
 
-constexpr std::string_view kModeNames = R"("off", "static", "dynamic", "budget")";
+constexpr std::string_view kModeNames = R"("off", "static", "dynamic", "budget", "tolerance")";
 constexpr std::string_view kAmbiguousNames = R"("bf16", "int8", "fp8_e4m3", "fp8_e5m2", "int4")";
 constexpr std::string_view kEstimatorNames = R"("zeroing", "sample", "zeroing_tensor_absmax")";
 
@@ -250,6 +250,9 @@ const std::vector<Key>& keys() {
         snr_thresholds_key(),
         real("snr_hysteresis_db", &Config::snr_hysteresis_db),
         real("budget_target_pct", &Config::budget_target_pct),
+        text("precision_scope", &Config::precision_scope),
+        text("cost_estimator", &Config::cost_estimator),
+        real("loss_tolerance_pct", &Config::loss_tolerance_pct),
         text("format_gate_file", &Config::format_gate_file),
         real("control_requests_per_second", &Config::control_requests_per_second),
         text("distributed_stats_mode", &Config::distributed_stats_mode),
@@ -346,6 +349,17 @@ void check_formats(const Config& c, const std::string& prefix, Add&& add) {
     if (!(c.budget_target_pct >= 0.0 && c.budget_target_pct <= 100.0))
         add({"budget_target_pct"}, about(prefix, "budget_target_pct") + "must be a number in [0, 100], got " +
                                        show(c.budget_target_pct));
+    if (!(c.loss_tolerance_pct >= 0.0 && c.loss_tolerance_pct <= 100.0))
+        add({"loss_tolerance_pct"}, about(prefix, "loss_tolerance_pct") +
+                                        "must be a number in [0, 100], got " + show(c.loss_tolerance_pct));
+    if (c.precision_scope != "compute" && c.precision_scope != "weights")
+        add({"precision_scope"}, about(prefix, "precision_scope") +
+                                     R"(must be one of "compute", "weights", got )" +
+                                     json(c.precision_scope).dump());
+    if (c.cost_estimator != "sensitivity" && c.cost_estimator != "loss")
+        add({"cost_estimator"}, about(prefix, "cost_estimator") +
+                                    R"(must be one of "sensitivity", "loss", got )" +
+                                    json(c.cost_estimator).dump());
 }
 
 // "force_<format>_blocks" by Precision value.
@@ -368,7 +382,7 @@ std::vector<Issue> check(const Config& c, const std::string& prefix) {
     };
     auto in_unit = [](double v) { return v >= 0.0 && v <= 1.0; };  // false for NaN
 
-    if (c.mode != Mode::off && c.mode != Mode::static_ && c.mode != Mode::dynamic && c.mode != Mode::budget)
+    if (to_string(c.mode) == "unknown")
         add({"mode"}, about(prefix, "mode") + "must be one of " + std::string(kModeNames) + ", got " +
                           std::to_string(static_cast<int>(c.mode)));
     if (std::size_t(c.ambiguous_default) >= kPrecisionCount)
@@ -541,30 +555,6 @@ const std::vector<int>& Config::force_list(Precision p) const {
 
 std::string Config::force_key(Precision p) {
     return force_key_names()[std::size_t(p)];
-}
-
-std::string_view to_string(Mode m) {
-    switch (m) {
-        case Mode::off:
-            return "off";
-        case Mode::static_:
-            return "static";
-        case Mode::dynamic:
-            return "dynamic";
-        case Mode::budget:
-            return "budget";
-    }
-    return "unknown";  // only for a value cast from outside the enum; validate() rejects it
-}
-
-bool parse_mode(std::string_view text, Mode& out) {
-    for (Mode m : {Mode::off, Mode::static_, Mode::dynamic, Mode::budget}) {
-        if (to_string(m) == text) {
-            out = m;
-            return true;
-        }
-    }
-    return false;
 }
 
 ConfigError::ConfigError(std::vector<std::string> problems)

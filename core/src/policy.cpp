@@ -43,6 +43,7 @@ Policy::Policy(Config config, BlockLayout layout, std::vector<double> calibratio
       calibration_errors_(std::move(calibration_errors)),
       mode_(config_.effective_mode()),
       budget_target_pct_(config_.budget_target_pct),
+      loss_tolerance_pct_(config_.loss_tolerance_pct),
       loss_monitor_(config_) {
     std::vector<std::string> problems = validate(config_);
     const std::size_t n = layout_.size();
@@ -89,6 +90,7 @@ Policy::Policy(Config config, BlockLayout layout, std::vector<double> calibratio
     win_head_.assign(n, 0);
     nonfinite_since_update_.assign(n, 0);
     snr_.assign(n, kNoSnr);
+    loss_delta_.assign(n, kNoSnr);
     admitted_.assign(n, kAllFormats);
     effective_.assign(n, Precision::bf16);
     recorded_.assign(n, Precision::bf16);
@@ -135,6 +137,14 @@ void Policy::observe_snr(const BlockSnr& snr) {
         throw std::invalid_argument("observe_snr: unknown block " + std::to_string(snr.block_id) + " (" +
                                     block_range(layout_.size()) + ")");
     snr_[std::size_t(snr.block_id)] = snr.snr_db;
+}
+
+void Policy::observe_loss_estimate(const BlockLossEstimate& estimate) {
+    if (estimate.block_id < 0 || estimate.block_id >= block_count())
+        throw std::invalid_argument("observe_loss_estimate: unknown block " +
+                                    std::to_string(estimate.block_id) + " (" + block_range(layout_.size()) +
+                                    ")");
+    loss_delta_[std::size_t(estimate.block_id)] = estimate.loss_delta;
 }
 
 void Policy::set_admitted_formats(std::vector<FormatMask> admitted) {
@@ -239,6 +249,11 @@ CommandOutcome Policy::apply(const Command& command, std::int64_t step) {
         out.error = "set_budget: the policy is in mode " + std::string(to_string(mode_)) +
                     ", and a budget target acts only in mode budget; switch first (sp-ctl mode budget, or "
                     "Control > Mode: budget in the dashboard)";
+    if (out.error.empty() && command.kind == Command::Kind::set_tolerance && mode_ != Mode::tolerance)
+        out.error =
+            "set_tolerance: the policy is in mode " + std::string(to_string(mode_)) +
+            ", and a loss tolerance acts only in mode tolerance; switch first (sp-ctl mode tolerance, "
+            "or Control > Mode: tolerance in the dashboard)";
     if (out.error.empty() && command.kind == Command::Kind::release) out.error = unpinned_in(command.blocks);
     if (!out.error.empty()) return out;
     out.ok = true;
@@ -262,10 +277,13 @@ CommandOutcome Policy::apply(const Command& command, std::int64_t step) {
         case Command::Kind::set_budget:
             budget_target_pct_ = command.target_pct;  // the next update plans for it
             break;
+        case Command::Kind::set_tolerance:
+            loss_tolerance_pct_ = command.tolerance_pct;  // the next update plans for it
+            break;
         case Command::Kind::set_mode:
             mode_ = command.mode;
-            // Leaving dynamic or budget returns policy-routed blocks to bf16 at once; entering them lets
-            // the next update decide from where each block stands.
+            // Leaving dynamic, budget or tolerance returns policy-routed blocks to bf16 at once; entering
+            // them lets the next update decide from where each block stands.
             if (mode_ == Mode::off || mode_ == Mode::static_) {
                 ForcedBy by;
                 for (int b = 0; b < block_count(); ++b) {

@@ -37,6 +37,13 @@ void PolicyStepper::observe_snr(const BlockSnr& snr) {
     policy_.observe_snr(snr);
 }
 
+void PolicyStepper::observe_loss_estimate(const BlockLossEstimate& estimate) {
+    require(phase_ == Phase::commands || phase_ == Phase::observing, "observe_loss_estimate",
+            "after begin and the step's commands, before update");
+    phase_ = Phase::observing;
+    policy_.observe_loss_estimate(estimate);
+}
+
 const UpdateRecord* PolicyStepper::update(double timestamp) {
     require(phase_ == Phase::commands || phase_ == Phase::observing, "update",
             "once per step, after its statistics");

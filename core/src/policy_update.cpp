@@ -30,6 +30,7 @@ Policy::WindowTotals Policy::average_windows(UpdateRecord& rec) const {
         d.id = int(b);
         d.window = win_count_[b];
         d.snr_db = snr_[b];
+        d.loss_delta_pct = loss_pct_of(b);
         if (d.window == 0) continue;
         // Oldest observation first, so the sums are reproducible.
         const std::size_t base = b * std::size_t(w);
@@ -164,13 +165,34 @@ void Policy::fill_budget_block(BudgetBlock& bb, std::size_t b, const BlockDetail
     bb.admissible = admissible;
     bb.fixed = fixed;
     bb.current = effective_[b];
+    bb.loss_pct = d.loss_delta_pct;
+}
+
+PerFormat Policy::loss_pct_of(std::size_t b) const {
+    PerFormat pct = kNoSnr;
+    const double reference = loss_monitor_.ema();
+    if (loss_monitor_.history() == 0 || !(reference > 0.0) || !std::isfinite(reference)) return pct;
+    for (Precision p : kLowFormatsCheapestFirst)
+        pct[std::size_t(p)] = 100.0 * loss_delta_[b][std::size_t(p)] / reference;
+    return pct;
+}
+
+std::vector<Precision> Policy::plan_on_loss(UpdateRecord& rec) {
+    const bool budget = mode_ == Mode::budget;
+    const LossPlan plan =
+        budget ? loss_planner_.plan_budget(budget_blocks_, budget_target_pct_, config_.hysteresis_margin)
+               : loss_planner_.plan_tolerance(budget_blocks_, loss_tolerance_pct_, config_.hysteresis_margin);
+    rec.estimated_loss_pct = plan.loss_pct;
+    return plan.precision;
 }
 
 Policy::Decision Policy::decide_budget(BlockDetail& d, Precision planned) const {
     const std::size_t b = std::size_t(d.id);
     const Precision current = effective_[b];
-    d.facts.rule = ReasonRule::budget;
-    d.facts.threshold = budget_target_pct_;
+    const bool tolerance = mode_ == Mode::tolerance;
+    d.facts.rule = tolerance ? ReasonRule::tolerance : ReasonRule::budget;
+    d.facts.threshold = tolerance ? loss_tolerance_pct_ : budget_target_pct_;
+    d.facts.on_loss = plans_on_loss();
     d.facts.format = planned;
     return {planned, planned == current ? Reason::hold : Reason::policy};
 }
@@ -231,6 +253,9 @@ void Policy::begin_record(UpdateRecord& rec, std::int64_t step, double timestamp
     rec.mode = mode_;
     rec.budget_target_pct.reset();
     if (mode_ == Mode::budget) rec.budget_target_pct = budget_target_pct_;
+    rec.loss_tolerance_pct.reset();
+    if (mode_ == Mode::tolerance) rec.loss_tolerance_pct = loss_tolerance_pct_;
+    rec.estimated_loss_pct.reset();
     rec.measured_bandwidth_saving_pct.reset();
     rec.block_details.resize(layout_.size());
 }
@@ -252,8 +277,9 @@ Policy::Decision Policy::decide(BlockDetail& d, std::int64_t step, bool first_dy
         d.facts.rule = ReasonRule::nonfinite;
         return {Precision::bf16, Reason::nonfinite};
     }
-    if (mode_ == Mode::budget) return decide_budget(d, planned[b]);  // rule 18
-    return decide_dynamic(d, step, first_dynamic);                   // rules 5-7, 16, 17
+    if (mode_ == Mode::budget || mode_ == Mode::tolerance)
+        return decide_budget(d, planned[b]);        // rules 18, 23
+    return decide_dynamic(d, step, first_dynamic);  // rules 5-7, 16, 17
 }
 
 void Policy::end_update(std::int64_t step, bool first_dynamic) {
@@ -270,13 +296,17 @@ const UpdateRecord* Policy::update(std::int64_t step, double timestamp) {
 
     UpdateRecord& rec = record_;
     begin_record(rec, step, timestamp);
-    // Mode budget: each block's planner input is taken as it is scored (a pass over the record less).
-    const bool budget = mode_ == Mode::budget;
-    score_blocks(rec, average_windows(rec), step, budget ? &budget_blocks_ : nullptr);
+    // Modes budget and tolerance: each block's planner input is taken as it is scored (a pass over the
+    // record less).
+    const bool planning = mode_ == Mode::budget || mode_ == Mode::tolerance;
+    score_blocks(rec, average_windows(rec), step, planning ? &budget_blocks_ : nullptr);
     const bool first_dynamic = mode_ == Mode::dynamic && !dynamic_assigned_;
-    const std::vector<Precision> planned =
-        budget ? budget_planner_.plan(budget_blocks_, budget_target_pct_, config_.hysteresis_margin).precision
-               : std::vector<Precision>{};
+    std::vector<Precision> planned;
+    if (plans_on_loss())
+        planned = plan_on_loss(rec);
+    else if (planning)
+        planned =
+            budget_planner_.plan(budget_blocks_, budget_target_pct_, config_.hysteresis_margin).precision;
     // Each block is tallied as soon as its decision is applied: a decision changes that block alone.
     Tally tally;
     begin_tally(rec);

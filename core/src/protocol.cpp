@@ -25,7 +25,8 @@ using detail::dump;
 using detail::json;
 using detail::ojson;
 
-constexpr std::string_view kRequestNames = "pin, release, release_all, set_mode, set_budget, snapshot, ping";
+constexpr std::string_view kRequestNames =
+    "pin, release, release_all, set_mode, set_budget, set_tolerance, snapshot, ping";
 
 // A client-supplied string inside an error message: quoted and cut to a readable length.
 std::string single_quoted(std::string_view text) {
@@ -121,7 +122,7 @@ std::variant<Request, RequestError> parse_request_unchecked(std::string_view fra
         return r;
     }
     if (cmd != "pin" && cmd != "release" && cmd != "release_all" && cmd != "set_mode" &&
-        cmd != "set_budget") {
+        cmd != "set_budget" && cmd != "set_tolerance") {
         return RequestError{id, "field 'cmd': unknown command " + single_quoted(cmd) + " (expected one of " +
                                     std::string(kRequestNames) + ")"};
     }
@@ -248,7 +249,8 @@ std::string snapshot_reply(const Request& r, const Snapshot& s, const RecordLine
     snap["run_id"] = s.run_id;
     snap["rank"] = s.rank;
     snap["mode"] = to_string(s.mode);
-    if (s.budget_target_pct) snap["budget_target_pct"] = *s.budget_target_pct;  // additive
+    if (s.budget_target_pct) snap["budget_target_pct"] = *s.budget_target_pct;     // additive
+    if (s.loss_tolerance_pct) snap["loss_tolerance_pct"] = *s.loss_tolerance_pct;  // additive
     ojson blocks = layout_json(s.layout);
     for (std::size_t i = 0; i < n; ++i) {
         blocks[i]["precision"] = to_string(s.precision[i]);

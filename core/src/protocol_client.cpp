@@ -55,6 +55,15 @@ Precision precision_of(const json& v, const std::string& where) {
     return *p;
 }
 
+// An optional snapshot percentage (additive fields): absent, or a number in [0, 100].
+std::optional<double> optional_percent(const json& snap, const char* key) {
+    const auto it = snap.find(key);
+    if (it == snap.end()) return std::nullopt;
+    if (!it->is_number() || !(it->get<double>() >= 0.0 && it->get<double>() <= 100.0))
+        throw FieldError(std::string("field 'snapshot.") + key + "': expected a number in [0, 100]");
+    return it->get<double>();
+}
+
 // Reads a JSON object from the network; throws FieldError saying what `what` is not.
 json object_of(std::string_view text, const char* what) {
     json j;
@@ -172,11 +181,8 @@ bool parse_snapshot(std::string_view reply_text, Snapshot& out, std::string& err
                         s.mode)) {
             throw FieldError("field 'snapshot.mode': unknown mode");
         }
-        if (const auto target = snap.find("budget_target_pct"); target != snap.end()) {
-            if (!target->is_number() || !(target->get<double>() >= 0.0 && target->get<double>() <= 100.0))
-                throw FieldError("field 'snapshot.budget_target_pct': expected a number in [0, 100]");
-            s.budget_target_pct = target->get<double>();
-        }
+        s.budget_target_pct = optional_percent(snap, "budget_target_pct");
+        s.loss_tolerance_pct = optional_percent(snap, "loss_tolerance_pct");
         const json& blocks = field(snap, "snapshot", "blocks", &json::is_array, "an array");
         for (std::size_t i = 0; i < blocks.size(); ++i) {
             const json& b = blocks[i];

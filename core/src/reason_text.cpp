@@ -123,6 +123,56 @@ void put_dynamic(std::string& out, const BlockDetail& d) {
     }
 }
 
+// A loss change or tolerance in percent, with 2 decimals (3 significant digits below 0.01, so that a
+// small one does not read as 0), signed or not, and its "%".
+void put_loss_pct(std::string& out, double pct, bool sign = true) {
+    const bool small = std::fabs(pct) < 0.01 && pct != 0.0;
+    const char* format = sign ? (small ? "%+.3g%%" : "%+.2f%%") : (small ? "%.3g%%" : "%.2f%%");
+    char text[32];
+    const int n = std::snprintf(text, sizeof text, format, pct);
+    if (n > 0) out.append(text, std::size_t(n) < sizeof text ? std::size_t(n) : sizeof text - 1);
+}
+
+// Rules 18 and 21: the plan's format, and on the loss estimate what each format would cost.
+void put_plan(std::string& out, const BlockDetail& d) {
+    const ReasonFacts& f = d.facts;
+    if (f.rule == ReasonRule::tolerance) {
+        out += "tolerance ";
+        put_loss_pct(out, f.threshold, false);
+    } else {
+        out += "budget ";
+        put_number(out, f.threshold, 1);
+        out += '%';
+    }
+    if (!f.on_loss) {
+        out += ", sensitivity ";
+        put_number(out, d.sensitivity);
+        out += ": ";
+        out += to_string(f.format);
+        return;
+    }
+    out += ", on the loss estimate: ";
+    out += to_string(f.format);
+    const double own = f.format == Precision::bf16 ? NAN : d.loss_delta_pct[std::size_t(f.format)];
+    if (std::isfinite(own)) {
+        out += ", which costs \u2248 ";
+        put_loss_pct(out, own);
+        out += " loss";
+    }
+    bool first = true;
+    for (Precision p : kLowFormatsCheapestFirst) {
+        const double pct = d.loss_delta_pct[std::size_t(p)];
+        if (p == f.format || !std::isfinite(pct)) continue;
+        out += first ? "; " : ", ";
+        out += to_string(p);
+        out += first ? " would cost \u2248 " : " \u2248 ";
+        put_loss_pct(out, pct);
+        if (first) out += " loss";
+        first = false;
+    }
+    if (first && !std::isfinite(own)) out += " (no loss estimate yet)";
+}
+
 }  // namespace
 
 void append_reason_text(std::string& out, const BlockDetail& d) {
@@ -149,12 +199,8 @@ void append_reason_text(std::string& out, const BlockDetail& d) {
             out += "non-finite gradients since the last update: bf16";
             return;
         case ReasonRule::budget:
-            out += "budget ";
-            put_number(out, f.threshold, 1);
-            out += "%, sensitivity ";
-            put_number(out, d.sensitivity);
-            out += ": ";
-            out += to_string(f.format);
+        case ReasonRule::tolerance:
+            put_plan(out, d);
             return;
         case ReasonRule::adopted:
             out += "as rank 0 decided (";

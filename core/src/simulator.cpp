@@ -33,6 +33,7 @@ struct StepInput {
     std::uint64_t stats_line = 0;  // 0: no stats line for this step
     std::optional<double> loss;    // the recorded training loss (NaN: recorded as null, non-finite)
     std::vector<BlockSnr> snr;     // SNR estimates taken at this step
+    std::vector<BlockLossEstimate> loss_estimates;  // loss-change estimates taken at this step (rule 23)
     std::vector<std::pair<Command, std::uint64_t>> commands;  // with their line numbers
     // A data-parallel follower's map_adopted event: the blocks where it took rank 0's decision.
     std::vector<std::tuple<int, Precision, Reason>> adopted;
@@ -207,28 +208,32 @@ class LineParser {
         return out;
     }
 
-    // "snr": [{"id": 0, "snr_db": {"int8": 41.7, ...}}, ...]
-    std::vector<BlockSnr> snr_entries(const json& a, ParsedInput& out) const {
-        if (!a.is_array()) fail("field 'snr': expected an array, got " + a.dump());
-        std::vector<BlockSnr> entries;
+    // "snr": [{"id": 0, "snr_db": {"int8": 41.7, ...}}, ...], and "loss_estimates" with "loss_delta" alike:
+    // each entry's block id and its per-format values.
+    std::vector<std::pair<int, PerFormat>> per_format_entries(const json& a, const char* list,
+                                                              const char* values, ParsedInput& out) const {
+        if (!a.is_array()) fail(std::string("field '") + list + "': expected an array, got " + a.dump());
+        std::vector<std::pair<int, PerFormat>> entries;
         for (const json& b : a) {
-            if (!b.is_object()) fail("each snr entry must be an object, got " + b.dump());
-            BlockSnr s;
-            s.block_id = integer<int>(b, "id", 0);
-            check_block(s.block_id, out);
-            const auto v = b.find("snr_db");
+            if (!b.is_object())
+                fail(std::string("each ") + list + " entry must be an object, got " + b.dump());
+            const int id = integer<int>(b, "id", 0);
+            check_block(id, out);
+            PerFormat formats = kNoSnr;
+            const auto v = b.find(values);
             if (v != b.end()) {
-                if (!v->is_object()) fail("field 'snr_db': expected an object, got " + v->dump());
+                const std::string field = std::string("field '") + values;
+                if (!v->is_object()) fail(field + "': expected an object, got " + v->dump());
                 for (const auto& [name, value] : v->items()) {
                     const auto p = parse_precision(name);
-                    if (!p) fail("field 'snr_db': unknown format '" + name + "'");
+                    if (!p) fail(field + "': unknown format '" + name + "'");
                     if (!value.is_number() && !value.is_null())
-                        fail("field 'snr_db." + name + "': expected a number or null, got " + value.dump());
-                    s.snr_db[std::size_t(*p)] =
+                        fail(field + "." + name + "': expected a number or null, got " + value.dump());
+                    formats[std::size_t(*p)] =
                         value.is_null() ? std::numeric_limits<double>::quiet_NaN() : value.get<double>();
                 }
             }
-            entries.push_back(s);
+            entries.emplace_back(id, formats);
         }
         return entries;
     }
@@ -337,7 +342,12 @@ class LineParser {
                 fail("field 'loss': expected a number or null, got " + loss->dump());
             entry.loss = loss->is_null() ? std::numeric_limits<double>::quiet_NaN() : loss->get<double>();
         }
-        if (const auto snr = j.find("snr"); snr != j.end()) entry.snr = snr_entries(*snr, out);
+        if (const auto snr = j.find("snr"); snr != j.end())
+            for (const auto& [id, db] : per_format_entries(*snr, "snr", "snr_db", out))
+                entry.snr.push_back({id, db});
+        if (const auto est = j.find("loss_estimates"); est != j.end())
+            for (const auto& [id, delta] : per_format_entries(*est, "loss_estimates", "loss_delta", out))
+                entry.loss_estimates.push_back({id, delta});
         const json& blocks = j["blocks"];
         if (!blocks.is_array()) fail("field 'blocks': expected an array, got " + blocks.dump());
         std::set<int> seen;
@@ -476,6 +486,7 @@ SimulationResult simulate(std::istream& stats, const std::string& source, const 
         }
         for (const BlockGradStats& s : step.stats) stepper.observe(s);
         for (const BlockSnr& s : step.snr) stepper.observe_snr(s);
+        for (const BlockLossEstimate& e : step.loss_estimates) stepper.observe_loss_estimate(e);
         const UpdateRecord* rec = stepper.update(step.timestamp ? *step.timestamp : options.now());
         if (!step.adopted.empty())
             stepper.adopt(adopted_map(policy, step.adopted), adopted_reasons(n, step.adopted));

@@ -171,35 +171,46 @@ void token_dots(const float* w, std::size_t out, const float* x, std::size_t tok
 
 }  // namespace
 
-std::vector<double> output_snr_db(const std::vector<Precision>& formats, const float* w, std::size_t out,
-                                  std::size_t in, const float* x, std::size_t tokens,
-                                  std::size_t int4_group) {
+OutputErrors output_errors(const std::vector<Precision>& formats, const float* w, std::size_t out,
+                           std::size_t in, const float* x, std::size_t tokens, std::size_t int4_group,
+                           bool quantize_inputs) {
+    OutputErrors e;
     // The unquantized output once, for every format.
     std::vector<double> y(tokens * out);
     token_dots(w, out, x, tokens, in, y.data());
-    double signal = 0;
-    for (double v : y) signal += v * v;
-    std::vector<double> snr;
-    snr.reserve(formats.size());
-    std::vector<float> wq(out * in), xq(tokens * in);
+    for (double v : y) e.signal += v * v;
+    std::vector<float> wq(out * in), xq(quantize_inputs ? tokens * in : 0);
     std::vector<double> yq(tokens * out);
     for (Precision p : formats) {
         roundtrip(p, w, out, in, wq.data(), int4_group);
-        roundtrip(p, x, tokens, in, xq.data(), int4_group);
-        token_dots(wq.data(), out, xq.data(), tokens, in, yq.data());
+        if (quantize_inputs) roundtrip(p, x, tokens, in, xq.data(), int4_group);
+        token_dots(wq.data(), out, quantize_inputs ? xq.data() : x, tokens, in, yq.data());
+        std::vector<double>& d = e.error.emplace_back(y.size());
+        for (std::size_t i = 0; i < y.size(); ++i) d[i] = yq[i] - y[i];
+    }
+    return e;
+}
+
+std::vector<double> output_snr_db(const OutputErrors& e) {
+    std::vector<double> snr;
+    snr.reserve(e.error.size());
+    for (const std::vector<double>& d : e.error) {
         double error = 0;
-        for (std::size_t i = 0; i < y.size(); ++i) {
-            const double d = y[i] - yq[i];
-            error += d * d;
-        }
-        if (!(signal > 0.0) || !std::isfinite(signal) || !std::isfinite(error))
+        for (double v : d) error += v * v;
+        if (!(e.signal > 0.0) || !std::isfinite(e.signal) || !std::isfinite(error))
             snr.push_back(std::numeric_limits<double>::quiet_NaN());
         else if (error == 0.0)
             snr.push_back(std::numeric_limits<double>::infinity());
         else
-            snr.push_back(10.0 * std::log10(signal / error));
+            snr.push_back(10.0 * std::log10(e.signal / error));
     }
     return snr;
+}
+
+std::vector<double> output_snr_db(const std::vector<Precision>& formats, const float* w, std::size_t out,
+                                  std::size_t in, const float* x, std::size_t tokens,
+                                  std::size_t int4_group) {
+    return output_snr_db(output_errors(formats, w, out, in, x, tokens, int4_group, true));
 }
 
 double output_snr_db(Precision p, const float* w, std::size_t out, std::size_t in, const float* x,

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <limits>
 #include <stdexcept>
+#include <type_traits>
 
 #include <nlohmann/json.hpp>
 
@@ -193,6 +194,32 @@ PerFormat snr_from_json(const ojson& v, const std::string& name) {
     return out;
 }
 
+// A step line's per-block estimates ("snr": [{"id":..,"snr_db":{..}}], "loss_estimates": [{"id":..,
+// "loss_delta":{..}}]) into `out`; nothing when the line has none.
+template <typename Estimate>
+void per_block_formats(const ojson& j, const char* list, const char* values, std::vector<Estimate>& out) {
+    const auto it = j.find(list);
+    if (it == j.end()) return;
+    if (!it->is_array()) wrong_type(list, "an array", *it);
+    for (std::size_t i = 0; i < it->size(); ++i) {
+        const ojson& b = (*it)[i];
+        const std::string prefix = std::string(list) + "[" + std::to_string(i) + "]";
+        if (!b.is_object()) wrong_type(prefix, "an object", b);
+        Estimate e;
+        const std::int64_t id = as_int(require(b, "id"), prefix + ".id");
+        if (id < 0 || id > std::numeric_limits<int>::max())
+            throw FieldError("field '" + prefix + ".id': out of range");
+        e.block_id = int(id);
+        if (const auto v = b.find(values); v != b.end()) {
+            if constexpr (std::is_same_v<Estimate, BlockSnr>)
+                e.snr_db = snr_from_json(*v, prefix + "." + values);
+            else
+                e.loss_delta = snr_from_json(*v, prefix + "." + values);
+        }
+        out.push_back(e);
+    }
+}
+
 double statistic_from_json(const ojson& b, const char* key, const std::string& prefix) {
     const auto it = b.find(key);
     if (it == b.end() || it->is_null()) return std::numeric_limits<double>::quiet_NaN();
@@ -230,22 +257,8 @@ StepStatsRecord stats_from_json(const ojson& j) {
     }
     if (const auto loss = j.find("loss"); loss != j.end())
         r.loss = loss->is_null() ? std::numeric_limits<double>::quiet_NaN() : as_double(*loss, "loss");
-    if (const auto snr = j.find("snr"); snr != j.end()) {
-        if (!snr->is_array()) wrong_type("snr", "an array", *snr);
-        for (std::size_t i = 0; i < snr->size(); ++i) {
-            const ojson& b = (*snr)[i];
-            const std::string prefix = "snr[" + std::to_string(i) + "]";
-            if (!b.is_object()) wrong_type(prefix, "an object", b);
-            BlockSnr s;
-            const std::int64_t id = as_int(require(b, "id"), prefix + ".id");
-            if (id < 0 || id > std::numeric_limits<int>::max())
-                throw FieldError("field '" + prefix + ".id': out of range");
-            s.block_id = int(id);
-            if (const auto v = b.find("snr_db"); v != b.end())
-                s.snr_db = snr_from_json(*v, prefix + ".snr_db");
-            r.snr.push_back(s);
-        }
-    }
+    per_block_formats(j, "snr", "snr_db", r.snr);
+    per_block_formats(j, "loss_estimates", "loss_delta", r.loss_estimates);
     return r;
 }
 
@@ -272,13 +285,20 @@ std::optional<Reason> parse_reason(std::string_view text) {
     return std::nullopt;
 }
 
-// ,"snr_db":{"int4":19.1,"int8":41.7,...}: the low formats with a finite estimate; nothing when none.
-void append_snr(std::string& s, const PerFormat& snr_db) {
+// ,"snr_db":{"int4":19.1,"int8":41.7,...} (or another per-format key): the low formats with a finite
+// value; nothing when none.
+void append_per_format(std::string& s, const char* key, const PerFormat& values) {
     bool any = false;
     for (Precision p : kLowFormatsCheapestFirst) {
-        const double v = snr_db[std::size_t(p)];
+        const double v = values[std::size_t(p)];
         if (!std::isfinite(v)) continue;
-        s += any ? ",\"" : ",\"snr_db\":{\"";
+        if (!any) {
+            s += ",\"";
+            s += key;
+            s += "\":{\"";
+        } else {
+            s += ",\"";
+        }
         s += to_string(p);
         s += "\":";
         put_double(s, v);
@@ -322,7 +342,8 @@ void append_detail(std::string& s, const BlockDetail& d) {
     put_int(s, d.last_change_step);
     s += ",\"switches\":";
     put_int(s, d.switches);
-    append_snr(s, d.snr_db);
+    append_per_format(s, "snr_db", d.snr_db);
+    append_per_format(s, "loss_delta_pct", d.loss_delta_pct);
     if (!d.reason_text.empty()) {  // words read from a file or a stream: any text, escaped
         s += ",\"reason_text\":";
         s += ojson(d.reason_text).dump();
@@ -375,6 +396,8 @@ void append_json(std::string& s, const UpdateRecord& r) {
         {",\"train_loss\":", &r.train_loss},
         {",\"eval_loss\":", &r.eval_loss},
         {",\"budget_target_pct\":", &r.budget_target_pct},
+        {",\"loss_tolerance_pct\":", &r.loss_tolerance_pct},
+        {",\"estimated_loss_pct\":", &r.estimated_loss_pct},
     };
     for (const auto& [key, value] : optional_numbers) {
         if (!*value) continue;
@@ -481,6 +504,29 @@ std::optional<ParseStatus> detail::parse_typed_record_dom(std::string_view line,
 
 namespace sp {
 
+namespace {
+// ,"snr":[{"id":0,"snr_db":{..}},..] or ,"loss_estimates":[{"id":0,"loss_delta":{..}},..]; nothing when
+// empty.
+template <typename Estimate>
+void append_estimates(std::string& s, const char* list, const char* values,
+                      const std::vector<Estimate>& from) {
+    if (from.empty()) return;
+    s += ",\"";
+    s += list;
+    s += "\":[";
+    for (std::size_t i = 0; i < from.size(); ++i) {
+        s += i == 0 ? "{\"id\":" : ",{\"id\":";
+        put_int(s, from[i].block_id);
+        if constexpr (std::is_same_v<Estimate, BlockSnr>)
+            append_per_format(s, values, from[i].snr_db);
+        else
+            append_per_format(s, values, from[i].loss_delta);
+        s += '}';
+    }
+    s += ']';
+}
+}  // namespace
+
 std::string to_json_line(const StepStatsRecord& r) {
     std::string s;
     s.reserve(64 + r.blocks.size() * 160);
@@ -512,16 +558,8 @@ std::string to_json_line(const StepStatsRecord& r) {
         s += ",\"loss\":";
         put_double(s, *r.loss);
     }
-    if (!r.snr.empty()) {
-        s += ",\"snr\":[";
-        for (std::size_t i = 0; i < r.snr.size(); ++i) {
-            s += i == 0 ? "{\"id\":" : ",{\"id\":";
-            put_int(s, r.snr[i].block_id);
-            append_snr(s, r.snr[i].snr_db);
-            s += '}';
-        }
-        s += ']';
-    }
+    append_estimates(s, "snr", "snr_db", r.snr);
+    append_estimates(s, "loss_estimates", "loss_delta", r.loss_estimates);
     s += '}';
     return s;
 }

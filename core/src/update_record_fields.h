@@ -27,9 +27,11 @@ enum TopIndex : std::size_t {
     kEvalLoss,
     kType,
     kBudgetTarget = 17,
+    kLossTolerance,
+    kEstimatedLoss,
     kEvalStep
 };
-constexpr std::array<TopField, 19> kTop = {{
+constexpr std::array<TopField, 21> kTop = {{
     {"step_id", nullptr, nullptr},
     {"timestamp", &UpdateRecord::timestamp, nullptr},
     {"blocks_bf16", nullptr, &UpdateRecord::blocks_bf16},
@@ -48,6 +50,8 @@ constexpr std::array<TopField, 19> kTop = {{
     {"type", nullptr, nullptr},
     {"blocks_int4", nullptr, &UpdateRecord::blocks_int4},
     {"budget_target_pct", nullptr, nullptr, &UpdateRecord::budget_target_pct},
+    {"loss_tolerance_pct", nullptr, nullptr, &UpdateRecord::loss_tolerance_pct},
+    {"estimated_loss_pct", nullptr, nullptr, &UpdateRecord::estimated_loss_pct},
     {"eval_step", nullptr, nullptr},
 }};
 constexpr std::uint32_t kTopRequired = (1u << 10) - 1;  // the seed's ten fields
@@ -64,11 +68,12 @@ enum DetailIndex : std::size_t {
     kReason,
     kLastChangeStep = 13,
     kSnr = 15,
+    kLossDelta,
     kReasonText
 };
 // In the writer's order, "mean" (additive) included: a line in that order matches each key at
 // the row after the previous one (UpdateParser::row_of).
-constexpr std::array<DetailField, 17> kDetail = {{
+constexpr std::array<DetailField, 18> kDetail = {{
     {"precision", nullptr, nullptr},
     {"sensitivity", &BlockDetail::sensitivity, nullptr},
     {"grad_score", &BlockDetail::grad_score, nullptr},
@@ -85,6 +90,7 @@ constexpr std::array<DetailField, 17> kDetail = {{
     {"last_change_step", nullptr, nullptr},
     {"switches", nullptr, &BlockDetail::switches},
     {"snr_db", nullptr, nullptr},
+    {"loss_delta_pct", nullptr, nullptr},
     {"reason_text", nullptr, nullptr},
 }};
 // The seed's ten fields: all rows before "reason" but "mean".

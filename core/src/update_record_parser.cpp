@@ -177,7 +177,7 @@ class UpdateParser {
         if (e == SUCCESS) return true;
         return e == simdjson::INCORRECT_TYPE ? mistyped(v, name, Want::string) : syntax(e);
     }
-    bool snr(od::value& v, PerFormat& out);
+    bool per_format(od::value& v, std::string_view key, PerFormat& out);
     bool details(od::value& v, std::vector<BlockDetail>& out);
     bool detail(std::string_view key, od::value& v, std::vector<BlockDetail>& out);
     bool detail_member(od::value& v, BlockDetail& d, std::size_t k);
@@ -371,7 +371,9 @@ bool UpdateParser::detail_member(od::value& v, BlockDetail& d, std::size_t k) {
         case kLastChangeStep:
             return read_int64(v, d.last_change_step, f.key);
         case kSnr:
-            return snr(v, d.snr_db);
+            return per_format(v, "snr_db", d.snr_db);
+        case kLossDelta:
+            return per_format(v, "loss_delta_pct", d.loss_delta_pct);
         case kReasonText:
             if (!read_string(v, text, f.key)) return false;
             d.reason_text.assign(text);
@@ -381,13 +383,13 @@ bool UpdateParser::detail_member(od::value& v, BlockDetail& d, std::size_t k) {
     }
 }
 
-// "snr_db": {"int8": 41.7, ...}; formats left out stay unknown.
-bool UpdateParser::snr(od::value& v, PerFormat& out) {
+// "snr_db" or "loss_delta_pct": {"int8": 41.7, ...}; formats left out stay unknown.
+bool UpdateParser::per_format(od::value& v, std::string_view name, PerFormat& out) {
     out = kNoSnr;
-    return object(v, "snr_db", [&](std::string_view key, od::value& x) {
+    return object(v, name, [&](std::string_view key, od::value& x) {
         const auto p = parse_precision(key);
-        if (!p) return fail("snr_db: unknown format '" + std::string(key) + "'");
-        return read_double(x, out[std::size_t(*p)], "snr_db." + std::string(key));
+        if (!p) return fail(std::string(name) + ": unknown format '" + std::string(key) + "'");
+        return read_double(x, out[std::size_t(*p)], std::string(name) + "." + std::string(key));
     });
 }
 
@@ -474,6 +476,8 @@ bool UpdateParser::top_member(od::value& v, UpdateRecord& r, std::size_t k) {
         case kTrainLoss:
         case kEvalLoss:
         case kBudgetTarget:
+        case kLossTolerance:
+        case kEstimatedLoss:
             (r.*f.opt).reset();
             if (is_null(v)) return true;
             if (!read_double(v, number, f.key)) return false;

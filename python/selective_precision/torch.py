@@ -74,9 +74,21 @@ class _BlockHooks:
     """The hooks of one block: open the step and materialize before its forward; round and observe
     each linear layer's input; round the gradient at each linear layer's output."""
 
-    def __init__(self, agent, block_id):
+    def __init__(self, agent, block_id, weights_scope):
         self.agent, self.core, self.block = agent, agent._core, block_id
         self.group = agent._core.int4_group_size
+        self.weights_scope = weights_scope
+
+    def compute_format(self):
+        """What the block's inputs and output gradients are rounded to: its format, or BF16 in the
+        "weights" scope (only its weights are stored in the format)."""
+        return "bf16" if self.weights_scope else self.agent._map[self.block]
+
+    def observe_output(self, y, layer):
+        """On profiling steps, hands the gradient of the loss at a linear layer's output to the agent
+        (the loss estimate, core/POLICY.md rule 23), before the format rounds it."""
+        if self.agent._profiling and y.requires_grad:
+            y.register_hook(lambda g: self.core.observe_layer_output_grad(self.block, layer, g))
 
     def before_block(self, module, inputs):
         if self.core.before_forward(torch.is_grad_enabled()):
@@ -88,22 +100,28 @@ class _BlockHooks:
             x = inputs[0]
             if self.agent._profiling and torch.is_grad_enabled():
                 self.core.observe_layer_input(self.block, layer, x.detach())
-            rounded = _RoundInput.apply(x, self.agent._map[self.block], self.group)
+            rounded = _RoundInput.apply(x, self.compute_format(), self.group)
             return (rounded,) + tuple(inputs[1:])
         return hook
 
-    def after_linear(self, module, inputs, output):
-        if not output.requires_grad:
-            return output
-        return _RoundGradient.apply(output, self.agent._map[self.block], self.group)
+    def after_linear(self, layer):
+        def hook(module, inputs, output):
+            if not output.requires_grad:
+                return output
+            self.observe_output(output, layer)
+            return _RoundGradient.apply(output, self.compute_format(), self.group)
+        return hook
 
     def project(self, x, weight, bias, layer):
         """One linear layer as the two hooks above compute it, for a module that calls no nn.Linear."""
-        precision = self.agent._map[self.block]
+        precision = self.compute_format()
         if self.agent._profiling and torch.is_grad_enabled():
             self.core.observe_layer_input(self.block, layer, x.detach())
         y = F.linear(_RoundInput.apply(x, precision, self.group), weight, bias)
-        return _RoundGradient.apply(y, precision, self.group) if y.requires_grad else y
+        if not y.requires_grad:
+            return y
+        self.observe_output(y, layer)
+        return _RoundGradient.apply(y, precision, self.group)
 
     def cover_attention(self, mha, layers):
         def forward(module, *args, **kwargs):
@@ -229,17 +247,25 @@ def _hook_checkpoints(agent, model):
     return handles
 
 
-def apply(model, agent, *, optimizer=None, module_filter_fn=None):
+def apply(model, agent, *, optimizer=None, module_filter_fn=None, scope=None):
     """Makes every block registered with ``agent`` compute in its routed format (see the module's
     documentation). ``model``: the module the blocks belong to. ``optimizer``: the optimizer that
     steps them, whose ``step`` then always finds the masters (recommended). ``module_filter_fn``:
     ``fn(module, fqn) -> bool`` (torchao's convention); a module it returns False for, with
     everything below it, is left as it is: never materialized, its activations not rounded, its
-    bytes counted as BF16. Returns ``model``."""
+    bytes counted as BF16. ``scope``: ``"compute"`` (a block's format rounds its weights, its
+    linear layers' inputs and output gradients) or ``"weights"`` (its weights alone; inputs and
+    gradients in BF16: the block-swap setting); None keeps the config's ``precision_scope``, and a
+    name sets it (the telemetry header records it). Returns ``model``."""
     agent._require_blocks()
     core = agent._core
     if core.current_step > 0 or core.step_open:
         raise RuntimeError("sp.torch.apply: call it before the first step")
+    if scope is not None:
+        if scope not in ("compute", "weights"):
+            raise ValueError("sp.torch.apply: scope must be 'compute' or 'weights', not %r" % (scope,))
+        core.set_precision_scope(scope)
+    weights_scope = core.precision_scope == "weights"
     names = {id(m): n for n, m in model.named_modules()}
     plans = [_BlockPlan(block, names.get(id(block), agent._names[i]), module_filter_fn)
              for i, block in enumerate(agent._modules)]
@@ -247,11 +273,11 @@ def apply(model, agent, *, optimizer=None, module_filter_fn=None):
     agent._profiling = False
     handles = []
     for block_id, (block, plan) in enumerate(zip(agent._modules, plans)):
-        hooks = _BlockHooks(agent, block_id)
+        hooks = _BlockHooks(agent, block_id, weights_scope)
         handles.append(block.register_forward_pre_hook(hooks.before_block))
         for layer, linear in plan.linears:
             handles.append(linear.register_forward_pre_hook(hooks.before_linear(layer)))
-            handles.append(linear.register_forward_hook(hooks.after_linear))
+            handles.append(linear.register_forward_hook(hooks.after_linear(layer)))
         for mha, layers in plan.attentions:
             hooks.cover_attention(mha, layers)
     handles.extend(_hook_checkpoints(agent, model))

@@ -164,6 +164,10 @@ void bind_agent(py::module_& m) {
         .def("end_step", &PyAgent::end_step, py::call_guard<py::gil_scoped_release>())
         .def("wants_layer_inputs", &PyAgent::wants_layer_inputs)
         .def("observe_layer_input", &PyAgent::observe_layer_input, py::call_guard<py::gil_scoped_release>())
+        .def("observe_layer_output_grad", &PyAgent::observe_layer_output_grad,
+             py::call_guard<py::gil_scoped_release>())
+        .def("set_precision_scope", &PyAgent::set_precision_scope)
+        .def_property_readonly("precision_scope", &PyAgent::precision_scope)
         .def("record_eval_loss", &PyAgent::record_eval_loss, py::arg("loss"), py::arg("step") = py::none())
         .def("enqueue", &PyAgent::enqueue)
         .def("end_run", &PyAgent::end_run, py::call_guard<py::gil_scoped_release>())

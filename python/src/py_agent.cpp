@@ -228,6 +228,18 @@ void PyAgent::observe_layer_input(int block, int layer, const at::Tensor& input)
     agent_->observe_layer_input(block, layer, input);
 }
 
+void PyAgent::observe_layer_output_grad(int block, int layer, const at::Tensor& grad) {
+    agent_->observe_layer_output_grad(block, layer, grad);
+}
+
+void PyAgent::set_precision_scope(const std::string& scope) {
+    agent_->set_precision_scope(scope);
+}
+
+std::string PyAgent::precision_scope() const {
+    return agent_->config().precision_scope;
+}
+
 void PyAgent::before_optimizer_step() {
     if (!agent_) return;
     if (open_ && !stats_collected_) {

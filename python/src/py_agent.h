@@ -90,6 +90,9 @@ class PyAgent {
     std::int64_t current_step() const { return step_; }  // the open step, or the next one to open
     bool wants_layer_inputs() const;
     void observe_layer_input(int block, int layer, const at::Tensor& input);
+    void observe_layer_output_grad(int block, int layer, const at::Tensor& grad);
+    void set_precision_scope(const std::string& scope);
+    std::string precision_scope() const;
     // After backward: statistics (unless before_optimizer_step read them), the policy update, the
     // step's records and loss feedback. With the runtime, the parameters hold the masters afterwards
     // (for the optimizer) until the next forward materializes the blocks again.

@@ -39,6 +39,8 @@ inline std::string update_record_difference(const UpdateRecord& a, const UpdateR
             "estimated_bandwidth_saving_pct");
     SP_DIFF(a.mode == b.mode, "mode");
     SP_DIFF(same_double(a.budget_target_pct, b.budget_target_pct), "budget_target_pct");
+    SP_DIFF(same_double(a.loss_tolerance_pct, b.loss_tolerance_pct), "loss_tolerance_pct");
+    SP_DIFF(same_double(a.estimated_loss_pct, b.estimated_loss_pct), "estimated_loss_pct");
     SP_DIFF(same_double(a.measured_bandwidth_saving_pct, b.measured_bandwidth_saving_pct),
             "measured_bandwidth_saving_pct");
     SP_DIFF(same_double(a.train_loss, b.train_loss), "train_loss");
@@ -67,6 +69,8 @@ inline std::string update_record_difference(const UpdateRecord& a, const UpdateR
         SP_DIFF(x.switches == y.switches, at + "switches");
         for (std::size_t f = 0; f < x.snr_db.size(); ++f) {
             SP_DIFF(same_double(x.snr_db[f], y.snr_db[f]), at + "snr_db[" + std::to_string(f) + "]");
+            SP_DIFF(same_double(x.loss_delta_pct[f], y.loss_delta_pct[f]),
+                    at + "loss_delta_pct[" + std::to_string(f) + "]");
         }
         SP_DIFF(reason_text(x) == reason_text(y), at + "reason_text");  // words read, or rendered from facts
     }

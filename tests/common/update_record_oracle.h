@@ -151,6 +151,8 @@ inline BlockDetail detail_from(const std::string& key, const ojson& v) {
             d.switches = to_int(x, field);
         } else if (name == "snr_db") {
             d.snr_db = snr_from(x);
+        } else if (name == "loss_delta_pct") {
+            d.loss_delta_pct = snr_from(x);
         } else if (name == "reason_text") {
             d.reason_text = text_of(x, field);
         }  // anything else: a newer producer's field
@@ -217,6 +219,10 @@ inline void update_from(const ojson& j, UpdateRecord& r) {
             }
         } else if (name == "budget_target_pct") {
             r.budget_target_pct = to_optional(x, name);
+        } else if (name == "loss_tolerance_pct") {
+            r.loss_tolerance_pct = to_optional(x, name);
+        } else if (name == "estimated_loss_pct") {
+            r.estimated_loss_pct = to_optional(x, name);
         }  // "type" was checked above; anything else: a newer producer's field
     }
     auto& d = r.block_details;

@@ -195,10 +195,16 @@ class TestSpCtlLive : public QObject {
         // --no-wait: the acknowledgement alone.
         const Run mode = sp_ctl(at(agent->control_endpoint(), {"mode", "static", "--no-wait"}));
         QCOMPARE(mode.out, QByteArray("accepted: set mode static, queued for step 121\n"));
+        // tolerance --pct X sends set_tolerance with the config key's name.
+        const Run tolerance =
+            sp_ctl(at(agent->control_endpoint(), {"tolerance", "--pct", "0.3", "--no-wait"}));
+        QCOMPARE(tolerance.out, QByteArray("accepted: set loss tolerance 0.3%, queued for step 121\n"));
         const auto requests = agent->parsed_requests();
-        QCOMPARE(requests.size(), std::size_t(3));
+        QCOMPARE(requests.size(), std::size_t(4));
         QVERIFY(requests[2].command.kind == sp::Command::Kind::set_mode);
         QVERIFY(requests[2].command.mode == sp::Mode::static_);
+        QVERIFY(requests[3].command.kind == sp::Command::Kind::set_tolerance);
+        QCOMPARE(requests[3].command.tolerance_pct, 0.3);
     }
 
     // The ack only says "queued": a command the agent refuses when it applies it is a failure,

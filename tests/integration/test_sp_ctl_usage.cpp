@@ -120,6 +120,7 @@ class TestSpCtlUsage : public QObject {
             {{"pin", "--blocks", "1", "--precision", "int8", "--wait-timeout", "never"},
              "sp-ctl pin: --wait-timeout: must be a number of seconds in (0, 86400], got 'never'\n"},
             {{"budget", "--target-pct", "lots"}, "sp-ctl budget: --target-pct: 'lots' is not a number\n"},
+            {{"tolerance", "--pct", "lots"}, "sp-ctl tolerance: --pct: 'lots' is not a number\n"},
             {{"simulate", "--stats", "s.jsonl", "--format", "xml"},
              "sp-ctl simulate: --format: must be 'jsonl' or 'table', got 'xml'\n"},
             {{"gate", "--shapes", "64x32", "--out", "p.json", "--repeats", "1001"},
@@ -149,7 +150,8 @@ class TestSpCtlUsage : public QObject {
                                                   {"release", "--blocks", "1"},
                                                   {"release-all"},
                                                   {"mode", "budget"},
-                                                  {"budget", "--target-pct", "10"}};
+                                                  {"budget", "--target-pct", "10"},
+                                                  {"tolerance", "--pct", "0.5"}};
         std::vector<std::pair<QStringList, QString>> cases;  // the command line, the option at fault
         for (const QString& endpoint : bad) {
             for (const char* command : {"ping", "snapshot", "tail"})

@@ -160,6 +160,28 @@ class TestCommand : public QObject {
         QVERIFY(c.mode == sp::Mode::budget);
     }
 
+    // set_tolerance takes the config key's name or its short name "pct"; both must agree.
+    void set_tolerance_and_tolerance_mode() {
+        sp::Command c;
+        QCOMPARE(error_of(R"({"cmd":"set_tolerance","loss_tolerance_pct":0.3})", &c), std::string());
+        QVERIFY(c.kind == sp::Command::Kind::set_tolerance);
+        QCOMPARE(c.tolerance_pct, 0.3);
+        QCOMPARE(sp::to_json(c), json::parse(R"({"cmd":"set_tolerance","loss_tolerance_pct":0.3})"));
+        QCOMPARE(error_of(R"({"cmd":"set_tolerance","pct":0.25})", &c), std::string());
+        QCOMPARE(c.tolerance_pct, 0.25);
+        QCOMPARE(error_of(R"({"cmd":"set_tolerance","pct":0.25,"loss_tolerance_pct":0.25})"), std::string());
+        QVERIFY(
+            contains(error_of(R"({"cmd":"set_tolerance","pct":0.2,"loss_tolerance_pct":0.3})"), "disagree"));
+        QVERIFY(contains(error_of(R"({"cmd":"set_tolerance"})"),
+                         "field 'loss_tolerance_pct' (or 'pct'): missing (required by 'set_tolerance'"));
+        QVERIFY(contains(error_of(R"({"cmd":"set_tolerance","pct":-1})"), "[0, 100], got -1"));
+        QVERIFY(contains(error_of(R"({"cmd":"set_tolerance","pct":null})"), "[0, 100], got null"));
+        QCOMPARE(error_of(R"({"cmd":"set_mode","mode":"tolerance"})", &c), std::string());
+        QVERIFY(c.mode == sp::Mode::tolerance);
+        QVERIFY(contains(error_of(R"({"cmd":"set_mode","mode":"cheap"})"),
+                         "off, static, dynamic, budget, tolerance"));
+    }
+
     void check_command_against_the_model() {
         sp::Command pin;
         pin.kind = sp::Command::Kind::pin;

@@ -241,7 +241,10 @@ class TestConfig : public QObject {
     void to_json_has_every_key() {
         const json j = sp::to_json(sp::Config{});
         QVERIFY(j.is_object());
-        QCOMPARE(j.size(), std::size_t(46));
+        QCOMPARE(j.size(), std::size_t(49));
+        QCOMPARE(j.at("precision_scope"), json("compute"));
+        QCOMPARE(j.at("cost_estimator"), json("sensitivity"));
+        QCOMPARE(j.at("loss_tolerance_pct"), json(0.5));
         QCOMPARE(j.at("control_requests_per_second"), json(10.0));
         QCOMPARE(j.at("distributed_stats_mode"), json("replicated"));
         QCOMPARE(j.at("process_group_timeout_s"), json(60.0));

@@ -95,12 +95,14 @@ class TestConfigValidation : public QObject {
         QTest::newRow("integer as bool") << "update_interval_steps"
                                          << "false"
                                          << "must be an integer";
-        QTest::newRow("mode as number") << "mode"
-                                        << "3"
-                                        << R"(must be one of "off", "static", "dynamic", "budget")";
-        QTest::newRow("mode unknown") << "mode"
-                                      << "\"fast\""
-                                      << R"(must be one of "off", "static", "dynamic", "budget")";
+        QTest::newRow("mode as number")
+            << "mode"
+            << "3"
+            << R"(must be one of "off", "static", "dynamic", "budget", "tolerance")";
+        QTest::newRow("mode unknown")
+            << "mode"
+            << "\"fast\""
+            << R"(must be one of "off", "static", "dynamic", "budget", "tolerance")";
         QTest::newRow("ambiguous unknown") << "ambiguous_default"
                                            << "\"fp16\""
                                            << R"("bf16", "int8", "fp8_e4m3", "fp8_e5m2", "int4")";

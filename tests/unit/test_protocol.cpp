@@ -19,7 +19,7 @@ using namespace sp::test::protocol_fixtures;
 
 namespace {
 
-const std::string kNames = "pin, release, release_all, set_mode, set_budget, snapshot, ping";
+const std::string kNames = "pin, release, release_all, set_mode, set_budget, set_tolerance, snapshot, ping";
 
 }  // namespace
 

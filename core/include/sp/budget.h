@@ -5,12 +5,15 @@
 // byte first (a max-heap). Pure and deterministic, so the simulator replays it exactly.
 #include <array>
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <vector>
 
 #include "sp/precision.h"
 
 namespace sp {
+
+inline constexpr double kNoLossEstimate = std::numeric_limits<double>::quiet_NaN();
 
 struct BudgetBlock {
     double bytes_bf16 = 0;                // the block's size at BF16
@@ -19,6 +22,10 @@ struct BudgetBlock {
     FormatMask admissible = kAllFormats;  // formats it may take (BF16 is always admissible)
     std::optional<Precision> fixed;       // forced, pinned, cooling or unsafe: kept as is
     Precision current = Precision::bf16;  // where it stands (hysteresis favours it)
+    // The estimated loss change per format, in percent of the loss (POLICY.md rule 23; NaN: unknown).
+    // Read by the loss planners only (sp/loss_plan.h).
+    PerFormat loss_pct = {kNoLossEstimate, kNoLossEstimate, kNoLossEstimate, kNoLossEstimate,
+                          kNoLossEstimate};
 };
 
 struct BudgetPlan {

@@ -3,7 +3,7 @@
 // on the control socket and through the agent's command queue.
 //   {"cmd":"pin","blocks":[3,4],"precision":"int8"}   {"cmd":"release","blocks":[3]}
 //   {"cmd":"release_all"}                               {"cmd":"set_mode","mode":"static"}
-//   {"cmd":"set_budget","target_pct":55}
+//   {"cmd":"set_budget","target_pct":55}           {"cmd":"set_tolerance","loss_tolerance_pct":0.3}
 //   {"cmd":"pin","blocks":[2],"precision":"int8","for_steps":200,"release_on_spike":true}
 #include <cstdint>
 #include <string>
@@ -17,7 +17,7 @@
 namespace sp {
 
 struct Command {
-    enum class Kind : std::uint8_t { pin, release, release_all, set_mode, set_budget };
+    enum class Kind : std::uint8_t { pin, release, release_all, set_mode, set_budget, set_tolerance };
     Kind kind = Kind::release_all;
     std::vector<int> blocks;                // pin, release
     Precision precision = Precision::bf16;  // pin
@@ -27,6 +27,8 @@ struct Command {
     bool release_on_spike = false;
     Mode mode = Mode::dynamic;  // set_mode
     double target_pct = 0.0;    // set_budget: budget_target_pct, in [0, 100]
+    // set_tolerance: loss_tolerance_pct, in [0, 100] (JSON "loss_tolerance_pct", or "pct")
+    double tolerance_pct = 0.0;
 };
 
 std::string_view to_string(Command::Kind k);

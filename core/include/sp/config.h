@@ -14,9 +14,9 @@
 
 namespace sp {
 
-enum class Mode : std::uint8_t { off, static_, dynamic, budget };
+enum class Mode : std::uint8_t { off, static_, dynamic, budget, tolerance };
 
-std::string_view to_string(Mode m);  // "off", "static", "dynamic", "budget"
+std::string_view to_string(Mode m);  // "off", "static", "dynamic", "budget", "tolerance"
 bool parse_mode(std::string_view text, Mode& out);
 
 struct Config {
@@ -71,8 +71,17 @@ struct Config {
     PerFormat snr_threshold_db = {0.0, 31.0, 28.0, 24.0, 18.0};
     double snr_hysteresis_db =
         3.0;  // leave a format below threshold - this, enter one above threshold + this
-    double budget_target_pct = 50.0;            // mode "budget": bytes to save against all-BF16, in percent
-    std::string format_gate_file;               // a "never slower than BF16" policy file (GATE.md); "" none
+    double budget_target_pct = 50.0;  // mode "budget": bytes to save against all-BF16, in percent
+    // What a block "in a format" means (POLICY.md "Precision scopes"): "compute" rounds its weights,
+    // the inputs of its linear layers and the gradients at their outputs to the format; "weights"
+    // stores and streams its weights in the format and computes in BF16 (the block-swap setting).
+    std::string precision_scope = "compute";
+    // What the budget plan minimises (POLICY.md rule 23): "sensitivity", the score times the format's
+    // relative noise power (rule 18's greedy), or "loss", the estimated loss change per block and
+    // format (an exact plan). Mode "tolerance" always plans on the loss estimate.
+    std::string cost_estimator = "sensitivity";
+    double loss_tolerance_pct = 0.5;  // mode "tolerance": the estimated loss increase allowed, in percent
+    std::string format_gate_file;     // a "never slower than BF16" policy file (GATE.md); "" none
     double control_requests_per_second = 10.0;  // per control client; beyond it: "rate_limited"
     // Data-parallel training (agent/PROTOCOL.md, "Data-parallel jobs"): how the ranks' gradient
     // statistics meet ("replicated": every rank holds the all-reduced gradients, no statistics traffic;
@@ -83,6 +92,8 @@ struct Config {
 
     // The mode the policy actually runs in (`enabled: false` means off).
     Mode effective_mode() const { return enabled ? mode : Mode::off; }
+    bool weights_scope() const { return precision_scope == "weights"; }
+    bool loss_estimator() const { return cost_estimator == "loss"; }
 
     // The force list of a format ("force_<format>_blocks"), and its key name.
     std::vector<int>& force_list(Precision p);

@@ -18,6 +18,7 @@
 #include "sp/config.h"
 #include "sp/layout.h"
 #include "sp/loss_monitor.h"
+#include "sp/loss_plan.h"
 #include "sp/stats.h"
 #include "sp/telemetry.h"
 
@@ -83,6 +84,11 @@ class Policy {
     // std::invalid_argument for a block id outside the layout.
     void observe_snr(const BlockSnr& snr);
 
+    // The latest loss-change estimate of a block's formats (rule 23), in the loss's units; held until
+    // the next one. Turned into percent of the loss at each update by the loss EMA of loss feedback.
+    // Throws std::invalid_argument for a block id outside the layout.
+    void observe_loss_estimate(const BlockLossEstimate& estimate);
+
     // Rule 19: the formats each block may take (BF16 is always allowed), from a "never slower than
     // BF16" gate file; by default every format. Throws std::invalid_argument for another length.
     void set_admitted_formats(std::vector<FormatMask> admitted);
@@ -134,6 +140,7 @@ class Policy {
     bool pin_releases_on_spike(int block) const { return pin_on_spike_.at(std::size_t(block)) != 0; }
     std::optional<std::int64_t> last_update_step() const { return last_update_; }
     double budget_target_pct() const { return budget_target_pct_; }
+    double loss_tolerance_pct() const { return loss_tolerance_pct_; }
     // Changes made by the most recent update() (empty when it was not an update step).
     const std::vector<PrecisionChange>& last_changes() const { return last_changes_; }
 
@@ -163,6 +170,14 @@ class Policy {
                     const std::vector<Precision>& planned) const;
     Decision decide_dynamic(BlockDetail& d, std::int64_t step, bool first) const;  // rules 5-7, 16, 17
     Decision decide_budget(BlockDetail& d, Precision planned) const;
+    // Rule 21: the loss planners' plan (mode budget with cost_estimator "loss", or mode tolerance);
+    // writes the record's estimated_loss_pct.
+    std::vector<Precision> plan_on_loss(UpdateRecord& rec);
+    bool plans_on_loss() const {
+        return mode_ == Mode::tolerance || (mode_ == Mode::budget && config_.loss_estimator());
+    }
+    // A block's loss estimate in percent of the loss EMA (NaN: none, or no loss seen yet).
+    PerFormat loss_pct_of(std::size_t block) const;
     void apply_decision(BlockDetail& d, const Decision& decision, std::int64_t step);
     // Rule 10, block by block as each block's decision is applied, then the record's totals.
     struct Tally {
@@ -198,8 +213,11 @@ class Policy {
     std::vector<FormatMask> admitted_;  // gate, per block
     FormatMask materializable_ = kAllFormats;
     double budget_target_pct_ = 0;
+    double loss_tolerance_pct_ = 0;
+    std::vector<PerFormat> loss_delta_;       // latest loss-change estimate per block (NaN: none yet)
     std::vector<BudgetBlock> budget_blocks_;  // rule 18's input, rebuilt at each update in place
     BudgetPlanner budget_planner_;
+    LossPlanner loss_planner_;
 
     std::vector<Precision> effective_;
     std::vector<Precision> recorded_;                // as in the previous record

@@ -6,6 +6,7 @@
 //   apply(command) ...       the step's operator commands, in the order they were applied
 //   observe(stats) ...       the step's gradient statistics, then its SNR estimates (rule 17)
 //   observe_snr(snr) ...
+//   observe_loss_estimate(e) ...  the step's loss-change estimates (rule 23)
 //   update(timestamp)        the decision: a record on an update step (rule 3)
 //   adopt(map, reasons)      a data-parallel follower takes rank 0's map (its record amended)
 //   end(loss)                loss feedback: a spike or a non-finite loss (rules 13, 20)
@@ -28,6 +29,7 @@ class PolicyStepper {
     CommandOutcome apply(const Command& command);
     void observe(const BlockGradStats& stats);
     void observe_snr(const BlockSnr& snr);
+    void observe_loss_estimate(const BlockLossEstimate& estimate);
     // nullptr when the step is not an update step; the record is the policy's (Policy::update).
     const UpdateRecord* update(double timestamp);
     std::vector<PrecisionChange> adopt(const std::vector<Precision>& map, const std::vector<Reason>& reasons);

@@ -91,6 +91,8 @@ struct Snapshot {
     Mode mode = Mode::dynamic;  // the mode in force now (set_mode changes it)
     // The budget mode's target saving (set_budget changes it); nullopt: not reported (an older agent).
     std::optional<double> budget_target_pct;
+    // The tolerance mode's loss tolerance (set_tolerance changes it); nullopt: not reported.
+    std::optional<double> loss_tolerance_pct;
     BlockLayout layout;
     std::vector<Precision> precision;            // per block id
     std::vector<std::optional<Precision>> pins;  // per block id; nullopt: not pinned

@@ -18,7 +18,9 @@ enum class ReasonRule : std::uint8_t {
     forced,           // rule 9: a config force list, to `format`
     mode,             // rule 8: mode `mode` (off or static) keeps bf16
     nonfinite,        // rule 4: non-finite gradients since the last update: bf16
-    budget,           // rule 18: the plan for the target `threshold` (percent) put it in `format`
+    budget,           // rule 18 (or 23 when `on_loss`): the plan for the target `threshold` (percent) put it
+                      // in `format`
+    tolerance,        // rule 23: the plan for the loss tolerance `threshold` (percent) put it in `format`
     adopted,          // a data-parallel follower took rank 0's map; the block's `reason` is rank 0's
     reached_bf16,     // rules 5/6: sensitivity >= bf16_threshold `threshold`: bf16
     below_int8,       // rule 5 (first assignment): sensitivity < int8_threshold `threshold`; then `choice`
@@ -59,6 +61,7 @@ struct ReasonFacts {
         Precision::bf16;        // pinned, forced: the format; ambiguous: the default; budget: the plan's
     Mode mode = Mode::dynamic;  // rule mode: the mode
     double threshold = 0.0;     // the one the rule compared the sensitivity with; budget: the target %
+    bool on_loss = false;       // budget: planned on the loss estimate (rule 23), not the sensitivity
     FormatChoiceFacts choice;   // below_int8, ambiguous, leaves_bf16, below_bf16_band
     // Rule 7: >= 0 when the policy wanted another format but the cooldown held the block in `held_in`
     // until this step.

@@ -147,6 +147,19 @@ std::vector<double> output_snr_db(const std::vector<Precision>& formats, const f
                                   std::size_t in, const float* x, std::size_t tokens,
                                   std::size_t int4_group = kDefaultInt4GroupSize);
 
+// A linear layer's output error per format, on the same operands as output_snr_db: y = W x and, per
+// entry of `formats`, y_f - y with W materialized in the format and, when `quantize_inputs` (the
+// "compute" scope), x as well; without it (the "weights" scope) x is taken as it is.
+struct OutputErrors {
+    double signal = 0;                       // sum of y^2
+    std::vector<std::vector<double>> error;  // per format: [tokens x out], token-major
+};
+OutputErrors output_errors(const std::vector<Precision>& formats, const float* w, std::size_t out,
+                           std::size_t in, const float* x, std::size_t tokens, std::size_t int4_group,
+                           bool quantize_inputs);
+// 10 log10(signal / error power) per format, as output_snr_db.
+std::vector<double> output_snr_db(const OutputErrors& errors);
+
 // `count` distinct rows of a row-major [rows x cols] tensor (all of them when rows <= count), chosen
 // uniformly with splitmix64 seeded by (seed, stream), in their original order, copied out.
 std::vector<float> sample_rows(const float* x, std::size_t rows, std::size_t cols, std::size_t count,

@@ -31,4 +31,13 @@ struct BlockSnr {
     PerFormat snr_db = kNoSnr;
 };
 
+// Estimated change of the training loss if a block ran in each format (POLICY.md rule 23), in the
+// loss's own units, from the distribution statistics' sampled output error and the output gradients
+// of the same step: 1/2 N sum over its linear layers and tokens of (g_y . (y_f - y))^2. NaN: not
+// estimated (bf16's entry, or a format the producer did not evaluate).
+struct BlockLossEstimate {
+    int block_id = 0;
+    PerFormat loss_delta = kNoSnr;
+};
+
 }  // namespace sp

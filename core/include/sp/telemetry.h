@@ -60,6 +60,9 @@ struct BlockDetail {
     int switches = 0;                    // precision changes so far in this run
     // The latest SNR estimate per format ("snr_db", low formats only; NaN/absent: none yet).
     PerFormat snr_db = kNoSnr;
+    // The latest loss-change estimate per format in percent of the loss ("loss_delta_pct", low formats
+    // only; NaN/absent: none yet). POLICY.md rule 23.
+    PerFormat loss_delta_pct = kNoSnr;
     // The decision as data, filled by the policy (in no file: files carry its words).
     ReasonFacts facts;
     // The decision in words ("reason_text") as read from a file or a stream; empty in the records the
@@ -83,7 +86,10 @@ struct UpdateRecord {
     // Additive fields.
     int blocks_fp8 = 0;
     int blocks_int4 = 0;
-    std::optional<double> budget_target_pct;              // mode "budget": the target the plan aimed at
+    std::optional<double> budget_target_pct;   // mode "budget": the target the plan aimed at
+    std::optional<double> loss_tolerance_pct;  // mode "tolerance": the tolerance it planned for
+    // The plan's summed loss-change estimate, in percent (planned on the loss estimate: rule 23).
+    std::optional<double> estimated_loss_pct;
     std::optional<Mode> mode;                             // absent in original-tool files
     std::optional<double> measured_bandwidth_saving_pct;  // set by a runtime that counts real bytes
     std::optional<double> train_loss;                     // the loss of the update's step, when known
@@ -104,6 +110,8 @@ struct StepStatsRecord {
     std::optional<double> loss;
     // SNR estimates taken at this step (distribution statistics steps only), replayed by the simulator.
     std::vector<BlockSnr> snr;
+    // Loss-change estimates taken at this step (rule 23), replayed by the simulator.
+    std::vector<BlockLossEstimate> loss_estimates;
 };
 
 struct RunHeader {

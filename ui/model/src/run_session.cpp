@@ -167,6 +167,7 @@ void RunSession::startOver(const sp::RunHeader& header, const QString& why) {
     snapshot_pins_.clear();
     mode_seen_.reset();
     target_seen_.reset();
+    tolerance_seen_.reset();
     snapshot_updates_ = 0;
     reserved_updates_ = 0;
     emit reset();
@@ -217,6 +218,7 @@ void RunSession::onSnapshot(const sp::protocol::Snapshot& snapshot) {
     snapshot_pins_ = snapshot.pins;
     mode_seen_ = snapshot.mode;
     if (snapshot.budget_target_pct) target_seen_ = snapshot.budget_target_pct;
+    if (snapshot.loss_tolerance_pct) tolerance_seen_ = snapshot.loss_tolerance_pct;
     // The pins' terms as the agent holds them now (a late joiner missed the pins' command events).
     if (snapshot.pin_until.size() == snapshot.pins.size() &&
         snapshot.pin_release_on_spike.size() == snapshot.pins.size()) {
@@ -284,6 +286,7 @@ void RunSession::onRecords(const RecordBatch& batch) {
                     noteBudgetRisks(r);
                     mode_seen_ = r.mode;
                     if (r.budget_target_pct) target_seen_ = r.budget_target_pct;
+                    if (r.loss_tolerance_pct) tolerance_seen_ = r.loss_tolerance_pct;
                 } else if constexpr (std::is_same_v<T, sp::RunHeader>) {
                     flush_updates();
                     onHeader(r);

@@ -39,6 +39,8 @@ QString describe(const sp::Command& c, const std::function<QString(int)>& name) 
             return QStringLiteral("set mode %1").arg(qs(std::string(to_string(c.mode))));
         case sp::Command::Kind::set_budget:
             return QStringLiteral("set budget target %1%").arg(c.target_pct);
+        case sp::Command::Kind::set_tolerance:
+            return QStringLiteral("set loss tolerance %1%").arg(c.tolerance_pct);
     }
     return QStringLiteral("command");
 }
@@ -197,6 +199,8 @@ void RunSession::onCommandEvent(const sp::EventRecord& rec, const sp::CommandEve
             notePinTerms(*p.command, rec.step);
             if (p.command->kind == sp::Command::Kind::set_mode) mode_seen_ = p.command->mode;
             if (p.command->kind == sp::Command::Kind::set_budget) target_seen_ = p.command->target_pct;
+            if (p.command->kind == sp::Command::Kind::set_tolerance)
+                tolerance_seen_ = p.command->tolerance_pct;
         }
     }
     QString outcome;

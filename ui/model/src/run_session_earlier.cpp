@@ -47,6 +47,7 @@ QString RunSession::keepEarlierRun(const std::string& next_run_id) {
     earlier->snapshot_updates_ = snapshot_updates_;
     earlier->mode_seen_ = mode_seen_;
     earlier->target_seen_ = target_seen_;
+    earlier->tolerance_seen_ = tolerance_seen_;
     earlier->run_end_ = run_end_;
     earlier->touch();
     // This log starts over: its views drop the old rows now, before anything is added.

@@ -9,7 +9,7 @@
 //   for each step:
 //     agent.begin_step(step);                 // applies queued operator commands
 //     forward (if agent.wants_layer_inputs(step): agent.observe_layer_input(block, layer, x));
-//     backward;
+//     backward (on the same steps: agent.observe_layer_output_grad(block, layer, dL/dy));
 //     agent.collect_block_grad_stats();       // one pass over every gradient
 //     agent.compute_hints(step);              // policy update every update_interval_steps
 //     optimizer.step() (with the runtime's before/after hooks)
@@ -96,6 +96,12 @@ class Agent {
     // a trainer that knows the model only after constructing the agent (the Python package).
     const CalibrationResult& calibrate(const CalibrationHooks& hooks, const std::string& model_identity);
 
+    // The config's precision_scope ("compute" or "weights", POLICY.md rule 22) for a trainer that learns
+    // it only after constructing the agent (the Python package's apply(scope=...)): the header, the
+    // snapshots and the profiling take it. Before the first step (std::logic_error after it);
+    // ConfigError for another name.
+    void set_precision_scope(const std::string& scope);
+
     // The runtime that receives the map. The formats it can materialize (HintSink::formats()) bound
     // what the policy routes to and which pins are accepted.
     void add_hint_sink(HintSink* sink);
@@ -108,6 +114,12 @@ class Agent {
     // before_optimizer_step() puts the fp32 masters back before it), not a copy already quantized.
     bool wants_layer_inputs(std::int64_t step) const;
     void observe_layer_input(int block, int layer, const at::Tensor& input);
+    // The loss-change estimate (POLICY.md rule 23, cost_estimator "loss" and mode tolerance): on the same
+    // steps, the backward pass hands over the gradient of the loss at each of those layers' outputs
+    // ([..., out_features], the same tokens as the input). Pairs with the layer's input; a layer whose
+    // input was not observed is skipped. Without it no estimate is made and the loss planners keep
+    // every block in BF16. Throws std::invalid_argument for a block, layer or shape the model lacks.
+    void observe_layer_output_grad(int block, int layer, const at::Tensor& grad);
 
     // Why `command` would be rejected at the next step boundary ("" when it would be applied).
     // Thread-safe: the control socket asks before acknowledging a request.
@@ -212,6 +224,7 @@ class Agent {
     std::unique_ptr<detail::DistributionProfiler> profiler_;
     std::vector<FormatMask> admitted_;  // by the gate file, per block; empty: no gate
     std::vector<BlockSnr> step_snr_;    // the SNR estimates of this step, for its statistics line
+    std::vector<BlockLossEstimate> step_loss_estimates_;  // and its loss-change estimates
     std::unique_ptr<TelemetrySink> sink_;
     class ServerAdapter;
     std::unique_ptr<ServerAdapter> server_backend_;

@@ -53,10 +53,12 @@ class RunSession : public QObject {
     // The run's effective config, read from the header (the defaults when it has none or it does
     // not parse): thresholds for what the views explain.
     const sp::Config& runConfig() const;
-    // The policy's mode and budget target as the run last said them: its header's config, then a
-    // snapshot, the update records and the applied set_mode / set_budget commands (any client's).
+    // The policy's mode, budget target and loss tolerance as the run last said them: its header's
+    // config, then a snapshot, the update records and the applied set_mode / set_budget /
+    // set_tolerance commands (any client's).
     sp::Mode policyMode() const { return mode_seen_.value_or(runConfig().mode); }
     double budgetTargetPct() const { return target_seen_.value_or(runConfig().budget_target_pct); }
+    double lossTolerancePct() const { return tolerance_seen_.value_or(runConfig().loss_tolerance_pct); }
     SourceState state() const { return state_; }
     bool isLive() const { return source_->isLive(); }
     // Commands can be sent: a live source that currently hears the agent.
@@ -194,8 +196,9 @@ class RunSession : public QObject {
     std::map<int, PinTerms> pin_terms_;  // by block, from applied pin commands (any client's)
     void notePinTerms(const sp::Command& command, std::int64_t step);
     std::vector<std::optional<sp::Precision>> snapshot_pins_;
-    std::optional<sp::Mode> mode_seen_;  // policyMode() beyond the header's config
-    std::optional<double> target_seen_;  // budgetTargetPct() beyond the header's config
+    std::optional<sp::Mode> mode_seen_;     // policyMode() beyond the header's config
+    std::optional<double> target_seen_;     // budgetTargetPct() beyond the header's config
+    std::optional<double> tolerance_seen_;  // lossTolerancePct() beyond it
     std::uint64_t step_stats_ = 0;
     sp::RunEndTracker run_end_;
     BudgetRiskWatch budget_risks_;  // warns when budget mode moves a block a pin would ask about

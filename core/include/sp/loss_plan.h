@@ -1,0 +1,86 @@
+#pragma once
+// The exact plans on the loss estimate (POLICY.md rule 23). Each free block takes one format; its
+// cost is the estimated loss change of that format (BudgetBlock::loss_pct; BF16 costs 0) and its
+// saving the bytes it saves against BF16. Two questions, each a multiple-choice knapsack solved
+// exactly:
+//   budget     minimise the summed cost subject to the saving reaching the target;
+//   tolerance  maximise the saving subject to the summed cost staying within the tolerance.
+// The method (loss_plan.cpp): the linear relaxation by a weighted selection of the blocks' moves,
+// its Lagrangian bound, reduced-cost fixing of every option the bound rules out, and a Pareto
+// dynamic programme over the blocks that are left (the core). It is exact, deterministic, and O(n)
+// plus the core's programme, which is empty or a handful of blocks unless many blocks tie.
+// Hysteresis weighs the objective only, never the constraint: a block's current format counts its
+// cost divided by (1 + hysteresis) (budget) or its saving multiplied by it (tolerance), so the plan
+// does not flip between near-equal blocks from one update to the next, and a tolerance is never
+// exceeded by it. Among tolerance plans that save the same, the plan costs the least.
+#include <cstdint>
+#include <vector>
+
+#include "sp/budget.h"
+
+namespace sp {
+
+struct LossPlan {
+    std::vector<Precision> precision;  // by block
+    double saving_pct = 0;             // the plan's saving against all-BF16
+    double loss_pct = 0;               // the plan's summed estimated loss change (fixed blocks' included)
+    bool feasible = true;              // false: the target (tolerance) cannot be met; the nearest plan
+    std::size_t core = 0;              // blocks the exact programme had to search
+};
+
+class LossPlanner {
+  public:
+    // A free block with no estimate for a format cannot take it (its cost is unknown).
+    LossPlan plan_budget(const std::vector<BudgetBlock>& blocks, double target_pct, double hysteresis);
+    LossPlan plan_tolerance(const std::vector<BudgetBlock>& blocks, double tolerance_pct, double hysteresis);
+
+    // One option of a block in the solver's terms: minimise the sum of `value` subject to the sum of
+    // `weight` reaching the need. Public for the tests' brute force.
+    struct Option {
+        double weight = 0, value = 0;
+        Precision format = Precision::bf16;
+    };
+
+  private:
+    enum class Question { budget, tolerance };
+    LossPlan plan(const std::vector<BudgetBlock>& blocks, Question q, double limit_pct, double hysteresis);
+    void list_options(const BudgetBlock& b, Question q, double hysteresis, double tie);
+    static double tie_weight(const std::vector<BudgetBlock>& blocks);
+    // Chooses one option per item and writes choice_; false when the need is out of reach.
+    bool solve(double need);
+    struct Relaxation {
+        std::size_t split;  // moves_[split]: the move that meets the need
+        double lambda;      // its efficiency: the multiplier
+        double bound;       // the relaxation's value
+    };
+    Relaxation relax(double need);
+    void fix_by_bound(double need, double lambda, double upper);
+    void search_core(double need, double lambda, double upper);
+
+    // Per free block: its Pareto options, weight ascending (value ascending with it).
+    std::vector<Option> options_;
+    std::vector<std::uint32_t> option_start_;  // item i's options: [start[i], start[i + 1])
+    std::vector<std::uint32_t> item_block_;    // the block each item is
+    std::vector<std::uint8_t> choice_;         // by item: the chosen option, relative to its start
+    struct Move {
+        double efficiency, weight, value;
+        std::uint32_t item;
+        std::uint8_t to;  // the option it moves the item to
+    };
+    std::vector<Move> moves_;
+    std::vector<std::uint32_t> core_;    // items left with two or more options
+    std::vector<double> reduced_least_;  // by item: its least reduced cost at the multiplier
+    std::vector<std::uint8_t> kept_;     // by option: not ruled out by the bound
+    std::vector<std::uint8_t> in_core_;  // by item
+    std::vector<double> suffix_;         // by core position: the reduced_least_ of the core items from it on
+    struct State {
+        double weight, value;
+        std::uint32_t parent;
+        std::uint8_t option;
+    };
+    std::vector<State> states_;               // the core programme's states, stage after stage
+    std::vector<std::uint32_t> stage_start_;  // stage k's states: [stage_start_[k], stage_start_[k + 1])
+    std::vector<State> scratch_;
+};
+
+}  // namespace sp

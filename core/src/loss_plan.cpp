@@ -1,0 +1,322 @@
+// The exact plans on the loss estimate (sp/loss_plan.h, POLICY.md rule 23).
+//
+// Both questions are put in one form: each item (a free block) takes one of its options; minimise the
+// sum of the options' values subject to the sum of their weights reaching `need`. Budget: weight =
+// bytes saved, value = estimated loss change. Tolerance: weight = minus the loss change, value = minus
+// the bytes saved, need = minus the tolerance.
+//
+// solve(): (1) every item at its least value; done when that reaches the need. (2) The linear
+// relaxation: each item's moves along the lower convex hull of its options, taken in order of value
+// per weight until the need is met; the move that meets it (the split) is found by a weighted
+// selection (nth_element), O(n). Its efficiency is the Lagrange multiplier. (3) An incumbent: the
+// moves before the split and the split itself. (4) The Lagrangian bound L and reduced-cost fixing: an
+// option whose reduced cost exceeds UB - L cannot be in a plan better than the incumbent; items left
+// with one option are fixed. (5) The core, the items with two or more options left, by a Pareto
+// dynamic programme over (weight, value), pruned by dominance and by the same bound.
+#include "sp/loss_plan.h"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <limits>
+
+namespace sp {
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+double bytes_in(const BudgetBlock& b, Precision p) {
+    return b.bytes_bf16 * bytes_per_element(p) / 2.0;
+}
+
+// A block's estimated loss change in `p`: 0 for BF16, the estimate for the others (NaN: unknown).
+double cost_in(const BudgetBlock& b, Precision p) {
+    return p == Precision::bf16 ? 0.0 : b.loss_pct[std::size_t(p)];
+}
+
+}  // namespace
+
+// The block's options: BF16 and every admissible format with a known cost, in the solver's terms, then
+// only those no other option dominates (at least as heavy and no dearer), weight ascending. Formats of
+// one width are all listed: under hysteresis the current one may be dearer yet weigh more.
+void LossPlanner::list_options(const BudgetBlock& b, Question q, double hysteresis, double tie) {
+    const double keep = 1.0 + hysteresis;
+    std::array<Option, kPrecisionCount> listed{};
+    std::size_t count = 0;
+    for (Precision p : kAllPrecisions) {
+        const double cost = cost_in(b, p);
+        if (p != Precision::bf16 && (!has_format(b.admissible, p) || !std::isfinite(cost))) continue;
+        const double saved = b.bytes_bf16 - bytes_in(b, p);
+        const double held = p == b.current ? keep : 1.0;
+        Option& o = listed[count++];
+        o.format = p;
+        o.weight = q == Question::budget ? saved : -cost;
+        o.value = q == Question::budget ? cost / held : -saved * held + tie * cost;
+    }
+    // Weight ascending; among equal weights the dearest first. An insertion sort: five options at most.
+    const auto before = [](const Option& x, const Option& y) {
+        if (x.weight != y.weight) return x.weight < y.weight;
+        return x.value != y.value ? x.value > y.value : x.format > y.format;
+    };
+    for (std::size_t i = 1; i < count; ++i)
+        for (std::size_t j = i; j > 0 && before(listed[j], listed[j - 1]); --j)
+            std::swap(listed[j], listed[j - 1]);
+    // From the heaviest down (the cheapest first among equal weights): an option is kept when its value
+    // is below every heavier one's.
+    std::array<Option, kPrecisionCount> front{};
+    std::size_t kept = 0;
+    double best = kInf;
+    for (std::size_t i = count; i-- > 0;) {
+        if (listed[i].value < best) {
+            front[kept++] = listed[i];
+            best = listed[i].value;
+        }
+    }
+    for (std::size_t i = kept; i-- > 0;) options_.push_back(front[i]);
+}
+
+// Tolerance: among plans that save the same, the one that costs the least. Each option's value carries its
+// cost times this weight, small enough that all the free blocks' costs together weigh a millionth of the
+// smallest saving any of them can make: it decides between equal savings and never against a saving.
+double LossPlanner::tie_weight(const std::vector<BudgetBlock>& blocks) {
+    double smallest_saving = kInf, costs = 0;
+    for (const BudgetBlock& b : blocks) {
+        if (b.fixed) continue;
+        double dearest = 0;
+        for (Precision p : kLowFormatsCheapestFirst) {
+            const double cost = cost_in(b, p);
+            if (!has_format(b.admissible, p) || !std::isfinite(cost)) continue;
+            dearest = std::max(dearest, std::fabs(cost));
+            smallest_saving = std::min(smallest_saving, b.bytes_bf16 - bytes_in(b, p));
+        }
+        costs += dearest;
+    }
+    return std::isfinite(smallest_saving) && costs > 0 ? 1e-6 * smallest_saving / costs : 0.0;
+}
+
+LossPlan LossPlanner::plan_budget(const std::vector<BudgetBlock>& blocks, double target_pct,
+                                  double hysteresis) {
+    return plan(blocks, Question::budget, target_pct, hysteresis);
+}
+
+LossPlan LossPlanner::plan_tolerance(const std::vector<BudgetBlock>& blocks, double tolerance_pct,
+                                     double hysteresis) {
+    return plan(blocks, Question::tolerance, tolerance_pct, hysteresis);
+}
+
+LossPlan LossPlanner::plan(const std::vector<BudgetBlock>& blocks, Question q, double limit_pct,
+                           double hysteresis) {
+    LossPlan out;
+    out.precision.assign(blocks.size(), Precision::bf16);
+    options_.clear();
+    option_start_.clear();
+    item_block_.clear();
+    double total_bf16 = 0, fixed_saved = 0, fixed_cost = 0;
+    const double tie = q == Question::tolerance ? tie_weight(blocks) : 0.0;
+    for (std::size_t b = 0; b < blocks.size(); ++b) {
+        const BudgetBlock& block = blocks[b];
+        total_bf16 += block.bytes_bf16;
+        if (block.fixed) {
+            out.precision[b] = *block.fixed;
+            fixed_saved += block.bytes_bf16 - bytes_in(block, *block.fixed);
+            const double cost = cost_in(block, *block.fixed);
+            if (std::isfinite(cost)) fixed_cost += cost;  // an unknown cost counts as none
+            continue;
+        }
+        option_start_.push_back(std::uint32_t(options_.size()));
+        item_block_.push_back(std::uint32_t(b));
+        list_options(block, q, hysteresis, tie);
+    }
+    option_start_.push_back(std::uint32_t(options_.size()));
+    const double need =
+        q == Question::budget ? limit_pct / 100.0 * total_bf16 - fixed_saved : -(limit_pct - fixed_cost);
+    out.feasible = solve(need);
+    out.core = core_.size();
+    double saved = fixed_saved, cost = fixed_cost;
+    for (std::size_t i = 0; i < item_block_.size(); ++i) {
+        const std::size_t b = item_block_[i];
+        const Precision p = options_[option_start_[i] + choice_[i]].format;
+        out.precision[b] = p;
+        saved += blocks[b].bytes_bf16 - bytes_in(blocks[b], p);
+        cost += cost_in(blocks[b], p);
+    }
+    out.saving_pct = total_bf16 > 0 ? 100.0 * saved / total_bf16 : 0.0;
+    out.loss_pct = cost;
+    return out;
+}
+
+bool LossPlanner::solve(double need) {
+    const std::size_t n = item_block_.size();
+    choice_.assign(n, 0);
+    core_.clear();
+    // Weights from each item's lightest option: every item starts at 0, the need moves by their sum.
+    double span = std::fabs(need);
+    for (std::size_t i = 0; i < n; ++i) {
+        const Option* o = &options_[option_start_[i]];
+        const std::size_t count = option_start_[i + 1] - option_start_[i];
+        need -= o[0].weight;
+        for (std::size_t j = count; j-- > 0;) options_[option_start_[i] + j].weight -= o[0].weight;
+        span += o[count - 1].weight;
+    }
+    const double eps = 1e-12 * (span + 1e-300);
+    if (need <= eps) return true;  // every item at its least value already reaches it
+    double heaviest = 0;
+    for (std::size_t i = 0; i < n; ++i) heaviest += options_[option_start_[i + 1] - 1].weight;
+    if (heaviest < need - eps) {  // out of reach: the nearest plan, every item at its heaviest
+        for (std::size_t i = 0; i < n; ++i)
+            choice_[i] = std::uint8_t(option_start_[i + 1] - option_start_[i] - 1);
+        return false;
+    }
+    const Relaxation r = relax(need);
+    // The incumbent: every move before the split, and the split.
+    double upper = 0;
+    for (std::size_t m = 0; m <= r.split; ++m)
+        choice_[moves_[m].item] = std::max(choice_[moves_[m].item], moves_[m].to);
+    for (std::size_t i = 0; i < n; ++i) upper += options_[option_start_[i] + choice_[i]].value;
+    if (upper - r.bound <= 1e-12 * (std::fabs(upper) + std::fabs(r.bound))) return true;
+    fix_by_bound(need, r.lambda, upper);
+    if (!core_.empty()) search_core(need, r.lambda, upper);
+    return true;
+}
+
+// The linear relaxation: each item's moves along the lower convex hull of its options (efficiencies
+// rising), and the move at which the moves taken in order of efficiency first reach `need` (> 0, and
+// reachable): a weighted selection, so that the order is never fully sorted. On return moves_[0, split)
+// are the moves before it, moves_[split] the split.
+LossPlanner::Relaxation LossPlanner::relax(double need) {
+    moves_.clear();
+    double base = 0;
+    for (std::uint32_t i = 0; i + 1 < option_start_.size(); ++i) {
+        const Option* o = &options_[option_start_[i]];
+        const std::size_t count = option_start_[i + 1] - option_start_[i];
+        base += o[0].value;
+        for (std::size_t from = 0; from + 1 < count;) {
+            std::size_t to = from + 1;  // the hull's next point: the least slope (ties: the farthest)
+            double slope = (o[to].value - o[from].value) / (o[to].weight - o[from].weight);
+            for (std::size_t j = to + 1; j < count; ++j) {
+                const double s = (o[j].value - o[from].value) / (o[j].weight - o[from].weight);
+                if (s <= slope) {
+                    slope = s;
+                    to = j;
+                }
+            }
+            moves_.push_back(
+                {slope, o[to].weight - o[from].weight, o[to].value - o[from].value, i, std::uint8_t(to)});
+            from = to;
+        }
+    }
+    const auto before = [](const Move& x, const Move& y) {
+        if (x.efficiency != y.efficiency) return x.efficiency < y.efficiency;
+        return x.item != y.item ? x.item < y.item : x.to < y.to;
+    };
+    std::size_t lo = 0, hi = moves_.size();
+    double left = need, taken = base;
+    while (hi - lo > 1) {
+        const std::size_t mid = lo + (hi - lo) / 2;
+        std::nth_element(moves_.begin() + std::ptrdiff_t(lo), moves_.begin() + std::ptrdiff_t(mid),
+                         moves_.begin() + std::ptrdiff_t(hi), before);
+        double weight = 0, value = 0;
+        for (std::size_t m = lo; m < mid; ++m) {
+            weight += moves_[m].weight;
+            value += moves_[m].value;
+        }
+        if (weight >= left) {
+            hi = mid;
+        } else {
+            left -= weight;
+            taken += value;
+            lo = mid;
+        }
+    }
+    const Move& split = moves_[lo];
+    return {lo, split.efficiency, taken + std::min(left / split.weight, 1.0) * split.value};
+}
+
+// Reduced-cost fixing at multiplier `lambda`: an option whose reduced cost exceeds the gap between the
+// incumbent's value `upper` and the Lagrangian bound is dropped; items left with one option take it,
+// the others are the core (core_, with their options narrowed in place).
+void LossPlanner::fix_by_bound(double need, double lambda, double upper) {
+    const std::size_t n = item_block_.size();
+    reduced_least_.resize(n);
+    double bound = lambda * need;
+    for (std::size_t i = 0; i < n; ++i) {
+        double least = kInf;
+        for (std::uint32_t j = option_start_[i]; j < option_start_[i + 1]; ++j)
+            least = std::min(least, options_[j].value - lambda * options_[j].weight);
+        bound += least;
+        reduced_least_[i] = least;
+    }
+    const double gap = upper - bound + 1e-9 * (std::fabs(upper) + std::fabs(bound) + 1e-300);
+    kept_.assign(options_.size(), 0);
+    for (std::size_t i = 0; i < n; ++i) {
+        std::size_t alive = 0, last = 0;
+        for (std::uint32_t j = option_start_[i]; j < option_start_[i + 1]; ++j) {
+            const double reduced = options_[j].value - lambda * options_[j].weight - reduced_least_[i];
+            kept_[j] = reduced <= gap ? 1 : 0;
+            if (kept_[j]) {
+                ++alive;
+                last = j - option_start_[i];
+            }
+        }
+        if (alive == 1)
+            choice_[i] = std::uint8_t(last);
+        else
+            core_.push_back(std::uint32_t(i));
+    }
+}
+
+// The core's exact programme. Items outside it keep the option fix_by_bound gave them (the incumbent's);
+// the core's states are (weight, value) pairs, the weight capped at the need (more is no better), kept
+// when no other state of the stage is at least as heavy and cheaper, and when the Lagrangian bound of
+// the items still to come does not put them above the incumbent.
+void LossPlanner::search_core(double need, double lambda, double upper) {
+    const std::size_t n = item_block_.size();
+    in_core_.assign(n, 0);
+    for (std::uint32_t i : core_) in_core_[i] = 1;
+    for (std::size_t i = 0; i < n; ++i) {
+        if (in_core_[i]) continue;
+        need -= options_[option_start_[i] + choice_[i]].weight;
+        upper -= options_[option_start_[i] + choice_[i]].value;
+    }
+    suffix_.assign(core_.size() + 1, 0.0);
+    for (std::size_t k = core_.size(); k-- > 0;) suffix_[k] = suffix_[k + 1] + reduced_least_[core_[k]];
+    const double tolerance = 1e-9 * (std::fabs(upper) + 1e-300);
+    constexpr std::uint32_t kRoot = std::numeric_limits<std::uint32_t>::max();
+    states_.assign(1, State{0.0, 0.0, kRoot, 0});
+    stage_start_.assign({0, 1});
+    for (std::size_t k = 0; k < core_.size(); ++k) {
+        const std::uint32_t item = core_[k];
+        scratch_.clear();
+        for (std::uint32_t s = stage_start_[k]; s < stage_start_[k + 1]; ++s) {
+            for (std::uint32_t j = option_start_[item]; j < option_start_[item + 1]; ++j) {
+                if (!kept_[j]) continue;
+                const double weight = std::min(states_[s].weight + options_[j].weight, need);
+                const double value = states_[s].value + options_[j].value;
+                if (value + suffix_[k + 1] + lambda * (need - weight) > upper + tolerance) continue;
+                scratch_.push_back({weight, value, s, std::uint8_t(j - option_start_[item])});
+            }
+        }
+        std::sort(scratch_.begin(), scratch_.end(), [](const State& x, const State& y) {
+            return x.weight != y.weight ? x.weight > y.weight : x.value < y.value;
+        });
+        double cheapest = kInf;
+        for (const State& st : scratch_) {
+            if (!(st.value < cheapest)) continue;
+            cheapest = st.value;
+            states_.push_back(st);
+        }
+        stage_start_.push_back(std::uint32_t(states_.size()));
+    }
+    const double eps = 1e-12 * (std::fabs(need) + 1e-300);
+    std::uint32_t best = kRoot;
+    for (std::uint32_t s = stage_start_[core_.size()]; s < stage_start_[core_.size() + 1]; ++s)
+        if (states_[s].weight >= need - eps && (best == kRoot || states_[s].value < states_[best].value))
+            best = s;
+    if (best == kRoot) return;  // not reached (rounding): the incumbent stands
+    for (std::size_t k = core_.size(); k-- > 0;) {
+        choice_[core_[k]] = states_[best].option;
+        best = states_[best].parent;
+    }
+}
+
+}  // namespace sp

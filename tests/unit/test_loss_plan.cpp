@@ -1,0 +1,247 @@
+// The exact plans on the loss estimate (sp/loss_plan.h, POLICY.md rule 23) against brute force on
+// small random layouts, against an independent dynamic programme on larger layouts of equal blocks,
+// and on hand-computed cases.
+#include <QtTest>
+
+#include <cmath>
+#include <limits>
+#include <random>
+
+#include "sp/loss_plan.h"
+
+using namespace sp;
+
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+double bytes_in(const BudgetBlock& b, Precision p) {
+    return b.bytes_bf16 * bytes_per_element(p) / 2.0;
+}
+double cost_in(const BudgetBlock& b, Precision p) {
+    return p == Precision::bf16 ? 0.0 : b.loss_pct[std::size_t(p)];
+}
+
+struct Totals {
+    double saving_pct = 0, loss = 0, objective = 0;
+};
+
+// What a plan saves, costs, and scores under the planners' objective (hysteresis included).
+Totals totals_of(const std::vector<BudgetBlock>& blocks, const std::vector<Precision>& plan, bool budget,
+                 double hysteresis) {
+    Totals t;
+    double total = 0, saved = 0;
+    for (std::size_t b = 0; b < blocks.size(); ++b) {
+        const BudgetBlock& block = blocks[b];
+        const Precision p = plan[b];
+        total += block.bytes_bf16;
+        const double s = block.bytes_bf16 - bytes_in(block, p);
+        saved += s;
+        const double c = cost_in(block, p);
+        if (std::isfinite(c)) t.loss += c;
+        if (block.fixed) continue;
+        const double held = p == block.current ? 1.0 + hysteresis : 1.0;
+        t.objective += budget ? c / held : -s * held;
+    }
+    t.saving_pct = total > 0 ? 100.0 * saved / total : 0.0;
+    return t;
+}
+
+std::vector<BudgetBlock> random_layout(std::mt19937_64& rng, int max_blocks, bool equal_sizes) {
+    std::uniform_int_distribution<int> count(1, max_blocks), pick(0, 9), size(1, 8);
+    std::uniform_real_distribution<double> unit(0.0, 1.0);
+    std::vector<BudgetBlock> blocks(std::size_t(count(rng)));
+    const double shared_cost = unit(rng);
+    for (BudgetBlock& b : blocks) {
+        b.bytes_bf16 = equal_sizes ? 400.0 : 100.0 * size(rng);
+        for (Precision p : kLowFormatsCheapestFirst) {
+            const int r = pick(rng);
+            b.loss_pct[std::size_t(p)] = r == 0 ? kNaN : r == 1 ? shared_cost : 2.0 * unit(rng);
+            if (pick(rng) == 0) b.admissible &= FormatMask(~format_bit(p));
+        }
+        if (pick(rng) == 0) b.fixed = kAllPrecisions[std::size_t(pick(rng) % 5)];
+        b.current = kAllPrecisions[std::size_t(pick(rng) % 5)];
+    }
+    return blocks;
+}
+
+struct Best {
+    double objective = kNaN;
+    double loss = kNaN;  // the least loss among the plans of that objective
+};
+
+// The best objective over every plan that meets the question's limit (budget: saving >= target;
+// tolerance: loss <= tolerance), NaN when none does, and the least loss among those plans.
+Best brute_force(const std::vector<BudgetBlock>& blocks, bool budget, double limit, double hysteresis) {
+    std::vector<std::vector<Precision>> choices;
+    for (const BudgetBlock& b : blocks) {
+        std::vector<Precision> c;
+        if (b.fixed) {
+            c.push_back(*b.fixed);
+        } else {
+            for (Precision p : kAllPrecisions)
+                if (p == Precision::bf16 || (has_format(b.admissible, p) && std::isfinite(cost_in(b, p))))
+                    c.push_back(p);
+        }
+        choices.push_back(c);
+    }
+    std::vector<std::size_t> at(blocks.size(), 0);
+    std::vector<Precision> plan(blocks.size());
+    Best best;
+    while (true) {
+        for (std::size_t b = 0; b < blocks.size(); ++b) plan[b] = choices[b][at[b]];
+        const Totals t = totals_of(blocks, plan, budget, hysteresis);
+        const bool meets = budget ? t.saving_pct >= limit - 1e-9 : t.loss <= limit + 1e-9;
+        const double margin = 1e-9 * (1.0 + std::fabs(t.objective));
+        if (meets && (std::isnan(best.objective) || t.objective < best.objective - margin)) {
+            best = {t.objective, t.loss};
+        } else if (meets && std::fabs(t.objective - best.objective) <= margin) {
+            best.loss = std::min(best.loss, t.loss);
+        }
+        std::size_t b = 0;
+        while (b < blocks.size() && ++at[b] == choices[b].size()) at[b++] = 0;
+        if (b == blocks.size()) break;
+    }
+    return best;
+}
+
+}  // namespace
+
+class TestLossPlan : public QObject {
+    Q_OBJECT
+  private slots:
+    // Four blocks of 400 bytes (INT4 saves 300, 8 bits 200). A 50% target needs 800 bytes saved: the
+    // cheapest way is two INT4 blocks and one INT8 (800), not four INT8 (800, dearer here).
+    void budget_by_hand() {
+        std::vector<BudgetBlock> blocks(4);
+        const double int4[] = {0.10, 0.20, 2.0, 3.0}, int8[] = {0.05, 0.06, 0.07, 0.5};
+        for (std::size_t b = 0; b < 4; ++b) {
+            blocks[b].bytes_bf16 = 400;
+            blocks[b].loss_pct[std::size_t(Precision::int4)] = int4[b];
+            blocks[b].loss_pct[std::size_t(Precision::int8)] = int8[b];
+        }
+        const LossPlan plan = LossPlanner().plan_budget(blocks, 50.0, 0.0);
+        QVERIFY(plan.feasible);
+        const std::vector<Precision> want = {Precision::int4, Precision::int4, Precision::int8,
+                                             Precision::bf16};
+        QCOMPARE(plan.precision, want);
+        QCOMPARE(plan.saving_pct, 50.0);
+        QVERIFY(std::fabs(plan.loss_pct - 0.37) < 1e-12);
+    }
+
+    // The same blocks under a tolerance of 0.2%: the largest saving whose costs sum to at most 0.2.
+    void tolerance_by_hand() {
+        std::vector<BudgetBlock> blocks(4);
+        const double int4[] = {0.10, 0.20, 2.0, 3.0}, int8[] = {0.05, 0.06, 0.07, 0.5};
+        for (std::size_t b = 0; b < 4; ++b) {
+            blocks[b].bytes_bf16 = 400;
+            blocks[b].loss_pct[std::size_t(Precision::int4)] = int4[b];
+            blocks[b].loss_pct[std::size_t(Precision::int8)] = int8[b];
+        }
+        const LossPlan plan = LossPlanner().plan_tolerance(blocks, 0.2, 0.0);
+        // INT4 on block 0 (0.10, 300 bytes) + INT8 on 1 (0.06, 200) = 0.16 saves 500; three INT8 (0.18)
+        // save 600: the better plan.
+        const std::vector<Precision> want = {Precision::int8, Precision::int8, Precision::int8,
+                                             Precision::bf16};
+        QCOMPARE(plan.precision, want);
+        QVERIFY(plan.loss_pct <= 0.2);
+        QCOMPARE(plan.saving_pct, 37.5);
+    }
+
+    // Fixed blocks count into both sums; out of reach, the nearest plan is returned and said so.
+    void out_of_reach() {
+        std::vector<BudgetBlock> blocks(2);
+        for (BudgetBlock& b : blocks) b.bytes_bf16 = 100;
+        blocks[0].fixed = Precision::int4;
+        blocks[0].loss_pct[std::size_t(Precision::int4)] = 1.0;
+        blocks[1].loss_pct[std::size_t(Precision::int8)] = 0.1;  // no INT4 estimate: it cannot take INT4
+        LossPlanner planner;
+        const LossPlan budget = planner.plan_budget(blocks, 90.0, 0.0);
+        QVERIFY(!budget.feasible);
+        QCOMPARE(budget.precision[1], Precision::int8);  // the most it can save
+        const LossPlan tolerance = planner.plan_tolerance(blocks, 0.5, 0.0);
+        QVERIFY(!tolerance.feasible);  // the pinned INT4 alone costs 1.0
+        QCOMPARE(tolerance.precision[1], Precision::bf16);
+        QCOMPARE(tolerance.loss_pct, 1.0);
+    }
+
+    // Every question on small random layouts: the plan meets its limit whenever brute force finds a
+    // plan that does, and its objective is brute force's best.
+    void matches_brute_force() {
+        std::mt19937_64 rng(42);
+        std::uniform_real_distribution<double> target(0.0, 80.0), tolerance(0.0, 3.0);
+        LossPlanner planner;  // reused: its storage must not leak from one plan into the next
+        for (int trial = 0; trial < 3000; ++trial) {
+            const bool equal = trial % 3 == 0;
+            const std::vector<BudgetBlock> blocks = random_layout(rng, 7, equal);
+            const double hysteresis = trial % 2 ? 0.1 : 0.0;
+            const bool budget = trial % 4 < 2;
+            const double limit = budget ? target(rng) : tolerance(rng);
+            const LossPlan plan = budget ? planner.plan_budget(blocks, limit, hysteresis)
+                                         : planner.plan_tolerance(blocks, limit, hysteresis);
+            const Best found = brute_force(blocks, budget, limit, hysteresis);
+            const double best = found.objective;
+            const Totals got = totals_of(blocks, plan.precision, budget, hysteresis);
+            const QString where =
+                QString("trial %1 (%2, limit %3)").arg(trial).arg(budget ? "budget" : "tolerance").arg(limit);
+            QVERIFY2(plan.feasible == !std::isnan(best), qPrintable(where));
+            for (std::size_t b = 0; b < blocks.size(); ++b)
+                if (blocks[b].fixed) QCOMPARE(plan.precision[b], *blocks[b].fixed);
+            if (std::isnan(best)) continue;
+            QVERIFY2(budget ? got.saving_pct >= limit - 1e-9 : got.loss <= limit + 1e-9, qPrintable(where));
+            QVERIFY2(std::fabs(got.objective - best) <= 1e-9 * (1.0 + std::fabs(best)),
+                     qPrintable(where + QString(": %1 against %2").arg(got.objective).arg(best)));
+            // Tolerance: of the plans that save as much, the one that costs the least.
+            if (!budget)
+                QVERIFY2(got.loss <= found.loss + 1e-9,
+                         qPrintable(where + QString(": loss %1 against %2").arg(got.loss).arg(found.loss)));
+            QVERIFY(std::fabs(plan.saving_pct - got.saving_pct) < 1e-9);
+        }
+    }
+
+    // Larger layouts of equal blocks (INT4 saves 3 units, 8 bits 2) against a plain dynamic programme over
+    // the units saved: the same optimum, and the exact search's core stays small.
+    void matches_unit_programme() {
+        std::mt19937_64 rng(7);
+        std::uniform_real_distribution<double> unit(0.0, 1.0);
+        LossPlanner planner;
+        for (int trial = 0; trial < 40; ++trial) {
+            const std::size_t n = 50 + std::size_t(trial) * 5;
+            std::vector<BudgetBlock> blocks(n);
+            for (BudgetBlock& b : blocks) {
+                b.bytes_bf16 = 4;
+                b.admissible = format_bit(Precision::int8) | format_bit(Precision::int4);
+                b.loss_pct[std::size_t(Precision::int8)] = 0.1 * unit(rng);
+                b.loss_pct[std::size_t(Precision::int4)] = unit(rng);
+            }
+            const double target = 75.0 * unit(rng);
+            const LossPlan plan = planner.plan_budget(blocks, target, 0.0);
+            // best[u]: the least cost that saves at least u units; need = ceil(target% of 2n units... of 4n
+            // bytes).
+            const std::size_t need = std::size_t(std::ceil(target / 100.0 * 4.0 * double(n) - 1e-9));
+            std::vector<double> best(need + 1, std::numeric_limits<double>::infinity());
+            best[0] = 0;
+            for (const BudgetBlock& b : blocks) {
+                std::vector<double> next(best);  // bf16: nothing saved
+                for (std::size_t u = 0; u <= need; ++u) {
+                    if (!std::isfinite(best[u])) continue;
+                    const std::pair<std::size_t, double> opts[] = {
+                        {2, b.loss_pct[std::size_t(Precision::int8)]},
+                        {3, b.loss_pct[std::size_t(Precision::int4)]}};
+                    for (const auto& [saves, cost] : opts) {
+                        const std::size_t to = std::min(need, u + saves);
+                        next[to] = std::min(next[to], best[u] + cost);
+                    }
+                }
+                best = next;
+            }
+            QVERIFY(plan.feasible);
+            QVERIFY(plan.saving_pct >= target - 1e-9);
+            QVERIFY2(std::fabs(plan.loss_pct - best[need]) <= 1e-9,
+                     qPrintable(QString("n %1: %2 against %3").arg(n).arg(plan.loss_pct).arg(best[need])));
+        }
+    }
+};
+
+QTEST_GUILESS_MAIN(TestLossPlan)
+#include "test_loss_plan.moc"
