@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 namespace sp {
@@ -75,6 +76,27 @@ void LossPlanner::list_options(const BudgetBlock& b, Question q, double hysteres
     for (std::size_t i = kept; i-- > 0;) options_.push_back(front[i]);
 }
 
+// A block's options as list_options made them at an earlier update, when nothing they depend on changed
+// (its estimates, formats, size and current format, the question, the hysteresis and the tie weight,
+// compared bit for bit): the estimates change only when they are profiled. Otherwise listed afresh and
+// remembered.
+void LossPlanner::options_of(const BudgetBlock& b, std::size_t block, Question q, double hysteresis,
+                             double tie) {
+    static_assert(sizeof(Key) == sizeof(PerFormat) + 3 * sizeof(double) + 8, "Key has no padding");
+    Listed& memo = listed_[block];
+    const Key key{b.loss_pct, b.bytes_bf16, hysteresis, tie, b.admissible, b.current, q};
+    if (memo.known && std::memcmp(&memo.key, &key, sizeof key) == 0) {
+        options_.insert(options_.end(), memo.options.begin(), memo.options.begin() + memo.count);
+        return;
+    }
+    const std::size_t from = options_.size();
+    list_options(b, q, hysteresis, tie);
+    memo.known = true;
+    memo.key = key;
+    memo.count = std::uint8_t(options_.size() - from);
+    std::copy(options_.begin() + std::ptrdiff_t(from), options_.end(), memo.options.begin());
+}
+
 // Tolerance: among plans that save the same, the one that costs the least. Each option's value carries its
 // cost times this weight, small enough that all the free blocks' costs together weigh a millionth of the
 // smallest saving any of them can make: it decides between equal savings and never against a saving.
@@ -108,6 +130,7 @@ LossPlan LossPlanner::plan(const std::vector<BudgetBlock>& blocks, Question q, d
                            double hysteresis) {
     LossPlan out;
     out.precision.assign(blocks.size(), Precision::bf16);
+    listed_.resize(blocks.size());
     options_.clear();
     option_start_.clear();
     item_block_.clear();
@@ -125,7 +148,7 @@ LossPlan LossPlanner::plan(const std::vector<BudgetBlock>& blocks, Question q, d
         }
         option_start_.push_back(std::uint32_t(options_.size()));
         item_block_.push_back(std::uint32_t(b));
-        list_options(block, q, hysteresis, tie);
+        options_of(block, b, q, hysteresis, tie);
     }
     option_start_.push_back(std::uint32_t(options_.size()));
     const double need =
@@ -168,11 +191,7 @@ bool LossPlanner::solve(double need) {
         return false;
     }
     const Relaxation r = relax(need);
-    // The incumbent: every move before the split, and the split.
-    double upper = 0;
-    for (std::size_t m = 0; m <= r.split; ++m)
-        choice_[moves_[m].item] = std::max(choice_[moves_[m].item], moves_[m].to);
-    for (std::size_t i = 0; i < n; ++i) upper += options_[option_start_[i] + choice_[i]].value;
+    const double upper = incumbent(need, r.split);
     if (upper - r.bound <= 1e-12 * (std::fabs(upper) + std::fabs(r.bound))) return true;
     fix_by_bound(need, r.lambda, upper);
     if (!core_.empty()) search_core(need, r.lambda, upper);
@@ -232,6 +251,52 @@ LossPlanner::Relaxation LossPlanner::relax(double need) {
     return {lo, split.efficiency, taken + std::min(left / split.weight, 1.0) * split.value};
 }
 
+// A good feasible plan to bound the search with (the tighter, the smaller the core), into choice_; returns
+// its value. From the moves before the split (short of the need by `left`), the best of: one item moved
+// up to any heavier option that covers `left` (the split's own move is one of them); or the split taken,
+// then one item moved down as far as the surplus allows, the largest value given back.
+double LossPlanner::incumbent(double need, std::size_t split) {
+    const std::size_t n = item_block_.size();
+    for (std::size_t m = 0; m < split; ++m)
+        choice_[moves_[m].item] = std::max(choice_[moves_[m].item], moves_[m].to);
+    double weight = 0, value = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+        weight += options_[option_start_[i] + choice_[i]].weight;
+        value += options_[option_start_[i] + choice_[i]].value;
+    }
+    const double left = need - weight;
+    struct Change {
+        double delta = kInf;
+        std::size_t item = 0;
+        std::uint8_t to = 0;
+    };
+    Change up;  // the cheapest single move up that covers `left`
+    for (std::size_t i = 0; i < n; ++i) {
+        const Option& at = options_[option_start_[i] + choice_[i]];
+        for (std::uint32_t j = option_start_[i] + choice_[i] + 1; j < option_start_[i + 1]; ++j)
+            if (options_[j].weight - at.weight >= left && options_[j].value - at.value < up.delta)
+                up = {options_[j].value - at.value, i, std::uint8_t(j - option_start_[i])};
+    }
+    // The split taken, and the surplus it leaves given back where it is worth the most.
+    const Move& s = moves_[split];
+    const double surplus = s.weight - left;
+    Change down{0.0, 0, 0};
+    for (std::size_t i = 0; i < n; ++i) {
+        const std::uint8_t from = i == s.item ? s.to : choice_[i];
+        const Option& at = options_[option_start_[i] + from];
+        for (std::uint32_t j = option_start_[i]; j < option_start_[i] + from; ++j)
+            if (at.weight - options_[j].weight <= surplus && options_[j].value - at.value < down.delta)
+                down = {options_[j].value - at.value, i, std::uint8_t(j - option_start_[i])};
+    }
+    if (up.delta <= s.value + down.delta) {
+        choice_[up.item] = up.to;
+        return value + up.delta;
+    }
+    choice_[s.item] = s.to;
+    if (down.delta < 0) choice_[down.item] = down.to;
+    return value + s.value + down.delta;
+}
+
 // Reduced-cost fixing at multiplier `lambda`: an option whose reduced cost exceeds the gap between the
 // incumbent's value `upper` and the Lagrangian bound is dropped; items left with one option take it,
 // the others are the core (core_, with their options narrowed in place).
@@ -286,24 +351,36 @@ void LossPlanner::search_core(double need, double lambda, double upper) {
     stage_start_.assign({0, 1});
     for (std::size_t k = 0; k < core_.size(); ++k) {
         const std::uint32_t item = core_[k];
-        scratch_.clear();
-        for (std::uint32_t s = stage_start_[k]; s < stage_start_[k + 1]; ++s) {
-            for (std::uint32_t j = option_start_[item]; j < option_start_[item + 1]; ++j) {
-                if (!kept_[j]) continue;
-                const double weight = std::min(states_[s].weight + options_[j].weight, need);
-                const double value = states_[s].value + options_[j].value;
-                if (value + suffix_[k + 1] + lambda * (need - weight) > upper + tolerance) continue;
-                scratch_.push_back({weight, value, s, std::uint8_t(j - option_start_[item])});
+        // The stage's states are sorted by weight, heaviest first, and so is each option's shift of them
+        // (the cap keeps the order): their merge is sorted too, and dominance is one pass over it.
+        std::array<std::uint32_t, kPrecisionCount> option{}, cursor{};
+        std::size_t count = 0;
+        for (std::uint32_t j = option_start_[item]; j < option_start_[item + 1]; ++j)
+            if (kept_[j]) {
+                option[count] = j;
+                cursor[count++] = stage_start_[k];
             }
-        }
-        std::sort(scratch_.begin(), scratch_.end(), [](const State& x, const State& y) {
-            return x.weight != y.weight ? x.weight > y.weight : x.value < y.value;
-        });
+        const std::uint32_t end = stage_start_[k + 1];
         double cheapest = kInf;
-        for (const State& st : scratch_) {
-            if (!(st.value < cheapest)) continue;
-            cheapest = st.value;
-            states_.push_back(st);
+        while (true) {
+            std::size_t pick = count;
+            double weight = 0, value = 0;
+            for (std::size_t c = 0; c < count; ++c) {
+                if (cursor[c] == end) continue;
+                const double w = std::min(states_[cursor[c]].weight + options_[option[c]].weight, need);
+                const double v = states_[cursor[c]].value + options_[option[c]].value;
+                if (pick == count || w > weight || (w == weight && v < value)) {
+                    pick = c;
+                    weight = w;
+                    value = v;
+                }
+            }
+            if (pick == count) break;
+            const std::uint32_t parent = cursor[pick]++;
+            if (!(value < cheapest)) continue;  // a heavier state costs no more
+            cheapest = value;  // (a state the bound rules out rules out the lighter, dearer ones)
+            if (value + suffix_[k + 1] + lambda * (need - weight) > upper + tolerance) continue;
+            states_.push_back({weight, value, parent, std::uint8_t(option[pick] - option_start_[item])});
         }
         stage_start_.push_back(std::uint32_t(states_.size()));
     }

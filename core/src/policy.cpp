@@ -44,6 +44,7 @@ Policy::Policy(Config config, BlockLayout layout, std::vector<double> calibratio
       mode_(config_.effective_mode()),
       budget_target_pct_(config_.budget_target_pct),
       loss_tolerance_pct_(config_.loss_tolerance_pct),
+      loss_estimator_(config_.loss_estimator()),
       loss_monitor_(config_) {
     std::vector<std::string> problems = validate(config_);
     const std::size_t n = layout_.size();

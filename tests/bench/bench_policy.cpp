@@ -1,7 +1,9 @@
-// Policy update cost for 48, 1,000 and 10,000 blocks, in three cases: mode dynamic with the SNR tiers
-// off (the seed's rules), dynamic with snr_tiers on, and mode budget (with the tiers on, so the plan
-// also filters formats by SNR). With the tiers each block holds an SNR estimate per format, spread so
-// that the tiers' walk stops at different formats (int4, int8, fp8, or none: bf16).
+// Policy update cost for 48, 1,000 and 10,000 blocks, in five cases: mode dynamic with the SNR tiers
+// off (the seed's rules), dynamic with snr_tiers on, mode budget (with the tiers on, so the plan
+// also filters formats by SNR), and the two exact plans on the loss estimate (POLICY.md rule 23): budget
+// with cost_estimator "loss" and mode tolerance, each block holding an estimate per format. With the tiers
+// each block holds an SNR estimate per format, spread so that the tiers' walk stops at different formats
+// (int4, int8, fp8, or none: bf16).
 //
 // Each measured iteration is one step: observe() every block, then update(). Every step is an update
 // step (warmup 0, interval 1), so this is the worst case; in a real run updates come every
@@ -33,6 +35,7 @@ struct Case {
     const char* name;
     sp::Mode mode;
     bool snr_tiers;
+    bool loss = false;  // cost_estimator "loss", with an estimate per block and format
 };
 
 // Block b's SNR per format: int4 around its 18 dB threshold, int8 above or below 31 dB, fp8 spread.
@@ -47,12 +50,27 @@ sp::BlockSnr snr_of(int b, std::mt19937_64& rng) {
     return s;
 }
 
+// Block b's loss-change estimate per format (in the loss's units; percent of a loss of 2 is 50 times it):
+// INT4 up to 0.1%, E5M2 0.05%, E4M3 0.02%, INT8 0.01%, so that the plans mix formats.
+sp::BlockLossEstimate loss_of(int b, std::mt19937_64& rng) {
+    std::uniform_real_distribution<double> unit(0.0, 1.0);
+    sp::BlockLossEstimate e;
+    e.block_id = b;
+    e.loss_delta[std::size_t(sp::Precision::int4)] = 0.1 * unit(rng) / 50;
+    e.loss_delta[std::size_t(sp::Precision::fp8_e5m2)] = 0.05 * unit(rng) / 50;
+    e.loss_delta[std::size_t(sp::Precision::fp8_e4m3)] = 0.02 * unit(rng) / 50;
+    e.loss_delta[std::size_t(sp::Precision::int8)] = 0.01 * unit(rng) / 50;
+    return e;
+}
+
 Timing measure(const Case& c, int blocks, int iterations) {
     sp::Config config;
     config.warmup_steps = 0;
     config.update_interval_steps = 1;
     config.mode = c.mode;
     config.snr_tiers = c.snr_tiers;
+    if (c.loss) config.cost_estimator = "loss";
+    config.loss_tolerance_pct = 0.01 * blocks;  // 0.01% a block on average: INT8 everywhere, INT4 where cheap
     std::vector<double> calibration(static_cast<std::size_t>(blocks));
     std::mt19937_64 rng(7);
     std::uniform_real_distribution<double> uni(0.0, 1.0);
@@ -60,6 +78,10 @@ Timing measure(const Case& c, int blocks, int iterations) {
     sp::Policy policy(config, sp::uniform_layout(blocks, 1 << 20), calibration);
     if (c.snr_tiers)
         for (int b = 0; b < blocks; ++b) policy.observe_snr(snr_of(b, rng));
+    if (c.loss) {
+        for (int b = 0; b < blocks; ++b) policy.observe_loss_estimate(loss_of(b, rng));
+        policy.observe_loss(0, 2.0);  // the estimates in percent: 50 times their value
+    }
 
     std::vector<sp::BlockGradStats> stats(static_cast<std::size_t>(blocks));
     std::vector<sp::BlockDetail> details(static_cast<std::size_t>(blocks));
@@ -104,7 +126,9 @@ int main(int argc, char** argv) {
     std::printf("policy update cost (median of N steps; every step an update step)\n");
     const Case cases[] = {{"dynamic", sp::Mode::dynamic, false},
                           {"dynamic, snr_tiers on", sp::Mode::dynamic, true},
-                          {"budget, snr_tiers on", sp::Mode::budget, true}};
+                          {"budget, snr_tiers on", sp::Mode::budget, true},
+                          {"budget on the loss estimate (exact), snr_tiers on", sp::Mode::budget, true, true},
+                          {"tolerance (exact), snr_tiers on", sp::Mode::tolerance, true, true}};
     for (const Case& c : cases) {
         if (argc > 1 && std::strstr(c.name, argv[1]) == nullptr) continue;
         std::printf("\n%s\n", c.name);

@@ -5,6 +5,9 @@
 #include <QSortFilterProxyModel>
 #include <QtTest>
 
+#include "sp/jsonl.h"
+#include "sp/policy.h"
+
 #include "fake_telemetry_source.h"
 #include "sp/ui/block_table_model.h"
 #include "sp/ui/run_session.h"
@@ -225,6 +228,41 @@ class TestBlockTableModel : public QObject {
         QVERIFY(rig.model->headerData(BlockTableModel::ErrorScoreColumn, Qt::Horizontal, Qt::ToolTipRole)
                     .toString()
                     .contains("quant_error_threshold"));
+    }
+
+    // Planned on the loss estimate (POLICY.md rule 23), the Why column and the tooltip quote what each
+    // format would cost: the record as the policy makes it, through the JSONL line a reader gets.
+    void quotesTheLossEstimate() {
+        Rig rig;
+        rig.source->header(runHeader("run-L", 2));
+        sp::Config c;
+        c.warmup_steps = 0;
+        c.mode = sp::Mode::tolerance;
+        c.loss_tolerance_pct = 0.3;
+        sp::Policy policy(c, sp::uniform_layout(2, 100));
+        sp::BlockLossEstimate e;
+        for (int b = 0; b < 2; ++b) {
+            e.block_id = b;
+            e.loss_delta[std::size_t(Precision::int4)] = (b == 0 ? 0.41 : 0.2) / 50;  // a loss of 2
+            e.loss_delta[std::size_t(Precision::int8)] = 0.002 / 50;
+            policy.observe_loss_estimate(e);
+        }
+        policy.observe_loss(0, 2.0);
+        sp::TelemetryRecord parsed;
+        std::string error;
+        QVERIFY2(sp::parse_record_line(sp::to_json_line(*policy.update(0, 0.0)), parsed, error),
+                 error.c_str());
+        rig.source->records({std::get<sp::UpdateRecord>(parsed)});
+        const QString why = rig.text(0, BlockTableModel::WhyColumn);
+        QVERIFY2(why.contains(QString::fromUtf8("tolerance 0.30%, on the loss estimate: int8, which costs ≈ "
+                                                "+0.002% loss; int4 would cost ≈ +0.41% loss")),
+                 qPrintable(why));
+        QVERIFY(rig.model->data(rig.model->index(0, BlockTableModel::PrecisionColumn), Qt::ToolTipRole)
+                    .toString()
+                    .contains(QString::fromUtf8("int4 would cost ≈ +0.41% loss")));
+        QVERIFY2(rig.text(1, BlockTableModel::WhyColumn)
+                     .contains(QString::fromUtf8("int4, which costs ≈ +0.20% loss")),
+                 qPrintable(rig.text(1, BlockTableModel::WhyColumn)));
     }
 
     // A command in flight shows on the rows it touches until the agent applies or rejects it.

@@ -439,6 +439,32 @@ class TestMainWindow : public QObject {
         for (const QLabel* label : w.statusBar()->findChildren<QLabel*>()) status << label->text();
         QVERIFY2(status.join(QLatin1Char('|')).contains(QStringLiteral("mode budget, target 62.5%")),
                  qPrintable(status.join(QLatin1Char('|'))));
+        // The tolerance mode and its loss tolerance, from the Control menu (POLICY.md rule 23).
+        actionNamed(w, QStringLiteral("Mode: tolerance"))->trigger();
+        QTRY_VERIFY_WITH_TIMEOUT(agent.requests().back().find("\"mode\":\"tolerance\"") != std::string::npos,
+                                 5000);
+        QTRY_VERIFY_WITH_TIMEOUT(last_command()->state == CommandState::applied, 5000);
+        double offered_tolerance = -1;
+        control->setTolerancePrompt([&offered_tolerance](double& pct) {
+            offered_tolerance = pct;
+            pct = 0.3;
+            return true;
+        });
+        actionNamed(w, QStringLiteral("Loss tolerance…"))->trigger();
+        QCOMPARE(offered_tolerance, s->lossTolerancePct());  // the agent's tolerance (the config's 0.5)
+        QTRY_VERIFY_WITH_TIMEOUT(
+            agent.requests().back().find("\"cmd\":\"set_tolerance\"") != std::string::npos, 5000);
+        QVERIFY2(agent.requests().back().find("\"loss_tolerance_pct\":0.3") != std::string::npos,
+                 agent.requests().back().c_str());
+        QTRY_VERIFY_WITH_TIMEOUT(last_command()->state == CommandState::applied, 5000);
+        w.refreshViews();
+        QCOMPARE(s->lossTolerancePct(), 0.3);
+        QVERIFY(actionNamed(w, QStringLiteral("Mode: tolerance"))->isChecked());
+        status.clear();
+        for (const QLabel* label : w.statusBar()->findChildren<QLabel*>()) status << label->text();
+        QVERIFY2(status.join(QLatin1Char('|'))
+                     .contains(QStringLiteral("mode tolerance, loss tolerance 0.3% · compute scope")),
+                 qPrintable(status.join(QLatin1Char('|'))));
 
         agent.set_command_behaviour(sp::test::FakeAgent::CommandBehaviour::reject, "block 2 is busy");
         actionNamed(w, QStringLiteral("Pin BF16"))->trigger();

@@ -13,6 +13,7 @@
 // cost divided by (1 + hysteresis) (budget) or its saving multiplied by it (tolerance), so the plan
 // does not flip between near-equal blocks from one update to the next, and a tolerance is never
 // exceeded by it. Among tolerance plans that save the same, the plan costs the least.
+#include <array>
 #include <cstdint>
 #include <vector>
 
@@ -42,9 +43,10 @@ class LossPlanner {
     };
 
   private:
-    enum class Question { budget, tolerance };
+    enum class Question : std::uint8_t { budget, tolerance };
     LossPlan plan(const std::vector<BudgetBlock>& blocks, Question q, double limit_pct, double hysteresis);
     void list_options(const BudgetBlock& b, Question q, double hysteresis, double tie);
+    void options_of(const BudgetBlock& b, std::size_t block, Question q, double hysteresis, double tie);
     static double tie_weight(const std::vector<BudgetBlock>& blocks);
     // Chooses one option per item and writes choice_; false when the need is out of reach.
     bool solve(double need);
@@ -54,8 +56,26 @@ class LossPlanner {
         double bound;       // the relaxation's value
     };
     Relaxation relax(double need);
+    double incumbent(double need, std::size_t split);
     void fix_by_bound(double need, double lambda, double upper);
     void search_core(double need, double lambda, double upper);
+
+    // What a block's options depend on, compared bit for bit (no padding: memcmp reads every byte).
+    struct Key {
+        PerFormat loss_pct;
+        double bytes_bf16, hysteresis, tie;
+        FormatMask admissible;
+        Precision current;
+        Question question;
+        std::array<std::uint8_t, 5> zero{};  // explicit padding, always zero
+    };
+    struct Listed {
+        bool known = false;
+        Key key{};
+        std::array<Option, kPrecisionCount> options{};
+        std::uint8_t count = 0;
+    };
+    std::vector<Listed> listed_;  // by block, across plans
 
     // Per free block: its Pareto options, weight ascending (value ascending with it).
     std::vector<Option> options_;

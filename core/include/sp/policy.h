@@ -174,7 +174,7 @@ class Policy {
     // writes the record's estimated_loss_pct.
     std::vector<Precision> plan_on_loss(UpdateRecord& rec);
     bool plans_on_loss() const {
-        return mode_ == Mode::tolerance || (mode_ == Mode::budget && config_.loss_estimator());
+        return mode_ == Mode::tolerance || (mode_ == Mode::budget && loss_estimator_);
     }
     // A block's loss estimate in percent of the loss EMA (NaN: none, or no loss seen yet).
     PerFormat loss_pct_of(std::size_t block) const;
@@ -214,6 +214,7 @@ class Policy {
     FormatMask materializable_ = kAllFormats;
     double budget_target_pct_ = 0;
     double loss_tolerance_pct_ = 0;
+    bool loss_estimator_ = false;             // config_.loss_estimator(), read once (it compares strings)
     std::vector<PerFormat> loss_delta_;       // latest loss-change estimate per block (NaN: none yet)
     std::vector<BudgetBlock> budget_blocks_;  // rule 18's input, rebuilt at each update in place
     BudgetPlanner budget_planner_;

@@ -38,6 +38,7 @@ ControlActions::ControlActions(SelectionProvider selection, QObject* parent)
       release_(new QAction(tr("Release"), this)),
       release_all_(new QAction(tr("Release all"), this)),
       budget_(new QAction(tr("Budget target…"), this)),
+      tolerance_(new QAction(tr("Loss tolerance…"), this)),
       lifetime_(new QAction(this)),
       on_spike_(new QAction(tr("Pins release on a loss spike"), this)) {
     for (sp::Precision p : kAllPrecisions) {
@@ -51,7 +52,7 @@ ControlActions::ControlActions(SelectionProvider selection, QObject* parent)
     release_->setToolTip(tr("Give the selected blocks back to the policy (Ctrl+R)"));
     release_all_->setShortcut(QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_R));
     release_all_->setToolTip(tr("Release every pin (Ctrl+Shift+R)"));
-    for (sp::Mode m : {sp::Mode::dynamic, sp::Mode::budget, sp::Mode::static_, sp::Mode::off}) {
+    for (sp::Mode m : kMenuModes) {
         const QString name = QString::fromUtf8(std::string(to_string(m)).c_str());
         QAction* a = new QAction(tr("Mode: %1").arg(name), this);
         a->setToolTip(tr("Switch the policy to mode %1 (sp-ctl mode %1)").arg(name));
@@ -78,6 +79,19 @@ ControlActions::ControlActions(SelectionProvider selection, QObject* parent)
         c.target_pct = target;
         if (session_->send(c).isEmpty())
             emit commandFailed(tr("The budget target was not sent: the agent is not connected."));
+    });
+    tolerance_->setToolTip(
+        tr("Set the tolerance mode's loss tolerance: the estimated increase of the training loss the plan "
+           "may cost, in percent (sp-ctl tolerance)"));
+    connect(tolerance_, &QAction::triggered, this, [this] {
+        if (session_ == nullptr || !tolerance_prompt_) return;
+        double pct = session_->lossTolerancePct();  // the dialog opens at the agent's tolerance
+        if (!tolerance_prompt_(pct)) return;
+        sp::Command c;
+        c.kind = sp::Command::Kind::set_tolerance;
+        c.tolerance_pct = pct;
+        if (session_->send(c).isEmpty())
+            emit commandFailed(tr("The loss tolerance was not sent: the agent is not connected."));
     });
     lifetime_->setToolTip(
         tr("How long the pins sent from now on last: a number of steps, or until released"));
@@ -139,9 +153,9 @@ void ControlActions::describePinTerms() {
 
 std::vector<QAction*> ControlActions::all() const {
     std::vector<QAction*> out = blockActions();
-    for (sp::Mode m : {sp::Mode::dynamic, sp::Mode::budget, sp::Mode::static_, sp::Mode::off})
-        out.push_back(modes_[std::size_t(m)]);
+    for (sp::Mode m : kMenuModes) out.push_back(modes_[std::size_t(m)]);
     out.push_back(budget_);
+    out.push_back(tolerance_);
     out.push_back(lifetime_);
     out.push_back(on_spike_);
     return out;
@@ -162,9 +176,10 @@ void ControlActions::updateEnabled() {
     // The pins' terms only shape pins sent from here: off where no pin can be sent (a replay).
     lifetime_->setEnabled(control);
     on_spike_->setEnabled(control);
-    for (sp::Mode m : {sp::Mode::dynamic, sp::Mode::budget, sp::Mode::static_, sp::Mode::off})
+    for (sp::Mode m : kMenuModes)
         modes_[std::size_t(m)]->setChecked(session_ != nullptr && session_->policyMode() == m);
     budget_->setEnabled(control);
+    tolerance_->setEnabled(control);
     const QString why = session_ == nullptr   ? tr("No run open")
                         : !session_->isLive() ? tr("Replay is read-only")
                         : !control            ? tr("The agent is not connected")

@@ -149,6 +149,14 @@ void MainWindow::installPrompts() {
                                              100.0, 1, &ok);
         return ok;
     });
+    control_->setTolerancePrompt([this](double& pct) {
+        bool ok = false;
+        pct = QInputDialog::getDouble(
+            this, tr("Loss tolerance"),
+            tr("Estimated increase of the training loss the plan may cost (percent):"), pct, 0.0, 100.0, 4,
+            &ok);
+        return ok;
+    });
     control_->setLifetimePrompt([this](std::int64_t& steps) {
         bool ok = false;
         steps =
@@ -429,12 +437,23 @@ void MainWindow::updateStatus() {
         header.run_id.empty() ? shown : tr("run %1 · %2").arg(QString::fromStdString(header.run_id), shown));
     run_label_->setToolTip(source);
     const TelemetryStore& store = current_->store();
-    // The policy's mode, and the budget target where it acts (it does nothing in another mode).
+    // The policy's mode, the budget target or loss tolerance where it acts (it does nothing in another
+    // mode), and the precision scope (POLICY.md rule 22): what a block's format rounds.
     const sp::Mode mode = current_->policyMode();
     QString counts =
         mode == sp::Mode::budget
             ? tr("mode budget, target %1% · ").arg(current_->budgetTargetPct(), 0, 'f', 1)
+        : mode == sp::Mode::tolerance
+            ? tr("mode tolerance, loss tolerance %1% · ")
+                  .arg(QString::number(current_->lossTolerancePct(), 'g', 4))
             : tr("mode %1 · ").arg(QString::fromLatin1(to_string(mode).data(), int(to_string(mode).size())));
+    const std::string& scope = current_->runConfig().precision_scope;
+    counts += tr("%1 scope · ").arg(QString::fromStdString(scope));
+    run_label_->setToolTip(
+        source + (scope == "weights" ? tr("\nprecision scope: weights (stored and streamed in each block's "
+                                          "format, computed in BF16)")
+                                     : tr("\nprecision scope: compute (weights, inputs and output gradients "
+                                          "in each block's format)")));
     counts += tr("%1 blocks · %2 updates").arg(store.blockCount()).arg(store.updateCount());
     if (!store.empty()) {
         // The cursor's step: in replay (or a paused live view) the status follows the timeline.

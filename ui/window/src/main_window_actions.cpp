@@ -194,9 +194,9 @@ void MainWindow::buildMenus() {
     QMenu* control = menuBar()->addMenu(tr("&Control"));
     for (QAction* a : control_->blockActions()) control->addAction(a);
     control->addSeparator();
-    for (sp::Mode m : {sp::Mode::dynamic, sp::Mode::budget, sp::Mode::static_, sp::Mode::off})
-        control->addAction(control_->mode(m));
+    for (sp::Mode m : kMenuModes) control->addAction(control_->mode(m));
     control->addAction(control_->budgetTarget());
+    control->addAction(control_->lossTolerance());
     control->addSeparator();
     control->addAction(control_->pinLifetime());
     control->addAction(control_->releaseOnSpike());

@@ -1,12 +1,13 @@
 #pragma once
 // The operator's routing commands as actions (toolbar, menu, context menus, shortcuts): one Pin
-// action per format, Release, Release all, the policy's mode and the budget target. The pins act on
-// the current session's selected blocks; everything is enabled only when that session can send
+// action per format, Release, Release all, the policy's mode, the budget target and the loss tolerance. The
+// pins act on the current session's selected blocks; everything is enabled only when that session can send
 // commands (live and heard from), and the result shows in the event log (pending → applied /
 // rejected).
 #include <array>
 #include <cstdint>
 #include <functional>
+#include <iterator>
 #include <vector>
 
 #include <QObject>
@@ -23,6 +24,11 @@ class QWidget;
 namespace sp::ui {
 
 class RunSession;
+
+// The modes in the Control menu's order.
+inline constexpr sp::Mode kMenuModes[] = {sp::Mode::dynamic, sp::Mode::budget, sp::Mode::tolerance,
+                                          sp::Mode::static_, sp::Mode::off};
+inline constexpr std::size_t kModeCount = std::size(kMenuModes);
 
 class ControlActions : public QObject {
     Q_OBJECT
@@ -41,6 +47,8 @@ class ControlActions : public QObject {
 
     void setSession(RunSession* session);
     void setTargetPrompt(TargetPrompt prompt) { prompt_ = std::move(prompt); }
+    // Asks for the tolerance mode's loss tolerance in percent, as TargetPrompt asks for a target.
+    void setTolerancePrompt(TargetPrompt prompt) { tolerance_prompt_ = std::move(prompt); }
     void setConfirmPrompt(ConfirmPrompt confirm) { confirm_ = std::move(confirm); }
     void setLifetimePrompt(LifetimePrompt prompt) { lifetime_prompt_ = std::move(prompt); }
     // The terms every pin sent from here carries (POLICY.md rule 20): ends by itself after
@@ -56,6 +64,7 @@ class ControlActions : public QObject {
     QAction* releaseAll() const { return release_all_; }
     QAction* mode(sp::Mode m) const { return modes_[std::size_t(m)]; }
     QAction* budgetTarget() const { return budget_; }
+    QAction* lossTolerance() const { return tolerance_; }
     QAction* pinLifetime() const { return lifetime_; }     // asks for the pins' lifetime
     QAction* releaseOnSpike() const { return on_spike_; }  // checkable
     // The actions that act on selected blocks or on every pin (toolbar and context menu).
@@ -76,6 +85,7 @@ class ControlActions : public QObject {
 
     SelectionProvider selection_;
     TargetPrompt prompt_;
+    TargetPrompt tolerance_prompt_;
     ConfirmPrompt confirm_;
     LifetimePrompt lifetime_prompt_;
     std::int64_t pin_for_steps_ = 0;
@@ -83,8 +93,9 @@ class ControlActions : public QObject {
     std::array<QAction*, kPrecisionCount> pins_{};
     QAction* release_;
     QAction* release_all_;
-    std::array<QAction*, 4> modes_{};  // by Mode value: off, static, dynamic, budget
+    std::array<QAction*, kModeCount> modes_{};  // by Mode value: off, static, dynamic, budget, tolerance
     QAction* budget_;
+    QAction* tolerance_;
     QAction* lifetime_;
     QAction* on_spike_;
 };
