@@ -60,14 +60,15 @@ class BlockImpl : public torch::nn::Module {
         auto linear = [&](int layer, torch::nn::Linear& base, const torch::Tensor& input) {
             if (observe) observe(layer, input.detach());
             auto out = in_compute_format_grad(base(in_compute_format(input)));
-            // Before the gradient's rounding (RoundGradient runs after this hook's tensor): the loss's own.
-            if (observe_grad && out.requires_grad())
-                out.register_hook([observe_grad, layer](const torch::Tensor& g) { observe_grad(layer, g); });
             if (!adapter_a_.empty()) {
                 namespace F = torch::nn::functional;
                 out = out + F::linear(F::linear(input, adapter_a_[std::size_t(layer)]),
                                       adapter_b_[std::size_t(layer)]);
             }
+            // The gradient at the layer's whole output, as it arrives (the base's share is rounded after
+            // it): with adapters the frozen first block's base output alone needs none.
+            if (observe_grad && out.requires_grad())
+                out.register_hook([observe_grad, layer](const torch::Tensor& g) { observe_grad(layer, g); });
             return out;
         };
         // [B, T, 3, H, hd] -> [3, B, H, T, hd]

@@ -143,15 +143,25 @@ class TestSpTrainerLoss : public QObject {
         QVERIFY2(valid.exit_code == 0, (valid.out + valid.err).constData());
     }
 
-    void budget_on_the_loss_in_the_compute_scope() {
+    void budget_on_the_loss_with_adapters_in_the_compute_scope() {
         QTemporaryDir dir;
         const QString config = write_file(dir, "budget.json", R"({"mode": "budget", "cost_estimator": "loss",
             "budget_target_pct": 60, "warmup_steps": 5, "update_interval_steps": 5, "min_steps_between_switches": 5,
             "distribution_interval_steps": 10, "run_calibration": false, "log_decisions": false})");
         const QString telemetry = dir.filePath("budget.jsonl");
-        const Run r = run(SP_TRAINER_PATH, run_args(telemetry, config, "compute"));
+        // With adapters: the frozen first block's base outputs need no gradient, its layers' whole outputs
+        // do.
+        const Run r = run(SP_TRAINER_PATH, run_args(telemetry, config, "compute") +
+                                               QStringList{"--finetune-mode", "adapters"});
         QVERIFY2(r.exit_code == 0, r.err.constData());
         const auto lines = read_jsonl(telemetry);
+        int estimates = 0;
+        for (const auto& j : lines)
+            if (j.contains("loss_estimates")) {
+                ++estimates;
+                QCOMPARE(j["loss_estimates"].size(), std::size_t(3));
+            }
+        QCOMPARE(estimates, 4);
         QCOMPARE(lines.front()["config"]["precision_scope"], "compute");
         QCOMPARE(lines.front()["config"]["cost_estimator"], "loss");
         const auto updates = updates_of(lines);
