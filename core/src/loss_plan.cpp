@@ -76,16 +76,29 @@ void LossPlanner::list_options(const BudgetBlock& b, Question q, double hysteres
     for (std::size_t i = kept; i-- > 0;) options_.push_back(front[i]);
 }
 
+// Equal bit for bit: NaN to the same NaN, -0 not to +0 (what the remembered options depend on).
+bool LossPlanner::same_key(const Key& x, const Key& y) {
+    const auto bits = [](double v) {
+        std::uint64_t b = 0;
+        std::memcpy(&b, &v, sizeof b);
+        return b;
+    };
+    for (std::size_t p = 0; p < x.loss_pct.size(); ++p)
+        if (bits(x.loss_pct[p]) != bits(y.loss_pct[p])) return false;
+    return bits(x.bytes_bf16) == bits(y.bytes_bf16) && bits(x.hysteresis) == bits(y.hysteresis) &&
+           bits(x.tie) == bits(y.tie) && x.admissible == y.admissible && x.current == y.current &&
+           x.question == y.question;
+}
+
 // A block's options as list_options made them at an earlier update, when nothing they depend on changed
 // (its estimates, formats, size and current format, the question, the hysteresis and the tie weight,
 // compared bit for bit): the estimates change only when they are profiled. Otherwise listed afresh and
 // remembered.
 void LossPlanner::options_of(const BudgetBlock& b, std::size_t block, Question q, double hysteresis,
                              double tie) {
-    static_assert(sizeof(Key) == sizeof(PerFormat) + 3 * sizeof(double) + 8, "Key has no padding");
     Listed& memo = listed_[block];
     const Key key{b.loss_pct, b.bytes_bf16, hysteresis, tie, b.admissible, b.current, q};
-    if (memo.known && std::memcmp(&memo.key, &key, sizeof key) == 0) {
+    if (memo.known && same_key(memo.key, key)) {
         options_.insert(options_.end(), memo.options.begin(), memo.options.begin() + memo.count);
         return;
     }

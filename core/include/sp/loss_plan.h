@@ -60,15 +60,15 @@ class LossPlanner {
     void fix_by_bound(double need, double lambda, double upper);
     void search_core(double need, double lambda, double upper);
 
-    // What a block's options depend on, compared bit for bit (no padding: memcmp reads every byte).
+    // What a block's options depend on, compared bit for bit (same_key).
     struct Key {
         PerFormat loss_pct;
         double bytes_bf16, hysteresis, tie;
         FormatMask admissible;
         Precision current;
         Question question;
-        std::array<std::uint8_t, 5> zero{};  // explicit padding, always zero
     };
+    static bool same_key(const Key& x, const Key& y);
     struct Listed {
         bool known = false;
         Key key{};
