@@ -120,7 +120,10 @@ class _BlockHooks:
         y = F.linear(_RoundInput.apply(x, precision, self.group), weight, bias)
         if not y.requires_grad:
             return y
-        self.observe_output(y, layer)
+        # A packed weight's row chunk (cross-attention's q, k, v) computes a third of the layer's output:
+        # no gradient of the whole output to hand over, so such a block gets no loss estimate.
+        if weight._base is None:
+            self.observe_output(y, layer)
         return _RoundGradient.apply(y, precision, self.group)
 
     def cover_attention(self, mha, layers):
