@@ -186,19 +186,18 @@ bool LossPlanner::solve(double need) {
     choice_.assign(n, 0);
     core_.clear();
     // Weights from each item's lightest option: every item starts at 0, the need moves by their sum.
-    double span = std::fabs(need);
+    double heaviest = 0;  // every item at its heaviest option
+    const double span = std::fabs(need);
     for (std::size_t i = 0; i < n; ++i) {
         const Option* o = &options_[option_start_[i]];
         const std::size_t count = option_start_[i + 1] - option_start_[i];
         need -= o[0].weight;
         for (std::size_t j = count; j-- > 0;) options_[option_start_[i] + j].weight -= o[0].weight;
-        span += o[count - 1].weight;
+        heaviest += o[count - 1].weight;
     }
-    const double eps = 1e-12 * (span + 1e-300);
+    const double eps = 1e-12 * (span + heaviest + 1e-300);
     if (need <= eps) return true;  // every item at its least value already reaches it
-    double heaviest = 0;
-    for (std::size_t i = 0; i < n; ++i) heaviest += options_[option_start_[i + 1] - 1].weight;
-    if (heaviest < need - eps) {  // out of reach: the nearest plan, every item at its heaviest
+    if (heaviest < need - eps) {   // out of reach: the nearest plan, every item at its heaviest
         for (std::size_t i = 0; i < n; ++i)
             choice_[i] = std::uint8_t(option_start_[i + 1] - option_start_[i] - 1);
         return false;

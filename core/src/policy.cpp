@@ -146,6 +146,7 @@ void Policy::observe_loss_estimate(const BlockLossEstimate& estimate) {
                                     std::to_string(estimate.block_id) + " (" + block_range(layout_.size()) +
                                     ")");
     loss_delta_[std::size_t(estimate.block_id)] = estimate.loss_delta;
+    loss_estimated_ = true;
 }
 
 void Policy::set_admitted_formats(std::vector<FormatMask> admitted) {

@@ -30,7 +30,7 @@ Policy::WindowTotals Policy::average_windows(UpdateRecord& rec) const {
         d.id = int(b);
         d.window = win_count_[b];
         d.snr_db = snr_[b];
-        d.loss_delta_pct = loss_pct_of(b);
+        if (loss_estimated_) d.loss_delta_pct = loss_pct_of(b);  // else it stays unknown
         if (d.window == 0) continue;
         // Oldest observation first, so the sums are reproducible.
         const std::size_t base = b * std::size_t(w);

@@ -216,6 +216,7 @@ class Policy {
     double loss_tolerance_pct_ = 0;
     bool loss_estimator_ = false;             // config_.loss_estimator(), read once (it compares strings)
     std::vector<PerFormat> loss_delta_;       // latest loss-change estimate per block (NaN: none yet)
+    bool loss_estimated_ = false;             // some block has one (else no update converts them)
     std::vector<BudgetBlock> budget_blocks_;  // rule 18's input, rebuilt at each update in place
     BudgetPlanner budget_planner_;
     LossPlanner loss_planner_;
