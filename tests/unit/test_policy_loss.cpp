@@ -134,12 +134,19 @@ class TestPolicyLoss : public QObject {
         QCOMPARE(p.loss_tolerance_pct(), 0.3);
     }
 
-    // Budget on the loss: the cheapest plan that saves the target, over every format.
+    // Budget on the loss: the cheapest plan that saves the target, over every format. Before the first
+    // loss (no estimate in percent yet) it plans on the sensitivity, so the target holds from the
+    // first update; the words say which.
     void budget_on_the_loss_minimises_the_estimate() {
         Config c = loss_config(Mode::budget);
         c.budget_target_pct = 50.0;
         Policy p(c, uniform_layout(4, 100));
         observe_estimates(p);
+        const UpdateRecord* first = p.update(0, 0.0);
+        QCOMPARE(first->estimated_bandwidth_saving_pct, 50.0);
+        QVERIFY(!first->estimated_loss_pct);
+        QVERIFY2(contains(reason_text(first->block_details[0]), "budget 50.0%, sensitivity"),
+                 reason_text(first->block_details[0]).c_str());
         p.observe_loss(0, 2.0);
         const UpdateRecord* r = p.update(1, 0.0);
         QCOMPARE(p.precisions(), (std::vector<Precision>{Precision::int4, Precision::int4, Precision::int8,

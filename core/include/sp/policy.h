@@ -7,6 +7,7 @@
 // observe(step, stats) for each block that had gradients, update(step, now), then observe_loss(step,
 // loss) when it has the loss. update() returns a record only on update steps; precisions() is the
 // map the trainer's runtime should use after it.
+#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <optional>
@@ -173,8 +174,14 @@ class Policy {
     // Rule 21: the loss planners' plan (mode budget with cost_estimator "loss", or mode tolerance);
     // writes the record's estimated_loss_pct.
     std::vector<Precision> plan_on_loss(UpdateRecord& rec);
+    // Budget on the loss falls back to the sensitivity greedy until an estimate can be put in percent
+    // (the first loss seen after the first profile): its target holds from the first update.
     bool plans_on_loss() const {
-        return mode_ == Mode::tolerance || (mode_ == Mode::budget && loss_estimator_);
+        return mode_ == Mode::tolerance || (mode_ == Mode::budget && loss_estimator_ && loss_in_percent());
+    }
+    bool loss_in_percent() const {
+        return loss_estimated_ && loss_monitor_.history() > 0 && loss_monitor_.ema() > 0.0 &&
+               std::isfinite(loss_monitor_.ema());
     }
     // A block's loss estimate in percent of the loss EMA (NaN: none, or no loss seen yet).
     PerFormat loss_pct_of(std::size_t block) const;
