@@ -7,12 +7,15 @@
 //
 // solve(): (1) every item at its least value; done when that reaches the need. (2) The linear
 // relaxation: each item's moves along the lower convex hull of its options, taken in order of value
-// per weight until the need is met; the move that meets it (the split) is found by a weighted
-// selection (nth_element), O(n). Its efficiency is the Lagrange multiplier. (3) An incumbent: the
+// per weight until the need is met; the move that meets it (the split) is found by bucketing the moves
+// by efficiency, then a weighted selection (nth_element) in the split's bucket, O(n). Its efficiency is
+// the Lagrange multiplier. (3) An incumbent: the
 // moves before the split and the split itself. (4) The Lagrangian bound L and reduced-cost fixing: an
 // option whose reduced cost exceeds UB - L cannot be in a plan better than the incumbent; items left
 // with one option are fixed. (5) The core, the items with two or more options left, by a Pareto
-// dynamic programme over (weight, value), pruned by dominance and by the same bound.
+// dynamic programme over (weight, value), the items nearest the multiplier first, pruned by dominance
+// and by the relaxation of the items still to come with its two slopes (above and below their best
+// options), which tightens as the items near the multiplier are used up.
 #include "sp/loss_plan.h"
 
 #include <algorithm>
@@ -121,11 +124,41 @@ LossPlanner::TiePart LossPlanner::options_of(const BudgetBlock& b, std::size_t b
 // Tolerance: among plans that save the same, the one that costs the least. Each option's value carries its
 // cost times a weight small enough that all the free blocks' costs together weigh a millionth of the
 // smallest saving any of them can make: it decides between equal savings and never against a saving.
-// The blocks' parts come with their options (one pass over the blocks), the term is added here.
+// The blocks' parts come with their options (one pass over the blocks), the term is added here. Where two
+// options' values differ by less than the term (hysteresis near 0.5), it can leave a lighter option no
+// cheaper than a heavier one: such options are dropped, as a front on the full values drops them.
 void LossPlanner::weigh_ties(double smallest_saving, double costs) {
     if (!std::isfinite(smallest_saving) || !(costs > 0)) return;
     const double tie = 1e-6 * smallest_saving / costs;
-    for (Option& o : options_) o.value -= tie * o.weight;  // + tie * cost: the weight is minus the cost
+    bool dominated = false;
+    for (std::size_t i = 0; i + 1 < option_start_.size(); ++i) {
+        for (std::uint32_t j = option_start_[i]; j < option_start_[i + 1]; ++j) {
+            options_[j].value -= tie * options_[j].weight;  // + tie * cost: the weight is minus the cost
+            dominated |= j > option_start_[i] && !(options_[j - 1].value < options_[j].value);
+        }
+    }
+    if (dominated) drop_dominated();
+}
+
+// Keeps of each item's options (weight ascending) only those cheaper than every heavier one, in place.
+void LossPlanner::drop_dominated() {
+    std::uint32_t out = 0;
+    for (std::size_t i = 0; i + 1 < option_start_.size(); ++i) {
+        const std::uint32_t start = option_start_[i], end = option_start_[i + 1];
+        std::array<Option, kPrecisionCount> front{};
+        std::size_t kept = 0;
+        double best = kInf;
+        for (std::uint32_t j = end; j-- > start;) {
+            if (options_[j].value < best) {
+                front[kept++] = options_[j];
+                best = options_[j].value;
+            }
+        }
+        option_start_[i] = out;
+        for (std::size_t k = kept; k-- > 0;) options_[out++] = front[k];
+    }
+    option_start_.back() = out;
+    options_.resize(out);
 }
 
 LossPlan LossPlanner::plan_budget(const std::vector<BudgetBlock>& blocks, double target_pct,
@@ -206,7 +239,7 @@ bool LossPlanner::solve(double need) {
     const Relaxation r = relax(need);
     const double upper = incumbent(need, r.split);
     if (upper - r.bound <= 1e-12 * (std::fabs(upper) + std::fabs(r.bound))) return true;
-    fix_by_bound(need, r.lambda, upper);
+    fix_by_bound(r.lambda, r.bound, upper);
     if (!core_.empty()) search_core(need, r.lambda, upper);
     return true;
 }
@@ -317,34 +350,36 @@ double LossPlanner::incumbent(double need, std::size_t split) {
     const std::size_t n = item_block_.size();
     for (std::size_t m = 0; m < split; ++m)
         choice_[moves_[m].item] = std::max(choice_[moves_[m].item], moves_[m].to);
+    least_at_ = choice_;  // the relaxation's point: each item's option of least reduced cost
     double weight = 0, value = 0;
     for (std::size_t i = 0; i < n; ++i) {
         weight += options_[option_start_[i] + choice_[i]].weight;
         value += options_[option_start_[i] + choice_[i]].value;
     }
+    lp_weight_ = weight;
+    lp_value_ = value;
     const double left = need - weight;
     struct Change {
         double delta = kInf;
         std::size_t item = 0;
         std::uint8_t to = 0;
     };
-    Change up;  // the cheapest single move up that covers `left`
-    for (std::size_t i = 0; i < n; ++i) {
-        const Option& at = options_[option_start_[i] + choice_[i]];
-        for (std::uint32_t j = option_start_[i] + choice_[i] + 1; j < option_start_[i + 1]; ++j)
-            if (options_[j].weight - at.weight >= left && options_[j].value - at.value < up.delta)
-                up = {options_[j].value - at.value, i, std::uint8_t(j - option_start_[i])};
-    }
-    // The split taken, and the surplus it leaves given back where it is worth the most.
+    // In one pass over the items: the cheapest single move up that covers `left`; and, with the split
+    // taken, the surplus it leaves given back where it is worth the most.
     const Move& s = moves_[split];
     const double surplus = s.weight - left;
-    Change down{0.0, 0, 0};
+    Change up, down{0.0, 0, 0};
     for (std::size_t i = 0; i < n; ++i) {
+        const std::uint32_t start = option_start_[i];
+        const Option& at = options_[start + choice_[i]];
+        for (std::uint32_t j = start + choice_[i] + 1; j < option_start_[i + 1]; ++j)
+            if (options_[j].weight - at.weight >= left && options_[j].value - at.value < up.delta)
+                up = {options_[j].value - at.value, i, std::uint8_t(j - start)};
         const std::uint8_t from = i == s.item ? s.to : choice_[i];
-        const Option& at = options_[option_start_[i] + from];
-        for (std::uint32_t j = option_start_[i]; j < option_start_[i] + from; ++j)
-            if (at.weight - options_[j].weight <= surplus && options_[j].value - at.value < down.delta)
-                down = {options_[j].value - at.value, i, std::uint8_t(j - option_start_[i])};
+        const Option& taken = options_[start + from];
+        for (std::uint32_t j = start; j < start + from; ++j)
+            if (taken.weight - options_[j].weight <= surplus && options_[j].value - taken.value < down.delta)
+                down = {options_[j].value - taken.value, i, std::uint8_t(j - start)};
     }
     if (up.delta <= s.value + down.delta) {
         choice_[up.item] = up.to;
@@ -356,45 +391,39 @@ double LossPlanner::incumbent(double need, std::size_t split) {
 }
 
 // Reduced-cost fixing at multiplier `lambda`: an option whose reduced cost exceeds the gap between the
-// incumbent's value `upper` and the Lagrangian bound is dropped; items left with one option take it,
-// the others are the core (core_, with their options narrowed in place). One pass over the options
-// finds each item's least reduced cost and its margin to the next least: the bound needs every item's
-// least before the gap is known, and the second pass then reads the margins alone, going back to the
-// options of the few items whose margin is within the gap.
-void LossPlanner::fix_by_bound(double need, double lambda, double upper) {
+// incumbent's value `upper` and the Lagrangian bound `lower` (the relaxation's value) is dropped; items
+// left with one option take it, the others are the core (core_, their options marked in kept_). An item
+// has one option left when its margin (its second least reduced cost less its least, the relaxation's
+// point) exceeds the gap: then it is its least, which is also the incumbent's (the incumbent's options are
+// all within the gap). One pass over the options for the margins, back to the options only for the core.
+void LossPlanner::fix_by_bound(double lambda, double lower, double upper) {
     const std::size_t n = item_block_.size();
-    reduced_least_.resize(n);
+    const double gap = upper - lower + 1e-9 * (std::fabs(upper) + std::fabs(lower) + 1e-300);
     margin_.resize(n);
-    least_at_.resize(n);
-    double bound = lambda * need;
     for (std::size_t i = 0; i < n; ++i) {
-        double least = kInf, next = kInf;
-        std::uint32_t at = option_start_[i];
-        for (std::uint32_t j = option_start_[i]; j < option_start_[i + 1]; ++j) {
-            const double reduced = options_[j].value - lambda * options_[j].weight;
-            if (reduced < least) {
-                next = least;
-                least = reduced;
-                at = j;
-            } else {
-                next = std::min(next, reduced);
-            }
-        }
-        bound += least;
-        reduced_least_[i] = least;
-        margin_[i] = next - least;
-        least_at_[i] = std::uint8_t(at - option_start_[i]);
+        const std::uint32_t least = option_start_[i] + least_at_[i];
+        double margin = kInf;
+        for (std::uint32_t j = option_start_[i]; j < option_start_[i + 1]; ++j)
+            if (j != least)
+                margin = std::min(margin, options_[j].value - options_[least].value -
+                                              lambda * (options_[j].weight - options_[least].weight));
+        margin_[i] = margin;
     }
-    const double gap = upper - bound + 1e-9 * (std::fabs(upper) + std::fabs(bound) + 1e-300);
     kept_.resize(options_.size());  // read for the core's items only
+    fixed_weight_ = lp_weight_;
+    fixed_value_ = lp_value_;
     for (std::size_t i = 0; i < n; ++i) {
-        if (!(margin_[i] <= gap)) {  // one option left: the least (the incumbent's, as its own is kept)
+        if (!(margin_[i] <= gap)) {
             choice_[i] = least_at_[i];
             continue;
         }
         core_.push_back(std::uint32_t(i));
+        const Option& at = options_[option_start_[i] + least_at_[i]];
+        fixed_weight_ -= at.weight;
+        fixed_value_ -= at.value;
         for (std::uint32_t j = option_start_[i]; j < option_start_[i + 1]; ++j)
-            kept_[j] = options_[j].value - lambda * options_[j].weight - reduced_least_[i] <= gap ? 1 : 0;
+            kept_[j] =
+                options_[j].value - at.value - lambda * (options_[j].weight - at.weight) <= gap ? 1 : 0;
     }
 }
 
@@ -408,12 +437,7 @@ void LossPlanner::order_core(double lambda) {
     ranked_.clear();
     for (std::uint32_t i : core_) {
         Ranked r{0, 0, 0, kInf, 0.0, i};
-        std::uint32_t best = option_start_[i];
-        for (std::uint32_t j = option_start_[i]; j < option_start_[i + 1]; ++j)
-            if (kept_[j] && options_[j].value - lambda * options_[j].weight <= reduced_least_[i]) {
-                best = j;
-                break;
-            }
+        const std::uint32_t best = option_start_[i] + least_at_[i];
         r.weight = options_[best].weight;
         r.value = options_[best].value;
         for (std::uint32_t j = option_start_[i]; j < option_start_[i + 1]; ++j) {
@@ -453,14 +477,8 @@ double LossPlanner::rest_bound(std::size_t k, double left) const {
 // when no other state of the stage is at least as heavy and cheaper, and when the bound of the items
 // still to come (rest_bound) does not put them above the incumbent.
 void LossPlanner::search_core(double need, double lambda, double upper) {
-    const std::size_t n = item_block_.size();
-    in_core_.assign(n, 0);
-    for (std::uint32_t i : core_) in_core_[i] = 1;
-    for (std::size_t i = 0; i < n; ++i) {
-        if (in_core_[i]) continue;
-        need -= options_[option_start_[i] + choice_[i]].weight;
-        upper -= options_[option_start_[i] + choice_[i]].value;
-    }
+    need -= fixed_weight_;  // what the items outside the core weigh and cost
+    upper -= fixed_value_;
     order_core(lambda);
     const double tolerance = 1e-9 * (std::fabs(upper) + 1e-300);
     constexpr std::uint32_t kRoot = std::numeric_limits<std::uint32_t>::max();
