@@ -7,14 +7,17 @@
 //   tolerance  maximise the saving subject to the summed cost staying within the tolerance.
 // The method (loss_plan.cpp): the linear relaxation by a weighted selection of the blocks' moves,
 // its Lagrangian bound, reduced-cost fixing of every option the bound rules out, and a Pareto
-// dynamic programme over the blocks that are left (the core). It is exact, deterministic, and O(n)
-// plus the core's programme, which is empty or a handful of blocks unless many blocks tie.
+// dynamic programme over the blocks that are left (the core), nearest the multiplier first, bounded by
+// the relaxation of the blocks still to come. It is exact, deterministic, and O(n) plus the core's
+// programme: the core is empty or small for budgets; under hysteresis a tolerance plan's core can hold
+// a tenth of the blocks, but its programme keeps a few states a block.
 // Hysteresis weighs the objective only, never the constraint: a block's current format counts its
 // cost divided by (1 + hysteresis) (budget) or its saving multiplied by it (tolerance), so the plan
 // does not flip between near-equal blocks from one update to the next, and a tolerance is never
 // exceeded by it. Among tolerance plans that save the same, the plan costs the least.
 #include <array>
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 #include "sp/budget.h"
@@ -45,9 +48,13 @@ class LossPlanner {
   private:
     enum class Question : std::uint8_t { budget, tolerance };
     LossPlan plan(const std::vector<BudgetBlock>& blocks, Question q, double limit_pct, double hysteresis);
-    void list_options(const BudgetBlock& b, Question q, double hysteresis, double tie);
-    void options_of(const BudgetBlock& b, std::size_t block, Question q, double hysteresis, double tie);
-    static double tie_weight(const std::vector<BudgetBlock>& blocks);
+    struct TiePart {  // a block's part in the tie weight: its least saving in a low format, its dearest cost
+        double smallest_saving = std::numeric_limits<double>::infinity(), dearest = 0;
+    };
+    TiePart list_options(const BudgetBlock& b, Question q, double hysteresis);
+    TiePart options_of(const BudgetBlock& b, std::size_t block, Question q, double hysteresis);
+    void weigh_ties(double smallest_saving, double costs);
+    void drop_dominated();
     // Chooses one option per item and writes choice_; false when the need is out of reach.
     bool solve(double need);
     struct Relaxation {
@@ -56,14 +63,17 @@ class LossPlanner {
         double bound;       // the relaxation's value
     };
     Relaxation relax(double need);
+    void narrow_by_buckets(std::size_t& lo, std::size_t& hi, double& left, double& taken);
     double incumbent(double need, std::size_t split);
-    void fix_by_bound(double need, double lambda, double upper);
+    void fix_by_bound(double lambda, double lower, double upper);
     void search_core(double need, double lambda, double upper);
+    void order_core(double lambda);
+    double rest_bound(std::size_t k, double left) const;
 
     // What a block's options depend on, compared bit for bit (same_key).
     struct Key {
         PerFormat loss_pct;
-        double bytes_bf16, hysteresis, tie;
+        double bytes_bf16, hysteresis;
         FormatMask admissible;
         Precision current;
         Question question;
@@ -73,6 +83,7 @@ class LossPlanner {
         bool known = false;
         Key key{};
         std::array<Option, kPrecisionCount> options{};
+        TiePart tie;
         std::uint8_t count = 0;
     };
     std::vector<Listed> listed_;  // by block, across plans
@@ -88,11 +99,22 @@ class LossPlanner {
         std::uint8_t to;  // the option it moves the item to
     };
     std::vector<Move> moves_;
-    std::vector<std::uint32_t> core_;    // items left with two or more options
-    std::vector<double> reduced_least_;  // by item: its least reduced cost at the multiplier
-    std::vector<std::uint8_t> kept_;     // by option: not ruled out by the bound
-    std::vector<std::uint8_t> in_core_;  // by item
-    std::vector<double> suffix_;         // by core position: the reduced_least_ of the core items from it on
+    std::vector<double> bucket_sums_;      // by bucket of moves: their weight and value (narrow_by_buckets)
+    std::vector<std::uint32_t> core_;      // items left with two or more options
+    std::vector<double> margin_;           // by item: its second least reduced cost less its least
+    std::vector<std::uint8_t> least_at_;   // by item: the option of its least reduced cost
+    double lp_weight_ = 0, lp_value_ = 0;  // every item at its option of least reduced cost
+    std::vector<std::uint8_t> kept_;       // by option of a core item: not ruled out by the bound
+    double fixed_weight_ = 0, fixed_value_ = 0;  // the items outside the core, at their options
+    struct Ranked {  // a core item at its best option, and its least move up and largest move down
+        double key, weight, value, up, down;
+        std::uint32_t item;
+    };
+    std::vector<Ranked> ranked_;
+    struct Rest {  // the core items from a stage on: at their best options, and their slopes
+        double weight, value, up, down;
+    };
+    std::vector<Rest> rest_;  // by core position
     struct State {
         double weight, value;
         std::uint32_t parent;
