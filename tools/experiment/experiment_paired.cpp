@@ -104,6 +104,35 @@ std::vector<Probe> probe_run(const Settings& s, const Pretrain& pretrain, std::u
     return probes;
 }
 
+using StepMaps = std::vector<std::pair<std::int64_t, NamedMap>>;
+
+// The first pass: the single-block maps at step 0 (the agent's first estimate, before any
+// fine-tuning), then at every probe step the uniform, single-block and scheme maps.
+StepMaps first_pass(const Settings& s, const std::vector<VariantResult>& schemes, std::size_t seed_index) {
+    StepMaps first;
+    std::vector<NamedMap> at_start;
+    append_single_maps(s, at_start);
+    const std::vector<std::int64_t> steps = probe_steps(s);
+    first.reserve(at_start.size() * (steps.size() + 1) + schemes.size() * steps.size());
+    for (NamedMap& m : at_start) first.emplace_back(0, std::move(m));
+    for (std::size_t i = 0; i < steps.size(); ++i)
+        for (NamedMap& m : first_maps(s, schemes, seed_index, i)) first.emplace_back(steps[i], std::move(m));
+    return first;
+}
+
+// The second pass: the exact oracle's maps at every probe step, its tolerance plans at the
+// operator's tolerances and at each tolerance scheme's measured gap (the tolerance goal).
+StepMaps oracle_pass(const Settings& s, const std::vector<Probe>& first) {
+    StepMaps oracle;
+    for (std::int64_t step : probe_steps(s)) {
+        std::vector<double> tolerances = {0.25, 0.5};
+        for (const Probe* p : probes_at(first, step, "tolerance"))
+            if (!p->name.contains(':')) tolerances.push_back(p->gap_pct);
+        for (NamedMap& m : oracle_maps(s, first, step, tolerances)) oracle.emplace_back(step, std::move(m));
+    }
+    return oracle;
+}
+
 }  // namespace
 
 std::vector<const Probe*> probes_at(const std::vector<Probe>& probes, std::int64_t step,
@@ -123,31 +152,12 @@ Paired run_paired(const Settings& s, const Pretrain& pretrain, const std::vector
         while (seed_index < s.seeds.size() && s.seeds[seed_index] != seed) ++seed_index;
         write_config(s,
                      Variant{"probe-" + setting_name(s), {}, Family::uniform, {}, probe_config_json(s), {}});
-        const std::vector<std::int64_t> steps = probe_steps(s);
-        std::vector<std::pair<std::int64_t, NamedMap>> first;
-        // The single-block maps at step 0 too: the agent's first estimate, before any fine-tuning.
-        std::vector<NamedMap> at_start;
-        append_single_maps(s, at_start);
-        for (NamedMap& m : at_start) first.emplace_back(0, std::move(m));
-        for (std::size_t i = 0; i < steps.size(); ++i)
-            for (NamedMap& m : first_maps(s, schemes, seed_index, i))
-                first.emplace_back(steps[i], std::move(m));
-        paired.probes = probe_run(s, pretrain, seed, "a", first);
+        paired.probes = probe_run(s, pretrain, seed, "a", first_pass(s, schemes, seed_index));
         paired.estimates = read_estimates(
             s, QDir(runs_dir(s))
                    .filePath(setting_name(s) + "-paired-a-seed" + QString::number(seed) + ".jsonl"));
-
-        std::vector<std::pair<std::int64_t, NamedMap>> oracle;
-        for (std::int64_t step : steps) {
-            // The tolerance oracle at the operator's tolerances and at each tolerance scheme's
-            // measured gap (its saving at that gap, the tolerance goal).
-            std::vector<double> tolerances = {0.25, 0.5};
-            for (const Probe* p : probes_at(paired.probes, step, "tolerance"))
-                if (!p->name.contains(':')) tolerances.push_back(p->gap_pct);
-            for (NamedMap& m : oracle_maps(s, paired.probes, step, tolerances))
-                oracle.emplace_back(step, std::move(m));
-        }
-        for (Probe& p : probe_run(s, pretrain, seed, "b", oracle)) paired.probes.push_back(std::move(p));
+        for (Probe& p : probe_run(s, pretrain, seed, "b", oracle_pass(s, paired.probes)))
+            paired.probes.push_back(std::move(p));
         paired.ok = true;
     } catch (const std::exception& e) {
         paired.error = QString::fromStdString(e.what());
