@@ -1,12 +1,13 @@
 #pragma once
 // sp-experiment: pretrains sp-trainer's model once in BF16, fine-tunes it under every precision
-// scheme, in two fine-tuning modes and with several seeds, measures every scheme's maps against
-// all-BF16 on the same weights and batches (paired, noise-free), and reports what each scheme costs
-// in loss and saves in bytes (README.md next to this file). This header holds what the runner
+// scheme, in each setting (a fine-tuning mode in a precision scope) and with several seeds, measures every
+// scheme's maps against all-BF16 on the same weights and batches (paired, noise-free), and reports what each
+// scheme costs in loss and saves in bytes (README.md next to this file). This header holds what the runner
 // measures and the report prints:
 //   experiment_main.cpp          flags, the job queue, the console;
 //   experiment_runs.cpp          the schemes and one sp-trainer run (with its cache);
-//   experiment_paired.cpp        the probed maps, the oracle's greedy and the probe runs;
+//   experiment_paired.cpp        the probed maps and the probe runs;
+//   experiment_oracle.cpp        the exact oracle's maps and the agent's estimates of the probed pairs;
 //   experiment_report.cpp        results.md's fine-tune tables and verdicts, results.csv;
 //   experiment_paired_report.cpp results.md's paired measures and transfer-time table, paired.csv;
 //   experiment_plots.cpp         the PNGs.
@@ -28,23 +29,32 @@ struct Settings {
     QString trainer;  // the sp-trainer executable
     std::vector<std::uint64_t> seeds = {6, 7, 8, 9, 10};
     std::uint64_t pretrain_seed = 1;     // the pretrained model's initial weights and batches
-    std::int64_t pretrain_steps = 5000;  // BF16, on the text's pretrain part
+    std::int64_t pretrain_steps = 2000;  // BF16, on the text's pretrain part
     std::int64_t finetune_steps = 100;   // per scheme and seed, on the fine-tune part
-    QStringList modes = {"full", "adapters"};
+    // The settings: mode i runs in scope i (the headline first: block-swapped adapters); a single
+    // mode or scope pairs with each of the other list (settings_of).
+    QStringList modes = {"adapters", "full"};
+    QStringList scopes = {"weights", "compute"};
     int adapter_rank = 8;
     double finetune_lr = 1e-3;
-    int blocks = 8;
-    int d_model = 128;
+    int blocks = 16;
+    int d_model = 64;
     std::optional<int> outlier_block = 3;  // sp-trainer --outlier-block; unset: no plant
     double outlier_scale = 64.0;           // sp-trainer --outlier-scale
-    int probe_points = 5;                  // paired measures at this many steps of the fine-tune
+    int probe_points = 4;                  // paired measures at this many steps of the fine-tune
     int probe_batches = 4;                 // held-out batches per paired measure
     int jobs = 2;
     QStringList schemes;  // keys to run; empty: all
     bool rerun = false;   // ignore cached runs
-    // Set per fine-tuning mode by the driver: "full" or "adapters".
+    // Set per setting by the driver: "full" or "adapters", and "weights" or "compute".
     QString mode;
+    QString scope = "compute";
 };
+
+// One setting's name in file names and headings: "adapters-weights".
+QString setting_name(const Settings& s);
+// The (mode, scope) pairs to run, in order: zipped when the lists are as long, else every pair.
+std::vector<std::pair<QString, QString>> settings_of(const Settings& s);
 
 // The steps at which the paired measures are taken: probe_points evenly spaced, the last at the end.
 std::vector<std::int64_t> probe_steps(const Settings& s);
@@ -59,6 +69,7 @@ struct Variant {
     Family family = Family::selective;
     QStringList trainer_args;
     QString config_json;  // the --config file's content
+    QString estimator;    // the cost model it plans on: "loss", "sensitivity", empty for uniform ones
 };
 
 using BlockSteps = std::array<std::int64_t, kPrecisionCount>;  // block-steps per format
@@ -97,16 +108,28 @@ struct Probe {
     double gap_pct = 0, grad_rel_error = 0, grad_cosine = 0, saving_pct = 0;
 };
 
-// The paired measures of one fine-tuning mode.
+// What the agent estimated for one (block, format) pair at a profiling step of the probed run: the
+// loss-change estimate in percent of that step's loss (POLICY.md rule 23) and the sensitivity
+// product s * 10^(-SNR/10) the greedy budget ranks by (rule 18).
+struct Estimate {
+    std::int64_t step = 0;
+    int block = 0;
+    Precision format = Precision::bf16;
+    double loss_pct = 0, sensitivity_cost = 0;
+};
+
+// The paired measures of one setting.
 struct Paired {
     std::uint64_t seed = 0;  // the BF16 fine-tune whose weights were probed
     std::vector<Probe> probes;
+    std::vector<Estimate> estimates;  // at the probe steps the agent profiled
     bool ok = false;
     QString error;
 };
 
 struct ModeResult {
     QString mode;
+    QString scope;
     std::vector<VariantResult> schemes;
     Paired paired;
 };
@@ -127,8 +150,9 @@ Pretrain run_pretrain(const Settings& s);
 // OUT/runs holds a run with exactly these settings (the trainer's bytes, its arguments, the config
 // and the checkpoint's bytes) and --rerun is off.
 RunResult run_finetune(const Settings& s, const Pretrain& pretrain, const Variant& v, std::uint64_t seed);
-// The paired measures of mode s.mode on seed `seed`'s BF16 fine-tune: the uniform formats, every
-// single-block map, the schemes' maps at the probe steps, then the oracle's greedy maps.
+// The paired measures of the setting (s.mode, s.scope) on seed `seed`'s BF16 fine-tune: the uniform
+// formats, every single-block map and the schemes' maps at the probe steps with the agent's
+// estimates, then the exact oracle's maps.
 Paired run_paired(const Settings& s, const Pretrain& pretrain, const std::vector<VariantResult>& schemes,
                   std::uint64_t seed);
 

@@ -1,4 +1,4 @@
-// sp-experiment: pretrains once, fine-tunes once per mode, precision scheme and seed, takes the
+// sp-experiment: pretrains once, fine-tunes once per setting, precision scheme and seed, takes the
 // paired measures, then writes the report.
 // Usage: sp-experiment --out DIR [--seeds 1,...] [--pretrain-steps N] [--finetune-steps M] ...
 // (README.md next to this file; --help lists every flag).
@@ -124,7 +124,22 @@ void declare_run_flags(CLI::App& app, Settings& s) {
                                        ? std::string()
                                        : "expected full and/or adapters, got '" + mode + "'";
                         }))
-        ->default_str("full,adapters");
+        ->default_str("adapters,full");
+    app.add_option_function<std::string>(
+           "--scopes",
+           [&s](const std::string& v) {
+               s.scopes.clear();
+               for (const std::string& scope : list_items(v)) s.scopes << QString::fromStdString(scope);
+           },
+           "precision scopes, paired with --modes in order (one pairs with each)")
+        ->type_name("S,...")
+        ->check(list_of("scope",
+                        [](const std::string& scope) {
+                            return scope == "weights" || scope == "compute"
+                                       ? std::string()
+                                       : "expected weights and/or compute, got '" + scope + "'";
+                        }))
+        ->default_str("weights,compute");
     app.add_option("--adapter-rank", s.adapter_rank, "the adapters' rank")
         ->type_name("R")
         ->transform(integer_in(1, 4096))
@@ -201,9 +216,10 @@ std::string usage_text() {
     CLI::App app(
         "Pretrains sp-trainer's model in BF16 on the first part of the bundled text, then fine-tunes\n"
         "it on the rest under every uniform format (BF16, INT8, FP8 E4M3, FP8 E5M2, INT4) and under\n"
-        "Selective Precision (seed defaults, SNR tiers, budget mode), in both fine-tuning modes (full,\n"
-        "adapters), with outlier features planted in one block; measures the schemes' maps against BF16\n"
-        "on the same weights and batches (paired) with an oracle's frontier; writes DIR/results.md,\n"
+        "Selective Precision (defaults, SNR tiers, budget, loss budget, tolerance), in two settings\n"
+        "(adapters with weights-scope block-swap, full with compute scope), with outlier features\n"
+        "planted in one block; measures the schemes' maps against BF16 on the same weights and batches\n"
+        "(paired) beside the exact oracle and the agent's estimates; writes DIR/results.md,\n"
         "results.csv, paired.csv and the plots. Runs are cached in DIR/runs by their settings: a rerun\n"
         "recomputes only what changed.\n",
         "sp-experiment");
@@ -280,6 +296,9 @@ Settings parse_settings(const QStringList& arguments) {
         usage_error("--outlier-block must name one of the --blocks");
     if (s.d_model % 4 != 0) usage_error("--d-model must be divisible by 4 (the heads)");
     if (s.probe_points > s.finetune_steps) usage_error("--probe-points must not exceed --finetune-steps");
+    if (s.modes.size() != s.scopes.size() && s.modes.size() > 1 && s.scopes.size() > 1)
+        usage_error("--modes and --scopes: as many of each, or one of either (got " +
+                    QString::number(s.modes.size()) + " and " + QString::number(s.scopes.size()) + ")");
     return s;
 }
 
@@ -322,14 +341,15 @@ bool run_finetunes(const Settings& settings, const Pretrain& pretrain, const std
                 tasks.push_back([&, v, k, mode = &m] {
                     Settings s = settings;
                     s.mode = mode->mode;
+                    s.scope = mode->scope;
                     RunResult r = run_finetune(s, pretrain, variants[v], settings.seeds[k]);
                     std::lock_guard<std::mutex> lock(print);
                     ++done;
                     all_ok = all_ok && r.ok;
                     if (r.ok)
                         std::printf(
-                            "[%zu/%zu] %-8s %-22s seed %llu: eval %.4f -> %.4f, saved %.1f%%, %.0f s%s\n",
-                            done, total, qPrintable(s.mode), qPrintable(variants[v].label),
+                            "[%zu/%zu] %-16s %-22s seed %llu: eval %.4f -> %.4f, saved %.1f%%, %.0f s%s\n",
+                            done, total, qPrintable(setting_name(s)), qPrintable(variants[v].label),
                             static_cast<unsigned long long>(r.seed), r.initial_eval, r.final_eval,
                             r.saving_pct, r.wall_s, r.cached ? " (cached)" : "");
                     else
@@ -350,8 +370,9 @@ bool run_all_paired(const Settings& settings, const Pretrain& pretrain, std::vec
         tasks.push_back([&, mode = &m] {
             Settings s = settings;
             s.mode = mode->mode;
+            s.scope = mode->scope;
             mode->paired = run_paired(s, pretrain, mode->schemes, settings.seeds.front());
-            std::printf("paired measures, %s: %s\n", qPrintable(s.mode),
+            std::printf("paired measures, %s: %s\n", qPrintable(setting_name(s)),
                         mode->paired.ok ? qPrintable(QString::number(mode->paired.probes.size()) + " maps")
                                         : qPrintable("FAILED " + mode->paired.error));
             std::fflush(stdout);
@@ -388,7 +409,7 @@ int main(int argc, char** argv) {
                     pretrain.run.final_eval, pretrain.run.wall_s, pretrain.run.cached ? " (cached)" : "");
         std::fflush(stdout);
         std::vector<ModeResult> modes;
-        for (const QString& m : settings.modes) modes.push_back({m, {}, {}});
+        for (const auto& [mode, scope] : settings_of(settings)) modes.push_back({mode, scope, {}, {}});
         if (!run_finetunes(settings, pretrain, variants, modes))
             throw std::runtime_error("some runs failed; no report written");
         if (!run_all_paired(settings, pretrain, modes))

@@ -1,8 +1,8 @@
 // The paired measures (results.md, "Paired measures"): on one seed's BF16 fine-tune, at every probe
 // step, sp-trainer --probe-maps measures maps against all-BF16 on the same weights and held-out
-// batches. Two probe runs per mode: the first measures the uniform formats, every block alone in
-// every low format and the schemes' maps; the second the oracle's maps, a greedy over the first
-// run's single-block gaps.
+// batches. Two probe runs per setting: the first measures the uniform formats, every block alone in
+// every low format (at step 0 too, for the estimates) and the schemes' maps, while the agent
+// profiles; the second the exact oracle's maps (experiment_oracle.cpp).
 #include <QDir>
 #include <QFile>
 
@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "experiment.h"
+#include "experiment_oracle.h"
 #include "experiment_runs.h"
 
 namespace sp::experiment {
@@ -20,14 +21,18 @@ namespace {
 constexpr Precision kLowFormats[] = {Precision::int8, Precision::fp8_e4m3, Precision::fp8_e5m2,
                                      Precision::int4};
 
-using NamedMap = std::pair<QString, PrecisionMap>;
-
-QString format_key(Precision p) {
-    return QString::fromStdString(std::string(to_string(p)));
-}
-
 QString single_name(int block, Precision p) {
     return "single:" + QString::number(block) + ":" + format_key(p);
+}
+
+// Every block alone in every low format.
+void append_single_maps(const Settings& s, std::vector<NamedMap>& maps) {
+    for (int b = 0; b < s.blocks; ++b)
+        for (Precision p : kLowFormats) {
+            PrecisionMap map(std::size_t(s.blocks), Precision::bf16);
+            map[std::size_t(b)] = p;
+            maps.emplace_back(single_name(b, p), map);
+        }
 }
 
 // The first run's maps at one step: every uniform low format (named by its scheme key), every
@@ -36,62 +41,20 @@ std::vector<NamedMap> first_maps(const Settings& s, const std::vector<VariantRes
                                  std::size_t seed_index, std::size_t probe_index) {
     std::vector<NamedMap> maps;
     for (Precision p : kLowFormats) maps.emplace_back(format_key(p), PrecisionMap(std::size_t(s.blocks), p));
-    for (int b = 0; b < s.blocks; ++b)
-        for (Precision p : kLowFormats) {
-            PrecisionMap map(std::size_t(s.blocks), Precision::bf16);
-            map[std::size_t(b)] = p;
-            maps.emplace_back(single_name(b, p), map);
-        }
+    append_single_maps(s, maps);
     for (const VariantResult& v : schemes)
         if (v.variant.family == Family::selective)
             maps.emplace_back(v.variant.key, v.runs.at(seed_index).maps_at_probes.at(probe_index));
     return maps;
 }
 
-// The oracle: from all-BF16, repeatedly move the block to the format that adds the least measured
-// gap per byte saved (its single-block gap), until every block is in INT4. Each map on the way is
-// one oracle point; the second probe run measures them as whole maps.
-std::vector<NamedMap> oracle_maps(const Settings& s, const std::vector<Probe>& first, std::int64_t step) {
-    std::vector<std::vector<const Probe*>> single(std::size_t(s.blocks),
-                                                  std::vector<const Probe*>(kPrecisionCount, nullptr));
-    for (const Probe* p : probes_at(first, step, "single:")) {
-        const QStringList parts = p->name.split(':');
-        const auto f = parse_precision(parts.at(2).toStdString());
-        single.at(std::size_t(parts.at(1).toInt())).at(std::size_t(*f)) = p;
-    }
-    PrecisionMap map(std::size_t(s.blocks), Precision::bf16);
-    std::vector<double> gap(std::size_t(s.blocks), 0.0), saving(std::size_t(s.blocks), 0.0);
-    std::vector<NamedMap> path;
-    for (;;) {
-        double best_ratio = std::numeric_limits<double>::infinity();
-        std::size_t best_block = 0;
-        const Probe* best = nullptr;
-        for (std::size_t b = 0; b < map.size(); ++b)
-            for (Precision f : kLowFormats) {
-                const Probe* p = single[b][std::size_t(f)];
-                if (!p || p->saving_pct <= saving[b] + 1e-9) continue;
-                const double ratio = (p->gap_pct - gap[b]) / (p->saving_pct - saving[b]);
-                if (ratio < best_ratio) {
-                    best_ratio = ratio;
-                    best_block = b;
-                    best = p;
-                }
-            }
-        if (!best) break;
-        map[best_block] = best->map[best_block];
-        gap[best_block] = best->gap_pct;
-        saving[best_block] = best->saving_pct;
-        path.emplace_back("oracle:" + QString::number(path.size() + 1), map);
-    }
-    return path;
-}
-
-// Runs the BF16 fine-tune of `seed` with the maps as probes and reads the results back.
+// Runs the BF16 fine-tune of `seed` with the maps as probes and reads the results back. Both passes
+// run with the same config (the agent profiling at the probe steps), so they train alike.
 std::vector<Probe> probe_run(const Settings& s, const Pretrain& pretrain, std::uint64_t seed,
                              const QString& pass,
                              const std::vector<std::pair<std::int64_t, NamedMap>>& maps) {
     const QDir runs(runs_dir(s));
-    const QString name = s.mode + "-paired-" + pass + "-seed" + QString::number(seed);
+    const QString name = setting_name(s) + "-paired-" + pass + "-seed" + QString::number(seed);
     const QString maps_path = runs.filePath(name + ".maps.jsonl");
     const QString out_path = runs.filePath(name + ".probes.jsonl");
     QByteArray text;
@@ -108,10 +71,12 @@ std::vector<Probe> probe_run(const Settings& s, const Pretrain& pretrain, std::u
 
     TrainerRun run;
     run.name = name;
-    run.args = finetune_args(s, pretrain, "bf16", seed) +
+    run.args = finetune_args(s, pretrain, "probe-" + setting_name(s), seed) +
                QStringList{"--precision",  "bf16",    "--eval-batches", QString::number(s.probe_batches),
                            "--probe-maps", maps_path, "--probe-out",    out_path};
-    run.depends = checkpoint_key(pretrain) + "\nmaps " + QString::fromUtf8(text);
+    run.depends =
+        checkpoint_key(pretrain) + "\nconfig " + probe_config_json(s) + "\nmaps " + QString::fromUtf8(text);
+    run.telemetry = pass == "a";  // the estimates are read from the first pass
     run.outputs = {out_path};
     const RunResult r = run_trainer(s, run);
     if (!r.ok) throw std::runtime_error(r.error.toStdString());
@@ -156,16 +121,32 @@ Paired run_paired(const Settings& s, const Pretrain& pretrain, const std::vector
     try {
         std::size_t seed_index = 0;
         while (seed_index < s.seeds.size() && s.seeds[seed_index] != seed) ++seed_index;
+        write_config(s,
+                     Variant{"probe-" + setting_name(s), {}, Family::uniform, {}, probe_config_json(s), {}});
         const std::vector<std::int64_t> steps = probe_steps(s);
         std::vector<std::pair<std::int64_t, NamedMap>> first;
+        // The single-block maps at step 0 too: the agent's first estimate, before any fine-tuning.
+        std::vector<NamedMap> at_start;
+        append_single_maps(s, at_start);
+        for (NamedMap& m : at_start) first.emplace_back(0, std::move(m));
         for (std::size_t i = 0; i < steps.size(); ++i)
             for (NamedMap& m : first_maps(s, schemes, seed_index, i))
                 first.emplace_back(steps[i], std::move(m));
         paired.probes = probe_run(s, pretrain, seed, "a", first);
+        paired.estimates = read_estimates(
+            s, QDir(runs_dir(s))
+                   .filePath(setting_name(s) + "-paired-a-seed" + QString::number(seed) + ".jsonl"));
 
         std::vector<std::pair<std::int64_t, NamedMap>> oracle;
-        for (std::int64_t step : steps)
-            for (NamedMap& m : oracle_maps(s, paired.probes, step)) oracle.emplace_back(step, std::move(m));
+        for (std::int64_t step : steps) {
+            // The tolerance oracle at the operator's tolerances and at each tolerance scheme's
+            // measured gap (its saving at that gap, the tolerance goal).
+            std::vector<double> tolerances = {0.25, 0.5};
+            for (const Probe* p : probes_at(paired.probes, step, "tolerance"))
+                if (!p->name.contains(':')) tolerances.push_back(p->gap_pct);
+            for (NamedMap& m : oracle_maps(s, paired.probes, step, tolerances))
+                oracle.emplace_back(step, std::move(m));
+        }
         for (Probe& p : probe_run(s, pretrain, seed, "b", oracle)) paired.probes.push_back(std::move(p));
         paired.ok = true;
     } catch (const std::exception& e) {

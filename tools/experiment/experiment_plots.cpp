@@ -120,7 +120,7 @@ void write_frontier_png(const QString& path, const Settings& s, const std::vecto
     const Axes a =
         draw_axes(p, QRectF(0, 0, 1400, 900),
                   QString("Fine-tune (%1): bytes saved against eval-loss change, %2 seed(s) (bars: range)")
-                      .arg(s.mode)
+                      .arg(s.mode + " + " + s.scope)
                       .arg(s.seeds.size()),
                   "bytes saved vs all-BF16 (%)", "final eval loss vs all-BF16, same seed (%)", 0, x1 * 1.05,
                   y0 - ypad, y1 + ypad);
@@ -211,10 +211,10 @@ void write_eval_png(const QString& path, const Settings& s, const std::vector<Va
         }
         curves.push_back(std::move(c));
     }
-    const Axes left =
-        draw_axes(p, QRectF(0, 0, 850, 750), "Fine-tune (" + s.mode + "): held-out loss (mean over seeds)",
-                  "fine-tuning step", "eval loss", 0, double(s.finetune_steps), l0 - 0.03 * (l1 - l0),
-                  l1 + 0.03 * (l1 - l0));
+    const Axes left = draw_axes(
+        p, QRectF(0, 0, 850, 750),
+        "Fine-tune (" + s.mode + " + " + s.scope + "): held-out loss (mean over seeds)", "fine-tuning step",
+        "eval loss", 0, double(s.finetune_steps), l0 - 0.03 * (l1 - l0), l1 + 0.03 * (l1 - l0));
     const Axes right = draw_axes(
         p, QRectF(850, 0, 850, 750), "Held-out loss vs all-BF16 (mean of per-seed changes)",
         "fine-tuning step", "eval loss vs all-BF16 (%)", 0, double(s.finetune_steps), d0 - 0.1, d1 + 0.1);
@@ -283,7 +283,7 @@ void write_pretrain_png(const QString& path, const Settings& s, const Pretrain& 
     save(image, path);
 }
 
-// The paired measures at the last probe step: the oracle's measured path, every single-block map,
+// The paired measures at the last probe step: the exact oracle's measured frontier, every single-block map,
 // the uniform formats and the schemes' maps, as (bytes saved, gap).
 void write_paired_png(const QString& path, const Settings& s, const ModeResult& m) {
     const std::int64_t step = probe_steps(s).back();
@@ -309,7 +309,7 @@ void write_paired_png(const QString& path, const Settings& s, const ModeResult& 
     p.setClipRect(a.plot);
     std::vector<std::pair<double, double>> oracle = {{0, 0}};
     for (const Probe* pr : probes)
-        if (pr->name.startsWith("oracle:")) oracle.emplace_back(pr->saving_pct, pr->gap_pct);
+        if (pr->name.startsWith("oracle:budget:")) oracle.emplace_back(pr->saving_pct, pr->gap_pct);
     std::sort(oracle.begin(), oracle.end());
     p.setPen(QPen(QColor(44, 160, 44), 2.2));
     QPainterPath line;
@@ -367,7 +367,8 @@ void write_paired_png(const QString& path, const Settings& s, const ModeResult& 
     p.setBrush(QColor(190, 190, 190));
     p.drawEllipse(QPointF(legend.left() + 18, legend.top() + 84), 3, 3);
     p.setPen(Qt::black);
-    p.drawText(QRectF(legend.left() + 34, legend.top() + 9, 290, 18), "oracle (greedy per byte, measured)");
+    p.drawText(QRectF(legend.left() + 34, legend.top() + 9, 290, 18),
+               "exact oracle (budget plans, measured whole)");
     p.drawText(QRectF(legend.left() + 34, legend.top() + 31, 290, 18), "uniform format (every block)");
     p.drawText(QRectF(legend.left() + 34, legend.top() + 53, 290, 18), "Selective Precision map");
     p.drawText(QRectF(legend.left() + 34, legend.top() + 75, 290, 18), "one block alone in a low format");

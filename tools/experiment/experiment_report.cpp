@@ -69,9 +69,6 @@ namespace {
 Spread saved(const VariantResult& v) {
     return spread(v.runs, [](auto& r) { return r.saving_pct; });
 }
-Spread delta(const VariantResult& v, const VariantResult& bf16) {
-    return spread(v.runs, [&](auto& r) { return delta_pct(r, bf16); });
-}
 
 // "-0.12, 0.30, ...": one value per seed, in seed order.
 QString per_seed(const VariantResult& v, const VariantResult& bf16) {
@@ -103,82 +100,6 @@ QString markdown_table(const Settings& s, const std::vector<VariantResult>& resu
     return t;
 }
 
-// True when `v`'s Δ is below `u`'s on every seed (the runs are in the same seed order).
-bool lower_on_every_seed(const VariantResult& v, const VariantResult& u, const VariantResult& bf16) {
-    for (std::size_t k = 0; k < v.runs.size(); ++k)
-        if (!(delta_pct(v.runs[k], bf16) < delta_pct(u.runs.at(k), bf16))) return false;
-    return true;
-}
-
-// Goal 1: for every uniform low format, some Selective Precision scheme saves at least as many
-// bytes (on its least-saving seed) with a lower Δ eval loss on every seed, paired by seed.
-bool frontier_verdict(QTextStream& o, const std::vector<VariantResult>& results, const VariantResult& bf16) {
-    bool all = true;
-    for (const VariantResult& u : results) {
-        if (u.variant.family != Family::uniform || u.variant.key == "bf16") continue;
-        const VariantResult* best = nullptr;  // the dominating scheme with the lowest mean Δ
-        int saving_as_much = 0;
-        for (const VariantResult& v : results) {
-            if (v.variant.family != Family::selective || saved(v).lo < saved(u).hi - 1e-9) continue;
-            ++saving_as_much;
-            if (lower_on_every_seed(v, u, bf16) && (!best || delta(v, bf16).mean < delta(*best, bf16).mean))
-                best = &v;
-        }
-        all = all && best;
-        o << "- " << u.variant.label << " (saves " << num(saved(u).mean, 1) << "%, Δ " << per_seed(u, bf16)
-          << "): ";
-        if (best)
-            o << "**dominated** by " << best->variant.label << " (saves " << with_range(saved(*best), 1, "%")
-              << ", Δ " << per_seed(*best, bf16) << ").\n";
-        else if (saving_as_much > 0)
-            o << "**not dominated**: none of the " << saving_as_much
-              << " schemes saving as much has a lower Δ on every seed.\n";
-        else if (u.variant.key == "int4")
-            o << "**not dominated**: no Selective Precision scheme saves as many bytes (that takes every "
-                 "block "
-                 "in INT4, the planted one included, which goal 4 rules out).\n";
-        else
-            o << "**not dominated**: no Selective Precision scheme saves as many bytes.\n";
-    }
-    return all;
-}
-
-// Goal 2: some scheme saves >= 50% of the bytes within +0.5% of all-BF16's eval loss, every seed.
-bool half_the_bytes_verdict(QTextStream& o, const std::vector<VariantResult>& results,
-                            const VariantResult& bf16) {
-    bool any = false;
-    for (const VariantResult& v : results) {
-        if (v.variant.family != Family::selective) continue;
-        const Spread sv = saved(v), dv = delta(v, bf16);
-        const bool met = sv.lo >= 50.0 && dv.hi <= 0.5;
-        any = any || met;
-        o << "- " << v.variant.label << ": saves " << num(sv.lo, 1) << " .. " << num(sv.hi, 1) << "%, Δ "
-          << num(dv.lo, 2) << " .. " << num(dv.hi, 2) << "%: " << (met ? "**met**" : "not met") << ".\n";
-    }
-    return any;
-}
-
-// Goal 4: no Selective Precision scheme routes the planted block to INT8 or INT4 for a step.
-bool outlier_verdict(QTextStream& o, const std::vector<VariantResult>& results) {
-    bool all = true;
-    for (const VariantResult& v : results) {
-        if (v.variant.family != Family::selective) continue;
-        std::int64_t integer_steps = 0;
-        for (const RunResult& r : v.runs)
-            integer_steps +=
-                r.outlier_steps[std::size_t(Precision::int8)] + r.outlier_steps[std::size_t(Precision::int4)];
-        all = all && integer_steps == 0;
-        o << "- " << v.variant.label << ": " << integer_steps
-          << " block-steps in INT8 or INT4 over all seeds ("
-          << format_shares(v.runs, &RunResult::outlier_steps) << ").\n";
-    }
-    return all;
-}
-
-QString met(bool yes) {
-    return yes ? "**Met.**" : "**Not met.**";
-}
-
 void write_csv(const QString& path, const Settings& s, const Pretrain& pretrain,
                const std::vector<ModeResult>& modes) {
     QFile f(path);
@@ -191,9 +112,10 @@ void write_csv(const QString& path, const Settings& s, const Pretrain& pretrain,
         o << ",block_steps_" << QString::fromStdString(std::string(to_string(p)));
     for (Precision p : kAllPrecisions)
         o << ",outlier_block_steps_" << QString::fromStdString(std::string(to_string(p)));
-    o << ",switches,rollbacks,rollback_steps,wall_s,gap_pct\n";
-    auto row = [&](const QString& phase, const QString& mode, const Variant& v, const RunResult& r,
+    o << ",switches,rollbacks,rollback_steps,wall_s,gap_pct,scope,estimator\n";
+    auto row = [&](const QString& phase, const ModeResult* m, const Variant& v, const RunResult& r,
                    const QString& delta, const QString& gap) {
+        const QString mode = m ? m->mode : QString();
         QStringList steps;
         for (auto step : r.rollback_steps) steps << QString::number(step);
         o << phase << ',' << mode << ',' << v.key << ",\"" << v.label << "\","
@@ -204,9 +126,9 @@ void write_csv(const QString& path, const Settings& s, const Pretrain& pretrain,
         for (auto n : r.outlier_steps)
             o << ',' << (s.outlier_block && phase == "finetune" ? QString::number(n) : QString());
         o << ',' << r.switches << ',' << r.rollbacks << ",\"" << steps.join(' ') << "\"," << num(r.wall_s, 1)
-          << ',' << gap << '\n';
+          << ',' << gap << ',' << (m ? m->scope : QString()) << ',' << v.estimator << '\n';
     };
-    row("pretrain", "", Variant{"bf16", "All BF16", Family::uniform, {}, {}}, pretrain.run, "", "");
+    row("pretrain", nullptr, Variant{"bf16", "All BF16", Family::uniform, {}, {}, {}}, pretrain.run, "", "");
     for (const ModeResult& m : modes) {
         const VariantResult& bf16 = *find(m.schemes, "bf16");
         const std::int64_t last = probe_steps(s).back();
@@ -217,7 +139,7 @@ void write_csv(const QString& path, const Settings& s, const Pretrain& pretrain,
                 if (r.seed == m.paired.seed && vr.variant.key == "bf16") gap = num(0.0, 4);
                 for (const Probe* p : probes_at(m.paired.probes, last, vr.variant.key))
                     if (r.seed == m.paired.seed && p->name == vr.variant.key) gap = num(p->gap_pct, 4);
-                row("finetune", m.mode, vr.variant, r, num(delta_pct(r, bf16), 4), gap);
+                row("finetune", &m, vr.variant, r, num(delta_pct(r, bf16), 4), gap);
             }
     }
 }
@@ -273,18 +195,20 @@ void write_intro(QTextStream& o, const Settings& s, const Pretrain& pretrain,
           << s.outlier_scale
           << "`): the same function in BF16, but three of its four linear layers take inputs with 4 features "
           << s.outlier_scale << "× larger than the rest. ";
-    o << "Two fine-tuning modes: " << mode_label("full") << "; and " << mode_label("adapters") << ", rank "
-      << s.adapter_rank << ", where a rounding error in the base is permanent. The Selective Precision "
-      << "schemes route from the first step (`warmup_steps: 0`, POLICY.md rule 21), a choice made on seeds "
-      << "1–5 (NOTES.md).\n\n"
-      << "A block in a format computes in it: its weights, each linear layer's input and the gradient "
-         "arriving at "
-         "each linear layer's output are rounded to the format (NOTES.md). Values are the mean over the "
-         "seeds "
-         "with the range in parentheses; Δ is per seed against all-BF16 with the same seed, in seed order. "
-         "Bytes "
-         "saved are the bytes the runtime materialized over the whole run against the same copies in BF16. "
-         "Block-steps by format are summed over the seeds. Wall time is per run; "
+    QStringList settings;
+    for (const ModeResult& m : modes) settings << m.mode + " + " + m.scope + " scope";
+    o << "Settings: " << settings.join("; ") << ". Fine-tuning modes: " << mode_label("full") << "; "
+      << mode_label("adapters") << ", rank " << s.adapter_rank
+      << ", where a rounding error in the base is permanent. Precision scopes "
+      << "(POLICY.md rule 22): **weights**, the block-swap setting, where a block's weights are stored in "
+         "its format and computed with in BF16 (inputs and output gradients rounded to BF16 only); "
+         "**compute**, where each linear layer's input and the gradient at its output are rounded to the "
+         "block's format too. The Selective Precision schemes route from the first step (`warmup_steps: "
+         "0`, POLICY.md rule 21), a choice made on seeds 1–5 (NOTES.md).\n\n"
+      << "Values are the mean over the seeds with the range in parentheses; Δ is per seed against "
+         "all-BF16 with the same seed, in seed order. Bytes saved are the weights' bytes the runtime "
+         "materialized over the whole run against the same copies in BF16, in both scopes. Block-steps by "
+         "format are summed over the seeds. Wall time is per run; "
       << timing(s, pretrain, modes, total_wall_s) << "\n\n![pretraining](pretrain.png)\n\n";
 }
 
@@ -302,44 +226,21 @@ QString write_report(const Settings& s, const Pretrain& pretrain, const std::vec
     for (const ModeResult& m : modes) {
         const VariantResult* bf16 = find(m.schemes, "bf16");
         if (!bf16 || bf16->runs.empty()) throw std::runtime_error("the report needs the all-BF16 runs");
-        const QString table = markdown_table(s, m.schemes, *bf16);
-        tables += "Fine-tune, " + m.mode + ":\n" + table + "\n";
-        o << "## Fine-tune: " << m.mode << "\n\n"
-          << table << "\n![frontier, " << m.mode << "](frontier_" << m.mode << ".png)\n\n![eval loss, "
-          << m.mode << "](eval_loss_" << m.mode << ".png)\n\n";
         Settings ms = s;
         ms.mode = m.mode;
-        write_frontier_png(out.filePath("frontier_" + m.mode + ".png"), ms, m.schemes);
-        write_eval_png(out.filePath("eval_loss_" + m.mode + ".png"), ms, m.schemes);
-    }
-    o << "## Against the goals\n\n";
-    for (const ModeResult& m : modes) {
-        const VariantResult& bf16 = *find(m.schemes, "bf16");
-        o << "**1. " << m.mode
-          << ": for every uniform low format, a Selective Precision scheme that saves at least as many bytes "
-             "with a lower Δ eval loss on every seed (paired).**\n\n";
-        const bool g1 = frontier_verdict(o, m.schemes, bf16);
-        o << "\n"
-          << met(g1) << "\n\n**2. " << m.mode
-          << ": a Selective Precision scheme saving at least 50% of the bytes within +0.5% of all-BF16 on "
-             "every "
-             "seed.**\n\n";
-        const bool g2 = half_the_bytes_verdict(o, m.schemes, bf16);
-        o << "\n" << met(g2) << "\n\n";
-    }
-    o << "**3. The paired measures** are judged in their own section below.\n\n";
-    if (s.outlier_block) {
-        o << "**4. The planted block " << *s.outlier_block
-          << " never spends a step in INT8 or INT4 under any Selective Precision scheme.**\n\n";
-        bool g4 = true;
-        for (const ModeResult& m : modes) {
-            o << "*" << m.mode << ":*\n\n";
-            g4 = outlier_verdict(o, m.schemes) && g4;
-            o << "\n";
-        }
-        o << met(g4) << "\n\n";
+        ms.scope = m.scope;
+        const QString name = setting_name(ms);
+        const QString table = markdown_table(s, m.schemes, *bf16);
+        tables += "Fine-tune, " + m.mode + " + " + m.scope + ":\n" + table + "\n";
+        o << "## Fine-tune: " << m.mode << " + " << m.scope << " scope\n\n"
+          << table << "\n![frontier, " << name << "](frontier_" << name << ".png)\n\n![eval loss, " << name
+          << "](eval_loss_" << name << ".png)\n\n";
+        write_frontier_png(out.filePath("frontier_" + name + ".png"), ms, m.schemes);
+        write_eval_png(out.filePath("eval_loss_" + name + ".png"), ms, m.schemes);
     }
     write_paired_section(o, s, modes);
+    write_estimate_section(o, modes);
+    write_goals(o, s, modes);
     write_transfer_section(o, modes);
     md.close();
     write_csv(out.filePath("results.csv"), s, pretrain, modes);
@@ -348,7 +249,8 @@ QString write_report(const Settings& s, const Pretrain& pretrain, const std::vec
     for (const ModeResult& m : modes) {
         Settings ms = s;
         ms.mode = m.mode;
-        write_paired_png(out.filePath("paired_" + m.mode + ".png"), ms, m);
+        ms.scope = m.scope;
+        write_paired_png(out.filePath("paired_" + setting_name(ms) + ".png"), ms, m);
     }
     return tables;
 }

@@ -19,4 +19,20 @@ void write_paired_section(QTextStream& o, const Settings& s, const std::vector<M
 void write_transfer_section(QTextStream& o, const std::vector<ModeResult>& modes);
 void write_paired_csv(const QString& path, const std::vector<ModeResult>& modes);
 
+// The agent's estimates against the measured single-block gaps at one profiled probe step.
+struct Correlation {
+    std::int64_t step = 0;
+    int pairs = 0;  // (block, format) pairs with an estimate and a gap
+    double rho_loss = 0, rho_sensitivity = 0;
+    double noise = 0;  // the probe's noise: the largest negative gap's size
+    int above = 0;     // pairs whose gap clears the noise
+    double rho_loss_above = 0, rho_sensitivity_above = 0;
+    double median_ratio = 0;  // measured / estimated, over pairs estimated above zero
+};
+std::vector<Correlation> correlations(const ModeResult& m);
+// results.md's "The estimate against the measured gaps" (experiment_estimate_report.cpp).
+void write_estimate_section(QTextStream& o, const std::vector<ModeResult>& modes);
+// results.md's "Against the goals" (experiment_goals.cpp).
+void write_goals(QTextStream& o, const Settings& s, const std::vector<ModeResult>& modes);
+
 }  // namespace sp::experiment

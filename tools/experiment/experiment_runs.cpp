@@ -124,28 +124,41 @@ std::vector<Variant> make_variants(const Settings& s) {
                "\"" + extra + "}}";
     };
     // What a scheme does not use it does not measure: the uniform baselines route nothing (no
-    // calibration), and only the SNR tiers read the distribution statistics (profiled otherwise).
+    // calibration), and only the SNR tiers and the loss estimate read the distribution statistics.
     const QString no_profile = ", \"distribution_interval_steps\": 0";
     auto uniform = [&](const char* key, const char* label, const char* precision) {
         return Variant{key,
                        label,
                        Family::uniform,
                        {"--precision", precision},
-                       config(", \"run_calibration\": false" + no_profile)};
+                       config(", \"run_calibration\": false" + no_profile),
+                       {}};
     };
     // Every run fine-tunes a trained model: the policy routes from the first step (POLICY.md,
     // "Fine-tuning"), as the uniform formats do, instead of waiting out the from-scratch warm-up.
     const QString finetune = ", \"warmup_steps\": 0";
-    auto selective = [&](const char* key, const char* label, const QString& extra) {
+    auto selective = [&](const QString& key, const QString& label, const QString& extra,
+                         const char* estimator = "sensitivity") {
         return Variant{key,
                        label,
                        Family::selective,
                        {"--precision", "policy"},
-                       config(finetune + (extra.contains("snr_tiers") ? extra : extra + no_profile))};
+                       config(finetune + (extra.contains("snr_tiers") ? extra : extra + no_profile)),
+                       estimator};
     };
     const QString tiers = ", \"snr_tiers\": true";
     auto budget = [&](int pct) {
         return ", \"mode\": \"budget\", \"budget_target_pct\": " + QString::number(pct) + tiers;
+    };
+    // The loss estimate's two plans (rule 23), with the SNR tiers' floors as every budget row has.
+    auto loss_budget = [&](int pct) {
+        return selective("loss_budget" + QString::number(pct), "SP loss budget " + QString::number(pct) + "%",
+                         budget(pct) + ", \"cost_estimator\": \"loss\"", "loss");
+    };
+    auto tolerance = [&](const char* pct) {
+        return selective(QString("tolerance") + pct, QString("SP tolerance ") + pct + "%",
+                         QString(", \"mode\": \"tolerance\", \"loss_tolerance_pct\": ") + pct + tiers,
+                         "loss");
     };
     return {
         uniform("bf16", "All BF16", "bf16"),
@@ -155,14 +168,16 @@ std::vector<Variant> make_variants(const Settings& s) {
         uniform("int4", "All INT4", "int4"),
         selective("sp", "SP, defaults", ""),
         selective("sp_tiers", "SP, SNR tiers", tiers),
-        selective("budget30", "SP budget 30%", budget(30)),
         selective("budget50", "SP budget 50%", budget(50)),
-        // The smallest target the plan (element widths: 8 bits 50%, 4 bits 75%) meets only with one
-        // block in INT4: 7 blocks in 8 bits and one in INT4 save 53.125%.
-        selective("budget53", "SP budget 53%", budget(53)),
         selective("budget65", "SP budget 65%", budget(65)),
-        // Near all-INT4's saving (71.7% of the bytes on the default model).
+        // Near all-INT4's saving.
         selective("budget70", "SP budget 70%", budget(70)),
+        loss_budget(50),
+        loss_budget(60),
+        loss_budget(65),
+        loss_budget(70),
+        tolerance("0.25"),
+        tolerance("0.5"),
     };
 }
 
@@ -292,6 +307,8 @@ QStringList finetune_args(const Settings& s, const Pretrain& pretrain, const QSt
                                                    pretrain.checkpoint,
                                                    "--finetune-mode",
                                                    s.mode,
+                                                   "--precision-scope",
+                                                   s.scope,
                                                    "--config",
                                                    config_path(s, config_key)};
     if (s.mode == "adapters") args << "--adapter-rank" << QString::number(s.adapter_rank);
@@ -307,13 +324,28 @@ QString checkpoint_key(const Pretrain& pretrain) {
 
 RunResult run_finetune(const Settings& s, const Pretrain& pretrain, const Variant& v, std::uint64_t seed) {
     TrainerRun run;
-    run.name = s.mode + "-" + v.key + "-seed" + QString::number(seed);
+    run.name = setting_name(s) + "-" + v.key + "-seed" + QString::number(seed);
     run.args = finetune_args(s, pretrain, v.key, seed) + v.trainer_args;
     run.telemetry = true;
     run.depends = checkpoint_key(pretrain) + "\nconfig " + v.config_json;
     RunResult r = run_trainer(s, run);
     r.seed = seed;
     return r;
+}
+
+QString setting_name(const Settings& s) {
+    return s.mode + "-" + s.scope;
+}
+
+std::vector<std::pair<QString, QString>> settings_of(const Settings& s) {
+    std::vector<std::pair<QString, QString>> out;
+    if (s.modes.size() == s.scopes.size()) {
+        for (qsizetype i = 0; i < s.modes.size(); ++i) out.emplace_back(s.modes[i], s.scopes[i]);
+        return out;
+    }
+    for (const QString& mode : s.modes)
+        for (const QString& scope : s.scopes) out.emplace_back(mode, scope);
+    return out;
 }
 
 std::vector<std::int64_t> probe_steps(const Settings& s) {
