@@ -1,8 +1,8 @@
 #pragma once
 // The exact plans on the loss estimate (POLICY.md rule 23). Each free block takes one format; its
-// cost is the estimated loss change of that format (BudgetBlock::loss_pct; BF16 costs 0) and its
-// saving the bytes it saves against BF16. Two questions, each a multiple-choice knapsack solved
-// exactly:
+// cost is the estimated loss change of that format (BudgetBlock::loss_pct, in whatever unit the caller
+// uses, the tolerance in the same; BF16 costs 0) and its saving the bytes it saves against BF16. Two
+// questions, each a multiple-choice knapsack solved exactly:
 //   budget     minimise the summed cost subject to the saving reaching the target;
 //   tolerance  maximise the saving subject to the summed cost staying within the tolerance.
 // The method (loss_plan.cpp): the linear relaxation by a weighted selection of the blocks' moves,
@@ -28,15 +28,16 @@ namespace sp {
 struct LossPlan {
     std::vector<Precision> precision;  // by block
     double saving_pct = 0;             // the plan's saving against all-BF16
-    double loss_pct = 0;               // the plan's summed estimated loss change (fixed blocks' included)
-    bool feasible = true;              // false: the target (tolerance) cannot be met; the nearest plan
-    std::size_t core = 0;              // blocks the exact programme had to search
+    double loss_pct = 0;   // the plan's summed estimated loss change (fixed blocks' included), in its unit
+    bool feasible = true;  // false: the target (tolerance) cannot be met; the nearest plan
+    std::size_t core = 0;  // blocks the exact programme had to search
 };
 
 class LossPlanner {
   public:
     // A free block with no estimate for a format cannot take it (its cost is unknown).
     LossPlan plan_budget(const std::vector<BudgetBlock>& blocks, double target_pct, double hysteresis);
+    // `tolerance_pct`: the limit on the summed cost, in the costs' unit.
     LossPlan plan_tolerance(const std::vector<BudgetBlock>& blocks, double tolerance_pct, double hysteresis);
 
     // One option of a block in the solver's terms: minimise the sum of `value` subject to the sum of
