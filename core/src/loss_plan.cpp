@@ -5,6 +5,10 @@
 // bytes saved, value = estimated loss change. Tolerance: weight = minus the loss change, value = minus
 // the bytes saved, need = minus the tolerance.
 //
+// plan() keeps the solver's input (prepare: the options with the tie term, normalized, and their hull
+// moves) from one plan to the next while the free blocks, their options and the tie weight stay the
+// same, compared bit for bit: the same input, so the same plan as preparing it again.
+//
 // solve(): (1) every item at its least value; done when that reaches the need. (2) The linear
 // relaxation: each item's moves along the lower convex hull of its options, taken in order of value
 // per weight until the need is met; the move that meets it (the split) is found by bucketing the moves
@@ -29,6 +33,14 @@ namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
+// A double's representation: what the remembered input is compared by (NaN equal to the same NaN, -0
+// not to +0), and what orders positive efficiencies (narrow_by_buckets).
+std::uint64_t bits(double v) {
+    std::uint64_t b = 0;
+    std::memcpy(&b, &v, sizeof b);
+    return b;
+}
+
 double bytes_in(const BudgetBlock& b, Precision p) {
     return b.bytes_bf16 * bytes_per_element(p) / 2.0;
 }
@@ -43,10 +55,11 @@ double cost_in(const BudgetBlock& b, Precision p) {
 // The block's options: BF16 and every admissible format with a known cost, in the solver's terms, then
 // only those no other option dominates (at least as heavy and no dearer), weight ascending. Formats of
 // one width are all listed: under hysteresis the current one may be dearer yet weigh more. Returns the
-// block's part in the tie weight (plan). Tolerance values leave out the tie weight's term, which is
-// added once the weight is known: dominance among equal values goes to the heavier (cheaper) option,
-// as the term would decide it.
-LossPlanner::TiePart LossPlanner::list_options(const BudgetBlock& b, Question q, double hysteresis) {
+// block's part in the tie weight (plan); the options go to `out`, their number to `count`. Tolerance values
+// leave out the tie weight's term, which is added once the weight is known: dominance among equal values goes
+// to the heavier (cheaper) option, as the term would decide it.
+LossPlanner::TiePart LossPlanner::list_options(const BudgetBlock& b, Question q, double hysteresis,
+                                               Option* out, std::uint8_t& count_out) {
     const double keep = 1.0 + hysteresis;
     std::array<Option, kPrecisionCount> listed{};
     std::size_t count = 0;
@@ -84,52 +97,37 @@ LossPlanner::TiePart LossPlanner::list_options(const BudgetBlock& b, Question q,
             best = listed[i].value;
         }
     }
-    for (std::size_t i = kept; i-- > 0;) options_.push_back(front[i]);
+    for (std::size_t i = kept; i-- > 0;) out[kept - 1 - i] = front[i];
+    count_out = std::uint8_t(kept);
     return part;
 }
 
 // Equal bit for bit: NaN to the same NaN, -0 not to +0 (what the remembered options depend on).
 bool LossPlanner::same_key(const Key& x, const Key& y) {
-    const auto bits = [](double v) {
-        std::uint64_t b = 0;
-        std::memcpy(&b, &v, sizeof b);
-        return b;
-    };
     for (std::size_t p = 0; p < x.loss_pct.size(); ++p)
         if (bits(x.loss_pct[p]) != bits(y.loss_pct[p])) return false;
-    return bits(x.bytes_bf16) == bits(y.bytes_bf16) && bits(x.hysteresis) == bits(y.hysteresis) &&
-           x.admissible == y.admissible && x.current == y.current && x.question == y.question;
+    return bits(x.bytes_bf16) == bits(y.bytes_bf16) && x.admissible == y.admissible &&
+           x.current == y.current && x.known == y.known;
 }
 
-// A block's options as list_options made them at an earlier update, when nothing they depend on changed
-// (its estimates, formats, size and current format, the question and the hysteresis, compared bit for
-// bit): the estimates change only when they are profiled. Otherwise listed afresh and remembered.
-LossPlanner::TiePart LossPlanner::options_of(const BudgetBlock& b, std::size_t block, Question q,
-                                             double hysteresis) {
-    Listed& memo = listed_[block];
-    const Key key{b.loss_pct, b.bytes_bf16, hysteresis, b.admissible, b.current, q};
-    if (memo.known && same_key(memo.key, key)) {
-        options_.insert(options_.end(), memo.options.begin(), memo.options.begin() + memo.count);
-        return memo.tie;
-    }
-    const std::size_t from = options_.size();
-    memo.tie = list_options(b, q, hysteresis);
-    memo.known = true;
-    memo.key = key;
-    memo.count = std::uint8_t(options_.size() - from);
-    std::copy(options_.begin() + std::ptrdiff_t(from), options_.end(), memo.options.begin());
-    return memo.tie;
+// Lists a block's options again unless nothing they depend on changed since it was last listed (its
+// estimates, formats, size and current format, compared bit for bit, the question and the hysteresis,
+// checked by plan): the estimates change only when they are profiled. True when nothing changed.
+bool LossPlanner::remember(const BudgetBlock& b, std::size_t block, Question q, double hysteresis) {
+    const Key key{b.loss_pct, b.bytes_bf16, b.admissible, b.current, true};
+    if (same_key(keys_[block], key)) return true;
+    keys_[block] = key;
+    ties_[block] = list_options(b, q, hysteresis, listed_[block].data(), listed_count_[block]);
+    return false;
 }
 
 // Tolerance: among plans that save the same, the one that costs the least. Each option's value carries its
 // cost times a weight small enough that all the free blocks' costs together weigh a millionth of the
 // smallest saving any of them can make: it decides between equal savings and never against a saving.
-// The blocks' parts come with their options (one pass over the blocks), the term is added here. Where two
+// The blocks' parts come with their options (plan sums them), the term `tie` is added here. Where two
 // options' values differ by less than the term (hysteresis near 0.5), it can leave a lighter option no
 // cheaper than a heavier one: such options are dropped, as a front on the full values drops them.
-void LossPlanner::weigh_ties(double smallest_saving, double costs) {
-    if (!std::isfinite(smallest_saving) || !(costs > 0)) return;
-    const double tie = 1e-6 * smallest_saving / costs;
+void LossPlanner::weigh_ties(double tie) {
     bool dominated = false;
     for (std::size_t i = 0; i + 1 < option_start_.size(); ++i) {
         for (std::uint32_t j = option_start_[i]; j < option_start_[i + 1]; ++j) {
@@ -175,10 +173,20 @@ LossPlan LossPlanner::plan(const std::vector<BudgetBlock>& blocks, Question q, d
                            double hysteresis) {
     LossPlan out;
     out.precision.assign(blocks.size(), Precision::bf16);
+    if (q != listed_question_ ||
+        bits(hysteresis) != bits(listed_hysteresis_)) {  // every block's options change
+        keys_.clear();
+        listed_question_ = q;
+        listed_hysteresis_ = hysteresis;
+    }
+    keys_.resize(blocks.size(), Key{{}, 0.0, 0, Precision::bf16, false});
+    ties_.resize(blocks.size());
     listed_.resize(blocks.size());
-    options_.clear();
-    option_start_.clear();
-    item_block_.clear();
+    listed_count_.resize(blocks.size());
+    // The solver's input is prepared again only when an item or its options changed: the free blocks as
+    // item_block_ holds them from the last plan, each block's key as it was.
+    bool same = prepared_;
+    std::size_t items = 0;
     double total_bf16 = 0, fixed_saved = 0, fixed_cost = 0, smallest_saving = kInf, costs = 0;
     for (std::size_t b = 0; b < blocks.size(); ++b) {
         const BudgetBlock& block = blocks[b];
@@ -190,14 +198,23 @@ LossPlan LossPlanner::plan(const std::vector<BudgetBlock>& blocks, Question q, d
             if (std::isfinite(cost)) fixed_cost += cost;  // an unknown cost counts as none
             continue;
         }
-        option_start_.push_back(std::uint32_t(options_.size()));
-        item_block_.push_back(std::uint32_t(b));
-        const TiePart part = options_of(block, b, q, hysteresis);
-        smallest_saving = std::min(smallest_saving, part.smallest_saving);
-        costs += part.dearest;
+        if (items < item_block_.size()) {
+            same = same && item_block_[items] == b;
+            item_block_[items] = std::uint32_t(b);
+        } else {
+            same = false;
+            item_block_.push_back(std::uint32_t(b));
+        }
+        ++items;
+        same = remember(block, b, q, hysteresis) && same;
+        smallest_saving = std::min(smallest_saving, ties_[b].smallest_saving);
+        costs += ties_[b].dearest;
     }
-    option_start_.push_back(std::uint32_t(options_.size()));
-    if (q == Question::tolerance) weigh_ties(smallest_saving, costs);
+    same = same && items == item_block_.size();
+    item_block_.resize(items);
+    const bool weigh = q == Question::tolerance && std::isfinite(smallest_saving) && costs > 0;
+    const double tie = weigh ? 1e-6 * smallest_saving / costs : 0.0;
+    if (!same || weigh != prepared_weigh_ || bits(tie) != bits(prepared_tie_)) prepare(weigh, tie);
     const double need =
         q == Question::budget ? limit_pct / 100.0 * total_bf16 - fixed_saved : -(limit_pct - fixed_cost);
     out.feasible = solve(need);
@@ -215,23 +232,63 @@ LossPlan LossPlanner::plan(const std::vector<BudgetBlock>& blocks, Question q, d
     return out;
 }
 
+// The solver's input from the items' remembered options: the tie term (tolerance), then each item's
+// weights less its lightest (so that every item starts at 0 and the need moves by their sum), and its
+// moves along the lower convex hull of its options, efficiencies rising (the relaxation's, relax).
+void LossPlanner::prepare(bool weigh, double tie) {
+    options_.clear();
+    option_start_.clear();
+    for (std::uint32_t b : item_block_) {
+        option_start_.push_back(std::uint32_t(options_.size()));
+        options_.insert(options_.end(), listed_[b].begin(), listed_[b].begin() + listed_count_[b]);
+    }
+    option_start_.push_back(std::uint32_t(options_.size()));
+    if (weigh) weigh_ties(tie);
+    normalize_and_hull();
+    prepared_ = true;
+    prepared_weigh_ = weigh;
+    prepared_tie_ = tie;
+}
+
+void LossPlanner::normalize_and_hull() {
+    const std::size_t n = item_block_.size();
+    lightest_.resize(n);
+    heaviest_ = 0;
+    base_ = 0;
+    hull_.clear();
+    for (std::uint32_t i = 0; i < n; ++i) {
+        Option* o = &options_[option_start_[i]];
+        const std::size_t count = option_start_[i + 1] - option_start_[i];
+        lightest_[i] = o[0].weight;
+        for (std::size_t j = count; j-- > 0;) o[j].weight -= o[0].weight;
+        heaviest_ += o[count - 1].weight;
+        base_ += o[0].value;
+        for (std::size_t from = 0; from + 1 < count;) {
+            std::size_t to = from + 1;  // the hull's next point: the least slope (ties: the farthest)
+            double slope = (o[to].value - o[from].value) / (o[to].weight - o[from].weight);
+            for (std::size_t j = to + 1; j < count; ++j) {
+                const double s = (o[j].value - o[from].value) / (o[j].weight - o[from].weight);
+                if (s <= slope) {
+                    slope = s;
+                    to = j;
+                }
+            }
+            hull_.push_back(
+                {slope, o[to].weight - o[from].weight, o[to].value - o[from].value, i, std::uint8_t(to)});
+            from = to;
+        }
+    }
+}
+
 bool LossPlanner::solve(double need) {
     const std::size_t n = item_block_.size();
     choice_.assign(n, 0);
     core_.clear();
-    // Weights from each item's lightest option: every item starts at 0, the need moves by their sum.
-    double heaviest = 0;  // every item at its heaviest option
     const double span = std::fabs(need);
-    for (std::size_t i = 0; i < n; ++i) {
-        const Option* o = &options_[option_start_[i]];
-        const std::size_t count = option_start_[i + 1] - option_start_[i];
-        need -= o[0].weight;
-        for (std::size_t j = count; j-- > 0;) options_[option_start_[i] + j].weight -= o[0].weight;
-        heaviest += o[count - 1].weight;
-    }
-    const double eps = 1e-12 * (span + heaviest + 1e-300);
+    for (std::size_t i = 0; i < n; ++i) need -= lightest_[i];
+    const double eps = 1e-12 * (span + heaviest_ + 1e-300);
     if (need <= eps) return true;  // every item at its least value already reaches it
-    if (heaviest < need - eps) {   // out of reach: the nearest plan, every item at its heaviest
+    if (heaviest_ < need - eps) {  // out of reach: the nearest plan, every item at its heaviest
         for (std::size_t i = 0; i < n; ++i)
             choice_[i] = std::uint8_t(option_start_[i + 1] - option_start_[i] - 1);
         return false;
@@ -244,32 +301,13 @@ bool LossPlanner::solve(double need) {
     return true;
 }
 
-// The linear relaxation: each item's moves along the lower convex hull of its options (efficiencies
-// rising), and the move at which the moves taken in order of efficiency first reach `need` (> 0, and
-// reachable): a weighted selection, so that the order is never fully sorted. On return moves_[0, split)
-// are the moves before it, moves_[split] the split.
+// The linear relaxation: each item's moves along the lower convex hull of its options (hull_, from
+// prepare; efficiencies rising), and the move at which the moves taken in order of efficiency first reach
+// `need` (> 0, and reachable): a weighted selection, so that the order is never fully sorted. On return
+// moves_[0, split) are the moves before it, moves_[split] the split.
 LossPlanner::Relaxation LossPlanner::relax(double need) {
-    moves_.clear();
-    double base = 0;
-    for (std::uint32_t i = 0; i + 1 < option_start_.size(); ++i) {
-        const Option* o = &options_[option_start_[i]];
-        const std::size_t count = option_start_[i + 1] - option_start_[i];
-        base += o[0].value;
-        for (std::size_t from = 0; from + 1 < count;) {
-            std::size_t to = from + 1;  // the hull's next point: the least slope (ties: the farthest)
-            double slope = (o[to].value - o[from].value) / (o[to].weight - o[from].weight);
-            for (std::size_t j = to + 1; j < count; ++j) {
-                const double s = (o[j].value - o[from].value) / (o[j].weight - o[from].weight);
-                if (s <= slope) {
-                    slope = s;
-                    to = j;
-                }
-            }
-            moves_.push_back(
-                {slope, o[to].weight - o[from].weight, o[to].value - o[from].value, i, std::uint8_t(to)});
-            from = to;
-        }
-    }
+    moves_.assign(hull_.begin(), hull_.end());
+    const double base = base_;
     const auto before = [](const Move& x, const Move& y) {
         if (x.efficiency != y.efficiency) return x.efficiency < y.efficiency;
         return x.item != y.item ? x.item < y.item : x.to < y.to;
@@ -307,11 +345,6 @@ LossPlanner::Relaxation LossPlanner::relax(double need) {
 void LossPlanner::narrow_by_buckets(std::size_t& lo, std::size_t& hi, double& left, double& taken) {
     const std::size_t m = hi - lo;
     if (m < 64) return;
-    const auto bits = [](double v) {
-        std::uint64_t b = 0;
-        std::memcpy(&b, &v, sizeof b);
-        return b;
-    };
     double least = kInf, most = 0;
     for (std::size_t k = lo; k < hi; ++k) {
         least = std::min(least, moves_[k].efficiency);

@@ -165,7 +165,10 @@ void Policy::fill_budget_block(BudgetBlock& bb, std::size_t b, const BlockDetail
     bb.admissible = admissible;
     bb.fixed = fixed;
     bb.current = effective_[b];
-    bb.loss_pct = d.loss_delta_pct;
+    // The planners take the estimates in the loss's own units, which change only when they are profiled,
+    // so the loss planner's prepared input outlives the loss EMA's every move (plan_on_loss scales the
+    // tolerance instead). Unknown until a loss is seen, as their percent is.
+    bb.loss_pct = loss_in_percent() ? loss_delta_[b] : kNoSnr;
 }
 
 PerFormat Policy::loss_pct_of(std::size_t b) const {
@@ -177,12 +180,18 @@ PerFormat Policy::loss_pct_of(std::size_t b) const {
     return pct;
 }
 
+// The plan in the loss's units (fill_budget_block): the tolerance in percent of the loss EMA becomes
+// tolerance * EMA / 100; a budget's minimum is the same at any scale. Before any loss the costs are
+// unknown and every free block stays at BF16, as in percent.
 std::vector<Precision> Policy::plan_on_loss(UpdateRecord& rec) {
     const bool budget = mode_ == Mode::budget;
+    const bool known = loss_in_percent();
+    const double ema = known ? loss_monitor_.ema() : 1.0;
     const LossPlan plan =
         budget ? loss_planner_.plan_budget(budget_blocks_, budget_target_pct_, config_.hysteresis_margin)
-               : loss_planner_.plan_tolerance(budget_blocks_, loss_tolerance_pct_, config_.hysteresis_margin);
-    rec.estimated_loss_pct = plan.loss_pct;
+               : loss_planner_.plan_tolerance(budget_blocks_, loss_tolerance_pct_ * ema / 100.0,
+                                              config_.hysteresis_margin);
+    rec.estimated_loss_pct = known ? plan.loss_pct * 100.0 / ema : plan.loss_pct;
     return plan.precision;
 }
 

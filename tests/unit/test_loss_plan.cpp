@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <random>
 
 #include "sp/loss_plan.h"
@@ -206,6 +207,40 @@ class TestLossPlan : public QObject {
             const double limit = budget ? target(rng) : tolerance(rng);
             check_against_brute_force(planner, blocks, budget, limit, hysteresis, trial);
             if (QTest::currentTestFailed()) return;
+        }
+    }
+
+    // A planner reused over a run's updates keeps its prepared input while nothing changes and prepares
+    // it again when something does: each plan, bit for bit, is a fresh planner's. Between plans one
+    // block's current format, estimate or fixing changes, or the limit, the hysteresis or the question.
+    void reuse_matches_fresh_planner() {
+        std::mt19937_64 rng(3);
+        std::uniform_int_distribution<int> change(0, 7), format(0, 4);
+        std::uniform_real_distribution<double> unit(0.0, 1.0);
+        LossPlanner reused;
+        for (int run = 0; run < 40; ++run) {
+            std::vector<BudgetBlock> blocks = random_layout(rng, 60, run % 2 == 0);
+            double limit = 0.5 + 3.0 * unit(rng), hysteresis = 0.1;
+            bool budget = run % 3 == 0;
+            for (int update = 0; update < 12; ++update) {
+                BudgetBlock& b = blocks[std::size_t(rng() % blocks.size())];
+                const int what = change(rng);
+                if (what == 0) b.current = kAllPrecisions[std::size_t(format(rng))];
+                if (what == 1) b.loss_pct[std::size_t(Precision::int4)] = unit(rng);
+                if (what == 2) b.fixed = b.fixed ? std::nullopt : std::optional<Precision>(b.current);
+                if (what == 3) limit = 0.5 + 3.0 * unit(rng);
+                if (what == 4) hysteresis = hysteresis > 0 ? 0.0 : 0.25;
+                if (what == 5) budget = !budget;
+                const double target = 20.0 * limit;
+                const LossPlan got = budget ? reused.plan_budget(blocks, target, hysteresis)
+                                            : reused.plan_tolerance(blocks, limit, hysteresis);
+                const LossPlan want = budget ? LossPlanner().plan_budget(blocks, target, hysteresis)
+                                             : LossPlanner().plan_tolerance(blocks, limit, hysteresis);
+                QVERIFY2(got.precision == want.precision,
+                         qPrintable(QString("run %1 update %2").arg(run).arg(update)));
+                QVERIFY(got.loss_pct == want.loss_pct && got.saving_pct == want.saving_pct);
+                QCOMPARE(got.feasible, want.feasible);
+            }
         }
     }
 

@@ -1,6 +1,6 @@
 // The policy on the loss estimate (POLICY.md rule 23): mode tolerance, budget with cost_estimator
-// "loss", the estimate in percent of the loss EMA, set_tolerance, pins, cooldowns and hysteresis in
-// the plans, the records' fields and the Why text.
+// "loss", the plan in the loss's units against the tolerance times the loss EMA, set_tolerance, pins,
+// cooldowns and hysteresis in the plans, the records' fields and the Why text.
 #include <QtTest>
 
 #include <string>
@@ -101,6 +101,28 @@ class TestPolicyLoss : public QObject {
         QCOMPARE(p.precisions(), (std::vector<Precision>{Precision::int4, Precision::int4, Precision::int8,
                                                          Precision::bf16}));
         QCOMPARE(*r->loss_tolerance_pct, 0.4);
+    }
+
+    // The plan is made in the loss's units against the tolerance times the loss EMA: as the EMA falls,
+    // the same estimates are a larger share of the loss and the plan gives up savings to stay within it.
+    void tolerance_follows_the_loss_ema() {
+        Config c = loss_config(Mode::tolerance);
+        c.loss_tolerance_pct = 0.2;
+        Policy p(c, uniform_layout(4, 100));
+        observe_estimates(p);
+        p.observe_loss(0, 2.0);
+        p.update(1, 0.0);  // three INT8 blocks, 0.18% of 2.0
+        p.observe_loss(1, 1.0);
+        p.observe_loss(2, 1.0);  // the EMA (alpha 0.2): 1.8, then 1.64
+        const UpdateRecord* r = p.update(3, 0.0);
+        // Three INT8 would be 0.0036 / 1.64 = 0.22%; INT4 + INT8 on the two cheapest, 0.0032 / 1.64 =
+        // 0.195%, saves 31.25%, more than any other plan within 0.2%.
+        QCOMPARE(p.precisions(), (std::vector<Precision>{Precision::int4, Precision::int8, Precision::bf16,
+                                                         Precision::bf16}));
+        QVERIFY(std::fabs(*r->estimated_loss_pct - 100.0 * 0.0032 / 1.64) < 1e-9);
+        QVERIFY(std::fabs(r->block_details[0].loss_delta_pct[std::size_t(Precision::int4)] -
+                          100.0 * 0.002 / 1.64) < 1e-12);
+        QCOMPARE(r->estimated_bandwidth_saving_pct, 31.25);
     }
 
     // A pin is fixed where it is and its known cost counts against the tolerance.

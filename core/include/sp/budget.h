@@ -22,8 +22,10 @@ struct BudgetBlock {
     FormatMask admissible = kAllFormats;  // formats it may take (BF16 is always admissible)
     std::optional<Precision> fixed;       // forced, pinned, cooling or unsafe: kept as is
     Precision current = Precision::bf16;  // where it stands (hysteresis favours it)
-    // The estimated loss change per format, in percent of the loss (POLICY.md rule 23; NaN: unknown).
-    // Read by the loss planners only (sp/loss_plan.h).
+    // The estimated loss change per format (POLICY.md rule 23; NaN: unknown), in any one unit for all
+    // blocks: the planners compare sums of it with the limit they are given, in the same unit. The
+    // policy passes the loss's own units (its limit: the tolerance times the loss EMA / 100), the
+    // experiment's oracle measured gaps in percent. Read by the loss planners only (sp/loss_plan.h).
     PerFormat loss_pct = {kNoLossEstimate, kNoLossEstimate, kNoLossEstimate, kNoLossEstimate,
                           kNoLossEstimate};
 };

@@ -1,8 +1,8 @@
 #pragma once
 // The exact plans on the loss estimate (POLICY.md rule 23). Each free block takes one format; its
-// cost is the estimated loss change of that format (BudgetBlock::loss_pct; BF16 costs 0) and its
-// saving the bytes it saves against BF16. Two questions, each a multiple-choice knapsack solved
-// exactly:
+// cost is the estimated loss change of that format (BudgetBlock::loss_pct, in whatever unit the caller
+// uses, the tolerance in the same; BF16 costs 0) and its saving the bytes it saves against BF16. Two
+// questions, each a multiple-choice knapsack solved exactly:
 //   budget     minimise the summed cost subject to the saving reaching the target;
 //   tolerance  maximise the saving subject to the summed cost staying within the tolerance.
 // The method (loss_plan.cpp): the linear relaxation by a weighted selection of the blocks' moves,
@@ -10,7 +10,8 @@
 // dynamic programme over the blocks that are left (the core), nearest the multiplier first, bounded by
 // the relaxation of the blocks still to come. It is exact, deterministic, and O(n) plus the core's
 // programme: the core is empty or small for budgets; under hysteresis a tolerance plan's core can hold
-// a tenth of the blocks, but its programme keeps a few states a block.
+// a tenth of the blocks, but its programme keeps a few states a block. Its input (each block's options,
+// their hull moves) is remembered from plan to plan while what it depends on stays the same.
 // Hysteresis weighs the objective only, never the constraint: a block's current format counts its
 // cost divided by (1 + hysteresis) (budget) or its saving multiplied by it (tolerance), so the plan
 // does not flip between near-equal blocks from one update to the next, and a tolerance is never
@@ -27,15 +28,16 @@ namespace sp {
 struct LossPlan {
     std::vector<Precision> precision;  // by block
     double saving_pct = 0;             // the plan's saving against all-BF16
-    double loss_pct = 0;               // the plan's summed estimated loss change (fixed blocks' included)
-    bool feasible = true;              // false: the target (tolerance) cannot be met; the nearest plan
-    std::size_t core = 0;              // blocks the exact programme had to search
+    double loss_pct = 0;   // the plan's summed estimated loss change (fixed blocks' included), in its unit
+    bool feasible = true;  // false: the target (tolerance) cannot be met; the nearest plan
+    std::size_t core = 0;  // blocks the exact programme had to search
 };
 
 class LossPlanner {
   public:
     // A free block with no estimate for a format cannot take it (its cost is unknown).
     LossPlan plan_budget(const std::vector<BudgetBlock>& blocks, double target_pct, double hysteresis);
+    // `tolerance_pct`: the limit on the summed cost, in the costs' unit.
     LossPlan plan_tolerance(const std::vector<BudgetBlock>& blocks, double tolerance_pct, double hysteresis);
 
     // One option of a block in the solver's terms: minimise the sum of `value` subject to the sum of
@@ -51,10 +53,13 @@ class LossPlanner {
     struct TiePart {  // a block's part in the tie weight: its least saving in a low format, its dearest cost
         double smallest_saving = std::numeric_limits<double>::infinity(), dearest = 0;
     };
-    TiePart list_options(const BudgetBlock& b, Question q, double hysteresis);
-    TiePart options_of(const BudgetBlock& b, std::size_t block, Question q, double hysteresis);
-    void weigh_ties(double smallest_saving, double costs);
+    static TiePart list_options(const BudgetBlock& b, Question q, double hysteresis, Option* out,
+                                std::uint8_t& count);
+    bool remember(const BudgetBlock& b, std::size_t block, Question q, double hysteresis);
+    void prepare(bool weigh, double tie);
+    void weigh_ties(double tie);
     void drop_dominated();
+    void normalize_and_hull();
     // Chooses one option per item and writes choice_; false when the need is out of reach.
     bool solve(double need);
     struct Relaxation {
@@ -70,26 +75,34 @@ class LossPlanner {
     void order_core(double lambda);
     double rest_bound(std::size_t k, double left) const;
 
-    // What a block's options depend on, compared bit for bit (same_key).
+    // What a block's options depend on besides the question and the hysteresis (the planner's, below),
+    // compared bit for bit (same_key).
     struct Key {
         PerFormat loss_pct;
-        double bytes_bf16, hysteresis;
+        double bytes_bf16;
         FormatMask admissible;
         Precision current;
-        Question question;
+        bool known;  // false: nothing remembered yet
     };
     static bool same_key(const Key& x, const Key& y);
-    struct Listed {
-        bool known = false;
-        Key key{};
-        std::array<Option, kPrecisionCount> options{};
-        TiePart tie;
-        std::uint8_t count = 0;
-    };
-    std::vector<Listed> listed_;  // by block, across plans
+    // Remembered by block across plans, apart, so that checking the keys reads 56 bytes a block: the
+    // keys, the parts in the tie weight, the options as list_options made them.
+    std::vector<Key> keys_;
+    std::vector<TiePart> ties_;
+    std::vector<std::array<Option, kPrecisionCount>> listed_;
+    std::vector<std::uint8_t> listed_count_;
+    Question listed_question_ = Question::budget;
+    double listed_hysteresis_ = std::numeric_limits<double>::quiet_NaN();  // no block listed yet
+    // The solver's input as prepare() left it (options_, option_start_, lightest_, heaviest_, hull_,
+    // base_): kept while the items, their keys and the tie weight stay the same.
+    bool prepared_ = false, prepared_weigh_ = false;
+    double prepared_tie_ = 0;
 
-    // Per free block: its Pareto options, weight ascending (value ascending with it).
+    // Per free block: its Pareto options, weight ascending (value ascending with it), the tie term in
+    // their values and their lightest weight taken from every weight.
     std::vector<Option> options_;
+    std::vector<double> lightest_;             // by item: the weight taken from its options
+    double heaviest_ = 0;                      // every item at its heaviest option (lightest_ taken)
     std::vector<std::uint32_t> option_start_;  // item i's options: [start[i], start[i + 1])
     std::vector<std::uint32_t> item_block_;    // the block each item is
     std::vector<std::uint8_t> choice_;         // by item: the chosen option, relative to its start
@@ -98,7 +111,9 @@ class LossPlanner {
         std::uint32_t item;
         std::uint8_t to;  // the option it moves the item to
     };
-    std::vector<Move> moves_;
+    std::vector<Move> hull_;               // every item's hull moves, in item order (prepare)
+    double base_ = 0;                      // every item at its lightest option: the summed value
+    std::vector<Move> moves_;              // hull_, reordered by the relaxation's selection
     std::vector<double> bucket_sums_;      // by bucket of moves: their weight and value (narrow_by_buckets)
     std::vector<std::uint32_t> core_;      // items left with two or more options
     std::vector<double> margin_;           // by item: its second least reduced cost less its least

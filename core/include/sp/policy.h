@@ -86,7 +86,8 @@ class Policy {
     void observe_snr(const BlockSnr& snr);
 
     // The latest loss-change estimate of a block's formats (rule 23), in the loss's units; held until
-    // the next one. Turned into percent of the loss at each update by the loss EMA of loss feedback.
+    // the next one. The plans use it as it is, against the tolerance times the loss EMA of loss
+    // feedback; records show it in percent of that EMA.
     // Throws std::invalid_argument for a block id outside the layout.
     void observe_loss_estimate(const BlockLossEstimate& estimate);
 
@@ -179,6 +180,7 @@ class Policy {
     bool plans_on_loss() const {
         return mode_ == Mode::tolerance || (mode_ == Mode::budget && loss_estimator_ && loss_in_percent());
     }
+    // Some estimate is known and a loss EMA scales between the loss's units and percent of it.
     bool loss_in_percent() const {
         return loss_estimated_ && loss_monitor_.history() > 0 && loss_monitor_.ema() > 0.0 &&
                std::isfinite(loss_monitor_.ema());
