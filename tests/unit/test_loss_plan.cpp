@@ -106,6 +106,33 @@ Best brute_force(const std::vector<BudgetBlock>& blocks, bool budget, double lim
     return best;
 }
 
+// Equal blocks of 4 bytes that may take INT8 or INT4 (tolerance_matches_unit_programme): the largest
+// weighted saving, in tenths of a byte (8 bits save 2 bytes, INT4 3, the current format 1.1 times that),
+// whose costs sum to at most `tolerance`, by a plain dynamic programme over the tenths.
+std::size_t best_tenths(const std::vector<BudgetBlock>& blocks, double tolerance) {
+    const Precision formats[] = {Precision::bf16, Precision::int8, Precision::int4};
+    const std::size_t n = blocks.size();
+    // least[u]: the least cost of a weighted saving of exactly u tenths.
+    std::vector<double> least(33 * n + 1, std::numeric_limits<double>::infinity());
+    least[0] = 0;
+    for (const BudgetBlock& b : blocks) {
+        std::vector<double> next(least.size(), std::numeric_limits<double>::infinity());
+        for (std::size_t u = 0; u < least.size(); ++u) {
+            if (!std::isfinite(least[u])) continue;
+            for (Precision p : formats) {
+                const std::size_t saves = p == Precision::bf16 ? 0 : p == Precision::int8 ? 20 : 30;
+                const std::size_t to = u + (p == b.current ? saves * 11 / 10 : saves);
+                if (to < next.size()) next[to] = std::min(next[to], least[u] + cost_in(b, p));
+            }
+        }
+        least = next;
+    }
+    std::size_t best = 0;
+    for (std::size_t u = 0; u < least.size(); ++u)
+        if (least[u] <= tolerance) best = u;
+    return best;
+}
+
 // The plan against brute force: it meets its limit whenever brute force finds a plan that does, its
 // objective is brute force's best, and (tolerance) of the plans that save as much it costs the least.
 void check_against_brute_force(LossPlanner& planner, const std::vector<BudgetBlock>& blocks, bool budget,
@@ -244,6 +271,74 @@ class TestLossPlan : public QObject {
         }
     }
 
+    // A run's updates on a larger layout: at each, some blocks are fixed or freed (cooling down), some
+    // change their current format, the limit moves, and every few updates every estimate is new (a
+    // profile). Each plan, bit for bit, is a fresh planner's, whatever the reused one remembered.
+    void reuse_over_updates_matches_fresh_planner() {
+        std::mt19937_64 rng(17);
+        std::uniform_real_distribution<double> unit(0.0, 1.0), factor(0.8, 1.25);
+        std::uniform_int_distribution<int> format(0, 4);
+        for (int run = 0; run < 8; ++run) {
+            const bool budget = run % 2 == 0;
+            std::vector<BudgetBlock> blocks = random_layout(rng, 300, run % 4 < 2);
+            LossPlanner reused;
+            double limit = budget ? 30.0 : 60.0;
+            for (int update = 0; update < 25; ++update) {
+                for (BudgetBlock& b : blocks) {
+                    const double r = unit(rng);
+                    if (r < 0.03) b.fixed = b.fixed ? std::nullopt : std::optional<Precision>(b.current);
+                    if (r > 0.97) b.current = kAllPrecisions[std::size_t(format(rng))];
+                    if (update % 5 == 0)
+                        for (double& cost : b.loss_pct) cost *= factor(rng);  // NaN stays NaN
+                }
+                limit *= factor(rng);
+                const LossPlan got = budget ? reused.plan_budget(blocks, limit, 0.1)
+                                            : reused.plan_tolerance(blocks, limit, 0.1);
+                const LossPlan want = budget ? LossPlanner().plan_budget(blocks, limit, 0.1)
+                                             : LossPlanner().plan_tolerance(blocks, limit, 0.1);
+                const QString where = QString("run %1 update %2").arg(run).arg(update);
+                QVERIFY2(got.precision == want.precision, qPrintable(where));
+                QVERIFY2(got.loss_pct == want.loss_pct && got.saving_pct == want.saving_pct,
+                         qPrintable(where));
+                QCOMPARE(got.feasible, want.feasible);
+                QCOMPARE(got.core, want.core);
+            }
+        }
+    }
+
+    // A reused planner over the updates of a large layout of equal blocks (current formats and the limit
+    // change) against the plain programme over the tenths: the exact search
+    // has cores of hundreds of blocks, searched first within a fraction of the gap (LossPlanner::solve).
+    void tolerance_over_updates_matches_unit_programme() {
+        std::mt19937_64 rng(23);
+        std::uniform_real_distribution<double> unit(0.0, 1.0);
+        std::uniform_int_distribution<int> pick(0, 2);
+        const Precision formats[] = {Precision::bf16, Precision::int8, Precision::int4};
+        LossPlanner planner;
+        std::size_t largest_core = 0;
+        std::vector<BudgetBlock> blocks(500);
+        for (BudgetBlock& b : blocks) {
+            b.bytes_bf16 = 4;
+            b.admissible = format_bit(Precision::int8) | format_bit(Precision::int4);
+            b.loss_pct[std::size_t(Precision::int8)] = 0.1 * unit(rng);
+            b.loss_pct[std::size_t(Precision::int4)] = unit(rng);
+        }
+        for (int update = 0; update < 12; ++update) {
+            for (BudgetBlock& b : blocks)
+                if (unit(rng) < 0.05) b.current = formats[pick(rng)];
+            const double tolerance = 0.05 * double(blocks.size()) * (0.5 + unit(rng));
+            const LossPlan plan = planner.plan_tolerance(blocks, tolerance, 0.1);
+            largest_core = std::max(largest_core, plan.core);
+            const Totals got = totals_of(blocks, plan.precision, false, 0.1);
+            QVERIFY(got.loss <= tolerance + 1e-9);
+            const double best = 0.1 * double(best_tenths(blocks, tolerance));
+            QVERIFY2(
+                std::fabs(-got.objective - best) <= 1e-9 * double(blocks.size()),
+                qPrintable(QString("update %1: %2 against %3").arg(update).arg(-got.objective).arg(best)));
+        }
+        QVERIFY(largest_core > 64);  // the search by fractions of the gap was taken
+    }
+
     // Hysteresis at and just below 0.5: a current 8-bit format then weighs (nearly) as much as INT4, so
     // two options' values differ by less than the tolerance plan's tie term and the options are listed
     // again once it is added (LossPlanner::weigh_ties). Larger layouts, where the exact search has a core.
@@ -282,24 +377,7 @@ class TestLossPlan : public QObject {
             }
             const double tolerance = 0.3 * double(n) * unit(rng);
             const LossPlan plan = planner.plan_tolerance(blocks, tolerance, 0.1);
-            // least[u]: the least cost of a weighted saving of exactly u tenths.
-            std::vector<double> least(33 * n + 1, std::numeric_limits<double>::infinity());
-            least[0] = 0;
-            for (const BudgetBlock& b : blocks) {
-                std::vector<double> next(least.size(), std::numeric_limits<double>::infinity());
-                for (std::size_t u = 0; u < least.size(); ++u) {
-                    if (!std::isfinite(least[u])) continue;
-                    for (Precision p : formats) {
-                        const std::size_t saves = p == Precision::bf16 ? 0 : p == Precision::int8 ? 20 : 30;
-                        const std::size_t to = u + (p == b.current ? saves * 11 / 10 : saves);
-                        if (to < next.size()) next[to] = std::min(next[to], least[u] + cost_in(b, p));
-                    }
-                }
-                least = next;
-            }
-            std::size_t best = 0;
-            for (std::size_t u = 0; u < least.size(); ++u)
-                if (least[u] <= tolerance) best = u;
+            const std::size_t best = best_tenths(blocks, tolerance);
             const Totals got = totals_of(blocks, plan.precision, false, 0.1);
             QVERIFY(plan.feasible);
             QVERIFY(got.loss <= tolerance + 1e-9);

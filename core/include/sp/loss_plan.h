@@ -10,8 +10,9 @@
 // dynamic programme over the blocks that are left (the core), nearest the multiplier first, bounded by
 // the relaxation of the blocks still to come. It is exact, deterministic, and O(n) plus the core's
 // programme: the core is empty or small for budgets; under hysteresis a tolerance plan's core can hold
-// a tenth of the blocks, but its programme keeps a few states a block. Its input (each block's options,
-// their hull moves) is remembered from plan to plan while what it depends on stays the same.
+// a tenth of the blocks, but its programme keeps a few states a block, and it is searched within
+// fractions of the gap first. Its input (each block's options, their hull moves) is remembered by block
+// from plan to plan while what each depends on stays the same.
 // Hysteresis weighs the objective only, never the constraint: a block's current format counts its
 // cost divided by (1 + hysteresis) (budget) or its saving multiplied by it (tolerance), so the plan
 // does not flip between near-equal blocks from one update to the next, and a tolerance is never
@@ -56,10 +57,8 @@ class LossPlanner {
     static TiePart list_options(const BudgetBlock& b, Question q, double hysteresis, Option* out,
                                 std::uint8_t& count);
     bool remember(const BudgetBlock& b, std::size_t block, Question q, double hysteresis);
+    void make_ready(std::size_t block, bool weigh, double tie);
     void prepare(bool weigh, double tie);
-    void weigh_ties(double tie);
-    void drop_dominated();
-    void normalize_and_hull();
     // Chooses one option per item and writes choice_; false when the need is out of reach.
     bool solve(double need);
     struct Relaxation {
@@ -70,8 +69,9 @@ class LossPlanner {
     Relaxation relax(double need);
     void narrow_by_buckets(std::size_t& lo, std::size_t& hi, double& left, double& taken);
     double incumbent(double need, std::size_t split);
-    void fix_by_bound(double lambda, double lower, double upper);
-    void search_core(double need, double lambda, double upper);
+    void measure_margins(double lambda);
+    void fix_by_bound(double lambda, double gap);
+    bool search_core(double need, double lambda, double upper);
     void order_core(double lambda);
     double rest_bound(std::size_t k, double left) const;
 
@@ -94,9 +94,27 @@ class LossPlanner {
     Question listed_question_ = Question::budget;
     double listed_hysteresis_ = std::numeric_limits<double>::quiet_NaN();  // no block listed yet
     // The solver's input as prepare() left it (options_, option_start_, lightest_, heaviest_, hull_,
-    // base_): kept while the items, their keys and the tie weight stay the same.
-    bool prepared_ = false, prepared_weigh_ = false;
-    double prepared_tie_ = 0;
+    // base_): kept while the items and their parts (ready_) stay the same.
+    bool prepared_ = false;
+
+    struct Move {
+        double efficiency, weight, value;
+        std::uint32_t item;
+        std::uint8_t to;  // the option it moves the item to
+    };
+    // By block: its part of the solver's input (make_ready), made for the tie weight ready_tie_ (and
+    // ready_weigh_) and valid where ready_ok_: its options as the solver takes them (the tie term in
+    // their values, the lightest weight taken from every weight), that weight, its hull moves (item 0).
+    struct Ready {
+        std::array<Option, kPrecisionCount> options;
+        std::array<Move, kPrecisionCount - 1> hull;
+        double lightest;
+        std::uint8_t count, moves;
+    };
+    std::vector<Ready> ready_;
+    std::vector<std::uint8_t> ready_ok_;
+    bool ready_weigh_ = false;
+    double ready_tie_ = std::numeric_limits<double>::quiet_NaN();
 
     // Per free block: its Pareto options, weight ascending (value ascending with it), the tie term in
     // their values and their lightest weight taken from every weight.
@@ -106,12 +124,9 @@ class LossPlanner {
     std::vector<std::uint32_t> option_start_;  // item i's options: [start[i], start[i + 1])
     std::vector<std::uint32_t> item_block_;    // the block each item is
     std::vector<std::uint8_t> choice_;         // by item: the chosen option, relative to its start
-    struct Move {
-        double efficiency, weight, value;
-        std::uint32_t item;
-        std::uint8_t to;  // the option it moves the item to
-    };
-    std::vector<Move> hull_;               // every item's hull moves, in item order (prepare)
+    std::vector<std::uint8_t> incumbent_;      // by item: the incumbent's option (solve)
+    std::vector<Move> hull_;                   // every item's hull moves, in item order (prepare): hull_size_
+    std::size_t hull_size_ = 0;
     double base_ = 0;                      // every item at its lightest option: the summed value
     std::vector<Move> moves_;              // hull_, reordered by the relaxation's selection
     std::vector<double> bucket_sums_;      // by bucket of moves: their weight and value (narrow_by_buckets)

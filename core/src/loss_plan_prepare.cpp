@@ -1,0 +1,266 @@
+// The loss planner's input (sp/loss_plan.h, POLICY.md rule 23): each block's options in the solver's
+// terms, remembered by block from plan to plan, and the solver's input gathered from them.
+//
+// Remembered by block, each keyed on what it depends on: the options as listed (list_options: on the
+// block's estimates, formats, size and current format, the question and the hysteresis), and the
+// block's part of the solver's input made from them (make_ready: the tie term, normalized, the hull
+// moves; on the tie weight too). A plan lists and makes ready again only the blocks whose key changed,
+// and gathers the free blocks' parts (prepare) only when the free set or a part changed: the same
+// arithmetic on the same numbers as preparing all of them again, so the same plan as a fresh planner's.
+#include <algorithm>
+#include <array>
+#include <cmath>
+
+#include "loss_plan_detail.h"
+#include "sp/loss_plan.h"
+
+namespace sp {
+using loss_plan_detail::bits;
+using loss_plan_detail::bytes_in;
+using loss_plan_detail::cost_in;
+using loss_plan_detail::kInf;
+
+namespace {
+
+// Keeps of `count` options (weight ascending) only those cheaper than every heavier one, in place;
+// returns how many.
+std::size_t keep_front(LossPlanner::Option* o, std::size_t count) {
+    std::array<LossPlanner::Option, kPrecisionCount> front{};
+    std::size_t kept = 0;
+    double best = kInf;
+    for (std::size_t i = count; i-- > 0;) {  // from the heaviest down, the cheapest first among equals
+        if (o[i].value < best) {
+            front[kept++] = o[i];
+            best = o[i].value;
+        }
+    }
+    for (std::size_t i = kept; i-- > 0;) o[kept - 1 - i] = front[i];
+    return kept;
+}
+
+}  // namespace
+
+// The block's options: BF16 and every admissible format with a known cost, in the solver's terms, then
+// only those no other option dominates (at least as heavy and no dearer), weight ascending. Formats of
+// one width are all listed: under hysteresis the current one may be dearer yet weigh more. Returns the
+// block's part in the tie weight (plan); the options go to `out`, their number to `count`. Tolerance values
+// leave out the tie weight's term, which is added once the weight is known: dominance among equal values goes
+// to the heavier (cheaper) option, as the term would decide it.
+LossPlanner::TiePart LossPlanner::list_options(const BudgetBlock& b, Question q, double hysteresis,
+                                               Option* out, std::uint8_t& count_out) {
+    const double keep = 1.0 + hysteresis;
+    std::array<Option, kPrecisionCount> listed{};
+    std::size_t count = 0;
+    TiePart part;
+    for (Precision p : kAllPrecisions) {
+        const double cost = cost_in(b, p);
+        if (p != Precision::bf16 && (!has_format(b.admissible, p) || !std::isfinite(cost))) continue;
+        const double saved = b.bytes_bf16 - bytes_in(b, p);
+        if (p != Precision::bf16) {
+            part.smallest_saving = std::min(part.smallest_saving, saved);
+            part.dearest = std::max(part.dearest, std::fabs(cost));
+        }
+        const double held = p == b.current ? keep : 1.0;
+        Option& o = listed[count++];
+        o.format = p;
+        o.weight = q == Question::budget ? saved : -cost;
+        o.value = q == Question::budget ? cost / held : -saved * held;
+    }
+    // Weight ascending; among equal weights the dearest first. An insertion sort: five options at most.
+    const auto before = [](const Option& x, const Option& y) {
+        if (x.weight != y.weight) return x.weight < y.weight;
+        return x.value != y.value ? x.value > y.value : x.format > y.format;
+    };
+    for (std::size_t i = 1; i < count; ++i)
+        for (std::size_t j = i; j > 0 && before(listed[j], listed[j - 1]); --j)
+            std::swap(listed[j], listed[j - 1]);
+    const std::size_t kept = keep_front(listed.data(), count);
+    std::copy(listed.begin(), listed.begin() + std::ptrdiff_t(kept), out);
+    count_out = std::uint8_t(kept);
+    return part;
+}
+
+// Equal bit for bit: NaN to the same NaN, -0 not to +0 (what the remembered options depend on).
+bool LossPlanner::same_key(const Key& x, const Key& y) {
+    for (std::size_t p = 0; p < x.loss_pct.size(); ++p)
+        if (bits(x.loss_pct[p]) != bits(y.loss_pct[p])) return false;
+    return bits(x.bytes_bf16) == bits(y.bytes_bf16) && x.admissible == y.admissible &&
+           x.current == y.current && x.known == y.known;
+}
+
+// Lists a block's options again unless nothing they depend on changed since it was last listed (its
+// estimates, formats, size and current format, compared bit for bit, the question and the hysteresis,
+// checked by plan): the estimates change only when they are profiled. True when nothing changed; else
+// its part of the solver's input is made again too (prepare).
+bool LossPlanner::remember(const BudgetBlock& b, std::size_t block, Question q, double hysteresis) {
+    const Key key{b.loss_pct, b.bytes_bf16, b.admissible, b.current, true};
+    if (same_key(keys_[block], key)) return true;
+    keys_[block] = key;
+    ties_[block] = list_options(b, q, hysteresis, listed_[block].data(), listed_count_[block]);
+    ready_ok_[block] = 0;
+    return false;
+}
+
+// A block's part of the solver's input, from its listed options. Tolerance: among plans that save the
+// same, the one that costs the least. Each option's value carries its cost times a weight `tie` small
+// enough that all the blocks' costs together weigh a millionth of the smallest saving any of them can
+// make: it decides between equal savings and never against a saving. Where two options' values differ
+// by less than the term (hysteresis near 0.5), it can leave a lighter option no cheaper than a heavier
+// one: such options are dropped, as a front on the full values drops them. Then its weights less its
+// lightest (every item starts at 0 and the need moves by their sum), and its moves along the lower
+// convex hull of its options, efficiencies rising (the relaxation's, relax).
+void LossPlanner::make_ready(std::size_t block, bool weigh, double tie) {
+    Ready& r = ready_[block];
+    Option* o = r.options.data();
+    std::copy(listed_[block].begin(), listed_[block].end(), r.options.begin());
+    std::size_t count = listed_count_[block];
+    if (weigh) {
+        bool dominated = false;
+        for (std::size_t j = 0; j < count; ++j) {
+            o[j].value -= tie * o[j].weight;  // + tie * cost: the weight is minus the cost
+            dominated |= j > 0 && !(o[j - 1].value < o[j].value);
+        }
+        if (dominated) count = keep_front(o, count);
+    }
+    r.count = std::uint8_t(count);
+    r.lightest = o[0].weight;
+    for (std::size_t j = count; j-- > 0;) o[j].weight -= o[0].weight;
+    r.moves = 0;
+    for (std::size_t from = 0; from + 1 < count;) {
+        std::size_t to = from + 1;  // the hull's next point: the least slope (ties: the farthest)
+        double slope = (o[to].value - o[from].value) / (o[to].weight - o[from].weight);
+        for (std::size_t j = to + 1; j < count; ++j) {
+            const double s = (o[j].value - o[from].value) / (o[j].weight - o[from].weight);
+            if (s <= slope) {
+                slope = s;
+                to = j;
+            }
+        }
+        r.hull[r.moves++] = {slope, o[to].weight - o[from].weight, o[to].value - o[from].value, 0,
+                             std::uint8_t(to)};
+        from = to;
+    }
+    ready_ok_[block] = 1;
+}
+
+// The solver's input: the free blocks' parts (made again where stale), gathered in block order. The
+// buffers only grow (options_ and hull_ hold at least what every item could have; option_start_'s last
+// entry and hull_size_ say how much is used), so that gathering is plain stores.
+void LossPlanner::prepare(bool weigh, double tie) {
+    const std::size_t n = item_block_.size();
+    if (options_.size() < kPrecisionCount * n) options_.resize(kPrecisionCount * n);
+    if (hull_.size() < (kPrecisionCount - 1) * n) hull_.resize((kPrecisionCount - 1) * n);
+    option_start_.resize(n + 1);
+    lightest_.resize(n);
+    Option* options = options_.data();
+    Move* hull = hull_.data();
+    std::uint32_t at = 0, moves = 0;
+    double heaviest = 0, base = 0;
+    for (std::uint32_t i = 0; i < n; ++i) {
+        const std::uint32_t b = item_block_[i];
+        if (!ready_ok_[b]) make_ready(b, weigh, tie);
+        const Ready& r = ready_[b];
+        option_start_[i] = at;
+        std::copy(r.options.begin(), r.options.begin() + r.count, options + at);
+        at += r.count;
+        lightest_[i] = r.lightest;
+        heaviest += r.options[r.count - 1].weight;
+        base += r.options[0].value;
+        for (std::size_t m = 0; m < r.moves; ++m) {
+            hull[moves] = r.hull[m];
+            hull[moves++].item = i;
+        }
+    }
+    option_start_[n] = at;
+    hull_size_ = moves;
+    heaviest_ = heaviest;
+    base_ = base;
+    prepared_ = true;
+}
+
+LossPlan LossPlanner::plan_budget(const std::vector<BudgetBlock>& blocks, double target_pct,
+                                  double hysteresis) {
+    return plan(blocks, Question::budget, target_pct, hysteresis);
+}
+
+LossPlan LossPlanner::plan_tolerance(const std::vector<BudgetBlock>& blocks, double tolerance_pct,
+                                     double hysteresis) {
+    return plan(blocks, Question::tolerance, tolerance_pct, hysteresis);
+}
+
+// Every block's options are remembered, fixed ones' too, and the tie weight is taken over all of them:
+// so it stays the same while only the free set changes (blocks cooling down, forced, freed), and the
+// free blocks' parts with it.
+LossPlan LossPlanner::plan(const std::vector<BudgetBlock>& blocks, Question q, double limit_pct,
+                           double hysteresis) {
+    LossPlan out;
+    out.precision.assign(blocks.size(), Precision::bf16);
+    if (q != listed_question_ ||
+        bits(hysteresis) != bits(listed_hysteresis_)) {  // every block's options change
+        keys_.clear();
+        listed_question_ = q;
+        listed_hysteresis_ = hysteresis;
+    }
+    keys_.resize(blocks.size(), Key{{}, 0.0, 0, Precision::bf16, false});
+    ties_.resize(blocks.size());
+    listed_.resize(blocks.size());
+    listed_count_.resize(blocks.size());
+    ready_.resize(blocks.size());
+    ready_ok_.resize(blocks.size(), 0);
+    // The solver's input is gathered again only when an item or its part changed: the free blocks as
+    // item_block_ holds them from the last plan, each block's key as it was.
+    bool same = prepared_;
+    std::size_t items = 0;
+    double total_bf16 = 0, fixed_saved = 0, fixed_cost = 0, smallest_saving = kInf, costs = 0;
+    for (std::size_t b = 0; b < blocks.size(); ++b) {
+        const BudgetBlock& block = blocks[b];
+        total_bf16 += block.bytes_bf16;
+        const bool kept = remember(block, b, q, hysteresis);
+        smallest_saving = std::min(smallest_saving, ties_[b].smallest_saving);
+        costs += ties_[b].dearest;
+        if (block.fixed) {
+            out.precision[b] = *block.fixed;
+            fixed_saved += block.bytes_bf16 - bytes_in(block, *block.fixed);
+            const double cost = cost_in(block, *block.fixed);
+            if (std::isfinite(cost)) fixed_cost += cost;  // an unknown cost counts as none
+            continue;
+        }
+        if (items < item_block_.size()) {
+            same = same && item_block_[items] == b;
+            item_block_[items] = std::uint32_t(b);
+        } else {
+            same = false;
+            item_block_.push_back(std::uint32_t(b));
+        }
+        ++items;
+        same = kept && same;
+    }
+    same = same && items == item_block_.size();
+    item_block_.resize(items);
+    const bool weigh = q == Question::tolerance && std::isfinite(smallest_saving) && costs > 0;
+    const double tie = weigh ? 1e-6 * smallest_saving / costs : 0.0;
+    if (weigh != ready_weigh_ || bits(tie) != bits(ready_tie_)) {  // every block's part changes
+        std::fill(ready_ok_.begin(), ready_ok_.end(), 0);
+        ready_weigh_ = weigh;
+        ready_tie_ = tie;
+        same = false;
+    }
+    if (!same) prepare(weigh, tie);
+    const double need =
+        q == Question::budget ? limit_pct / 100.0 * total_bf16 - fixed_saved : -(limit_pct - fixed_cost);
+    out.feasible = solve(need);
+    out.core = core_.size();
+    double saved = fixed_saved, cost = fixed_cost;
+    for (std::size_t i = 0; i < item_block_.size(); ++i) {
+        const std::size_t b = item_block_[i];
+        const Precision p = options_[option_start_[i] + choice_[i]].format;
+        out.precision[b] = p;
+        saved += blocks[b].bytes_bf16 - bytes_in(blocks[b], p);
+        cost += cost_in(blocks[b], p);
+    }
+    out.saving_pct = total_bf16 > 0 ? 100.0 * saved / total_bf16 : 0.0;
+    out.loss_pct = cost;
+    return out;
+}
+
+}  // namespace sp
