@@ -44,14 +44,12 @@ bool LossPlanner::solve(double need) {
     const double eps = 1e-12 * (span + heaviest_ + 1e-300);
     if (need <= eps) return true;  // every item at its least value already reaches it
     if (heaviest_ < need - eps) {  // out of reach: the nearest plan, every item at its heaviest
-        for (std::size_t i = 0; i < n; ++i)
-            choice_[i] = std::uint8_t(option_start_[i + 1] - option_start_[i] - 1);
+        for (std::size_t i = 0; i < n; ++i) choice_[i] = std::uint8_t(option_end_[i] - option_start_[i] - 1);
         return false;
     }
     const Relaxation r = relax(need);
-    const double upper = incumbent(need, r.split);
+    const double upper = incumbent(need, r.split, r.lambda);
     if (upper - r.bound <= 1e-12 * (std::fabs(upper) + std::fabs(r.bound))) return true;
-    measure_margins(r.lambda);
     const double gap = upper - r.bound + 1e-9 * (std::fabs(upper) + std::fabs(r.bound) + 1e-300);
     // Any plan's value is at least L plus its options' reduced costs, so a plan within L + g uses only
     // options within g: the programme over them, pruned at L + g, finds the optimum whenever it lies
@@ -76,13 +74,17 @@ bool LossPlanner::solve(double need) {
 // `need` (> 0, and reachable): a weighted selection, so that the order is never fully sorted. On return
 // moves_[0, split) are the moves before it, moves_[split] the split.
 LossPlanner::Relaxation LossPlanner::relax(double need) {
-    moves_.assign(hull_.begin(), hull_.begin() + std::ptrdiff_t(hull_size_));
+    if (!moves_fresh_) {  // else prepare gathered them into both
+        moves_.resize(hull_.size());
+        std::copy(hull_.begin(), hull_.begin() + std::ptrdiff_t(hull_size_), moves_.begin());
+    }
+    moves_fresh_ = false;
     const double base = base_;
     const auto before = [](const Move& x, const Move& y) {
         if (x.efficiency != y.efficiency) return x.efficiency < y.efficiency;
         return x.item != y.item ? x.item < y.item : x.to < y.to;
     };
-    std::size_t lo = 0, hi = moves_.size();
+    std::size_t lo = 0, hi = hull_size_;
     double left = need, taken = base;
     narrow_by_buckets(lo, hi, left, taken);
     while (hi - lo > 1) {
@@ -115,11 +117,7 @@ LossPlanner::Relaxation LossPlanner::relax(double need) {
 void LossPlanner::narrow_by_buckets(std::size_t& lo, std::size_t& hi, double& left, double& taken) {
     const std::size_t m = hi - lo;
     if (m < 64) return;
-    double least = kInf, most = 0;
-    for (std::size_t k = lo; k < hi; ++k) {
-        least = std::min(least, moves_[k].efficiency);
-        most = std::max(most, moves_[k].efficiency);
-    }
+    const double least = hull_least_, most = hull_most_;  // over every move (called with all of them)
     if (!(least >= 0) || !(most > least) || !std::isfinite(most)) return;
     const std::uint64_t base = bits(least), range = bits(most) - base;
     unsigned shift = 0;
@@ -148,8 +146,10 @@ void LossPlanner::narrow_by_buckets(std::size_t& lo, std::size_t& hi, double& le
 // A good feasible plan to bound the search with (the tighter, the smaller the core), into choice_; returns
 // its value. From the moves before the split (short of the need by `left`), the best of: one item moved
 // up to any heavier option that covers `left` (the split's own move is one of them); or the split taken,
-// then one item moved down as far as the surplus allows, the largest value given back.
-double LossPlanner::incumbent(double need, std::size_t split) {
+// then one item moved down as far as the surplus allows, the largest value given back. In the same pass,
+// each item's margin at multiplier `lambda` (fix_by_bound): its second least reduced cost less its least,
+// at the relaxation's point (least_at_).
+double LossPlanner::incumbent(double need, std::size_t split, double lambda) {
     const std::size_t n = item_block_.size();
     for (std::size_t m = 0; m < split; ++m)
         choice_[moves_[m].item] = std::max(choice_[moves_[m].item], moves_[m].to);
@@ -172,10 +172,17 @@ double LossPlanner::incumbent(double need, std::size_t split) {
     const Move& s = moves_[split];
     const double surplus = s.weight - left;
     Change up, down{0.0, 0, 0};
+    margin_.resize(n);
     for (std::size_t i = 0; i < n; ++i) {
         const std::uint32_t start = option_start_[i];
         const Option& at = options_[start + choice_[i]];
-        for (std::uint32_t j = start + choice_[i] + 1; j < option_start_[i + 1]; ++j)
+        double margin = kInf;  // its second least reduced cost at `lambda` less its least (at)
+        for (std::uint32_t j = start; j < option_end_[i]; ++j)
+            if (j != start + choice_[i])
+                margin = std::min(margin,
+                                  options_[j].value - at.value - lambda * (options_[j].weight - at.weight));
+        margin_[i] = margin;
+        for (std::uint32_t j = start + choice_[i] + 1; j < option_end_[i]; ++j)
             if (options_[j].weight - at.weight >= left && options_[j].value - at.value < up.delta)
                 up = {options_[j].value - at.value, i, std::uint8_t(j - start)};
         const std::uint8_t from = i == s.item ? s.to : choice_[i];
@@ -193,22 +200,6 @@ double LossPlanner::incumbent(double need, std::size_t split) {
     return value + s.value + down.delta;
 }
 
-// The items' margins at multiplier `lambda`: each one's second least reduced cost less its least (the
-// relaxation's point, least_at_), one pass over the options.
-void LossPlanner::measure_margins(double lambda) {
-    const std::size_t n = item_block_.size();
-    margin_.resize(n);
-    for (std::size_t i = 0; i < n; ++i) {
-        const std::uint32_t least = option_start_[i] + least_at_[i];
-        double margin = kInf;
-        for (std::uint32_t j = option_start_[i]; j < option_start_[i + 1]; ++j)
-            if (j != least)
-                margin = std::min(margin, options_[j].value - options_[least].value -
-                                              lambda * (options_[j].weight - options_[least].weight));
-        margin_[i] = margin;
-    }
-}
-
 // Reduced-cost fixing at multiplier `lambda`: an option whose reduced cost exceeds `gap` cannot be in a
 // plan within `gap` of the Lagrangian bound (the relaxation's value) and is dropped; items left with one
 // option take it, the others are the core (core_, their options marked in kept_). An item has one option
@@ -218,7 +209,7 @@ void LossPlanner::measure_margins(double lambda) {
 void LossPlanner::fix_by_bound(double lambda, double gap) {
     const std::size_t n = item_block_.size();
     core_.clear();
-    kept_.resize(option_start_.back());  // read for the core's items only
+    kept_.resize(options_.size());  // read for the core's items only
     fixed_weight_ = lp_weight_;
     fixed_value_ = lp_value_;
     for (std::size_t i = 0; i < n; ++i) {
@@ -230,7 +221,7 @@ void LossPlanner::fix_by_bound(double lambda, double gap) {
         const Option& at = options_[option_start_[i] + least_at_[i]];
         fixed_weight_ -= at.weight;
         fixed_value_ -= at.value;
-        for (std::uint32_t j = option_start_[i]; j < option_start_[i + 1]; ++j)
+        for (std::uint32_t j = option_start_[i]; j < option_end_[i]; ++j)
             kept_[j] =
                 options_[j].value - at.value - lambda * (options_[j].weight - at.weight) <= gap ? 1 : 0;
     }
@@ -249,7 +240,7 @@ void LossPlanner::order_core(double lambda) {
         const std::uint32_t best = option_start_[i] + least_at_[i];
         r.weight = options_[best].weight;
         r.value = options_[best].value;
-        for (std::uint32_t j = option_start_[i]; j < option_start_[i + 1]; ++j) {
+        for (std::uint32_t j = option_start_[i]; j < option_end_[i]; ++j) {
             if (!kept_[j] || j == best) continue;
             const double slope = (options_[j].value - r.value) / (options_[j].weight - r.weight);
             if (j > best)
@@ -299,7 +290,7 @@ bool LossPlanner::search_core(double need, double lambda, double upper) {
         // (the cap keeps the order): their merge is sorted too, and dominance is one pass over it.
         std::array<std::uint32_t, kPrecisionCount> option{}, cursor{};
         std::size_t count = 0;
-        for (std::uint32_t j = option_start_[item]; j < option_start_[item + 1]; ++j)
+        for (std::uint32_t j = option_start_[item]; j < option_end_[item]; ++j)
             if (kept_[j]) {
                 option[count] = j;
                 cursor[count++] = stage_start_[k];

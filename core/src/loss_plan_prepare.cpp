@@ -5,7 +5,7 @@
 // block's estimates, formats, size and current format, the question and the hysteresis), and the
 // block's part of the solver's input made from them (make_ready: the tie term, normalized, the hull
 // moves; on the tie weight too). A plan lists and makes ready again only the blocks whose key changed,
-// and gathers the free blocks' parts (prepare) only when the free set or a part changed: the same
+// and gathers the free blocks' moves (prepare) only when the free set or a part changed: the same
 // arithmetic on the same numbers as preparing all of them again, so the same plan as a fresh planner's.
 #include <algorithm>
 #include <array>
@@ -111,8 +111,8 @@ bool LossPlanner::remember(const BudgetBlock& b, std::size_t block, Question q, 
 // convex hull of its options, efficiencies rising (the relaxation's, relax).
 void LossPlanner::make_ready(std::size_t block, bool weigh, double tie) {
     Ready& r = ready_[block];
-    Option* o = r.options.data();
-    std::copy(listed_[block].begin(), listed_[block].end(), r.options.begin());
+    Option* o = options_.data() + kPrecisionCount * block;
+    std::copy(listed_[block].begin(), listed_[block].end(), o);
     std::size_t count = listed_count_[block];
     if (weigh) {
         bool dominated = false;
@@ -143,36 +143,45 @@ void LossPlanner::make_ready(std::size_t block, bool weigh, double tie) {
     ready_ok_[block] = 1;
 }
 
-// The solver's input: the free blocks' parts (made again where stale), gathered in block order. The
-// buffers only grow (options_ and hull_ hold at least what every item could have; option_start_'s last
-// entry and hull_size_ say how much is used), so that gathering is plain stores.
+// The solver's input: the free blocks' parts (made again where stale), in block order. Their options
+// stay where make_ready put them (option_start_, option_end_ point at them); their hull moves are
+// gathered into hull_ and the relaxation's copy of it (moves_) at once, with their least and largest
+// efficiency. The buffers only grow (hull_size_ says how much is used), so that gathering is plain stores.
 void LossPlanner::prepare(bool weigh, double tie) {
     const std::size_t n = item_block_.size();
-    if (options_.size() < kPrecisionCount * n) options_.resize(kPrecisionCount * n);
     if (hull_.size() < (kPrecisionCount - 1) * n) hull_.resize((kPrecisionCount - 1) * n);
-    option_start_.resize(n + 1);
+    moves_.resize(hull_.size());  // the relaxation's copy of hull_, gathered with it
+    option_start_.resize(n);
+    option_end_.resize(n);
     lightest_.resize(n);
-    Option* options = options_.data();
+    const Option* options = options_.data();
     Move* hull = hull_.data();
-    std::uint32_t at = 0, moves = 0;
-    double heaviest = 0, base = 0;
+    Move* copy = moves_.data();
+    std::uint32_t moves = 0;
+    double heaviest = 0, base = 0, least = kInf, most = 0;
     for (std::uint32_t i = 0; i < n; ++i) {
         const std::uint32_t b = item_block_[i];
         if (!ready_ok_[b]) make_ready(b, weigh, tie);
         const Ready& r = ready_[b];
+        const auto at = std::uint32_t(kPrecisionCount * b);
         option_start_[i] = at;
-        std::copy(r.options.begin(), r.options.begin() + r.count, options + at);
-        at += r.count;
+        option_end_[i] = at + r.count;
         lightest_[i] = r.lightest;
-        heaviest += r.options[r.count - 1].weight;
-        base += r.options[0].value;
+        heaviest += options[at + r.count - 1].weight;
+        base += options[at].value;
         for (std::size_t m = 0; m < r.moves; ++m) {
             hull[moves] = r.hull[m];
-            hull[moves++].item = i;
+            hull[moves].item = i;
+            copy[moves] = hull[moves];
+            ++moves;
+            least = std::min(least, r.hull[m].efficiency);
+            most = std::max(most, r.hull[m].efficiency);
         }
     }
-    option_start_[n] = at;
     hull_size_ = moves;
+    moves_fresh_ = true;
+    hull_least_ = least;
+    hull_most_ = most;
     heaviest_ = heaviest;
     base_ = base;
     prepared_ = true;
@@ -206,6 +215,7 @@ LossPlan LossPlanner::plan(const std::vector<BudgetBlock>& blocks, Question q, d
     listed_.resize(blocks.size());
     listed_count_.resize(blocks.size());
     ready_.resize(blocks.size());
+    options_.resize(kPrecisionCount * blocks.size());
     ready_ok_.resize(blocks.size(), 0);
     // The solver's input is gathered again only when an item or its part changed: the free blocks as
     // item_block_ holds them from the last plan, each block's key as it was.

@@ -3,6 +3,7 @@
 // and on hand-computed cases.
 #include <QtTest>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <optional>
@@ -267,6 +268,31 @@ class TestLossPlan : public QObject {
                          qPrintable(QString("run %1 update %2").arg(run).arg(update)));
                 QVERIFY(got.loss_pct == want.loss_pct && got.saving_pct == want.saving_pct);
                 QCOMPARE(got.feasible, want.feasible);
+            }
+        }
+    }
+
+    // The same blocks under limits that the solver meets without the relaxation (every block at its least
+    // value, or out of reach) between ones that need it: the relaxation's moves, gathered with the input or
+    // copied from it, are the same as a fresh planner's whichever plan came before.
+    void reuse_across_limits_matches_fresh_planner() {
+        std::mt19937_64 rng(29);
+        for (int run = 0; run < 6; ++run) {
+            const bool budget = run % 2 == 0;
+            const std::vector<BudgetBlock> blocks = random_layout(rng, 200, run % 4 < 2);
+            LossPlanner reused;
+            for (const double limit : {1e9, 40.0, 40.0, 1e-9, 25.0, 1e9, 1e9, 60.0, 25.0}) {
+                const double target = budget ? std::min(limit, 99.0) : limit;
+                const LossPlan got = budget ? reused.plan_budget(blocks, target, 0.1)
+                                            : reused.plan_tolerance(blocks, limit, 0.1);
+                const LossPlan want = budget ? LossPlanner().plan_budget(blocks, target, 0.1)
+                                             : LossPlanner().plan_tolerance(blocks, limit, 0.1);
+                const QString where = QString("run %1 limit %2").arg(run).arg(limit);
+                QVERIFY2(got.precision == want.precision, qPrintable(where));
+                QVERIFY2(got.loss_pct == want.loss_pct && got.saving_pct == want.saving_pct,
+                         qPrintable(where));
+                QCOMPARE(got.feasible, want.feasible);
+                QCOMPARE(got.core, want.core);
             }
         }
     }

@@ -68,8 +68,7 @@ class LossPlanner {
     };
     Relaxation relax(double need);
     void narrow_by_buckets(std::size_t& lo, std::size_t& hi, double& left, double& taken);
-    double incumbent(double need, std::size_t split);
-    void measure_margins(double lambda);
+    double incumbent(double need, std::size_t split, double lambda);
     void fix_by_bound(double lambda, double gap);
     bool search_core(double need, double lambda, double upper);
     void order_core(double lambda);
@@ -103,32 +102,35 @@ class LossPlanner {
         std::uint8_t to;  // the option it moves the item to
     };
     // By block: its part of the solver's input (make_ready), made for the tie weight ready_tie_ (and
-    // ready_weigh_) and valid where ready_ok_: its options as the solver takes them (the tie term in
-    // their values, the lightest weight taken from every weight), that weight, its hull moves (item 0).
-    struct Ready {
-        std::array<Option, kPrecisionCount> options;
-        std::array<Move, kPrecisionCount - 1> hull;
+    // ready_weigh_) and valid where ready_ok_: its options as the solver takes them (in options_), that
+    // weight, its hull moves (item 0).
+    struct Ready {  // what prepare reads of it first, in its first cache line with the first moves
         double lightest;
         std::uint8_t count, moves;
+        std::array<Move, kPrecisionCount - 1> hull;
     };
     std::vector<Ready> ready_;
     std::vector<std::uint8_t> ready_ok_;
     bool ready_weigh_ = false;
     double ready_tie_ = std::numeric_limits<double>::quiet_NaN();
 
-    // Per free block: its Pareto options, weight ascending (value ascending with it), the tie term in
-    // their values and their lightest weight taken from every weight.
+    // By block, kPrecisionCount apart (make_ready): its Pareto options, weight ascending (value ascending
+    // with it), the tie term in their values and their lightest weight taken from every weight. The
+    // solver reads the free blocks' in place, so a change of the free set copies none of them.
     std::vector<Option> options_;
     std::vector<double> lightest_;             // by item: the weight taken from its options
     double heaviest_ = 0;                      // every item at its heaviest option (lightest_ taken)
-    std::vector<std::uint32_t> option_start_;  // item i's options: [start[i], start[i + 1])
-    std::vector<std::uint32_t> item_block_;    // the block each item is
-    std::vector<std::uint8_t> choice_;         // by item: the chosen option, relative to its start
-    std::vector<std::uint8_t> incumbent_;      // by item: the incumbent's option (solve)
-    std::vector<Move> hull_;                   // every item's hull moves, in item order (prepare): hull_size_
+    std::vector<std::uint32_t> option_start_;  // item i's options: [start[i], end[i]) of options_
+    std::vector<std::uint32_t> option_end_;
+    std::vector<std::uint32_t> item_block_;  // the block each item is
+    std::vector<std::uint8_t> choice_;       // by item: the chosen option, relative to its start
+    std::vector<std::uint8_t> incumbent_;    // by item: the incumbent's option (solve)
+    std::vector<Move> hull_;                 // every item's hull moves, in item order (prepare): hull_size_
     std::size_t hull_size_ = 0;
-    double base_ = 0;                      // every item at its lightest option: the summed value
-    std::vector<Move> moves_;              // hull_, reordered by the relaxation's selection
+    double hull_least_ = 0, hull_most_ = 0;  // the least and largest efficiency of hull_'s moves
+    double base_ = 0;                        // every item at its lightest option: the summed value
+    std::vector<Move> moves_;   // hull_ (its first hull_size_), reordered by the relaxation's selection
+    bool moves_fresh_ = false;  // moves_ holds hull_ as prepare just gathered it, not yet reordered
     std::vector<double> bucket_sums_;      // by bucket of moves: their weight and value (narrow_by_buckets)
     std::vector<std::uint32_t> core_;      // items left with two or more options
     std::vector<double> margin_;           // by item: its second least reduced cost less its least
