@@ -301,7 +301,7 @@ void write_paired_png(const QString& path, const Settings& s, const ModeResult& 
     const Axes a =
         draw_axes(p, QRectF(0, 0, 1400, 900),
                   QString("Paired measures (%1), step %2: bytes saved against the loss gap under the map")
-                      .arg(m.mode)
+                      .arg(m.mode + " + " + m.scope)
                       .arg(step),
                   "bytes saved vs all-BF16 (%)", "eval-loss gap vs all-BF16, same weights (%)", 0, x1 * 1.05,
                   y0 - pad, y1 + pad);
@@ -350,7 +350,7 @@ void write_paired_png(const QString& path, const Settings& s, const ModeResult& 
         p.drawText(box, Qt::AlignLeft | Qt::AlignVCenter, label);
     }
     p.restore();
-    const QRectF legend(a.plot.left() + 12, a.plot.top() + 12, 330, 100);
+    const QRectF legend(a.plot.left() + 12, a.plot.top() + 12, 380, 100);
     p.fillRect(legend, QColor(255, 255, 255, 235));
     p.setPen(QColor(170, 170, 170));
     p.setBrush(Qt::NoBrush);
@@ -367,11 +367,11 @@ void write_paired_png(const QString& path, const Settings& s, const ModeResult& 
     p.setBrush(QColor(190, 190, 190));
     p.drawEllipse(QPointF(legend.left() + 18, legend.top() + 84), 3, 3);
     p.setPen(Qt::black);
-    p.drawText(QRectF(legend.left() + 34, legend.top() + 9, 290, 18),
+    p.drawText(QRectF(legend.left() + 34, legend.top() + 9, 340, 18),
                "exact oracle (budget plans, measured whole)");
-    p.drawText(QRectF(legend.left() + 34, legend.top() + 31, 290, 18), "uniform format (every block)");
-    p.drawText(QRectF(legend.left() + 34, legend.top() + 53, 290, 18), "Selective Precision map");
-    p.drawText(QRectF(legend.left() + 34, legend.top() + 75, 290, 18), "one block alone in a low format");
+    p.drawText(QRectF(legend.left() + 34, legend.top() + 31, 340, 18), "uniform format (every block)");
+    p.drawText(QRectF(legend.left() + 34, legend.top() + 53, 340, 18), "Selective Precision map");
+    p.drawText(QRectF(legend.left() + 34, legend.top() + 75, 340, 18), "one block alone in a low format");
     p.end();
     save(image, path);
 }
