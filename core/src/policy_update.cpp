@@ -173,8 +173,8 @@ void Policy::fill_budget_block(BudgetBlock& bb, std::size_t b, const BlockDetail
 
 PerFormat Policy::loss_pct_of(std::size_t b) const {
     PerFormat pct = kNoSnr;
+    if (!loss_in_percent()) return pct;
     const double reference = loss_monitor_.ema();
-    if (loss_monitor_.history() == 0 || !(reference > 0.0) || !std::isfinite(reference)) return pct;
     for (Precision p : kLowFormatsCheapestFirst)
         pct[std::size_t(p)] = 100.0 * loss_delta_[b][std::size_t(p)] / reference;
     return pct;

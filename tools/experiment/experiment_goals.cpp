@@ -22,17 +22,8 @@ constexpr double kOracleAbsolute = 0.05;  // ... or 0.05 points
 constexpr double kToleranceSaving = 3.0;  // the tolerance's saving within 3 points of the oracle's
 constexpr double kRhoGoal = 0.8;
 
-Spread saved(const VariantResult& v) {
-    return spread(v.runs, [](auto& r) { return r.saving_pct; });
-}
 Spread delta(const VariantResult& v, const VariantResult& bf16) {
     return spread(v.runs, [&](auto& r) { return delta_pct(r, bf16); });
-}
-
-QString per_seed(const VariantResult& v, const VariantResult& bf16) {
-    QStringList parts;
-    for (const RunResult& r : v.runs) parts << num(delta_pct(r, bf16), 2);
-    return parts.join(", ");
 }
 
 bool lower_on_every_seed(const VariantResult& v, const VariantResult& u, const VariantResult& bf16) {

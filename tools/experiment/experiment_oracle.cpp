@@ -40,7 +40,7 @@ double element_saving_pct(const PrecisionMap& map) {
 }
 
 QString oracle_budget_name(double element_saving) {
-    return "oracle:budget:" + QString::number(element_saving, 'f', 3);
+    return QString(kOracleBudgetPrefix) + QString::number(element_saving, 'f', 3);
 }
 
 QString oracle_tolerance_name(double tolerance_pct) {

@@ -16,6 +16,8 @@ using NamedMap = std::pair<QString, PrecisionMap>;
 QString format_key(Precision p);
 // A map's saving by element widths (8 bits save 50%, 4 bits 75%), the planner's measure of bytes.
 double element_saving_pct(const PrecisionMap& map);
+// The prefix of every budget plan of the oracle: its measured frontier.
+constexpr char kOracleBudgetPrefix[] = "oracle:budget:";
 // "oracle:budget:65.625": the oracle's least-gap map saving at least that much (element widths).
 QString oracle_budget_name(double element_saving);
 // "oracle:tolerance:0.5000": the oracle's most-saving map whose single-block gaps sum to at most that.

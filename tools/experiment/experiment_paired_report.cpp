@@ -15,7 +15,7 @@ namespace {
 // The exact oracle's measured frontier at one step: (saving, gap) of its budget maps, from all-BF16.
 std::vector<std::pair<double, double>> oracle_points(const Paired& paired, std::int64_t step) {
     std::vector<std::pair<double, double>> points = {{0.0, 0.0}};
-    for (const Probe* p : probes_at(paired.probes, step, "oracle:budget:"))
+    for (const Probe* p : probes_at(paired.probes, step, kOracleBudgetPrefix))
         points.emplace_back(p->saving_pct, p->gap_pct);
     std::sort(points.begin(), points.end());
     return points;

@@ -12,6 +12,7 @@
 #include <stdexcept>
 
 #include "experiment.h"
+#include "experiment_oracle.h"
 
 namespace sp::experiment {
 namespace {
@@ -309,7 +310,7 @@ void write_paired_png(const QString& path, const Settings& s, const ModeResult& 
     p.setClipRect(a.plot);
     std::vector<std::pair<double, double>> oracle = {{0, 0}};
     for (const Probe* pr : probes)
-        if (pr->name.startsWith("oracle:budget:")) oracle.emplace_back(pr->saving_pct, pr->gap_pct);
+        if (pr->name.startsWith(kOracleBudgetPrefix)) oracle.emplace_back(pr->saving_pct, pr->gap_pct);
     std::sort(oracle.begin(), oracle.end());
     p.setPen(QPen(QColor(44, 160, 44), 2.2));
     QPainterPath line;

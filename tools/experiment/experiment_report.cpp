@@ -64,18 +64,17 @@ QString format_shares(const std::vector<RunResult>& runs, BlockSteps RunResult::
     return parts.join(", ");
 }
 
-namespace {
-
 Spread saved(const VariantResult& v) {
     return spread(v.runs, [](auto& r) { return r.saving_pct; });
 }
 
-// "-0.12, 0.30, ...": one value per seed, in seed order.
 QString per_seed(const VariantResult& v, const VariantResult& bf16) {
     QStringList parts;
     for (const RunResult& r : v.runs) parts << num(delta_pct(r, bf16), 2);
     return parts.join(", ");
 }
+
+namespace {
 
 QString markdown_table(const Settings& s, const std::vector<VariantResult>& results,
                        const VariantResult& bf16) {

@@ -11,6 +11,10 @@ namespace sp::experiment {
 QString num(double v, int decimals);
 // "2.2345 (2.2301 .. 2.2389)": the mean over the seeds and the range; just the value for one seed.
 QString with_range(const Spread& s, int decimals, const QString& unit = {});
+// A scheme's bytes saved over its seeds.
+Spread saved(const VariantResult& v);
+// "-0.12, 0.30, ...": its Δ against all-BF16, one value per seed, in seed order.
+QString per_seed(const VariantResult& v, const VariantResult& bf16);
 // "INT8 62%, BF16 38%": the share of block-steps per format, summed over the seeds, largest first.
 QString format_shares(const std::vector<RunResult>& runs, BlockSteps RunResult::*which);
 
