@@ -48,22 +48,26 @@ bool LossPlanner::solve(double need) {
         return false;
     }
     const Relaxation r = relax(need);
-    const double upper = incumbent(need, r.split, r.lambda);
+    const double upper = incumbent(need, r);
     if (upper - r.bound <= 1e-12 * (std::fabs(upper) + std::fabs(r.bound))) return true;
     const double gap = upper - r.bound + 1e-9 * (std::fabs(upper) + std::fabs(r.bound) + 1e-300);
     // Any plan's value is at least L plus its options' reduced costs, so a plan within L + g uses only
     // options within g: the programme over them, pruned at L + g, finds the optimum whenever it lies
     // there, whatever g. Tried at a sixteenth and a quarter of the gap first, where the core is a
     // fraction of the full one; else with the whole gap and the incumbent, as always.
+    // An item outside the core at the whole gap is outside it at any part of it: the parts are fixed
+    // over the whole gap's core only (candidates_), and choice_ of the items outside it stays as the
+    // whole gap's fixing left it (a failed search writes no choice).
     incumbent_ = choice_;
-    fix_by_bound(r.lambda, gap);
+    fix_by_bound(r.lambda, gap, nullptr);
     if (core_.size() > kSmallCore) {
+        candidates_ = core_;
         for (const double part : {1.0 / 16, 1.0 / 8, 1.0 / 4, 1.0 / 2}) {
-            fix_by_bound(r.lambda, part * gap);
+            fix_by_bound(r.lambda, part * gap, &candidates_);
             if (!core_.empty() && search_core(need, r.lambda, r.bound + part * gap)) return true;
-            choice_ = incumbent_;
         }
-        fix_by_bound(r.lambda, gap);
+        for (std::uint32_t i : candidates_) choice_[i] = incumbent_[i];  // if the last search fails too
+        fix_by_bound(r.lambda, gap, &candidates_);
     }
     if (!core_.empty()) search_core(need, r.lambda, upper);
     return true;
@@ -105,7 +109,7 @@ LossPlanner::Relaxation LossPlanner::relax(double need) {
         }
     }
     const Move& split = moves_[lo];
-    return {lo, split.efficiency, taken + std::min(left / split.weight, 1.0) * split.value};
+    return {lo, split.efficiency, taken + std::min(left / split.weight, 1.0) * split.value, left, taken};
 }
 
 // Narrows the selection to one bucket of moves. A move's bucket is the high bits of its efficiency's
@@ -144,60 +148,56 @@ void LossPlanner::narrow_by_buckets(std::size_t& lo, std::size_t& hi, double& le
 }
 
 // A good feasible plan to bound the search with (the tighter, the smaller the core), into choice_; returns
-// its value. From the moves before the split (short of the need by `left`), the best of: one item moved
-// up to any heavier option that covers `left` (the split's own move is one of them); or the split taken,
-// then one item moved down as far as the surplus allows, the largest value given back. In the same pass,
-// each item's margin at multiplier `lambda` (fix_by_bound): its second least reduced cost less its least,
-// at the relaxation's point (least_at_).
-double LossPlanner::incumbent(double need, std::size_t split, double lambda) {
+// its value. From the moves before the split (short of the need by r.left), the best of: one item moved
+// up to any heavier option that covers r.left (the split's own move is one of them); or the split taken,
+// then one item moved down as far as the surplus allows, the largest value given back. In the same pass
+// over the items, each item's margin at the multiplier (fix_by_bound): its second least reduced cost
+// less its least, at the relaxation's point (least_at_). That point's weight and value are the
+// relaxation's own sums (one pass over the options less).
+double LossPlanner::incumbent(double need, const Relaxation& r) {
     const std::size_t n = item_block_.size();
-    for (std::size_t m = 0; m < split; ++m)
+    for (std::size_t m = 0; m < r.split; ++m)
         choice_[moves_[m].item] = std::max(choice_[moves_[m].item], moves_[m].to);
     least_at_ = choice_;  // the relaxation's point: each item's option of least reduced cost
-    double weight = 0, value = 0;
-    for (std::size_t i = 0; i < n; ++i) {
-        weight += options_[option_start_[i] + choice_[i]].weight;
-        value += options_[option_start_[i] + choice_[i]].value;
-    }
-    lp_weight_ = weight;
-    lp_value_ = value;
-    const double left = need - weight;
+    const double lambda = r.lambda, left = r.left;
+    lp_weight_ = need - left;
+    lp_value_ = r.taken;
     struct Change {
         double delta = kInf;
         std::size_t item = 0;
         std::uint8_t to = 0;
     };
-    // In one pass over the items: the cheapest single move up that covers `left`; and, with the split
-    // taken, the surplus it leaves given back where it is worth the most.
-    const Move& s = moves_[split];
+    // The cheapest single move up that covers `left`; and, with the split taken, the surplus it leaves
+    // given back where it is worth the most.
+    const Move& s = moves_[r.split];
     const double surplus = s.weight - left;
     Change up, down{0.0, 0, 0};
     margin_.resize(n);
     for (std::size_t i = 0; i < n; ++i) {
-        const std::uint32_t start = option_start_[i];
-        const Option& at = options_[start + choice_[i]];
+        const Option* o = options_.data() + option_start_[i];
+        const std::size_t count = option_end_[i] - option_start_[i], at = choice_[i];
+        const double at_weight = o[at].weight, at_value = o[at].value;
         double margin = kInf;  // its second least reduced cost at `lambda` less its least (at)
-        for (std::uint32_t j = start; j < option_end_[i]; ++j)
-            if (j != start + choice_[i])
-                margin = std::min(margin,
-                                  options_[j].value - at.value - lambda * (options_[j].weight - at.weight));
+        for (std::size_t j = 0; j < count; ++j) {
+            const double dw = o[j].weight - at_weight, dv = o[j].value - at_value;
+            if (j != at) margin = std::min(margin, dv - lambda * dw);
+            if (j > at && dw >= left && dv < up.delta) up = {dv, i, std::uint8_t(j)};
+        }
         margin_[i] = margin;
-        for (std::uint32_t j = start + choice_[i] + 1; j < option_end_[i]; ++j)
-            if (options_[j].weight - at.weight >= left && options_[j].value - at.value < up.delta)
-                up = {options_[j].value - at.value, i, std::uint8_t(j - start)};
-        const std::uint8_t from = i == s.item ? s.to : choice_[i];
-        const Option& taken = options_[start + from];
-        for (std::uint32_t j = start; j < start + from; ++j)
-            if (taken.weight - options_[j].weight <= surplus && options_[j].value - taken.value < down.delta)
-                down = {options_[j].value - taken.value, i, std::uint8_t(j - start)};
+        const std::size_t from = i == s.item ? s.to : at;
+        for (std::size_t j = 0; j < from; ++j) {
+            const double given = o[j].value - o[from].value;
+            if (o[from].weight - o[j].weight <= surplus && given < down.delta)
+                down = {given, i, std::uint8_t(j)};
+        }
     }
     if (up.delta <= s.value + down.delta) {
         choice_[up.item] = up.to;
-        return value + up.delta;
+        return lp_value_ + up.delta;
     }
     choice_[s.item] = s.to;
     if (down.delta < 0) choice_[down.item] = down.to;
-    return value + s.value + down.delta;
+    return lp_value_ + s.value + down.delta;
 }
 
 // Reduced-cost fixing at multiplier `lambda`: an option whose reduced cost exceeds `gap` cannot be in a
@@ -205,14 +205,16 @@ double LossPlanner::incumbent(double need, std::size_t split, double lambda) {
 // option take it, the others are the core (core_, their options marked in kept_). An item has one option
 // left when its margin exceeds the gap: then it is its least. With the gap to the incumbent, that is also
 // the incumbent's option (the incumbent's options are all within that gap). Back to the options only for
-// the core.
-void LossPlanner::fix_by_bound(double lambda, double gap) {
-    const std::size_t n = item_block_.size();
+// the core. `among`: only these items are looked at (a larger gap's core), the others are left as a
+// larger gap's fixing left them; null: every item.
+void LossPlanner::fix_by_bound(double lambda, double gap, const std::vector<std::uint32_t>* among) {
+    const std::size_t n = among ? among->size() : item_block_.size();
     core_.clear();
     kept_.resize(options_.size());  // read for the core's items only
     fixed_weight_ = lp_weight_;
     fixed_value_ = lp_value_;
-    for (std::size_t i = 0; i < n; ++i) {
+    for (std::size_t k = 0; k < n; ++k) {
+        const std::size_t i = among ? (*among)[k] : k;
         if (!(margin_[i] <= gap)) {
             choice_[i] = least_at_[i];
             continue;

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstring>
 
 #include "loss_plan_detail.h"
 #include "sp/loss_plan.h"
@@ -80,22 +81,17 @@ LossPlanner::TiePart LossPlanner::list_options(const BudgetBlock& b, Question q,
     return part;
 }
 
-// Equal bit for bit: NaN to the same NaN, -0 not to +0 (what the remembered options depend on).
-bool LossPlanner::same_key(const Key& x, const Key& y) {
-    for (std::size_t p = 0; p < x.loss_pct.size(); ++p)
-        if (bits(x.loss_pct[p]) != bits(y.loss_pct[p])) return false;
-    return bits(x.bytes_bf16) == bits(y.bytes_bf16) && x.admissible == y.admissible &&
-           x.current == y.current && x.known == y.known;
-}
-
 // Lists a block's options again unless nothing they depend on changed since it was last listed (its
-// estimates, formats, size and current format, compared bit for bit, the question and the hysteresis,
-// checked by plan): the estimates change only when they are profiled. True when nothing changed; else
-// its part of the solver's input is made again too (prepare).
+// estimates, formats, size and current format, compared bit for bit: NaN equal to the same NaN, -0 not
+// to +0; the question and the hysteresis, checked by plan): the estimates change only when they are
+// profiled. True when nothing changed; else its part of the solver's input is made again too (prepare).
 bool LossPlanner::remember(const BudgetBlock& b, std::size_t block, Question q, double hysteresis) {
-    const Key key{b.loss_pct, b.bytes_bf16, b.admissible, b.current, true};
-    if (same_key(keys_[block], key)) return true;
-    keys_[block] = key;
+    Key& key = keys_[block];
+    if (key.known && std::memcmp(key.loss_pct.data(), b.loss_pct.data(), sizeof key.loss_pct) == 0 &&
+        bits(key.bytes_bf16) == bits(b.bytes_bf16) && key.admissible == b.admissible &&
+        key.current == b.current)
+        return true;
+    key = Key{b.loss_pct, b.bytes_bf16, b.admissible, b.current, true};
     ties_[block] = list_options(b, q, hysteresis, listed_[block].data(), listed_count_[block]);
     ready_ok_[block] = 0;
     return false;
@@ -125,6 +121,8 @@ void LossPlanner::make_ready(std::size_t block, bool weigh, double tie) {
     r.count = std::uint8_t(count);
     r.lightest = o[0].weight;
     for (std::size_t j = count; j-- > 0;) o[j].weight -= o[0].weight;
+    r.heaviest = o[count - 1].weight;
+    r.least_value = o[0].value;
     r.moves = 0;
     for (std::size_t from = 0; from + 1 < count;) {
         std::size_t to = from + 1;  // the hull's next point: the least slope (ties: the farthest)
@@ -154,7 +152,6 @@ void LossPlanner::prepare(bool weigh, double tie) {
     option_start_.resize(n);
     option_end_.resize(n);
     lightest_.resize(n);
-    const Option* options = options_.data();
     Move* hull = hull_.data();
     Move* copy = moves_.data();
     std::uint32_t moves = 0;
@@ -167,12 +164,13 @@ void LossPlanner::prepare(bool weigh, double tie) {
         option_start_[i] = at;
         option_end_[i] = at + r.count;
         lightest_[i] = r.lightest;
-        heaviest += options[at + r.count - 1].weight;
-        base += options[at].value;
+        heaviest += r.heaviest;
+        base += r.least_value;
         for (std::size_t m = 0; m < r.moves; ++m) {
-            hull[moves] = r.hull[m];
-            hull[moves].item = i;
-            copy[moves] = hull[moves];
+            Move mv = r.hull[m];  // made whole before it is stored: a copy read back from hull stalls
+            mv.item = i;
+            hull[moves] = mv;
+            copy[moves] = mv;
             ++moves;
             least = std::min(least, r.hull[m].efficiency);
             most = std::max(most, r.hull[m].efficiency);

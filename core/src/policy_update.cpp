@@ -24,13 +24,17 @@ std::int64_t Policy::free_from(std::size_t b) const {
 Policy::WindowTotals Policy::average_windows(UpdateRecord& rec) const {
     const int w = config_.history_window;
     WindowTotals totals;
+    // One division per update, not one per block and format: this runs over every block at every update.
+    const double per_unit = loss_in_percent() ? 100.0 / loss_monitor_.ema() : kNoValue;
     for (std::size_t b = 0; b < layout_.size(); ++b) {
         BlockDetail& d = rec.block_details[b];
         d = BlockDetail{};
         d.id = int(b);
         d.window = win_count_[b];
         d.snr_db = snr_[b];
-        if (loss_estimated_) d.loss_delta_pct = loss_pct_of(b);  // else it stays unknown
+        if (loss_estimated_ && !std::isnan(per_unit))     // else it stays unknown
+            for (Precision p : kLowFormatsCheapestFirst)  // in place: a PerFormat returned by value stalls
+                d.loss_delta_pct[std::size_t(p)] = loss_delta_[b][std::size_t(p)] * per_unit;
         if (d.window == 0) continue;
         // Oldest observation first, so the sums are reproducible.
         const std::size_t base = b * std::size_t(w);
@@ -169,15 +173,6 @@ void Policy::fill_budget_block(BudgetBlock& bb, std::size_t b, const BlockDetail
     // so the loss planner's prepared input outlives the loss EMA's every move (plan_on_loss scales the
     // tolerance instead). Unknown until a loss is seen, as their percent is.
     bb.loss_pct = loss_in_percent() ? loss_delta_[b] : kNoSnr;
-}
-
-PerFormat Policy::loss_pct_of(std::size_t b) const {
-    PerFormat pct = kNoSnr;
-    if (!loss_in_percent()) return pct;
-    const double reference = loss_monitor_.ema();
-    for (Precision p : kLowFormatsCheapestFirst)
-        pct[std::size_t(p)] = 100.0 * loss_delta_[b][std::size_t(p)] / reference;
-    return pct;
 }
 
 // The plan in the loss's units (fill_budget_block): the tolerance in percent of the loss EMA becomes

@@ -62,20 +62,21 @@ class LossPlanner {
     // Chooses one option per item and writes choice_; false when the need is out of reach.
     bool solve(double need);
     struct Relaxation {
-        std::size_t split;  // moves_[split]: the move that meets the need
-        double lambda;      // its efficiency: the multiplier
-        double bound;       // the relaxation's value
+        std::size_t split;   // moves_[split]: the move that meets the need
+        double lambda;       // its efficiency: the multiplier
+        double bound;        // the relaxation's value
+        double left, taken;  // the moves before the split: the need they leave, the value they reach
     };
     Relaxation relax(double need);
     void narrow_by_buckets(std::size_t& lo, std::size_t& hi, double& left, double& taken);
-    double incumbent(double need, std::size_t split, double lambda);
-    void fix_by_bound(double lambda, double gap);
+    double incumbent(double need, const Relaxation& r);
+    void fix_by_bound(double lambda, double gap, const std::vector<std::uint32_t>* among);
     bool search_core(double need, double lambda, double upper);
     void order_core(double lambda);
     double rest_bound(std::size_t k, double left) const;
 
     // What a block's options depend on besides the question and the hysteresis (the planner's, below),
-    // compared bit for bit (same_key).
+    // compared bit for bit (remember).
     struct Key {
         PerFormat loss_pct;
         double bytes_bf16;
@@ -83,7 +84,6 @@ class LossPlanner {
         Precision current;
         bool known;  // false: nothing remembered yet
     };
-    static bool same_key(const Key& x, const Key& y);
     // Remembered by block across plans, apart, so that checking the keys reads 56 bytes a block: the
     // keys, the parts in the tie weight, the options as list_options made them.
     std::vector<Key> keys_;
@@ -104,8 +104,9 @@ class LossPlanner {
     // By block: its part of the solver's input (make_ready), made for the tie weight ready_tie_ (and
     // ready_weigh_) and valid where ready_ok_: its options as the solver takes them (in options_), that
     // weight, its hull moves (item 0).
-    struct Ready {  // what prepare reads of it first, in its first cache line with the first moves
+    struct Ready {  // what prepare reads of it (it reads nothing else of the block), the first moves first
         double lightest;
+        double heaviest, least_value;  // its heaviest option's weight (lightest taken), its least value
         std::uint8_t count, moves;
         std::array<Move, kPrecisionCount - 1> hull;
     };
@@ -131,12 +132,13 @@ class LossPlanner {
     double base_ = 0;                        // every item at its lightest option: the summed value
     std::vector<Move> moves_;   // hull_ (its first hull_size_), reordered by the relaxation's selection
     bool moves_fresh_ = false;  // moves_ holds hull_ as prepare just gathered it, not yet reordered
-    std::vector<double> bucket_sums_;      // by bucket of moves: their weight and value (narrow_by_buckets)
-    std::vector<std::uint32_t> core_;      // items left with two or more options
-    std::vector<double> margin_;           // by item: its second least reduced cost less its least
-    std::vector<std::uint8_t> least_at_;   // by item: the option of its least reduced cost
-    double lp_weight_ = 0, lp_value_ = 0;  // every item at its option of least reduced cost
-    std::vector<std::uint8_t> kept_;       // by option of a core item: not ruled out by the bound
+    std::vector<double> bucket_sums_;        // by bucket of moves: their weight and value (narrow_by_buckets)
+    std::vector<std::uint32_t> core_;        // items left with two or more options
+    std::vector<std::uint32_t> candidates_;  // the core at the whole gap (solve)
+    std::vector<double> margin_;             // by item: its second least reduced cost less its least
+    std::vector<std::uint8_t> least_at_;     // by item: the option of its least reduced cost
+    double lp_weight_ = 0, lp_value_ = 0;    // every item at its option of least reduced cost
+    std::vector<std::uint8_t> kept_;         // by option of a core item: not ruled out by the bound
     double fixed_weight_ = 0, fixed_value_ = 0;  // the items outside the core, at their options
     struct Ranked {  // a core item at its best option, and its least move up and largest move down
         double key, weight, value, up, down;

@@ -185,8 +185,6 @@ class Policy {
         return loss_estimated_ && loss_monitor_.history() > 0 && loss_monitor_.ema() > 0.0 &&
                std::isfinite(loss_monitor_.ema());
     }
-    // A block's loss estimate in percent of the loss EMA (NaN: none, or no loss seen yet).
-    PerFormat loss_pct_of(std::size_t block) const;
     void apply_decision(BlockDetail& d, const Decision& decision, std::int64_t step);
     // Rule 10, block by block as each block's decision is applied, then the record's totals.
     struct Tally {
