@@ -75,22 +75,17 @@ bool LossPlanner::solve(double need) {
 
 // The linear relaxation: each item's moves along the lower convex hull of its options (hull_, from
 // prepare; efficiencies rising), and the move at which the moves taken in order of efficiency first reach
-// `need` (> 0, and reachable): a weighted selection, so that the order is never fully sorted. On return
-// moves_[0, split) are the moves before it, moves_[split] the split.
+// `need` (> 0, and reachable): a weighted selection, so that the order is never fully sorted. The moves
+// before the split are taken into choice_; moves_[split] is the split.
 LossPlanner::Relaxation LossPlanner::relax(double need) {
-    if (!moves_fresh_) {  // else prepare gathered them into both
-        moves_.resize(hull_.size());
-        std::copy(hull_.begin(), hull_.begin() + std::ptrdiff_t(hull_size_), moves_.begin());
-    }
-    moves_fresh_ = false;
-    const double base = base_;
     const auto before = [](const Move& x, const Move& y) {
         if (x.efficiency != y.efficiency) return x.efficiency < y.efficiency;
         return x.item != y.item ? x.item < y.item : x.to < y.to;
     };
-    std::size_t lo = 0, hi = hull_size_;
-    double left = need, taken = base;
-    narrow_by_buckets(lo, hi, left, taken);
+    double left = need, taken = base_;
+    if (!narrow_by_buckets(left, taken))
+        moves_.assign(hull_.begin(), hull_.begin() + std::ptrdiff_t(hull_size_));  // select among all
+    std::size_t lo = 0, hi = moves_.size();
     while (hi - lo > 1) {
         const std::size_t mid = lo + (hi - lo) / 2;
         std::nth_element(moves_.begin() + std::ptrdiff_t(lo), moves_.begin() + std::ptrdiff_t(mid),
@@ -108,6 +103,8 @@ LossPlanner::Relaxation LossPlanner::relax(double need) {
             lo = mid;
         }
     }
+    for (std::size_t m = 0; m < lo; ++m)
+        choice_[moves_[m].item] = std::max(choice_[moves_[m].item], moves_[m].to);
     const Move& split = moves_[lo];
     return {lo, split.efficiency, taken + std::min(left / split.weight, 1.0) * split.value, left, taken};
 }
@@ -116,23 +113,25 @@ LossPlanner::Relaxation LossPlanner::relax(double need) {
 // representation above the least one's: efficiencies are positive (heavier options cost more), and for
 // positive doubles the representation orders as the value does, on a scale close to the logarithm's,
 // so the long tails of efficiencies (an option barely dearer than the next) do not crowd the rest into
-// one bucket. The bucket where the need is met is found from the buckets' sums in one pass, and the
-// moves before it are partitioned to the front: the weighted selection is left with one bucket's moves.
-void LossPlanner::narrow_by_buckets(std::size_t& lo, std::size_t& hi, double& left, double& taken) {
-    const std::size_t m = hi - lo;
-    if (m < 64) return;
-    const double least = hull_least_, most = hull_most_;  // over every move (called with all of them)
-    if (!(least >= 0) || !(most > least) || !std::isfinite(most)) return;
+// one bucket. The bucket where the need is met is found from the buckets' sums in one pass over hull_;
+// in a second, the moves of the buckets before it are taken into choice_ and the bucket's own are copied
+// to moves_, for the weighted selection. False (nothing done) when there are too few moves to bucket.
+bool LossPlanner::narrow_by_buckets(double& left, double& taken) {
+    const std::size_t m = hull_size_;
+    if (m < 64) return false;
+    const double least = hull_least_, most = hull_most_;
+    if (!(least >= 0) || !(most > least) || !std::isfinite(most)) return false;
     const std::uint64_t base = bits(least), range = bits(most) - base;
     unsigned shift = 0;
     while ((range >> shift) >= m / 8) ++shift;
     const std::size_t buckets = std::size_t(range >> shift) + 1;
     const auto bucket_of = [&](const Move& mv) { return std::size_t((bits(mv.efficiency) - base) >> shift); };
     bucket_sums_.assign(2 * buckets, 0.0);  // weight, value
-    for (std::size_t k = lo; k < hi; ++k) {
-        const std::size_t b = bucket_of(moves_[k]);
-        bucket_sums_[2 * b] += moves_[k].weight;
-        bucket_sums_[2 * b + 1] += moves_[k].value;
+    const Move* hull = hull_.data();
+    for (std::size_t k = 0; k < m; ++k) {
+        const std::size_t b = bucket_of(hull[k]);
+        bucket_sums_[2 * b] += hull[k].weight;
+        bucket_sums_[2 * b + 1] += hull[k].value;
     }
     std::size_t split = 0;
     while (split + 1 < buckets && bucket_sums_[2 * split] < left) {
@@ -140,24 +139,26 @@ void LossPlanner::narrow_by_buckets(std::size_t& lo, std::size_t& hi, double& le
         taken += bucket_sums_[2 * split + 1];
         ++split;
     }
-    const auto first = moves_.begin() + std::ptrdiff_t(lo), last = moves_.begin() + std::ptrdiff_t(hi);
-    const auto middle = std::partition(first, last, [&](const Move& mv) { return bucket_of(mv) < split; });
-    const auto end = std::partition(middle, last, [&](const Move& mv) { return bucket_of(mv) == split; });
-    lo = std::size_t(middle - moves_.begin());
-    hi = std::size_t(end - moves_.begin());
+    moves_.clear();
+    for (std::size_t k = 0; k < m; ++k) {
+        const std::size_t b = bucket_of(hull[k]);
+        if (b < split)
+            choice_[hull[k].item] = std::max(choice_[hull[k].item], hull[k].to);
+        else if (b == split)
+            moves_.push_back(hull[k]);
+    }
+    return true;
 }
 
 // A good feasible plan to bound the search with (the tighter, the smaller the core), into choice_; returns
-// its value. From the moves before the split (short of the need by r.left), the best of: one item moved
-// up to any heavier option that covers r.left (the split's own move is one of them); or the split taken,
-// then one item moved down as far as the surplus allows, the largest value given back. In the same pass
-// over the items, each item's margin at the multiplier (fix_by_bound): its second least reduced cost
-// less its least, at the relaxation's point (least_at_). That point's weight and value are the
+// its value. From the moves before the split (taken into choice_ by relax) (short of the need by r.left), the
+// best of: one item moved up to any heavier option that covers r.left (the split's own move is one of them);
+// or the split taken, then one item moved down as far as the surplus allows, the largest value given back. In
+// the same pass over the items, each item's margin at the multiplier (fix_by_bound): its second least reduced
+// cost less its least, at the relaxation's point (least_at_). That point's weight and value are the
 // relaxation's own sums (one pass over the options less).
 double LossPlanner::incumbent(double need, const Relaxation& r) {
     const std::size_t n = item_block_.size();
-    for (std::size_t m = 0; m < r.split; ++m)
-        choice_[moves_[m].item] = std::max(choice_[moves_[m].item], moves_[m].to);
     least_at_ = choice_;  // the relaxation's point: each item's option of least reduced cost
     const double lambda = r.lambda, left = r.left;
     lp_weight_ = need - left;

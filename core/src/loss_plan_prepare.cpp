@@ -50,7 +50,11 @@ std::size_t keep_front(LossPlanner::Option* o, std::size_t count) {
 LossPlanner::TiePart LossPlanner::list_options(const BudgetBlock& b, Question q, double hysteresis,
                                                Option* out, std::uint8_t& count_out) {
     const double keep = 1.0 + hysteresis;
-    std::array<Option, kPrecisionCount> listed{};
+    // Field by field, and sorted by index: copies of whole options just written stall the load
+    // (store forwarding), and a plan lists every block after each profile.
+    std::array<double, kPrecisionCount> weight{}, value{};
+    std::array<Precision, kPrecisionCount> format{};
+    std::array<std::uint8_t, kPrecisionCount> order{};
     std::size_t count = 0;
     TiePart part;
     for (Precision p : kAllPrecisions) {
@@ -62,21 +66,35 @@ LossPlanner::TiePart LossPlanner::list_options(const BudgetBlock& b, Question q,
             part.dearest = std::max(part.dearest, std::fabs(cost));
         }
         const double held = p == b.current ? keep : 1.0;
-        Option& o = listed[count++];
-        o.format = p;
-        o.weight = q == Question::budget ? saved : -cost;
-        o.value = q == Question::budget ? cost / held : -saved * held;
+        format[count] = p;
+        weight[count] = q == Question::budget ? saved : -cost;
+        value[count] = q == Question::budget ? cost / held : -saved * held;
+        order[count] = std::uint8_t(count);
+        ++count;
     }
     // Weight ascending; among equal weights the dearest first. An insertion sort: five options at most.
-    const auto before = [](const Option& x, const Option& y) {
-        if (x.weight != y.weight) return x.weight < y.weight;
-        return x.value != y.value ? x.value > y.value : x.format > y.format;
+    const auto before = [&](std::uint8_t x, std::uint8_t y) {
+        if (weight[x] != weight[y]) return weight[x] < weight[y];
+        return value[x] != value[y] ? value[x] > value[y] : format[x] > format[y];
     };
     for (std::size_t i = 1; i < count; ++i)
-        for (std::size_t j = i; j > 0 && before(listed[j], listed[j - 1]); --j)
-            std::swap(listed[j], listed[j - 1]);
-    const std::size_t kept = keep_front(listed.data(), count);
-    std::copy(listed.begin(), listed.begin() + std::ptrdiff_t(kept), out);
+        for (std::size_t j = i; j > 0 && before(order[j], order[j - 1]); --j)
+            std::swap(order[j], order[j - 1]);
+    // Only the options cheaper than every heavier one (keep_front), from the heaviest down.
+    std::array<std::uint8_t, kPrecisionCount> front{};
+    std::size_t kept = 0;
+    double best = kInf;
+    for (std::size_t k = count; k-- > 0;)
+        if (value[order[k]] < best) {
+            front[kept++] = order[k];
+            best = value[order[k]];
+        }
+    for (std::size_t k = 0; k < kept; ++k) {
+        const std::uint8_t i = front[kept - 1 - k];
+        out[k].weight = weight[i];
+        out[k].value = value[i];
+        out[k].format = format[i];
+    }
     count_out = std::uint8_t(kept);
     return part;
 }
@@ -143,17 +161,15 @@ void LossPlanner::make_ready(std::size_t block, bool weigh, double tie) {
 
 // The solver's input: the free blocks' parts (made again where stale), in block order. Their options
 // stay where make_ready put them (option_start_, option_end_ point at them); their hull moves are
-// gathered into hull_ and the relaxation's copy of it (moves_) at once, with their least and largest
-// efficiency. The buffers only grow (hull_size_ says how much is used), so that gathering is plain stores.
+// gathered into hull_, with their least and largest efficiency. The buffer only grows (hull_size_ says
+// how much is used), so that gathering is plain stores.
 void LossPlanner::prepare(bool weigh, double tie) {
     const std::size_t n = item_block_.size();
     if (hull_.size() < (kPrecisionCount - 1) * n) hull_.resize((kPrecisionCount - 1) * n);
-    moves_.resize(hull_.size());  // the relaxation's copy of hull_, gathered with it
     option_start_.resize(n);
     option_end_.resize(n);
     lightest_.resize(n);
     Move* hull = hull_.data();
-    Move* copy = moves_.data();
     std::uint32_t moves = 0;
     double heaviest = 0, base = 0, least = kInf, most = 0;
     for (std::uint32_t i = 0; i < n; ++i) {
@@ -167,17 +183,15 @@ void LossPlanner::prepare(bool weigh, double tie) {
         heaviest += r.heaviest;
         base += r.least_value;
         for (std::size_t m = 0; m < r.moves; ++m) {
-            Move mv = r.hull[m];  // made whole before it is stored: a copy read back from hull stalls
+            Move mv = r.hull[m];  // made whole before it is stored: a store read back in part stalls
             mv.item = i;
             hull[moves] = mv;
-            copy[moves] = mv;
             ++moves;
             least = std::min(least, r.hull[m].efficiency);
             most = std::max(most, r.hull[m].efficiency);
         }
     }
     hull_size_ = moves;
-    moves_fresh_ = true;
     hull_least_ = least;
     hull_most_ = most;
     heaviest_ = heaviest;

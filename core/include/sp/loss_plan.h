@@ -62,13 +62,13 @@ class LossPlanner {
     // Chooses one option per item and writes choice_; false when the need is out of reach.
     bool solve(double need);
     struct Relaxation {
-        std::size_t split;   // moves_[split]: the move that meets the need
+        std::size_t split;   // moves_[split]: the move that meets the need (relax)
         double lambda;       // its efficiency: the multiplier
         double bound;        // the relaxation's value
         double left, taken;  // the moves before the split: the need they leave, the value they reach
     };
     Relaxation relax(double need);
-    void narrow_by_buckets(std::size_t& lo, std::size_t& hi, double& left, double& taken);
+    bool narrow_by_buckets(double& left, double& taken);
     double incumbent(double need, const Relaxation& r);
     void fix_by_bound(double lambda, double gap, const std::vector<std::uint32_t>* among);
     bool search_core(double need, double lambda, double upper);
@@ -130,8 +130,7 @@ class LossPlanner {
     std::size_t hull_size_ = 0;
     double hull_least_ = 0, hull_most_ = 0;  // the least and largest efficiency of hull_'s moves
     double base_ = 0;                        // every item at its lightest option: the summed value
-    std::vector<Move> moves_;   // hull_ (its first hull_size_), reordered by the relaxation's selection
-    bool moves_fresh_ = false;  // moves_ holds hull_ as prepare just gathered it, not yet reordered
+    std::vector<Move> moves_;  // the moves the relaxation's selection orders: the split's bucket, or all
     std::vector<double> bucket_sums_;        // by bucket of moves: their weight and value (narrow_by_buckets)
     std::vector<std::uint32_t> core_;        // items left with two or more options
     std::vector<std::uint32_t> candidates_;  // the core at the whole gap (solve)
