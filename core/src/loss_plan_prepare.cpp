@@ -272,17 +272,23 @@ LossPlan LossPlanner::plan(const std::vector<BudgetBlock>& blocks, Question q, d
         q == Question::budget ? limit_pct / 100.0 * total_bf16 - fixed_saved : -(limit_pct - fixed_cost);
     out.feasible = solve(need);
     out.core = core_.size();
-    double saved = fixed_saved, cost = fixed_cost;
+    write_plan(out, fixed_saved, fixed_cost, total_bf16);
+    return out;
+}
+
+// The free blocks' formats into the plan, and its saving and summed cost with the fixed blocks' (`saved`,
+// `cost`). From the keys, which hold the blocks' sizes and estimates bit for bit in a line a block.
+void LossPlanner::write_plan(LossPlan& out, double saved, double cost, double total_bf16) const {
     for (std::size_t i = 0; i < item_block_.size(); ++i) {
         const std::size_t b = item_block_[i];
         const Precision p = options_[option_start_[i] + choice_[i]].format;
         out.precision[b] = p;
-        saved += blocks[b].bytes_bf16 - bytes_in(blocks[b], p);
-        cost += cost_in(blocks[b], p);
+        const Key& key = keys_[b];
+        saved += key.bytes_bf16 - key.bytes_bf16 * bytes_per_element(p) / 2.0;  // as bytes_in
+        cost += p == Precision::bf16 ? 0.0 : key.loss_pct[std::size_t(p)];      // as cost_in
     }
     out.saving_pct = total_bf16 > 0 ? 100.0 * saved / total_bf16 : 0.0;
     out.loss_pct = cost;
-    return out;
 }
 
 }  // namespace sp

@@ -33,9 +33,6 @@ std::vector<PrecisionChange> Policy::adopt(std::int64_t step, const std::vector<
         }
     }
     if (amend_record && !changes.empty()) {
-        record_.blocks_bf16 = record_.blocks_int8 = record_.blocks_fp8 = record_.blocks_int4 = 0;
-        record_.precision_changes = 0;
-        record_.max_sensitivity = 0.0;
         recorded_ = recorded_before_update_;  // the record's `changed` is against the one before it
         tally(record_);
         recorded_ = effective_;

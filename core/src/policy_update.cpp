@@ -214,46 +214,50 @@ void Policy::apply_decision(BlockDetail& d, const Decision& decision, std::int64
         lowered_at_[b] = step;
 }
 
-void Policy::begin_tally(UpdateRecord& rec) const {
-    rec.min_sensitivity = layout_.empty() ? 0.0 : 1.0;
-}
-
-void Policy::tally_block(UpdateRecord& rec, BlockDetail& d, Tally& t) const {
+void Policy::tally_block(BlockDetail& d, Tally& t) const {
     const std::size_t b = std::size_t(d.id);
     d.precision = effective_[b];
     d.changed = effective_[b] != recorded_[b];
     d.last_change_step = last_change_step_[b];
     d.switches = switches_[b];
-    rec.precision_changes += d.changed ? 1 : 0;
-    rec.blocks_bf16 += d.precision == Precision::bf16 ? 1 : 0;
-    rec.blocks_int8 += d.precision == Precision::int8 ? 1 : 0;
-    rec.blocks_fp8 += is_fp8(d.precision) ? 1 : 0;
-    rec.blocks_int4 += d.precision == Precision::int4 ? 1 : 0;
+    t.changes += d.changed ? 1 : 0;
+    // By format, indexed rather than branched on (the formats of neighbouring blocks are no pattern).
+    ++t.blocks[std::size_t(d.precision)];
+    t.bytes_bf16_in[std::size_t(d.precision)] += double(layout_[b].bytes_bf16);
     t.sens_sum += d.sensitivity;
-    rec.max_sensitivity = std::max(rec.max_sensitivity, d.sensitivity);
-    rec.min_sensitivity = std::min(rec.min_sensitivity, d.sensitivity);
-    t.bytes += layout_[b].bytes_at(d.precision);
-    t.bf16_bytes += double(layout_[b].bytes_bf16);
+    t.sens_max = std::max(t.sens_max, d.sensitivity);
+    t.sens_min = std::min(t.sens_min, d.sensitivity);
 }
 
 void Policy::tally(UpdateRecord& rec) const {
     Tally t;
-    begin_tally(rec);
-    for (BlockDetail& d : rec.block_details) tally_block(rec, d, t);
+    for (BlockDetail& d : rec.block_details) tally_block(d, t);
     end_tally(rec, t);
 }
 
 void Policy::end_tally(UpdateRecord& rec, const Tally& t) const {
     const std::size_t n = layout_.size();
+    const auto count = [&](Precision p) { return t.blocks[std::size_t(p)]; };
+    rec.precision_changes = t.changes;
+    rec.blocks_bf16 = count(Precision::bf16);
+    rec.blocks_int8 = count(Precision::int8);
+    rec.blocks_fp8 = count(Precision::fp8_e4m3) + count(Precision::fp8_e5m2);
+    rec.blocks_int4 = count(Precision::int4);
+    rec.max_sensitivity = t.sens_max;
+    rec.min_sensitivity = n > 0 ? t.sens_min : 0.0;
     rec.mean_sensitivity = n > 0 ? t.sens_sum / double(n) : 0.0;
-    rec.estimated_bandwidth_saving_pct = t.bf16_bytes > 0.0 ? 100.0 * (1.0 - t.bytes / t.bf16_bytes) : 0.0;
+    // Byte counts are whole numbers and the widths powers of two: these sums are exact in any order.
+    double bytes = 0.0, bf16_bytes = 0.0;
+    for (Precision p : kAllPrecisions) {
+        bytes += t.bytes_bf16_in[std::size_t(p)] * bytes_per_element(p) / 2.0;
+        bf16_bytes += t.bytes_bf16_in[std::size_t(p)];
+    }
+    rec.estimated_bandwidth_saving_pct = bf16_bytes > 0.0 ? 100.0 * (1.0 - bytes / bf16_bytes) : 0.0;
 }
 
 void Policy::begin_record(UpdateRecord& rec, std::int64_t step, double timestamp) const {
     rec.step_id = step;
     rec.timestamp = timestamp;
-    rec.blocks_bf16 = rec.blocks_int8 = rec.blocks_fp8 = rec.blocks_int4 = rec.precision_changes = 0;
-    rec.max_sensitivity = 0.0;
     rec.mode = mode_;
     rec.budget_target_pct.reset();
     if (mode_ == Mode::budget) rec.budget_target_pct = budget_target_pct_;
@@ -313,10 +317,9 @@ const UpdateRecord* Policy::update(std::int64_t step, double timestamp) {
             budget_planner_.plan(budget_blocks_, budget_target_pct_, config_.hysteresis_margin).precision;
     // Each block is tallied as soon as its decision is applied: a decision changes that block alone.
     Tally tally;
-    begin_tally(rec);
     for (BlockDetail& d : rec.block_details) {
         apply_decision(d, decide(d, step, first_dynamic, planned), step);
-        tally_block(rec, d, tally);
+        tally_block(d, tally);
     }
     end_tally(rec, tally);
     end_update(step, first_dynamic);

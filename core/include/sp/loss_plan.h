@@ -59,6 +59,7 @@ class LossPlanner {
     bool remember(const BudgetBlock& b, std::size_t block, Question q, double hysteresis);
     void make_ready(std::size_t block, bool weigh, double tie);
     void prepare(bool weigh, double tie);
+    void write_plan(LossPlan& out, double saved, double cost, double total_bf16) const;
     // Chooses one option per item and writes choice_; false when the need is out of reach.
     bool solve(double need);
     struct Relaxation {

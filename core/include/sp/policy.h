@@ -187,11 +187,15 @@ class Policy {
     }
     void apply_decision(BlockDetail& d, const Decision& decision, std::int64_t step);
     // Rule 10, block by block as each block's decision is applied, then the record's totals.
+    // The record's totals as they are summed: a local of the caller's, written to the record once
+    // (end_tally), so that the sums stay in registers rather than in the record.
     struct Tally {
-        double sens_sum = 0.0, bytes = 0.0, bf16_bytes = 0.0;
+        int changes = 0;
+        std::array<int, kPrecisionCount> blocks{};            // by format
+        std::array<double, kPrecisionCount> bytes_bf16_in{};  // by format: its blocks' BF16 bytes
+        double sens_sum = 0.0, sens_max = 0.0, sens_min = 1.0;
     };
-    void begin_tally(UpdateRecord& rec) const;
-    void tally_block(UpdateRecord& rec, BlockDetail& d, Tally& t) const;
+    void tally_block(BlockDetail& d, Tally& t) const;
     void end_tally(UpdateRecord& rec, const Tally& t) const;
     void tally(UpdateRecord& rec) const;  // all three, over a finished record (adopt)
     void end_update(std::int64_t step, bool first_dynamic);
