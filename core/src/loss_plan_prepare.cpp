@@ -10,7 +10,6 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
-#include <cstring>
 
 #include "loss_plan_detail.h"
 #include "sp/loss_plan.h"
@@ -105,10 +104,11 @@ LossPlanner::TiePart LossPlanner::list_options(const BudgetBlock& b, Question q,
 // profiled. True when nothing changed; else its part of the solver's input is made again too (prepare).
 bool LossPlanner::remember(const BudgetBlock& b, std::size_t block, Question q, double hysteresis) {
     Key& key = keys_[block];
-    if (key.known && std::memcmp(key.loss_pct.data(), b.loss_pct.data(), sizeof key.loss_pct) == 0 &&
-        bits(key.bytes_bf16) == bits(b.bytes_bf16) && key.admissible == b.admissible &&
-        key.current == b.current)
-        return true;
+    bool same = key.known && bits(key.bytes_bf16) == bits(b.bytes_bf16) && key.admissible == b.admissible &&
+                key.current == b.current;
+    for (std::size_t p = 0; p < kPrecisionCount; ++p)
+        same = same && bits(key.loss_pct[p]) == bits(b.loss_pct[p]);
+    if (same) return true;
     key = Key{b.loss_pct, b.bytes_bf16, b.admissible, b.current, true};
     ties_[block] = list_options(b, q, hysteresis, listed_[block].data(), listed_count_[block]);
     ready_ok_[block] = 0;
