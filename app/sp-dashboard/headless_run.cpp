@@ -29,6 +29,12 @@ bool HeadlessRun::ready(QString* failure) const {
     std::size_t live_updates = 0;
     bool any_live = false, every_live_run_ended = true;
     for (const sp::ui::RunSession* s : window_->sessions()) {
+        if (!s->followedBy().isEmpty()) {
+            // An earlier run of a live source (the agent restarted): finished, nothing to wait for;
+            // its updates came live.
+            live_updates += s->store().updateCount();
+            continue;
+        }
         if (s->isLive()) {
             any_live = true;
             live_updates += s->store().updateCount();

@@ -1,6 +1,7 @@
 #pragma once
 // --screenshot / --exit-after-updates: waits until every replay has loaded and the live runs have
-// delivered the requested number of updates, then renders the window, saves the PNG and quits.
+// delivered the requested number of updates (in total, an earlier run's before an agent restart
+// included) or every live run has ended, then renders the window, saves the PNG and quits.
 // Exit codes: 0 done, 1 a file failed to load (or holds no telemetry record) or the PNG could not be
 // written, 3 timed out.
 #include <QElapsedTimer>

@@ -12,6 +12,7 @@
 
 #include "dashboard_fixture.h"
 #include "served_agent.h"
+#include "sp/event_payload.h"
 
 namespace {
 
@@ -152,6 +153,37 @@ class TestDashboardApp : public QObject {
         QVERIFY2(p.state() == QProcess::NotRunning, "the dashboard did not exit after 3 updates");
         QVERIFY2(p.exitCode() == 0, p.readAllStandardError().constData());
         QVERIFY(!QImage(png).isNull());
+    }
+
+    // An agent that restarts (a new run id) leaves the earlier run as a finished session beside the
+    // live one; when the new run ends before the updates asked for, the headless run shows what came
+    // and exits 0 (issue 45, item 4: it waited for the earlier run and timed out with 3).
+    void liveExitsWhenARestartedRunEnds() {
+        sp::test::ServedAgent agent(dir_.path().toStdString());
+        agent.start("first-run");
+        QProcess p;
+        p.start(kDashboard,
+                {QStringLiteral("-platform"), QStringLiteral("offscreen"), QStringLiteral("--connect"),
+                 QString::fromStdString(agent.spec()), QStringLiteral("--exit-after-updates"),
+                 QStringLiteral("1000"), QStringLiteral("--timeout"), QStringLiteral("20")});
+        QVERIFY(p.waitForStarted());
+        // The first run's updates until the dashboard has surely joined (its hello comes within 2 s).
+        for (std::int64_t step = 10; step <= 300 && p.state() != QProcess::NotRunning; step += 10) {
+            agent.publish_update(step);
+            p.waitForFinished(50);
+        }
+        agent.stop();
+        agent.start("second-run");
+        for (std::int64_t step = 10; step <= 300 && p.state() != QProcess::NotRunning; step += 10) {
+            agent.publish_update(step);
+            p.waitForFinished(50);
+        }
+        agent.publish_event(
+            sp::event_from_json_text("run_end", 300, 1.7e9 + 300, R"({"reason":"completed"})"));
+        p.waitForFinished(15000);
+        agent.stop();
+        QVERIFY2(p.state() == QProcess::NotRunning, "the dashboard did not exit after the run ended");
+        QVERIFY2(p.exitCode() == 0, p.readAllStandardError().constData());
     }
 
     void liveTimesOutWithExitCode3() {
