@@ -289,6 +289,30 @@ class TestRunSession : public QObject {
         QCOMPARE(rig.session->stateText(), QString("finished at step 7 (interrupted)"));
     }
 
+    // Records of a run after its run_end are not of it (a late packet, a publisher that lies): the
+    // updates are dropped, once logged, and the run stays "finished" at its step (issue 45, item 7).
+    void updatesAfterRunEndAreDropped() {
+        Rig rig;
+        rig.liveRun("run-A");
+        rig.source->records({uniformUpdate(400, 4), sp::make_run_end_event({400, "completed"}, 1.7e9)});
+        const std::size_t updates = rig.session->store().updateCount();
+        QSignalSpy appended(rig.session.get(), &RunSession::updatesAppended);
+        rig.source->records({uniformUpdate(410, 4), uniformUpdate(490, 4)});
+        QCOMPARE(rig.session->store().updateCount(), updates);
+        QCOMPARE(appended.count(), 0);
+        QCOMPARE(rig.session->stateText(), QString("finished at step 400"));
+        const auto& log = rig.session->events();
+        QCOMPARE(log.at(log.size() - 1).text,
+                 QString("update at step 410 after the run's run_end (step 400): dropped, and any after it"));
+        QVERIFY(log.at(log.size() - 1).category == EventCategory::warning);
+        rig.source->records({uniformUpdate(500, 4)});
+        QCOMPARE(rig.session->events().size(), log.size());  // logged once
+        // A new run takes updates again.
+        rig.source->header(runHeader("run-B", 4));
+        rig.source->records({uniformUpdate(10, 4)});
+        QCOMPARE(rig.session->store().updateCount(), std::size_t(1));
+    }
+
     void newRunIdResetsTheStore() {
         Rig rig;
         rig.liveRun("run-A");

@@ -161,6 +161,7 @@ QString RunSession::blockName(int block) const {
 void RunSession::startOver(const sp::RunHeader& header, const QString& why) {
     logLocal(EventCategory::connection, why + keepEarlierRun(header.run_id));
     run_end_ = {};
+    updates_after_end_ = 0;
     budget_risks_.reset();
     header_ = header;
     store_.reset(header.blocks);
@@ -237,6 +238,7 @@ void RunSession::onSnapshot(const sp::protocol::Snapshot& snapshot) {
         if (store_.updateCount() > before) emit updatesAppended(before, store_.updateCount());
     } else {
         run_end_ = {};
+        updates_after_end_ = 0;
         store_.reset(snapshot.layout);
         reserved_updates_ = 0;
         emit reset();
@@ -268,6 +270,10 @@ void RunSession::onRecords(const RecordBatch& batch) {
         first = store_.updateCount();
     };
     for (const sp::TelemetryRecord& rec : *batch) {
+        if (std::holds_alternative<sp::UpdateRecord>(rec) && runEnd()) {
+            dropUpdateAfterEnd(std::get<sp::UpdateRecord>(rec));
+            continue;
+        }
         // A header is seen after onHeader: an earlier run it keeps takes its own end along.
         if (!std::holds_alternative<sp::RunHeader>(rec)) run_end_.see(rec);
         std::visit(
@@ -307,6 +313,17 @@ void RunSession::onRecords(const RecordBatch& batch) {
         run_ended_now_ = false;
         emit stateChanged(state_, stateText());
     }
+}
+
+// An update after the run's run_end is not of that run (a late packet, a publisher that lies): it is
+// dropped, and the first one logged, so that "finished at step N" stays true.
+void RunSession::dropUpdateAfterEnd(const sp::UpdateRecord& update) {
+    if (updates_after_end_++ > 0) return;
+    logLocal(EventCategory::warning,
+             QStringLiteral("update at step %1 after the run's run_end (step %2): dropped, and any after it")
+                 .arg(update.step_id)
+                 .arg(runEnd()->step),
+             QString(), update.step_id);
 }
 
 void RunSession::noteBudgetRisks(const sp::UpdateRecord& update) {

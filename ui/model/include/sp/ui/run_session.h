@@ -173,6 +173,7 @@ class RunSession : public QObject {
     void rejectPending(const QString& reason);
     void logEvent(EventEntry e);
     void noteBudgetRisks(const sp::UpdateRecord& update);
+    void dropUpdateAfterEnd(const sp::UpdateRecord& update);
     // An event the dashboard itself observed (connection, load, loss), stamped with the local clock.
     void logLocal(EventCategory category, QString text, QString detail = {}, std::int64_t step = -1);
     void flushEvents();
@@ -205,6 +206,7 @@ class RunSession : public QObject {
     mutable std::optional<std::string> config_json_seen_;  // the header config run_config_ is for
     mutable sp::Config run_config_;
     bool run_ended_now_ = false;             // a run_end arrived in this batch: the state's wording changes
+    std::size_t updates_after_end_ = 0;      // updates dropped for coming after the run_end
     bool read_whole_file_ = false;           // replay: the load finished, not cancelled, without an error
     std::size_t reserved_updates_ = 0;       // replay: updates the store was sized for
     std::size_t snapshot_updates_ = 0;       // store updates right after the last snapshot
