@@ -4,7 +4,9 @@
 // update u:
 // ((b * 7 + u) % 10) / 10), block 1 pinned INT8 from update 5 on, block `blocks - 1` forced BF16
 // by config, losses, and a few events. With `budget`, the run is in mode budget (target 50 %) and the
-// header carries a config with the policy's thresholds (bf16 0.6, int8 0.3, hysteresis 0.1).
+// header carries a config with the policy's thresholds (bf16 0.6, int8 0.3, hysteresis 0.1). Without
+// `record_mode` the updates carry no mode (as the original tool's files; with no config, no mode is
+// known).
 #include <cstdint>
 #include <string>
 
@@ -17,7 +19,7 @@ inline double fixtureSensitivity(int block, std::size_t update) {
 }
 
 inline void writeDashboardFixture(const std::string& path, int blocks, int updates, bool budget = false,
-                                  int every = 10) {
+                                  int every = 10, bool record_mode = true) {
     sp::JsonlWriter out(path, sp::JsonlWriter::OpenMode::truncate);
     sp::RunHeader header;
     header.run_id = "fixture-run";
@@ -33,7 +35,7 @@ inline void writeDashboardFixture(const std::string& path, int blocks, int updat
         sp::UpdateRecord r;
         r.step_id = std::int64_t(every) * (u + 1);
         r.timestamp = 1.7e9 + u;
-        r.mode = budget ? sp::Mode::budget : sp::Mode::dynamic;
+        if (record_mode) r.mode = budget ? sp::Mode::budget : sp::Mode::dynamic;
         if (budget) r.budget_target_pct = 50.0;
         r.train_loss = 4.0 - 0.05 * u;
         if (u % 5 == 4) r.eval_loss = 4.1 - 0.05 * u;

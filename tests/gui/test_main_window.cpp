@@ -115,6 +115,28 @@ class TestMainWindow : public QObject {
 
     // Double-clicking an event moves the timeline to its step; away from the live edge the event
     // list and the status bar follow the cursor, and back at the edge everything shows again.
+    // The status bar names the run's mode only where the run says it: a file whose updates carry no
+    // mode and whose header no config reads "mode unknown", not the default "mode dynamic" (issue 45,
+    // item 7).
+    void statusBarSaysModeUnknownWhereNoneIsRecorded() {
+        const QString no_mode = dir_.filePath(QStringLiteral("no-mode.jsonl"));
+        sp::test::writeDashboardFixture(no_mode.toStdString(), 4, 10, false, 10, /*record_mode=*/false);
+        const auto status_of = [](MainWindow& w) {
+            QStringList status;
+            for (const QLabel* label : w.statusBar()->findChildren<QLabel*>()) status << label->text();
+            return status.join(QLatin1Char('|'));
+        };
+        for (const auto& [file, expected] : {std::pair{no_mode, QStringLiteral("mode unknown ·")},
+                                             std::pair{fixture_, QStringLiteral("mode dynamic ·")}}) {
+            MainWindow w;
+            w.openFile(file);
+            RunSession* s = w.currentSession();
+            QTRY_VERIFY_WITH_TIMEOUT(s->state() == SourceState::loaded, 10000);
+            w.refreshViews();
+            QVERIFY2(status_of(w).contains(expected), qPrintable(status_of(w)));
+        }
+    }
+
     void doubleClickingAnEventMovesTheCursor() {
         MainWindow w;
         w.resize(1600, 1000);

@@ -84,8 +84,13 @@ const sp::Config& RunSession::runConfig() const {
     config_json_seen_ = header_.config_json;
     try {
         run_config_ = header_.config_json.empty() ? sp::Config{} : sp::parse_config(header_.config_json);
+        nlohmann::json config;
+        sp::JsonError bad;
+        config_has_mode_ =
+            sp::parse_json(header_.config_json, config, bad) && config.is_object() && config.contains("mode");
     } catch (const sp::ConfigError&) {  // a producer's config we cannot read: explain with the defaults
         run_config_ = sp::Config{};
+        config_has_mode_ = false;
     }
     return run_config_;
 }

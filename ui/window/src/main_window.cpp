@@ -441,7 +441,8 @@ void MainWindow::updateStatus() {
     // mode), and the precision scope (POLICY.md rule 22): what a block's format rounds.
     const sp::Mode mode = current_->policyMode();
     QString counts =
-        mode == sp::Mode::budget
+        !current_->policyModeKnown() ? tr("mode unknown · ")
+        : mode == sp::Mode::budget
             ? tr("mode budget, target %1% · ").arg(current_->budgetTargetPct(), 0, 'f', 1)
         : mode == sp::Mode::tolerance
             ? tr("mode tolerance, loss tolerance %1% · ")

@@ -57,6 +57,9 @@ class RunSession : public QObject {
     // config, then a snapshot, the update records and the applied set_mode / set_budget /
     // set_tolerance commands (any client's).
     sp::Mode policyMode() const { return mode_seen_.value_or(runConfig().mode); }
+    // Whether the run says its mode (an update's "mode", or a "mode" in the header's readable config);
+    // else policyMode() is the configuration's default, not the run's (the original tool's files).
+    bool policyModeKnown() const { return mode_seen_.has_value() || (runConfig(), config_has_mode_); }
     double budgetTargetPct() const { return target_seen_.value_or(runConfig().budget_target_pct); }
     double lossTolerancePct() const { return tolerance_seen_.value_or(runConfig().loss_tolerance_pct); }
     SourceState state() const { return state_; }
@@ -205,6 +208,7 @@ class RunSession : public QObject {
     BudgetRiskWatch budget_risks_;  // warns when budget mode moves a block a pin would ask about
     mutable std::optional<std::string> config_json_seen_;  // the header config run_config_ is for
     mutable sp::Config run_config_;
+    mutable bool config_has_mode_ = false;   // run_config_ is the header's, and it names the mode
     bool run_ended_now_ = false;             // a run_end arrived in this batch: the state's wording changes
     std::size_t updates_after_end_ = 0;      // updates dropped for coming after the run_end
     bool read_whole_file_ = false;           // replay: the load finished, not cancelled, without an error
