@@ -137,6 +137,27 @@ class TestMainWindow : public QObject {
         }
     }
 
+    // "Follow live edge" is for live runs: a replay does not offer it (nor its End key), a live run
+    // does, and switching between the two shows and hides it (issue 45, item 7).
+    void followLiveEdgeOnlyLive() {
+        MainWindow w;
+        w.show();
+        w.openFile(fixture_);
+        QTRY_VERIFY_WITH_TIMEOUT(w.currentSession()->state() == SourceState::loaded, 10000);
+        QAction* follow = actionNamed(w, QStringLiteral("&Follow live edge"));
+        QVERIFY(follow != nullptr);
+        QVERIFY(!follow->isVisible());
+        RunSession* replay = w.currentSession();
+        sp::test::FakeAgent agent(dir_.path().toStdString());
+        agent.start("follow-run");
+        QString error;
+        QVERIFY2(w.connectTo({QString::fromStdString(agent.spec()), {}, {}}, &error), qPrintable(error));
+        QVERIFY(w.currentSession()->isLive());
+        QVERIFY(follow->isVisible());
+        w.setCurrentSession(replay);
+        QVERIFY(!follow->isVisible());
+    }
+
     void doubleClickingAnEventMovesTheCursor() {
         MainWindow w;
         w.resize(1600, 1000);

@@ -358,6 +358,7 @@ void MainWindow::setCurrentSession(RunSession* session) {
     what_if_overlays_.clear();  // the what-if was the previous run's
     const bool live = session != nullptr && session->isLive();
     replay_bar_->setVisible(!live);
+    follow_action_->setVisible(live);  // a replay has no live edge (its End key goes with it)
     timeline_->setCount(session ? session->store().updateCount() : 0);
     timeline_->setFollowing(true);
     shown_revision_ = UINT64_MAX;

@@ -81,6 +81,7 @@ void MainWindow::buildActions() {
     follow_action_->setChecked(true);
     follow_action_->setShortcut(QKeySequence(Qt::Key_End));
     follow_action_->setToolTip(tr("Keep the newest update in view (End)"));
+    follow_action_->setVisible(false);  // shown while the current run is live (setCurrentSession)
     connect(follow_action_, &QAction::triggered, this, [this](bool follow) {
         heatmap_->setFollowLiveEdge(follow);
         if (follow) timeline_->setFollowing(true);
