@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "chart_layout_checks.h"
+#include "fake_telemetry_source.h"
 #include "sp/jsonl.h"
 #include "sp/simulator.h"
 #include "sp/ui/charts_panel.h"
@@ -116,6 +117,37 @@ class TestWhatIf : public QObject {
         panel.run();
         QVERIFY(finished.wait(20000));
         QVERIFY(panel.result().has_value() && panel.result()->error.empty());
+    }
+
+    // The budget box starts at the run's target in force (a set_budget the run applied, not the
+    // header's config) and follows it while the operator has not typed another (issue 45, item 7).
+    void budgetBoxFollowsTheTargetInForce() {
+        auto owned = std::make_unique<sp::test::FakeTelemetrySource>(true);
+        sp::test::FakeTelemetrySource* source = owned.get();
+        RunSession session(std::move(owned));
+        source->state(SourceState::live);
+        sp::RunHeader header = sp::test::runHeader("budget-run", kBlocks);
+        header.config_json = R"({"mode":"budget","budget_target_pct":50.0})";
+        source->header(header);
+        const auto update_with_target = [](std::int64_t step, double target) {
+            sp::UpdateRecord r = sp::test::uniformUpdate(step, kBlocks);
+            r.mode = sp::Mode::budget;
+            r.budget_target_pct = target;
+            return r;
+        };
+        source->records({update_with_target(10, 70.0)});
+        WhatIfPanel panel;
+        panel.setSession(&session);
+        QCOMPARE(panel.settings().budget_target_pct, 70.0);
+        source->records({update_with_target(20, 80.0)});
+        panel.refresh();
+        QCOMPARE(panel.settings().budget_target_pct, 80.0);
+        WhatIfSettings mine = panel.settings();
+        mine.budget_target_pct = 60.0;  // the operator's own value stays
+        panel.setSettings(mine);
+        source->records({update_with_target(30, 90.0)});
+        panel.refresh();
+        QCOMPARE(panel.settings().budget_target_pct, 60.0);
     }
 
     // Cancelling stops the simulation itself, not only its presentation.

@@ -81,8 +81,23 @@ void WhatIfPanel::setSession(const RunSession* session) {
     session_ = session;
     result_.reset();
     table_->setRowCount(0);
-    if (session_) setSettings(whatIfSettingsOf(session_->runConfig()));
+    if (session_) {
+        WhatIfSettings s = whatIfSettingsOf(session_->runConfig());
+        // Live, the target in force (a set_budget the run applied); a replay keeps its config's, from
+        // which a re-simulation with the boxes untouched reproduces the recording.
+        if (session_->isLive()) s.budget_target_pct = session_->budgetTargetPct();
+        setSettings(s);
+        shown_target_ = budget_->value();
+    }
     refresh();
+}
+
+// Live, the budget box follows the run's target in force while it still shows the last one it was
+// given (the operator has not typed another).
+void WhatIfPanel::followTarget() {
+    if (session_ == nullptr || !session_->isLive() || budget_->value() != shown_target_) return;
+    budget_->setValue(session_->budgetTargetPct());
+    shown_target_ = budget_->value();
 }
 
 void WhatIfPanel::setSettings(const WhatIfSettings& s) {
@@ -98,6 +113,7 @@ WhatIfSettings WhatIfPanel::settings() const {
 
 // A recorded file with per-step statistics, and no re-simulation in flight.
 void WhatIfPanel::refresh() {
+    followTarget();
     const bool usable = session_ != nullptr && !session_->isLive() && session_->stepStatsSeen() > 0;
     const bool running = worker_.joinable();
     run_->setEnabled(usable && !running);

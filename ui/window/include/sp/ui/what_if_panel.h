@@ -28,14 +28,17 @@ class WhatIfPanel : public QWidget {
     explicit WhatIfPanel(QWidget* parent = nullptr);
     ~WhatIfPanel() override;  // cancels a re-simulation in flight and waits for it to stop
 
-    // The run to try thresholds on; the boxes take its config's values. A re-simulation of the
-    // previous run still in flight is cancelled, and its result never shown.
+    // The run to try thresholds on; the boxes take its config's values and, for a live run, the
+    // budget box its target in force (RunSession::budgetTargetPct), which it follows until the
+    // operator types another. A re-simulation of the previous run still in flight is cancelled, and
+    // its result never shown.
     void setSession(const RunSession* session);
     void setSettings(const WhatIfSettings& s);
     WhatIfSettings settings() const;
     // Re-simulates with the boxes' values (the Re-simulate button); `finished` follows.
     void run();
-    // Whether it can run now (the session's file may have finished loading).
+    // Whether it can run now (the session's file may have finished loading); live, the budget box
+    // follows the run's target.
     void refresh();
     bool running() const { return worker_.joinable(); }
     // The last re-simulation that finished, if any.
@@ -49,12 +52,14 @@ class WhatIfPanel : public QWidget {
   private:
     void present(WhatIfResult result, std::uint64_t generation);
     void cancelRunning();
+    void followTarget();
 
     const RunSession* session_ = nullptr;
     QDoubleSpinBox* bf16_;
     QDoubleSpinBox* int8_;
     QDoubleSpinBox* hysteresis_;
     QDoubleSpinBox* budget_;
+    double shown_target_ = -1;  // the run's target as the budget box last took it
     QPushButton* run_;
     QLabel* summary_;
     QTableWidget* table_;
