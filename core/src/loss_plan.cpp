@@ -53,8 +53,8 @@ bool LossPlanner::solve(double need) {
     const double gap = upper - r.bound + 1e-9 * (std::fabs(upper) + std::fabs(r.bound) + 1e-300);
     // Any plan's value is at least L plus its options' reduced costs, so a plan within L + g uses only
     // options within g: the programme over them, pruned at L + g, finds the optimum whenever it lies
-    // there, whatever g. Tried at a sixteenth and a quarter of the gap first, where the core is a
-    // fraction of the full one; else with the whole gap and the incumbent, as always.
+    // there, whatever g. Tried at a sixteenth, an eighth, a quarter and a half of the gap first, where
+    // the core is a fraction of the full one; else with the whole gap and the incumbent, as always.
     // An item outside the core at the whole gap is outside it at any part of it: the parts are fixed
     // over the whole gap's core only (candidates_), and choice_ of the items outside it stays as the
     // whole gap's fixing left it (a failed search writes no choice).
@@ -151,12 +151,12 @@ bool LossPlanner::narrow_by_buckets(double& left, double& taken) {
 }
 
 // A good feasible plan to bound the search with (the tighter, the smaller the core), into choice_; returns
-// its value. From the moves before the split (taken into choice_ by relax) (short of the need by r.left), the
-// best of: one item moved up to any heavier option that covers r.left (the split's own move is one of them);
-// or the split taken, then one item moved down as far as the surplus allows, the largest value given back. In
-// the same pass over the items, each item's margin at the multiplier (fix_by_bound): its second least reduced
-// cost less its least, at the relaxation's point (least_at_). That point's weight and value are the
-// relaxation's own sums (one pass over the options less).
+// its value. From the moves before the split, which relax took into choice_ (short of the need by r.left),
+// the best of: one item moved up to any heavier option that covers r.left (the split's own move is one of
+// them); or the split taken, then one item moved down as far as the surplus allows, the largest value given
+// back. In the same pass over the items, each item's margin at the multiplier (fix_by_bound): its second
+// least reduced cost less its least, at the relaxation's point (least_at_). That point's weight and value are
+// the relaxation's own sums (one pass over the options less).
 double LossPlanner::incumbent(double need, const Relaxation& r) {
     const std::size_t n = item_block_.size();
     least_at_ = choice_;  // the relaxation's point: each item's option of least reduced cost

@@ -19,12 +19,15 @@ inline std::uint64_t bits(double v) {
     return b;
 }
 
-inline double bytes_in(const BudgetBlock& b, Precision p) {
+// A block's bytes in `p`, from a BudgetBlock or the planner's key of one (the same fields).
+template <class Block>
+double bytes_in(const Block& b, Precision p) {
     return b.bytes_bf16 * bytes_per_element(p) / 2.0;
 }
 
 // A block's estimated loss change in `p`: 0 for BF16, the estimate for the others (NaN: unknown).
-inline double cost_in(const BudgetBlock& b, Precision p) {
+template <class Block>
+double cost_in(const Block& b, Precision p) {
     return p == Precision::bf16 ? 0.0 : b.loss_pct[std::size_t(p)];
 }
 

@@ -22,19 +22,32 @@ using loss_plan_detail::kInf;
 
 namespace {
 
+// Of `count` options in weight order (`value_of(k)`: the k-th one's value), the places of those
+// cheaper than every heavier one, into `front`, heaviest first; returns how many. The rule both list_options
+// (on its sort order) and keep_front apply.
+template <class ValueOf>
+std::size_t cheaper_than_heavier(std::size_t count, ValueOf value_of,
+                                 std::array<std::uint8_t, kPrecisionCount>& front) {
+    std::size_t kept = 0;
+    double best = kInf;
+    for (std::size_t k = count; k-- > 0;) {  // from the heaviest down, the cheapest first among equals
+        const double v = value_of(k);
+        if (v < best) {
+            front[kept++] = std::uint8_t(k);
+            best = v;
+        }
+    }
+    return kept;
+}
+
 // Keeps of `count` options (weight ascending) only those cheaper than every heavier one, in place;
 // returns how many.
 std::size_t keep_front(LossPlanner::Option* o, std::size_t count) {
-    std::array<LossPlanner::Option, kPrecisionCount> front{};
-    std::size_t kept = 0;
-    double best = kInf;
-    for (std::size_t i = count; i-- > 0;) {  // from the heaviest down, the cheapest first among equals
-        if (o[i].value < best) {
-            front[kept++] = o[i];
-            best = o[i].value;
-        }
-    }
-    for (std::size_t i = kept; i-- > 0;) o[kept - 1 - i] = front[i];
+    std::array<std::uint8_t, kPrecisionCount> front{};
+    const std::size_t kept = cheaper_than_heavier(
+        count, [o](std::size_t k) { return o[k].value; }, front);
+    // The k-th kept place is at or above k and above every earlier one: no place is overwritten unread.
+    for (std::size_t k = 0; k < kept; ++k) o[k] = o[front[kept - 1 - k]];
     return kept;
 }
 
@@ -79,17 +92,11 @@ LossPlanner::TiePart LossPlanner::list_options(const BudgetBlock& b, Question q,
     for (std::size_t i = 1; i < count; ++i)
         for (std::size_t j = i; j > 0 && before(order[j], order[j - 1]); --j)
             std::swap(order[j], order[j - 1]);
-    // Only the options cheaper than every heavier one (keep_front), from the heaviest down.
     std::array<std::uint8_t, kPrecisionCount> front{};
-    std::size_t kept = 0;
-    double best = kInf;
-    for (std::size_t k = count; k-- > 0;)
-        if (value[order[k]] < best) {
-            front[kept++] = order[k];
-            best = value[order[k]];
-        }
+    const std::size_t kept = cheaper_than_heavier(
+        count, [&](std::size_t k) { return value[order[k]]; }, front);
     for (std::size_t k = 0; k < kept; ++k) {
-        const std::uint8_t i = front[kept - 1 - k];
+        const std::uint8_t i = order[front[kept - 1 - k]];
         out[k].weight = weight[i];
         out[k].value = value[i];
         out[k].format = format[i];
@@ -139,8 +146,6 @@ void LossPlanner::make_ready(std::size_t block, bool weigh, double tie) {
     r.count = std::uint8_t(count);
     r.lightest = o[0].weight;
     for (std::size_t j = count; j-- > 0;) o[j].weight -= o[0].weight;
-    r.heaviest = o[count - 1].weight;
-    r.least_value = o[0].value;
     r.moves = 0;
     for (std::size_t from = 0; from + 1 < count;) {
         std::size_t to = from + 1;  // the hull's next point: the least slope (ties: the farthest)
@@ -169,6 +174,7 @@ void LossPlanner::prepare(bool weigh, double tie) {
     option_start_.resize(n);
     option_end_.resize(n);
     lightest_.resize(n);
+    const Option* options = options_.data();
     Move* hull = hull_.data();
     std::uint32_t moves = 0;
     double heaviest = 0, base = 0, least = kInf, most = 0;
@@ -180,8 +186,8 @@ void LossPlanner::prepare(bool weigh, double tie) {
         option_start_[i] = at;
         option_end_[i] = at + r.count;
         lightest_[i] = r.lightest;
-        heaviest += r.heaviest;
-        base += r.least_value;
+        heaviest += options[at + r.count - 1].weight;
+        base += options[at].value;
         for (std::size_t m = 0; m < r.moves; ++m) {
             Move mv = r.hull[m];  // made whole before it is stored: a store read back in part stalls
             mv.item = i;
@@ -284,8 +290,8 @@ void LossPlanner::write_plan(LossPlan& out, double saved, double cost, double to
         const Precision p = options_[option_start_[i] + choice_[i]].format;
         out.precision[b] = p;
         const Key& key = keys_[b];
-        saved += key.bytes_bf16 - key.bytes_bf16 * bytes_per_element(p) / 2.0;  // as bytes_in
-        cost += p == Precision::bf16 ? 0.0 : key.loss_pct[std::size_t(p)];      // as cost_in
+        saved += key.bytes_bf16 - bytes_in(key, p);
+        cost += cost_in(key, p);
     }
     out.saving_pct = total_bf16 > 0 ? 100.0 * saved / total_bf16 : 0.0;
     out.loss_pct = cost;

@@ -32,7 +32,7 @@ Policy::WindowTotals Policy::average_windows(UpdateRecord& rec) const {
         d.id = int(b);
         d.window = win_count_[b];
         d.snr_db = snr_[b];
-        if (loss_estimated_ && !std::isnan(per_unit))     // else it stays unknown
+        if (!std::isnan(per_unit))                        // else it stays unknown
             for (Precision p : kLowFormatsCheapestFirst)  // in place: a PerFormat returned by value stalls
                 d.loss_delta_pct[std::size_t(p)] = loss_delta_[b][std::size_t(p)] * per_unit;
         if (d.window == 0) continue;

@@ -105,9 +105,8 @@ class LossPlanner {
     // By block: its part of the solver's input (make_ready), made for the tie weight ready_tie_ (and
     // ready_weigh_) and valid where ready_ok_: its options as the solver takes them (in options_), that
     // weight, its hull moves (item 0).
-    struct Ready {  // what prepare reads of it (it reads nothing else of the block), the first moves first
+    struct Ready {  // what prepare reads of it first, in its first cache line with the first moves
         double lightest;
-        double heaviest, least_value;  // its heaviest option's weight (lightest taken), its least value
         std::uint8_t count, moves;
         std::array<Move, kPrecisionCount - 1> hull;
     };

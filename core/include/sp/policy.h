@@ -186,9 +186,9 @@ class Policy {
                std::isfinite(loss_monitor_.ema());
     }
     void apply_decision(BlockDetail& d, const Decision& decision, std::int64_t step);
-    // Rule 10, block by block as each block's decision is applied, then the record's totals.
-    // The record's totals as they are summed: a local of the caller's, written to the record once
-    // (end_tally), so that the sums stay in registers rather than in the record.
+    // Rule 10, block by block as each block's decision is applied, then the record's totals. The
+    // totals are summed in a local of the caller's and written to the record once (end_tally), so
+    // that the sums stay in registers rather than in the record.
     struct Tally {
         int changes = 0;
         std::array<int, kPrecisionCount> blocks{};            // by format
@@ -197,7 +197,7 @@ class Policy {
     };
     void tally_block(BlockDetail& d, Tally& t) const;
     void end_tally(UpdateRecord& rec, const Tally& t) const;
-    void tally(UpdateRecord& rec) const;  // all three, over a finished record (adopt)
+    void tally(UpdateRecord& rec) const;  // both, over a finished record (adopt)
     void end_update(std::int64_t step, bool first_dynamic);
     bool cooling(std::size_t block, std::int64_t step) const;
     std::int64_t free_from(std::size_t block) const;  // first step the cooldowns allow a policy move
