@@ -95,6 +95,12 @@ const sp::Config& RunSession::runConfig() const {
     return run_config_;
 }
 
+bool RunSession::policyModeKnown() const {
+    if (mode_seen_) return true;
+    runConfig();  // reads the header's config, config_has_mode_ with it, when the header changed
+    return config_has_mode_;
+}
+
 QString RunSession::cutMessage() const {
     if (!read_whole_file_) return {};
     return qs(run_end_.cut_message());

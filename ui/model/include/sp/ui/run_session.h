@@ -59,7 +59,7 @@ class RunSession : public QObject {
     sp::Mode policyMode() const { return mode_seen_.value_or(runConfig().mode); }
     // Whether the run says its mode (an update's "mode", or a "mode" in the header's readable config);
     // else policyMode() is the configuration's default, not the run's (the original tool's files).
-    bool policyModeKnown() const { return mode_seen_.has_value() || (runConfig(), config_has_mode_); }
+    bool policyModeKnown() const;
     double budgetTargetPct() const { return target_seen_.value_or(runConfig().budget_target_pct); }
     double lossTolerancePct() const { return tolerance_seen_.value_or(runConfig().loss_tolerance_pct); }
     SourceState state() const { return state_; }
