@@ -1,8 +1,5 @@
 #include "block_swap.h"
 
-#include <ATen/Functions.h>
-
-#include <cstring>
 #include <stdexcept>
 #include <string>
 
@@ -14,116 +11,126 @@ std::uint64_t SwapBlock::payload_bytes() const {
     return bytes;
 }
 
-namespace {
-
-// A host slot holds a block's payloads back to back, each tensor's values then its scales, the
-// scales on a 4-byte boundary so that they can be viewed as fp32 where they lie.
-class HostSwapSlots final : public SwapSlots {
-  public:
-    HostSwapSlots() : expander_(c10::Device(c10::kCPU)) {}
-
-    void upload(std::size_t slot, const SwapBlock& block) override {
-        std::vector<float>& bytes = slots_.at(slot);  // float elements: 4-byte aligned storage
-        std::size_t floats = 0;
-        for (const auto& payload : block.payloads)
-            floats += (payload->values.size() + 3) / 4 + payload->scales.size();
-        bytes.resize(floats);
-        std::size_t at = 0;
-        for (const auto& payload : block.payloads) {
-            if (!payload->values.empty())
-                std::memcpy(&bytes[at], payload->values.data(), payload->values.size());
-            at += (payload->values.size() + 3) / 4;
-            if (!payload->scales.empty())
-                std::memcpy(&bytes[at], payload->scales.data(), payload->scales.size() * sizeof(float));
-            at += payload->scales.size();
-        }
-    }
-
-    void expand(std::size_t slot, const SwapBlock& block) override {
-        std::vector<float>& bytes = slots_.at(slot);
-        std::size_t at = 0;
-        for (std::size_t k = 0; k < block.params.size(); ++k) {
-            const Payload& payload = *block.payloads[k];
-            const at::Tensor values =
-                at::from_blob(bytes.data() + at, {std::int64_t(payload.values.size())}, at::kByte);
-            at += (payload.values.size() + 3) / 4;
-            const at::Tensor scales =
-                at::from_blob(bytes.data() + at, {std::int64_t(payload.scales.size())}, at::kFloat);
-            at += payload.scales.size();
-            expander_.expand(values, scales, payload, block.params[k]);
-        }
-    }
-
-  private:
-    PayloadExpander expander_;
-    std::array<std::vector<float>, 2> slots_;
-};
-
-}  // namespace
-
-std::unique_ptr<SwapSlots> make_host_swap_slots() {
-    return std::make_unique<HostSwapSlots>();
+BlockSwapSchedule::BlockSwapSchedule(std::unique_ptr<SwapSlots> slots, std::size_t slot_count,
+                                     bool hold_weights)
+    : slots_(std::move(slots)), slot_state_(slot_count), hold_weights_(hold_weights) {
+    if (slot_count == 0) throw std::invalid_argument("block-swap needs at least one slot");
 }
-
-BlockSwapSchedule::BlockSwapSchedule(std::unique_ptr<SwapSlots> slots) : slots_(std::move(slots)) {}
 
 void BlockSwapSchedule::record(BlockSwapEvent::Kind kind, std::size_t block, std::size_t slot) {
     if (recording_) events_.push_back(BlockSwapEvent{kind, block, slot});
 }
 
-std::optional<std::size_t> BlockSwapSchedule::slot_holding(std::size_t block) const {
+std::optional<std::size_t> BlockSwapSchedule::slot_of(std::size_t block, SlotUse use) const {
     for (std::size_t s = 0; s < slot_state_.size(); ++s)
-        if (slot_state_[s].block == block && !slot_state_[s].expanded) return s;
+        if (slot_state_[s].block == block && slot_state_[s].use == use) return s;
+    return std::nullopt;
+}
+
+bool BlockSwapSchedule::present(std::size_t block) const {
+    for (const Slot& s : slot_state_)
+        if (s.block == block && (s.use != SlotUse::free || fault_ == BlockSwapFault::reuse_stale_slot))
+            return true;
+    return false;
+}
+
+bool BlockSwapSchedule::holds(std::size_t block) const {
+    return slot_of(block, SlotUse::holding).has_value();
+}
+
+// `preferred` when it is free (block b goes to slot b mod K, which makes the order easy to read in a
+// log), else the first free slot.
+std::optional<std::size_t> BlockSwapSchedule::free_slot(std::size_t preferred) const {
+    if (slot_state_[preferred].use == SlotUse::free) return preferred;
+    for (std::size_t s = 0; s < slot_state_.size(); ++s)
+        if (slot_state_[s].use == SlotUse::free) return s;
     return std::nullopt;
 }
 
 void BlockSwapSchedule::load(std::size_t block, std::size_t slot, const std::vector<SwapBlock>& blocks) {
     Slot& state = slot_state_.at(slot);
-    if (!state.expanded)
+    if (state.use != SlotUse::free && fault_ != BlockSwapFault::prefetch_into_busy_slot)
         throw std::logic_error("BlockSwapSchedule: uploading block " + std::to_string(block) + " into slot " +
                                std::to_string(slot) + " would overwrite block " +
-                               std::to_string(*state.block) + ", which has not been expanded from it yet");
+                               std::to_string(*state.block) + ", which is not done with it");
     slots_->upload(slot, blocks[block]);
     state.block = block;
-    state.expanded = false;
+    state.use = SlotUse::loaded;
     record(BlockSwapEvent::upload, block, slot);
 }
 
-std::vector<std::size_t> BlockSwapSchedule::before_block_forward(std::size_t block,
-                                                                 const std::vector<SwapBlock>& blocks) {
+void BlockSwapSchedule::prefetch(std::size_t block, const std::vector<std::size_t>& upcoming,
+                                 const std::vector<SwapBlock>& blocks, std::vector<std::size_t>& uploaded) {
+    std::size_t depth = 0;
+    for (const std::size_t next : upcoming) {
+        if (depth + 1 >= slot_state_.size()) break;  // one slot is the computing block's
+        ++depth;
+        if (next == block || next >= blocks.size()) continue;
+        if (present(next)) continue;
+        std::optional<std::size_t> slot = free_slot(next % slot_state_.size());
+        if (fault_ == BlockSwapFault::prefetch_into_busy_slot)
+            slot = next_faulty_slot_++ % slot_state_.size();
+        if (!slot) break;  // every other slot still holds a block: nothing to prefetch into
+        load(next, *slot, blocks);
+        uploaded.push_back(next);
+    }
+}
+
+std::vector<std::size_t> BlockSwapSchedule::acquire(std::size_t block,
+                                                    const std::vector<std::size_t>& upcoming,
+                                                    const std::vector<SwapBlock>& blocks) {
     if (block >= blocks.size())
         throw std::out_of_range("BlockSwapSchedule: no block " + std::to_string(block));
     std::vector<std::size_t> uploaded;
-    std::optional<std::size_t> slot = slot_holding(block);
+    if (holds(block)) {  // kept since its last use (the last block between its forward and backward)
+        prefetch(block, upcoming, blocks, uploaded);
+        return uploaded;
+    }
+    std::optional<std::size_t> slot = slot_of(block, SlotUse::loaded);
+    if (!slot && fault_ == BlockSwapFault::reuse_stale_slot)
+        for (std::size_t s = 0; s < slot_state_.size() && !slot; ++s)
+            if (slot_state_[s].block == block) slot = s;
     if (!slot) {
-        // Not prefetched (the first block, or a forward that did not follow the order): a stale
-        // prefetch of another block is dropped (nothing reads it), then the block takes a slot.
-        for (Slot& s : slot_state_)
-            if (!s.expanded) {
-                record(BlockSwapEvent::drop, *s.block, std::size_t(&s - slot_state_.data()));
-                s.expanded = true;
+        // Not prefetched (the first block, or a computation that did not follow the order): stale
+        // prefetches of other blocks are dropped (nothing reads them), then the block takes a slot.
+        for (std::size_t s = 0; s < slot_state_.size(); ++s)
+            if (slot_state_[s].use == SlotUse::loaded) {
+                record(BlockSwapEvent::drop, *slot_state_[s].block, s);
+                slot_state_[s].use = SlotUse::free;
             }
-        slot = block % slot_state_.size();
+        slot = free_slot(block % slot_state_.size());
+        if (!slot)
+            throw std::logic_error("BlockSwapSchedule: no slot is free for block " + std::to_string(block) +
+                                   ": every slot holds a block that was not released");
         load(block, *slot, blocks);
         uploaded.push_back(block);
     }
-    // The next block's copy goes out before this one's expansion, into the other slot.
-    const std::size_t next = block + 1;
-    if (next < blocks.size()) {
-        load(next, 1 - *slot, blocks);
-        uploaded.push_back(next);
-    }
+    prefetch(block, upcoming, blocks, uploaded);
     slots_->expand(*slot, blocks[block]);
-    slot_state_[*slot].expanded = true;
+    slot_state_[*slot].use = hold_weights_ ? SlotUse::holding : SlotUse::free;
     record(BlockSwapEvent::expand, block, *slot);
     return uploaded;
 }
 
+void BlockSwapSchedule::release(std::size_t block, const std::vector<SwapBlock>& blocks) {
+    if (!hold_weights_) return;
+    const std::optional<std::size_t> slot = slot_of(block, SlotUse::holding);
+    if (!slot)
+        throw std::logic_error("BlockSwapSchedule: releasing block " + std::to_string(block) +
+                               ", which no slot holds");
+    if (fault_ != BlockSwapFault::keep_released_weights) slots_->release(*slot, blocks.at(block));
+    slot_state_[*slot].use = SlotUse::free;
+    record(BlockSwapEvent::release, block, *slot);
+}
+
 void BlockSwapSchedule::forget_slots() {
-    for (Slot& s : slot_state_) {
-        if (!s.expanded && s.block)
-            record(BlockSwapEvent::drop, *s.block, std::size_t(&s - slot_state_.data()));
-        s = Slot{};
+    for (std::size_t s = 0; s < slot_state_.size(); ++s) {
+        Slot& state = slot_state_[s];
+        if (state.use == SlotUse::loaded) {
+            record(BlockSwapEvent::drop, *state.block, s);
+            state.use = SlotUse::free;
+        }
+        // A slot holding weights keeps them: the block is computing (its release frees the slot).
     }
 }
 

@@ -254,7 +254,11 @@ std::vector<BlockSnr> DistributionProfiler::finish(std::int64_t step) {
         measures.assign(layers_[b].size(), nullptr);
         for (std::size_t l = 0; l < layers_[b].size(); ++l) {
             const std::size_t k = layers_[b][l];
-            const at::Tensor w = output_rows(blocks_[b].streamed()[k], blocks_[b].stored_transposed(k));
+            // The master where the runtime names it: the parameter may hold a BF16 compute copy (the
+            // weights scope) or nothing at all (a block block-swap has released).
+            const at::Tensor* master = masters_ ? masters_(b, k) : nullptr;
+            const at::Tensor w =
+                output_rows(master ? *master : blocks_[b].streamed()[k], blocks_[b].stored_transposed(k));
             if (w.numel() == 0) continue;
             const std::uint64_t stream = stream_of(int(b), l, false);
             const auto in = inputs_step_ == step ? inputs_.find({int(b), int(l)}) : inputs_.end();

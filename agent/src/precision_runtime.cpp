@@ -17,16 +17,6 @@
 
 namespace sp::agent {
 
-namespace {
-
-TransferBytes& operator+=(TransferBytes& into, const TransferBytes& more) {
-    into.copied += more.copied;
-    into.bf16 += more.bf16;
-    return into;
-}
-
-}  // namespace
-
 ReferencePrecisionRuntime::ReferencePrecisionRuntime(std::vector<AgentBlock> blocks,
                                                      std::size_t int4_group_size)
     : blocks_(std::move(blocks)), int4_group_(int4_group_size) {
@@ -111,7 +101,8 @@ TransferBytes ReferencePrecisionRuntime::block_bytes(std::size_t block, Precisio
     TransferBytes bytes;
     const AgentBlock& b = blocks_.at(block);
     for (std::size_t k = 0; k < b.streamed().size(); ++k) {
-        const at::Tensor& t = b.streamed()[k];
+        // The master's shape: a parameter block-swap has released keeps its shape but not its storage.
+        const at::Tensor& t = b.kept_as_is(k) ? b.streamed()[k] : masters_[block][k];
         const at::Tensor rows = output_rows(t, b.stored_transposed(k));
         bytes.copied += detail::materialized_bytes(rows, b.kept_as_is(k) ? Precision::bf16 : p, int4_group_);
         bytes.bf16 += detail::materialized_bytes(rows, Precision::bf16);
@@ -217,6 +208,9 @@ void ReferencePrecisionRuntime::on_hints(const PrecisionHints& hints) {
 
 void ReferencePrecisionRuntime::before_optimizer_step(bool restore_frozen) {
     at::NoGradGuard no_grad;
+    // Frozen tensors held in BF16 or in block-swap's slots never hold their masters: readers take
+    // master().
+    if (frozen_in_bf16_ || swap_holds_weights()) restore_frozen = false;
     for (std::size_t b = 0; b < blocks_.size(); ++b)
         for (std::size_t k = 0; k < masters_[b].size(); ++k) {
             if ((frozen(b, k) && !restore_frozen) || blocks_[b].kept_as_is(k)) continue;
@@ -227,6 +221,10 @@ void ReferencePrecisionRuntime::before_optimizer_step(bool restore_frozen) {
 }
 
 void ReferencePrecisionRuntime::reload_masters() {
+    if (frozen_in_bf16_ || swap_holds_weights())
+        throw std::logic_error(
+            "ReferencePrecisionRuntime::reload_masters: the frozen parameters are held in BF16 or in "
+            "block-swap's slots, not as masters");
 #if SP_AGENT_HAVE_CUDA
     if (uploader_) uploader_->wait_for_copy();  // the last upload may still read a frozen payload
 #endif
@@ -277,92 +275,6 @@ void ReferencePrecisionRuntime::after_optimizer_step() {
     total_ += pending_total_;
     pending_per_block_.assign(blocks_.size(), TransferBytes{});
     pending_total_ = TransferBytes{};
-}
-
-void ReferencePrecisionRuntime::set_weight_residency(WeightResidency r) {
-    residency_ = r;
-    if (r != WeightResidency::block_swap) {
-        swap_.reset();
-        return;
-    }
-    if (swap_) return;
-    for (const AgentBlock& block : blocks_)
-        if (!block.as_is.empty() || !block.transposed.empty())
-            throw std::invalid_argument(
-                "ReferencePrecisionRuntime: block-swap with tensors kept as they are or "
-                "stored transposed (block '" +
-                block.name + "') is not built");
-    std::unique_ptr<detail::SwapSlots> slots;
-#if SP_AGENT_HAVE_CUDA
-    if (uploader_)
-        for (const AgentBlock& block : blocks_)
-            for (const at::Tensor& p : block.streamed())
-                if (!slots && p.is_cuda()) slots = detail::make_cuda_swap_slots(p.device());
-#endif
-    if (!slots) slots = detail::make_host_swap_slots();
-    swap_ = std::make_shared<detail::BlockSwap>(std::move(slots));
-    swap_->blocks.resize(blocks_.size());
-    for (std::size_t b = 0; b < blocks_.size(); ++b) pack_swap_block(b);
-}
-
-void ReferencePrecisionRuntime::pack_swap_block(std::size_t block) {
-    const Precision p = precision_[block];
-    detail::SwapBlock& swap = swap_->blocks[block];
-    swap.params = blocks_[block].streamed();
-    swap.payloads.clear();
-    for (std::size_t k = 0; k < masters_[block].size(); ++k) {
-        if (frozen(block, k)) {
-            frozen_payload(block, k, p);  // packs (and pins) it when the format changed
-            swap.payloads.push_back(frozen_payloads_[block][k]);
-            continue;
-        }
-        auto payload =
-            std::make_shared<detail::Payload>(detail::pack_payload(masters_[block][k], p, int4_group_));
-#if SP_AGENT_HAVE_CUDA
-        // Page-locked, so that the copy stream reads it by DMA while the host goes on.
-        if (uploader_) detail::CudaStagedUploader::pin(*payload);
-#endif
-        swap.payloads.push_back(std::move(payload));
-    }
-    swap_->schedule.forget_slots();  // a prefetched copy of the old payload is stale
-}
-
-void ReferencePrecisionRuntime::before_block_forward(std::size_t block) {
-    if (!swap_) return;
-    if (masters_in_params_)
-        throw std::logic_error(
-            "ReferencePrecisionRuntime::before_block_forward between before_optimizer_step and "
-            "after_optimizer_step: the payloads are about to change");
-    // Read before the guard below: an evaluation's forward runs with gradients off.
-    const bool in_step = at::GradMode::is_enabled();
-    at::NoGradGuard no_grad;
-    const std::vector<std::size_t> uploaded = swap_->schedule.before_block_forward(block, swap_->blocks);
-    for (const std::size_t b : uploaded) {
-        const TransferBytes bytes = block_bytes(b, precision_[b]);  // as `streamed` counts a block
-        total_ += in_step ? TransferBytes{} : bytes;
-        if (!in_step) continue;
-        pending_per_block_[b] += bytes;
-        pending_total_ += bytes;
-    }
-    const Precision p = precision_[block];
-    if (p == Precision::int8 && blocks_[block].harsh_int8_step > 0.0)
-        for (std::size_t k = 0; k < masters_[block].size(); ++k)
-            detail::assign(
-                blocks_[block].streamed()[k],
-                detail::materialized(masters_[block][k], p, blocks_[block].harsh_int8_step, int4_group_));
-}
-
-void ReferencePrecisionRuntime::record_block_swap_events(bool on) {
-    if (swap_) swap_->schedule.set_recording(on);
-}
-
-const std::vector<BlockSwapEvent>& ReferencePrecisionRuntime::block_swap_events() const {
-    static const std::vector<BlockSwapEvent> none;
-    return swap_ ? swap_->schedule.events() : none;
-}
-
-void ReferencePrecisionRuntime::clear_block_swap_events() {
-    if (swap_) swap_->schedule.clear_events();
 }
 
 }  // namespace sp::agent

@@ -50,20 +50,31 @@ class BlockImpl : public torch::nn::Module {
 
     // `observe(layer, input)`, when set, sees the input of each linear layer, in parameter order;
     // `observe_grad(layer, g)`, in the backward pass, the gradient of the loss at each one's output.
+    // The block computes in the dtype of `x`: a parameter of another dtype is cast to it (an autograd
+    // cast, so a trainable fp32 tensor still gets its gradient in fp32), which the weights scope's BF16
+    // parameters never need.
     torch::Tensor forward(const torch::Tensor& x,
                           const std::function<void(int, const at::Tensor&)>& observe = {},
                           const std::function<void(int, const at::Tensor&)>& observe_grad = {}) {
+        namespace F = torch::nn::functional;
         const auto batch = x.size(0), time = x.size(1), channels = x.size(2);
+        const auto in_dtype = [&](const torch::Tensor& t) { return t.to(x.scalar_type()); };
+        const auto norm = [&](torch::nn::LayerNorm& ln, const torch::Tensor& input) {
+            return F::layer_norm(input, F::LayerNormFuncOptions({channels})
+                                            .weight(in_dtype(ln->weight))
+                                            .bias(in_dtype(ln->bias))
+                                            .eps(ln->options.eps()));
+        };
         // A linear layer as the block computes it: its input rounded to the block's format (and
         // seen by the profiler), the gradient at its output rounded; with adapters, plus the
-        // low-rank update B·(A·x) in fp32 on the unrounded input.
+        // low-rank update B·(A·x) on the unrounded input.
         auto linear = [&](int layer, torch::nn::Linear& base, const torch::Tensor& input) {
             if (observe) observe(layer, input.detach());
-            auto out = in_compute_format_grad(base(in_compute_format(input)));
+            auto out = in_compute_format_grad(
+                F::linear(in_compute_format(input), in_dtype(base->weight), in_dtype(base->bias)));
             if (!adapter_a_.empty()) {
-                namespace F = torch::nn::functional;
-                out = out + F::linear(F::linear(input, adapter_a_[std::size_t(layer)]),
-                                      adapter_b_[std::size_t(layer)]);
+                const auto i = std::size_t(layer);
+                out = out + F::linear(F::linear(input, in_dtype(adapter_a_[i])), in_dtype(adapter_b_[i]));
             }
             // The gradient at the layer's whole output, as it arrives (the base's share is rounded after
             // it): with adapters the frozen first block's base output alone needs none.
@@ -72,15 +83,16 @@ class BlockImpl : public torch::nn::Module {
             return out;
         };
         // [B, T, 3, H, hd] -> [3, B, H, T, hd]
-        const auto qkv =
-            linear(0, qkv_, ln_attn_(x)).view({batch, time, 3, heads_, head_dim_}).permute({2, 0, 3, 1, 4});
+        const auto qkv = linear(0, qkv_, norm(ln_attn_, x))
+                             .view({batch, time, 3, heads_, head_dim_})
+                             .permute({2, 0, 3, 1, 4});
         const auto q = qkv[0], k = qkv[1], v = qkv[2];
         auto scores = torch::matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(double(head_dim_)));
         scores = scores.masked_fill(causal_mask_.slice(0, 0, time).slice(1, 0, time),
                                     -std::numeric_limits<float>::infinity());
         const auto attended = torch::matmul(torch::softmax(scores, -1), v);  // [B, H, T, hd]
         auto h = x + linear(1, attn_out_, attended.transpose(1, 2).reshape({batch, time, channels}));
-        const auto hidden = torch::gelu(linear(2, mlp_in_, ln_mlp_(h)));
+        const auto hidden = torch::gelu(linear(2, mlp_in_, norm(ln_mlp_, h)));
         return h + linear(3, mlp_out_, hidden);
     }
 
@@ -265,19 +277,25 @@ at::Tensor GptModel::forward(const at::Tensor& tokens) {
     auto& m = *impl_;
     auto x = embed(tokens);
     for (std::size_t b = 0; b < m.block_list.size(); ++b) {
-        if (block_hook_) block_hook_(int(b));
-        if (!input_observer_) {
-            x = m.block_list[b](x);
-            continue;
-        }
-        // The gradient observer outlives this call (backward runs later): it captures by value.
-        std::function<void(int, const at::Tensor&)> grad_observer;
-        if (grad_observer_)
-            grad_observer = [observer = grad_observer_, block = int(b)](int layer, const at::Tensor& g) {
+        // The block as a function of its input; with block-swap it runs again in the backward pass
+        // (sp::agent::run_swapped_block), so it holds its own copies of what it needs.
+        std::function<void(int, const at::Tensor&)> observe, observe_grad;
+        if (input_observer_)
+            observe = [observer = input_observer_, block = int(b)](int layer, const at::Tensor& in) {
+                observer(block, layer, in);
+            };
+        if (input_observer_ && grad_observer_)
+            observe_grad = [observer = grad_observer_, block = int(b)](int layer, const at::Tensor& g) {
                 observer(block, layer, g);
             };
-        x = m.block_list[b]->forward(
-            x, [&](int layer, const at::Tensor& in) { input_observer_(int(b), layer, in); }, grad_observer);
+        const sp::agent::BlockForward run = [block = m.block_list[b].ptr(), bf16 = weights_scope_, observe,
+                                             observe_grad](const at::Tensor& in, bool recompute) {
+            // The weights scope computes in BF16: the block's input, and so its whole computation.
+            const at::Tensor out = block->forward(bf16 ? in.to(torch::kBFloat16) : in,
+                                                  recompute ? decltype(observe){} : observe, observe_grad);
+            return out.to(in.scalar_type());
+        };
+        x = block_runner_ ? block_runner_(int(b), x, run) : run(x, false);
     }
     return m.lm_head(m.final_norm(x));
 }
@@ -310,7 +328,8 @@ void GptModel::set_compute_formats(const std::vector<Precision>& formats, std::s
                                     " formats for " + std::to_string(impl_->block_list.size()) + " blocks");
     int4_group_ = int4_group;
     for (std::size_t b = 0; b < formats.size(); ++b)
-        impl_->block_list[b]->set_compute_format(weights_scope_ ? Precision::bf16 : formats[b], int4_group);
+        impl_->block_list[b]->set_compute_format(weights_scope_ ? std::nullopt : std::optional(formats[b]),
+                                                 int4_group);
 }
 
 void GptModel::unplant_for_update() {

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "sp/agent/block.h"
+#include "sp/agent/swapped_block.h"
 #include "sp/quantize.h"
 
 namespace sp::trainer {
@@ -52,12 +53,14 @@ class GptModel {
     // the compute format rounds it. Hooks already registered keep the observer they were given.
     void set_layer_output_grad_observer(LayerInputObserver observer) { grad_observer_ = std::move(observer); }
 
-    // While set, forward() calls `hook(block)` just before each block's forward, in block order:
-    // block-swap streaming uploads the block's weights there
-    // (ReferencePrecisionRuntime::before_block_forward). Unset: an empty function. run_block() does
-    // not call it: calibration, its one user, runs before the runtime exists.
-    using BlockForwardHook = std::function<void(int block)>;
-    void set_block_forward_hook(BlockForwardHook hook) { block_hook_ = std::move(hook); }
+    // While set, forward() runs each block through `runner(block, x, forward)` rather than
+    // `forward(x, false)`: block-swap streaming runs it with sp::agent::run_swapped_block, which
+    // uploads the block's weights around it and, when the slots hold the weights, runs it again in the
+    // backward pass. Unset: an empty function. run_block() does not use it: calibration, its one user,
+    // runs before the runtime exists.
+    using BlockRunner =
+        std::function<at::Tensor(int block, const at::Tensor& x, const sp::agent::BlockForward& forward)>;
+    void set_block_runner(BlockRunner runner) { block_runner_ = std::move(runner); }
 
     // tokens: int64 [B, T] with T <= seq_len. Returns logits [B, T, vocab].
     at::Tensor forward(const at::Tensor& tokens);
@@ -84,8 +87,10 @@ class GptModel {
 
     // The format each block computes in (one per block): its linear layers' inputs are rounded to it
     // per token, as the runtime rounds its weights, and so are the gradients at their outputs. In the
-    // "weights" precision scope (set_weights_scope) every block computes in BF16 whatever its format:
-    // only its weights are stored in the format. std::invalid_argument for another count.
+    // "weights" precision scope (set_weights_scope) nothing is rounded: every block computes in BF16
+    // (its input is cast to BF16 at its entry and its output back at its exit, its parameters are BF16
+    // or cast to it), whatever its format, and only its weights are stored in the format.
+    // std::invalid_argument for another count.
     void set_compute_formats(const std::vector<Precision>& formats, std::size_t int4_group);
     void set_weights_scope(bool weights) { weights_scope_ = weights; }
     std::size_t int4_group() const { return int4_group_; }
@@ -120,7 +125,7 @@ class GptModel {
     LayerInputObserver input_observer_;
     LayerInputObserver grad_observer_;
     bool weights_scope_ = false;
-    BlockForwardHook block_hook_;
+    BlockRunner block_runner_;
     std::size_t int4_group_ = kDefaultInt4GroupSize;
 };
 

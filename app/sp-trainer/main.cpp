@@ -91,11 +91,15 @@ double learning_rate_at(std::int64_t step, std::int64_t steps, double peak) {
     return peak * (0.1 + 0.9 * 0.5 * (1.0 + std::cos(3.141592653589793 * progress)));
 }
 
-// The weight of a block's `layer`-th linear layer (its layer-th parameter of two or more dimensions).
-const at::Tensor& layer_weight(const agent::Agent& agent, int block, int layer) {
+// The master of a block's `layer`-th linear layer (its layer-th parameter of two or more dimensions):
+// the parameter itself may hold the BF16 compute copy (the weights scope) or nothing (block-swap).
+const at::Tensor& layer_weight(const agent::ReferencePrecisionRuntime& runtime, int block, int layer) {
     int seen = 0;
-    for (const at::Tensor& p : agent.blocks().at(std::size_t(block)).streamed())
-        if (p.dim() >= 2 && seen++ == layer) return p;
+    for (std::size_t k = 0;; ++k) {
+        const at::Tensor* master = runtime.master(std::size_t(block), k);
+        if (!master) break;
+        if (master->dim() >= 2 && seen++ == layer) return *master;
+    }
     throw std::out_of_range("no linear layer " + std::to_string(layer) + " in block " +
                             std::to_string(block));
 }
@@ -358,6 +362,7 @@ class TrainingLoop {
 
     // One optimizer step on a fresh training batch, with the agent around it; returns the batch's loss.
     at::Tensor train_step(std::int64_t step) {
+        const agent::SwapStats swap_before = runtime_.swap_stats();
         agent_.begin_step(step);
         const Batch batch = text_.sample(Split::train, train_rng_, o_.batch, o_.seq_len, o_.device);
         // Distribution statistics steps: the agent profiles the inputs of the blocks' linear layers.
@@ -387,14 +392,24 @@ class TrainingLoop {
         agent_.compute_hints(step);
         if (validation_)
             validation_->finish(step, [this](int block, int layer) -> const at::Tensor& {
-                return layer_weight(agent_, block, layer);
+                return layer_weight(runtime_, block, layer);
             });
         optimizer_.set_learning_rate(learning_rate_at(step, o_.steps, o_.lr));
         optimizer_.step();
         const auto weights_start = Clock::now();
         runtime_.after_optimizer_step();
         totals_.weights_s += seconds_since(weights_start);
+        count_swap_time(swap_before);
         return loss;
+    }
+
+    // Block-swap's uploads and expansions in this training step (its evaluations excluded).
+    void count_swap_time(const agent::SwapStats& before) {
+        if (runtime_.weight_residency() != agent::WeightResidency::block_swap) return;
+        const agent::SwapStats now = runtime_.swap_stats();
+        totals_.upload_s += now.upload_s - before.upload_s;
+        totals_.expand_s += now.expand_s - before.expand_s;
+        totals_.weights_s += (now.upload_s - before.upload_s) + (now.expand_s - before.expand_s);
     }
 
     // The held-out loss of an evaluation step: step 0 carries the one measured before training, later
@@ -463,17 +478,16 @@ class TrainingLoop {
     std::int64_t last_print_step_ = -1;
 };
 
-// --weight-residency, and the model's hook before each block's forward: block-swap uploads the
-// block there (a no-op in the other modes).
-void set_residency(const TrainerOptions& o, GptModel& model, agent::ReferencePrecisionRuntime& runtime,
-                   RunTotals& totals) {
+// --weight-residency (and the weights scope's BF16 base, which must come first), and each block's
+// forward through the runtime: block-swap uploads the block there (a no-op in the other modes).
+void set_residency(const TrainerOptions& o, GptModel& model, agent::ReferencePrecisionRuntime& runtime) {
+    if (o.config.weights_scope()) runtime.compute_frozen_in_bf16();
     runtime.set_weight_residency(o.block_swap ? agent::WeightResidency::block_swap
                                  : o.resident ? agent::WeightResidency::resident
-                                              : agent::WeightResidency::streamed);
-    model.set_block_forward_hook([&runtime, &totals](int block) {
-        const auto start = Clock::now();
-        runtime.before_block_forward(std::size_t(block));
-        if (at::GradMode::is_enabled()) totals.weights_s += seconds_since(start);  // not an evaluation's
+                                              : agent::WeightResidency::streamed,
+                                 std::size_t(o.swap_slots));
+    model.set_block_runner([&runtime](int block, const at::Tensor& x, const agent::BlockForward& forward) {
+        return agent::run_swapped_block(runtime, std::size_t(block), x, forward);
     });
 }
 
@@ -515,7 +529,7 @@ int run(const TrainerOptions& o) {
     }
 
     agent::ReferencePrecisionRuntime runtime(agent.blocks(), std::size_t(o.config.int4_group_size));
-    set_residency(o, model, runtime, totals);
+    set_residency(o, model, runtime);
     model.set_weights_scope(o.config.weights_scope());
     model.set_compute_formats(runtime.precisions(), std::size_t(o.config.int4_group_size));
     std::unique_ptr<SnrValidation> validation;

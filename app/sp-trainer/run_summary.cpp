@@ -1,5 +1,6 @@
 #include "run_summary.h"
 
+#include <algorithm>
 #include <cstdarg>
 #include <cstdio>
 #include <fstream>
@@ -9,6 +10,18 @@
 #include <nlohmann/json.hpp>
 
 namespace sp::trainer {
+
+namespace {
+
+// The BF16 bytes of the largest block: what one slot of weights holds in the weights scope.
+std::uint64_t largest_block_bf16_bytes(const agent::ReferencePrecisionRuntime& runtime) {
+    std::uint64_t largest = 0;
+    for (std::size_t b = 0; b < runtime.precisions().size(); ++b)
+        largest = std::max(largest, runtime.block_bytes(b, Precision::bf16).bf16);
+    return largest;
+}
+
+}  // namespace
 
 // printf-style formatting into a std::string (progress lines are fixed-width tables).
 std::string format(const char* fmt, ...) {
@@ -49,6 +62,15 @@ void print_summary(const TrainerOptions& o, const agent::Agent& agent,
                "widths only)\n",
                t.saving_pct_sum / double(std::max<std::int64_t>(t.steps_done, 1)),
                runtime.total_bytes().saving_pct())
+        << format("  weights          %.1f MB on the device at most%s\n",
+                  double(runtime.weights_peak_bytes()) / 1e6,
+                  o.block_swap
+                      ? format(" (block-swap: %d slots, the largest block %.1f MB in BF16; uploads %.3f s, "
+                               "expansions %.3f s in training steps)",
+                               o.swap_slots, double(largest_block_bf16_bytes(runtime)) / 1e6, t.upload_s,
+                               t.expand_s)
+                            .c_str()
+                      : "")
         << format(
                "  agent overhead   %.3f s = %.2f%% of training-step time (collect %.3f s, hints %.3f s, "
                "bookkeeping %.3f s, distribution statistics %.3f s)\n",
@@ -131,6 +153,11 @@ void write_summary_json(const TrainerOptions& o, const agent::Agent& agent,
         {"agent_hints_s", agent.overhead().hints_s},
         {"profiling_s", agent.overhead().distribution_s},
         {"weights_s", t.weights_s},
+        {"swap_slots", o.block_swap ? nlohmann::json(o.swap_slots) : nlohmann::json(nullptr)},
+        {"upload_s", t.upload_s},
+        {"expand_s", t.expand_s},
+        {"weights_peak_bytes", runtime.weights_peak_bytes()},
+        {"largest_block_bf16_bytes", largest_block_bf16_bytes(runtime)},
         {"bytes_copied_per_step",
          t.steps_done > 0 ? double(t.bytes_copied_in_steps) / double(t.steps_done) : 0.0},
         {"bytes_bf16_per_step",

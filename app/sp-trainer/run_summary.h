@@ -28,9 +28,11 @@ struct RunTotals {
     std::int64_t switches = 0;
     double saving_pct_sum = 0;
     std::uint64_t bytes_copied_in_steps = 0, bytes_bf16_in_steps = 0;  // the steps' own (no initial load)
-    // Host time in the runtime's weight movement in training steps: after_optimizer_step (packing,
-    // and in streamed/resident the materialization) and block-swap's block hooks with gradients on.
+    // Time in the runtime's weight movement in training steps: after_optimizer_step (packing, and in
+    // streamed/resident the materialization) and block-swap's uploads and expansions (upload_s,
+    // expand_s: SwapStats, host time on the CPU, device time on CUDA) in the training steps.
     double weights_s = 0;
+    double upload_s = 0, expand_s = 0;
     double initial_eval = NAN, final_eval = NAN;
     std::string calibration;                                  // where the INT8 errors came from
     std::string threads;                                      // who runs the matrix products

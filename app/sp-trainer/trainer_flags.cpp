@@ -211,10 +211,16 @@ void declare_run_flags(CLI::App& app, TrainerOptions& o) {
            },
            "streamed: every block's payload is sent to the compute copy after every optimizer step, as for "
            "weights streamed over PCIe | resident: only blocks whose values or format changed | block-swap: "
-           "each block's payload uploaded just before its forward, double-buffered")
+           "each block's payload uploaded just before its forward into one of --swap-slots slots, the next "
+           "ones' uploads overlapping its compute")
         ->type_name("R")
         ->check(one_of({"streamed", "resident", "block-swap"}))
         ->default_str(defaults.resident ? "resident" : "streamed");
+    value_flag(app, "--swap-slots", o.swap_slots, "K",
+               "block-swap's slots (with --weight-residency block-swap): prefetch depth K-1; with a frozen "
+               "base (adapters) the device memory the weights use is K slots of the largest block")
+        ->transform(integer_in(1, 1024))
+        ->capture_default_str();
     value_flag(app, "--threads", o.threads, "N",
                "CPU threads for the matrix products (default: the cores); with OpenBLAS they are "
                "OpenBLAS's and LibTorch's own pool gets one")
@@ -437,6 +443,7 @@ TrainerOptions parse_trainer_options(const std::vector<std::string>& args, const
     reject_extras(app.remaining());
     o.master_port_given = app.count("--master-port") > 0;
     o.adapter_rank_given = app.count("--adapter-rank") > 0;
+    o.swap_slots_given = app.count("--swap-slots") > 0;
     check_trainer_options(o);
     return o;
 }

@@ -222,6 +222,9 @@ void check_trainer_options(TrainerOptions& o) {
                          ")");
     if (o.adapter_rank_given && !o.adapters)
         throw UsageError("--adapter-rank needs --finetune-mode adapters (a full fine-tune has no adapters)");
+    if (o.swap_slots_given && !o.block_swap)
+        throw UsageError(
+            "--swap-slots needs --weight-residency block-swap (the other residencies have no slots)");
     if (o.probe_maps.empty() != o.probe_out.empty())
         throw UsageError(o.probe_maps.empty() ? "--probe-out needs --probe-maps (the maps to probe)"
                                               : "--probe-maps needs --probe-out (where the results go)");

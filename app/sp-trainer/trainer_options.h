@@ -72,9 +72,12 @@ struct TrainerOptions {
     int adapter_rank = 8;
     // --weight-residency: every block's payload re-sent after every optimizer step ("streamed", the
     // default: weights that do not stay on the device), or only what changed ("resident"), or each
-    // block uploaded just before its forward from host memory, double-buffered ("block-swap").
+    // block uploaded just before its forward from host memory into one of --swap-slots slots
+    // ("block-swap").
     bool resident = false;
     bool block_swap = false;
+    int swap_slots = 2;  // --swap-slots K (block-swap only)
+    bool swap_slots_given = false;
     bool adapter_rank_given = false;
     // Live telemetry and control (agent/PROTOCOL.md).
     bool no_network = false;           // --no-network: bind no sockets

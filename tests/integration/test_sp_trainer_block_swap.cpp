@@ -1,7 +1,9 @@
 // sp-trainer --weight-residency block-swap end to end: the same training as `streamed`, bit for bit
-// (every train loss and the final eval loss), and the same bytes per step, in a routed map (the
-// policy, whose formats change during the run), a uniform INT4 run and an adapters fine-tune (its
-// frozen base streamed from cached payloads). Only when the weights move differs between the modes.
+// (every train loss and the final eval loss), and the same bytes per upload, in a routed map (the
+// policy, whose formats change during the run), a uniform INT4 run and adapters fine-tunes (their
+// frozen base streamed from cached payloads, held in K slots and uploaded again for the backward:
+// 2N - 1 uploads a step; in the weights scope computed in BF16). Only when the weights move differs
+// between the modes.
 #include <QtTest>
 
 #include <QTemporaryDir>
@@ -44,7 +46,10 @@ QStringList tiny(const QStringList& more) {
            more;
 }
 
-nlohmann::json summary_of(const QTemporaryDir& dir, const QString& residency, const QStringList& more) {
+// `more` as the residency takes it: --swap-slots is block-swap's alone.
+nlohmann::json summary_of(const QTemporaryDir& dir, const QString& residency, QStringList more) {
+    const qsizetype slots_at = more.indexOf("--swap-slots");
+    if (residency != "block-swap" && slots_at >= 0) more.remove(slots_at, 2);
     const QString path = dir.filePath(residency + ".json");
     const Run r = run(SP_TRAINER_PATH,
                       tiny(more + QStringList{"--weight-residency", residency, "--summary-json", path}));
@@ -63,6 +68,14 @@ class TestSpTrainerBlockSwap : public QObject {
         QTest::newRow("policy") << QStringList{"--precision", "policy"};
         QTest::newRow("int4") << QStringList{"--precision", "int4"};
         QTest::newRow("adapters int8") << QStringList{"--precision", "int8", "--finetune-mode", "adapters"};
+        QTest::newRow("adapters weights scope K=1")
+            << QStringList{"--precision",       "policy",  "--finetune-mode", "adapters",
+                           "--precision-scope", "weights", "--swap-slots",    "1"};
+        QTest::newRow("adapters weights scope K=3")
+            << QStringList{"--precision",       "int4",    "--finetune-mode", "adapters",
+                           "--precision-scope", "weights", "--swap-slots",    "3"};
+        QTest::newRow("full weights scope")
+            << QStringList{"--precision", "policy", "--precision-scope", "weights"};
     }
     void same_losses_and_bytes_as_streamed() {
         QFETCH(QStringList, flags);
@@ -81,11 +94,29 @@ class TestSpTrainerBlockSwap : public QObject {
         // materialization in step 0; block-swap uploads BF16 in step 0's forward and the map from
         // step 1 on. The map is fixed from then on in these runs, so over the 6 steps block-swap
         // moves one BF16 step where `streamed` moves one more step of the map.
+        // With a frozen base the slots hold the weights: every block but the last is uploaded again for
+        // its backward, 2N - 1 uploads where `streamed` makes N (the tiny model's blocks are alike).
+        const bool holds = flags.contains("adapters");
+        const double uploads = holds ? 5.0 / 3.0 : 1.0;  // N = 3
         const double steps = 6, bf16 = streamed["bytes_bf16_per_step"].get<double>();
         const double per_step = streamed["bytes_copied_per_step"].get<double>();
-        QCOMPARE(swapped["bytes_bf16_per_step"].get<double>(), bf16);
-        QCOMPARE(swapped["bytes_copied_per_step"].get<double>() * steps, per_step * (steps - 1) + bf16);
+        QCOMPARE(swapped["bytes_bf16_per_step"].get<double>(), bf16 * uploads);
+        QCOMPARE(swapped["bytes_copied_per_step"].get<double>() * steps,
+                 (per_step * (steps - 1) + bf16) * uploads);
         QVERIFY(per_step > 0.0);
+        // The weights' device memory: K slots, each the largest block's weights (BF16 in the weights
+        // scope, fp32 otherwise) and its largest payload (at most its BF16 bytes), when the slots hold
+        // them; every block's weights otherwise.
+        const auto k_slots = swapped["swap_slots"].get<double>();
+        const auto block_bf16 = swapped["largest_block_bf16_bytes"].get<double>();
+        const double weight_bytes = flags.contains("weights") ? block_bf16 : 2 * block_bf16;
+        const auto peak = swapped["weights_peak_bytes"].get<double>();
+        if (holds) {
+            QVERIFY2(peak <= k_slots * (weight_bytes + block_bf16 + 256), qPrintable(QString::number(peak)));
+            if (k_slots == 1) QVERIFY(peak < streamed["weights_peak_bytes"].get<double>());
+        } else {
+            QVERIFY(peak >= streamed["weights_peak_bytes"].get<double>());
+        }
     }
 };
 

@@ -77,6 +77,7 @@ const QStringList kFlags = {"--steps",
                             "--outlier-scale",
                             "--snr-validation",
                             "--summary-json",
+                            "--swap-slots",
                             "--probe-maps",
                             "--probe-out",
                             "--quiet",
@@ -210,6 +211,11 @@ class TestSpTrainerInputs : public QObject {
             // Decimal, not octal: 010 blocks are ten.
             {{"--blocks", "010", "--harsh-block", "12"},
              "sp-trainer: --harsh-block: block 12 does not exist (--blocks 10)"},
+            {{"--swap-slots", "3"},
+             "sp-trainer: --swap-slots needs --weight-residency block-swap (the other residencies have no "
+             "slots)"},
+            {{"--weight-residency", "block-swap", "--swap-slots", "0"},
+             "sp-trainer: --swap-slots: '0' is out of range (1 .. 1024)"},
         };
         for (const auto& c : cases) {
             const Outcome r = trainer(c.args);

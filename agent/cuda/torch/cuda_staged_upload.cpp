@@ -10,6 +10,7 @@
 #include <optional>
 #include <stdexcept>
 
+#include "cuda_dequantize_param.h"
 #include "sp/cuda/dequantize_launcher.h"
 
 namespace sp::agent::detail {
@@ -37,10 +38,8 @@ std::optional<sp::cuda::PackedFormat> kernel_format(Precision p) {
     return std::nullopt;
 }
 
-// Expands a payload in the device arena straight into `param` with the dequantize kernels
-// (sp::cuda_dequantize: decode(code) * scale in fp32, the expander's arithmetic, so the same bits;
-// checked against core on the SIMT emulator) and returns true; false where they do not apply (a BF16
-// payload, a parameter neither fp32 nor bf16, or not contiguous), which PayloadExpander handles.
+}  // namespace
+
 bool dequantize_with_kernel(const unsigned char* arena, std::size_t values_offset, std::size_t scales_offset,
                             const Payload& meta, const at::Tensor& param, cudaStream_t stream) {
     const std::optional<sp::cuda::PackedFormat> format = kernel_format(meta.precision);
@@ -60,8 +59,6 @@ bool dequantize_with_kernel(const unsigned char* arena, std::size_t values_offse
     param.unsafeGetTensorImpl()->bump_version();  // an in-place write, as the expander's copy_() counts it
     return true;
 }
-
-}  // namespace
 
 namespace {
 c10::Device require_cuda(c10::Device device) {

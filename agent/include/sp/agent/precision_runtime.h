@@ -21,17 +21,28 @@
 // `block_swap` (the seeds' setting: a model larger than the accelerator's memory): after every
 // optimizer step each block's payload is packed in its format and kept in host memory (on CUDA,
 // page-locked); nothing is copied then. The model calls before_block_forward(b) before block b's
-// forward, which uploads the block into one of two slots and expands it into the block's
-// parameters, double-buffered: block b+1's upload goes out (on CUDA, cudaMemcpyAsync on a copy
-// stream) before block b's expansion, into the other slot, and b+1's expansion waits on that copy's
-// event on the device, never on the host (agent/src/block_swap.h, agent/cuda/torch/cuda_block_swap.h).
-// Backward: each block keeps its expanded weights until its backward is done (the parameters are
-// what autograd saved), so nothing is uploaded again for backward. The choice: it makes block-swap
-// a drop-in for the linear layers as they are, with the same values in forward and backward as
-// `streamed` (so the same losses, bit for bit), and the bus traffic per step is one upload per
-// block, as in the seeds' forward-only count. Its cost: device memory still holds every block's
-// expanded weights; saving that needs a backward that re-uploads in reverse order and a linear
-// layer that saves its (block, k) key instead of its weight, which is not built.
+// forward, which uploads the block into one of K slots (set_weight_residency's `swap_slots`, sp-trainer
+// --swap-slots, default 2) and expands it; the next blocks' uploads (prefetch depth K - 1) go out (on
+// CUDA, cudaMemcpyAsync on a copy stream) before block b's expansion, and each expansion waits on its
+// copy's event on the device, never on the host (agent/src/block_swap.h,
+// agent/cuda/torch/cuda_block_swap.h).
+// Where the weights live then depends on whether they train:
+//   - every streamed tensor frozen (a fine-tune's base under adapters; releases_weights() true): the
+//     slot holds the block's expanded weights and the parameters view them. The model calls
+//     after_block_forward(b) when the block's forward is done, which frees the slot, and
+//     before_block_backward(b) / after_block_backward(b) around its backward, which uploads it again
+//     (blocks N-1..0, prefetched in that order); the last block stays between its forward and its
+//     backward. A training step therefore uploads 2N - 1 payloads, and the weights' device memory is
+//     K slots of the largest block (swap_stats().peak_bytes). run_swapped_block
+//     (sp/agent/swapped_block.h) is that protocol as an autograd function: the forward saves only the
+//     block's input, the backward recomputes the block with its weights uploaded again (the shape of
+//     activation checkpointing).
+//   - some tensor trains (full fine-tuning): its parameter keeps its memory (the optimizer steps it and
+//     its gradient is taken at it), each slot holds a payload from its upload to its expansion, and
+//     backward uploads nothing: one upload per block per step, and the device holds every block's
+//     expanded weights. Bounding those needs a gradient offload, which is not built.
+// In both the values a block computes with are its masters materialized in its format, bit for bit
+// those of `streamed` (so the same losses).
 // Bytes: every upload counts the block's payload once, with the same formula as `streamed`
 // (block_bytes), into the step whose forward uploads it when gradients are on (`streamed` counts a
 // new map in the step after which it is materialized, block-swap in the next step); the forward passes of an
@@ -66,14 +77,37 @@ enum class WeightResidency { streamed, resident, block_swap };
 
 // What block-swap streaming did, in order (ReferencePrecisionRuntime::record_block_swap_events).
 struct BlockSwapEvent {
-    enum Kind { upload, expand, drop } kind;  // drop: a prefetched slot forgotten unread
+    // drop: a prefetched slot forgotten unread; release: a block's weights leave their slot
+    enum Kind { upload, expand, drop, release } kind;
     std::size_t block = 0, slot = 0;
+};
+
+// Faults planted in block-swap's schedule on purpose, for the tests that show their checks catch a
+// broken schedule (tests/unit/test_block_swap_bounded.cpp); a real run has none.
+enum class BlockSwapFault {
+    none,
+    prefetch_into_busy_slot,  // a prefetch takes the next slot in turn, busy or not, unchecked
+    reuse_stale_slot,         // acquiring a released block expands whatever its old slot holds
+    keep_released_weights,    // release frees the slot but leaves the parameters viewing it
+};
+
+// What block-swap's slots cost (ReferencePrecisionRuntime::swap_stats).
+struct SwapStats {
+    // Host seconds: on the CPU the copies and expansions themselves; on CUDA the time to issue them
+    // (the device does the work on its streams).
+    double upload_s = 0, expand_s = 0;
+    std::uint64_t peak_bytes = 0;  // the most bytes the slots held at once: payloads and held weights
 };
 
 struct TransferBytes {
     std::uint64_t copied = 0;  // bytes materialized and copied this step
     std::uint64_t bf16 = 0;    // what the same copies would have cost in BF16
     double saving_pct() const { return bf16 == 0 ? 0.0 : 100.0 * (1.0 - double(copied) / double(bf16)); }
+    TransferBytes& operator+=(const TransferBytes& more) {
+        copied += more.copied;
+        bf16 += more.bf16;
+        return *this;
+    }
 };
 
 class ReferencePrecisionRuntime : public HintSink {
@@ -107,8 +141,32 @@ class ReferencePrecisionRuntime : public HintSink {
     void on_hints(const PrecisionHints& hints) override;
 
     // See the header comment; takes effect from the next optimizer step (block_swap: from the next
-    // forward, whose blocks it packs now).
-    void set_weight_residency(WeightResidency r);
+    // forward, whose blocks it packs now). `swap_slots` (block_swap only) >= 1, else
+    // std::invalid_argument; so is a block_swap whose blocks keep tensors as they are or stored
+    // transposed, or one that releases weights with a block under a planted INT8 fault (its backward
+    // would draw other noise than its forward).
+    void set_weight_residency(WeightResidency r, std::size_t swap_slots = 2);
+    // block_swap with every streamed tensor frozen: the slots hold the weights, and the model must call
+    // after_block_forward, before_block_backward and after_block_backward (run_swapped_block does).
+    bool releases_weights() const;
+    // Block `block`'s tensors that train (requires_grad), streamed or not: the adapters under a frozen
+    // base. std::out_of_range for a block the runtime lacks.
+    std::vector<at::Tensor> trainable_tensors(std::size_t block) const;
+    // What the slots cost so far (zeros outside block_swap).
+    SwapStats swap_stats() const;
+    // The device bytes the blocks' weights take: block_swap's slots at their peak when they hold the
+    // weights, otherwise every streamed parameter as it is held (its dtype).
+    std::uint64_t weights_peak_bytes() const;
+
+    // The weights scope (precision_scope "weights", POLICY.md rule 22) computes in BF16: every frozen
+    // streamed tensor becomes a BF16 tensor (in place: the same tensor object) into which its payload
+    // is expanded, decode(code) * scale rounded to BF16 once, and the trainer's blocks run in BF16.
+    // Trainable tensors keep their dtype (the optimizer steps them). Call before set_weight_residency
+    // (std::logic_error after it). From then on frozen parameters never hold their masters: readers
+    // take master() (before_optimizer_step restores only trainable tensors, and reload_masters is
+    // refused).
+    void compute_frozen_in_bf16();
+    bool frozen_in_bf16() const { return frozen_in_bf16_; }
     WeightResidency weight_residency() const { return residency_; }
 
     // Copies every master back into its parameter, so the optimizer steps the fp32 master values
@@ -137,8 +195,17 @@ class ReferencePrecisionRuntime : public HintSink {
     // order 0..N-1 give the double-buffered schedule; another order only loses prefetches.
     // std::logic_error between before_optimizer_step() and after_optimizer_step().
     void before_block_forward(std::size_t block);
+    // With releases_weights() (no-ops otherwise): block `block`'s forward is done (its slot is freed
+    // unless its backward comes next: the last block of a forward with gradients on); its backward is
+    // about to run (it is uploaded again unless kept or prefetched, and blocks block-1..0 are
+    // prefetched); its backward is done. std::logic_error for a call out of that order.
+    void after_block_forward(std::size_t block);
+    void before_block_backward(std::size_t block);
+    void after_block_backward(std::size_t block);
     // The uploads and expansions since the last clear, while recording (for tests and traces).
     void record_block_swap_events(bool on);
+    // For the tests only (BlockSwapFault); no-op outside block_swap.
+    void plant_block_swap_fault(BlockSwapFault fault);
     const std::vector<BlockSwapEvent>& block_swap_events() const;
     void clear_block_swap_events();
 
@@ -162,6 +229,10 @@ class ReferencePrecisionRuntime : public HintSink {
     const detail::Payload& frozen_payload(std::size_t block, std::size_t k, Precision p);
     // block_swap: packs `block`'s payloads for its next upload (frozen ones from the cache).
     void pack_swap_block(std::size_t block);
+    // Counts the payloads a block-swap acquire uploaded: into the step with gradients on, into
+    // total_bytes() only in an evaluation.
+    void count_uploads(const std::vector<std::size_t>& uploaded, bool in_step);
+    bool swap_holds_weights() const;
 
     std::vector<AgentBlock> blocks_;
     std::vector<std::vector<at::Tensor>> masters_;  // the parameters' dtype, per block per parameter
@@ -183,6 +254,7 @@ class ReferencePrecisionRuntime : public HintSink {
     std::shared_ptr<detail::PayloadExpander> host_expander_;  // frozen payloads into CPU parameters
     // block_swap: the blocks' packed payloads and the two-slot schedule that uploads them.
     std::shared_ptr<detail::BlockSwap> swap_;  // null in the other modes
+    bool frozen_in_bf16_ = false;              // compute_frozen_in_bf16()
 };
 
 }  // namespace sp::agent
