@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The whole trainer on a lent GPU machine (or, with --cpu, the same runs on the CPU: CI's dry run).
 #
-#   bash tools/gpu_checks/run_trainer_on_device.sh [--cpu] [--steps N] [--full-steps N]
-#        [--no-kernel-checks] [--deadline S]
+#   bash tools/gpu_checks/run_trainer_on_device.sh [--cpu] [--bus-bound] [--steps N] [--full-steps N]
+#        [--bus-steps N] [--swap-slots K] [--no-kernel-checks] [--deadline S]
 #   bash tools/gpu_checks/run_trainer_on_device.sh --prepare-carry   # here, before a device call
 #
 # 1. Builds the `device` CMake preset (agent + sp-trainer; no Qt, no ZeroMQ) into build/device:
@@ -27,6 +27,17 @@
 #    it is stopped by SIGTERM (between steps: its summary is still written). With --deadline S no run
 #    starts once S seconds have passed since the script started, so that a device call with a limit
 #    still gets its report back.
+#    The bus-bound rows (names bus-bound-*; with --bus-bound only these, and on the CPU after the
+#    others): the setting where block-swap pays, the bus bounding the step. Adapters (only the frozen
+#    base is streamed), --weight-residency block-swap with --swap-slots K (default 2), precision_scope
+#    "weights" (BF16 compute, the weights stored and streamed in the format), and a batch small enough
+#    that uploading a block in BF16 takes longer than computing it: the report's model at batch 1 x
+#    seq 256 (per block 25 MB of BF16 weights, ~1 ms over PCIe 4 x16 and ~0.5 ms over 5.0, and
+#    each step uploads 2N-1 blocks, against ~19 GFLOP of forward, recomputed forward and backward
+#    per block, a fraction of a millisecond on an H100/H200), and on the CPU the small model at batch
+#    1 x seq 32. Rows: bf16, int8, fp8_e4m3, int4, and the policy in budget mode at 50% and 65%
+#    (config budget_target_pct), plus bus-bound-resident-bf16: the same BF16 run with the weights
+#    resident, whose step is the compute alone. --bus-steps N steps each (default 20).
 # 4. Writes $OUT/report.md (tools/gpu_checks/trainer_report.py) after every run: step time, the
 #    statistics pass (the agent's gradient statistics) as a share of the step, the agent's overhead
 #    and its share, bytes and host time per step moving the weights, and each format's speed-up over
@@ -40,13 +51,16 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
 carry="$root/build/device-carry"
 
-cpu=0 steps="" full_steps="" kernel_checks=1 deadline=0
+cpu=0 steps="" full_steps="" kernel_checks=1 deadline=0 bus_only=0 bus_steps=20 swap_slots=2
 while [ $# -gt 0 ]; do
   case "$1" in
     --cpu) cpu=1 ;;
     --steps) steps=${2:?--steps needs a number}; shift ;;
     --full-steps) full_steps=${2:?--full-steps needs a number}; shift ;;
     --deadline) deadline=${2:?--deadline needs a number of seconds}; shift ;;
+    --bus-bound) bus_only=1 ;;
+    --bus-steps) bus_steps=${2:?--bus-steps needs a number}; shift ;;
+    --swap-slots) swap_slots=${2:?--swap-slots needs a number}; shift ;;
     --no-kernel-checks) kernel_checks=0 ;;
     --prepare-carry)
       mkdir -p "$carry/include"
@@ -197,21 +211,40 @@ if [ "$status" = 0 ]; then
     fi
     report || status=1
   }
-  for p in bf16 int8 int4 fp8_e4m3 policy; do
-    run "adapters-streamed-$p" "$steps" --finetune-mode adapters --precision "$p"
-  done
-  for p in bf16 int8; do
-    run "adapters-resident-$p" "$steps" --finetune-mode adapters --weight-residency resident --precision "$p"
-  done
-  for p in bf16 policy int8 int4; do
-    run "adapters-block-swap-$p" "$steps" --finetune-mode adapters --weight-residency block-swap --precision "$p"
-  done
-  for p in bf16 int8 int4 policy; do
-    run "full-streamed-$p" "$full_steps" --finetune-mode full --precision "$p"
-  done
-  for p in bf16 policy int8 int4; do
-    run "full-block-swap-$p" "$full_steps" --finetune-mode full --weight-residency block-swap --precision "$p"
-  done
+  if [ "$bus_only" = 0 ]; then
+    for p in bf16 int8 int4 fp8_e4m3 policy; do
+      run "adapters-streamed-$p" "$steps" --finetune-mode adapters --precision "$p"
+    done
+    for p in bf16 int8; do
+      run "adapters-resident-$p" "$steps" --finetune-mode adapters --weight-residency resident --precision "$p"
+    done
+    for p in bf16 policy int8 int4; do
+      run "adapters-block-swap-$p" "$steps" --finetune-mode adapters --weight-residency block-swap --precision "$p"
+    done
+    for p in bf16 int8 int4 policy; do
+      run "full-streamed-$p" "$full_steps" --finetune-mode full --precision "$p"
+    done
+    for p in bf16 policy int8 int4; do
+      run "full-block-swap-$p" "$full_steps" --finetune-mode full --weight-residency block-swap --precision "$p"
+    done
+  fi
+  if [ "$bus_only" = 1 ] || [ "$cpu" = 1 ]; then
+    # The bus-bound rows (see the header): the same model at batch 1, block-swap, the weights scope.
+    if [ "$cpu" = 0 ]; then model=(--device cuda --blocks 24 --d-model 1024 --heads 16 --seq-len 256 --batch 1)
+    else model=(--device cpu --blocks 4 --d-model 64 --heads 4 --seq-len 32 --batch 1); fi
+    bus=(--finetune-mode adapters --precision-scope weights)
+    swap=(--weight-residency block-swap --swap-slots "$swap_slots")
+    run "bus-bound-resident-bf16" "$bus_steps" "${bus[@]}" --weight-residency resident --precision bf16
+    for p in bf16 int8 fp8_e4m3 int4; do
+      run "bus-bound-$p" "$bus_steps" "${bus[@]}" "${swap[@]}" --precision "$p"
+    done
+    for target in 50 65; do
+      mkdir -p "$out/configs"  # not under runs/: every JSON file there is a summary
+      printf '{"mode": "budget", "budget_target_pct": %s}\n' "$target" > "$out/configs/budget$target.json"
+      run "bus-bound-budget$target" "$bus_steps" "${bus[@]}" "${swap[@]}" --precision policy \
+        --config "$out/configs/budget$target.json"
+    done
+  fi
   report || status=1
   [ -s "$out/report.md" ] && cat "$out/report.md"
 fi

@@ -10,7 +10,10 @@ agent_collect_s) as a share of the step, the bytes sent to the compute copy per 
 load excluded) and their saving against BF16, the host time per step moving the weights (weights_s:
 packing, materialization, block-swap's uploads and expansions), and the speed-up of the step against
 the BF16 run of the same fine-tune mode and residency (BF16's median step / this median step). The
-block-swap runs get a table of their own: each format's speed-up over BF16 in block-swap mode. Exits 1 when a summary
+block-swap runs get a table of their own: each format's speed-up over BF16 in block-swap mode. The bus-bound
+rows (run_trainer_on_device.sh --bus-bound: names bus-bound-*) get theirs, with upload, expansion and compute
+time, the weights' peak device memory, and each row's speed-up over BF16 set against its byte ratio (the limit
+when the bus bounds the step), and the issue's goals judged one by one. Exits 1 when a summary
 is missing a field; a run stopped before its first step, and a summary that is not JSON (a run killed
 while writing it), are named under the table.
 """
@@ -44,6 +47,12 @@ def load(path):
         "mb_bf16_per_step": s["bytes_bf16_per_step"] / 1e6,
         "low_share": s["low_block_step_share"],
         "final_train_loss": s["train_loss"][-1],
+        "upload_ms": 1e3 * s["upload_s"] / steps,
+        "expand_ms": 1e3 * s["expand_s"] / steps,
+        "peak_mb": s["weights_peak_bytes"] / 1e6,
+        "block_bf16_mb": s["largest_block_bf16_bytes"] / 1e6,
+        "slots": s["swap_slots"],
+        "agent_all_share": s["agent_s"] / s["train_step_s"] if s["train_step_s"] > 0 else 0.0,
     }
 
 
@@ -60,6 +69,73 @@ def block_swap_table(ordered, bf16):
         speedup = f"{base / r['step_ms']:.3f}x" if base else "n/a (no BF16 block-swap run)"
         out.append(f"| {r['mode']} | {r['precision']} | {r['step_ms']:.2f} | {r['mb_per_step']:.2f} | "
                    f"{r['weights_ms']:.2f} | {speedup} |")
+    return out
+
+
+BUS_ORDER = ["bf16", "int8", "fp8_e4m3", "int4", "budget50", "budget65"]
+
+
+def bus_bound_table(runs):
+    """The bus-bound rows (bus-bound-*) and the goals of issue 46, each judged."""
+    rows = {r["name"][len("bus-bound-"):]: r for r in runs if r["name"].startswith("bus-bound-")}
+    if not rows:
+        return []
+    compute = rows.get("resident-bf16")
+    base = rows.get("bf16")
+    out = ["", "## Bus-bound: block-swap of a frozen base, BF16 compute, batch 1", "",
+           "| row | step (ms) | upload (ms/step) | expansion (ms/step) | compute (ms) | weights peak (MB) | "
+           "K x block BF16 (MB) | MB/step | speed-up vs BF16 | byte ratio (limit) | of the limit | "
+           "agent+profiling |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    judged = {}
+    for name in ["resident-bf16"] + BUS_ORDER:
+        r = rows.get(name)
+        if not r:
+            continue
+        speedup = base["step_ms"] / r["step_ms"] if base else float("nan")
+        ratio = base["mb_per_step"] / r["mb_per_step"] if base and r["mb_per_step"] > 0 else float("nan")
+        slots = r["slots"] or 0
+        if slots:
+            judged[name] = (speedup, ratio)
+        compute_cell = f"{compute['step_ms']:.2f}" if compute else "n/a"
+        # The resident row moves nothing: it has no byte ratio, and no speed-up to judge.
+        against = (f"{speedup:.3f}x | {ratio:.2f}x | {100 * speedup / ratio:.0f}%" if slots and ratio == ratio
+                   else "— | — | —")
+        out.append(f"| {name} | {r['step_ms']:.2f} | {r['upload_ms']:.2f} | {r['expand_ms']:.2f} | "
+                   f"{compute_cell} | {r['peak_mb']:.1f} | {slots * r['block_bf16_mb']:.1f} | "
+                   f"{r['mb_per_step']:.2f} | {against} | {100 * r['agent_all_share']:.2f}% |")
+    out += ["", "Compute: the step of bus-bound-resident-bf16, the same BF16 computation with the weights "
+            "resident (nothing uploaded). Upload and expansion: block-swap's copies and expansions per "
+            "training step (on CUDA their device time from timing events, overlapping the compute; on "
+            "the CPU the host's time doing them, serial). Byte ratio: BF16's bytes per step over the "
+            "row's, the speed-up the bus allows when it bounds the step. Weights peak: the slots at "
+            "their largest, payload staging included; K x block BF16: K slots of the largest block's "
+            "BF16 weights.", "", "### Goals (issue 46)", ""]
+
+    def goal(text, ok):
+        out.append(f"- {text}: {'met' if ok else 'NOT met'}")
+
+    if base and compute:
+        goal(f"bus-bound setting (BF16 upload {base['upload_ms']:.2f} ms/step > compute "
+             f"{compute['step_ms']:.2f} ms)", base["upload_ms"] > compute["step_ms"])
+    for name, need in (("int8", 1.6), ("int4", 2.4)):
+        if name in judged:
+            goal(f"{name.upper()} >= {need}x BF16's step ({judged[name][0]:.3f}x)", judged[name][0] >= need)
+    for name in ("budget50", "budget65"):
+        if name in judged:
+            speedup, ratio = judged[name]
+            goal(f"{name} speed-up >= 80% of its byte ratio ({speedup:.3f}x of {ratio:.2f}x)",
+                 speedup >= 0.8 * ratio)
+    for name, r in sorted(rows.items()):
+        if r["slots"]:
+            limit = r["slots"] * 2 * r["block_bf16_mb"] + 1.0  # weights + payload per slot, 1 MB slack
+            goal(f"{name}: weights peak {r['peak_mb']:.1f} MB <= K x (block BF16 + its payload) = "
+                 f"{limit:.1f} MB", r["peak_mb"] <= limit)
+    worst = max((r["agent_all_share"] for r in rows.values()), default=0.0)
+    goal(f"agent + profiling <= 1% of the step (worst row {100 * worst:.2f}%)", worst <= 0.01)
+    slower = [n for n, (speedup, _) in judged.items() if n not in ("bf16", "resident-bf16") and speedup < 1.0]
+    goal("no low format slower than BF16" + (f" (slower: {', '.join(slower)}; the report says why)"
+                                             if slower else ""), not slower)
     return out
 
 
@@ -100,6 +176,7 @@ def main(argv):
             f"{r['mb_per_step']:.2f} | {r['mb_bf16_per_step']:.2f} | {saving:.1f}% | {r['weights_ms']:.2f} | "
             f"{100 * r['low_share']:.0f}% | {speedup} | {r['final_train_loss']:.4f} |")
     out += block_swap_table(ordered, bf16)
+    out += bus_bound_table(ordered)
     out += ["", "Step: median of the training steps after the first (forward, backward, the agent, the "
             "optimizer, the runtime's materialization; evaluations excluded), host wall time, the GPU's "
             "work included (the loss is read every step); the first step carries the warm-up and step "
