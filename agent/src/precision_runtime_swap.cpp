@@ -187,9 +187,10 @@ void ReferencePrecisionRuntime::before_block_forward(std::size_t block) {
         for (std::size_t b = 0; b < n; ++b)
             if (schedule.holds(b)) schedule.release(b, swap_->blocks);
     const bool backward_follows = in_step && schedule.holds_weights();
-    count_uploads(schedule.acquire(block, upcoming_after_forward(block, n, backward_follows, schedule.slot_count()),
-                                   swap_->blocks),
-                  in_step);
+    count_uploads(
+        schedule.acquire(block, upcoming_after_forward(block, n, backward_follows, schedule.slot_count()),
+                         swap_->blocks),
+        in_step);
     const Precision p = precision_[block];
     if (p == Precision::int8 && blocks_[block].harsh_int8_step > 0.0)
         for (std::size_t k = 0; k < masters_[block].size(); ++k)

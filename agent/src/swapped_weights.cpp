@@ -29,7 +29,8 @@ void SwappedWeights::view_into(const std::vector<at::Tensor>& params) {
     at::NoGradGuard no_grad;
     const std::uint64_t needed = bytes_for(params);
     if (bytes() < needed)
-        buffer_ = at::empty({std::int64_t(needed)}, at::TensorOptions().dtype(at::kByte).device(params[0].device()));
+        buffer_ = at::empty({std::int64_t(needed)},
+                            at::TensorOptions().dtype(at::kByte).device(params[0].device()));
     std::uint64_t at = 0;
     for (const at::Tensor& p : params) {
         const auto n = std::int64_t(tensor_bytes(p));

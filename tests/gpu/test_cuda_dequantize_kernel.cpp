@@ -4,7 +4,8 @@
 // core's dequantize_* values (fp32 output: the same bits; BF16 output: core's round_to_bf16 of them).
 // Odd shapes, rows over several tiles, INT4 groups that do not divide a row, +-0, +-inf and NaN inputs,
 // FP8 subnormal and NaN codes, every one of the 256 FP8 codes of both formats and every INT4 nibble in
-// both positions. The host model (the kernels' per-element code on the CPU) is held to the same bits.
+// both positions. The host model (the kernels' per-element code on the CPU) is held to the same bits,
+// and so is a batch (launch_dequantize_batch: a block's tensors in one launch).
 // Skips (QSKIP) when the CUDA runtime reports no device (never on the emulator).
 #include <QtTest>
 
@@ -158,6 +159,34 @@ void check(const Payload& p, const QString& what) {
     }
 }
 
+// Every payload of `batch` (one format) uploaded, expanded by one launch_dequantize_batch into poisoned
+// memory, and each compared with core.
+void check_batch(const std::vector<Payload>& batch, DequantizedType type, const QString& what) {
+    const std::size_t elem = type == DequantizedType::f32 ? 4 : 2;
+    std::vector<sp::cuda::PackedTensor> in;
+    std::vector<void*> out, owned;
+    for (const Payload& p : batch) {
+        void *codes = nullptr, *scales = nullptr, *dev_out = nullptr;
+        CUDA_OK(cudaMalloc(&codes, p.codes.size() + 1));
+        CUDA_OK(cudaMalloc(&scales, 4 * p.scales.size() + 4));
+        CUDA_OK(cudaMalloc(&dev_out, p.rows * p.cols * elem + 1));
+        CUDA_OK(cudaMemcpy(codes, p.codes.data(), p.codes.size(), cudaMemcpyHostToDevice));
+        CUDA_OK(cudaMemcpy(scales, p.scales.data(), 4 * p.scales.size(), cudaMemcpyHostToDevice));
+        CUDA_OK(cudaMemset(dev_out, 0xA5, p.rows * p.cols * elem + 1));
+        in.push_back(packed(p, static_cast<const std::uint8_t*>(codes), static_cast<const float*>(scales)));
+        out.push_back(dev_out);
+        owned.insert(owned.end(), {codes, scales, dev_out});
+    }
+    sp::cuda::launch_dequantize_batch(in.data(), out.data(), in.size(), type, nullptr);
+    for (std::size_t i = 0; i < batch.size(); ++i) {
+        std::vector<unsigned char> host(batch[i].rows * batch[i].cols * elem);
+        CUDA_OK(cudaMemcpy(host.data(), out[i], host.size(), cudaMemcpyDeviceToHost));
+        compare(batch[i], host, type, "kernel", what + QString(" batch tensor %1").arg(i));
+        if (QTest::currentTestFailed()) break;
+    }
+    for (void* p : owned) CUDA_OK(cudaFree(p));
+}
+
 struct Shape {
     std::size_t rows, cols;
 };
@@ -247,6 +276,39 @@ class TestCudaDequantizeKernel : public QObject {
                   "fp8");
             if (QTest::currentTestFailed()) return;
         }
+    }
+
+    void a_batch_expands_as_each_tensor_alone() {
+        // A block's tensors in one launch: odd shapes, an empty one, rows over several tiles; 19
+        // tensors take two launches (16 + 3).
+        std::mt19937_64 rng(46);
+        for (const std::size_t count : {std::size_t(5), std::size_t(19)}) {
+            std::vector<Payload> int8, int4, e4m3;
+            for (std::size_t i = 0; i < count; ++i) {
+                const Shape& s = kShapes[i % kShapes.size()];
+                const std::vector<float> w = random_rows(rng, s.rows * s.cols, true);
+                int8.push_back(int8_payload(w, s.rows, s.cols));
+                int4.push_back(int4_payload(sp::quantize_int4_groups(w.data(), s.rows, s.cols, 3 + i % 5)));
+                e4m3.push_back(
+                    fp8_payload(sp::quantize_fp8_rows(w.data(), s.rows, s.cols, sp::Precision::fp8_e4m3)));
+            }
+            for (const DequantizedType type : {DequantizedType::f32, DequantizedType::bf16})
+                for (const auto* batch : {&int8, &int4, &e4m3}) {
+                    check_batch(*batch, type, QString("%1 tensors").arg(count));
+                    if (QTest::currentTestFailed()) return;
+                }
+        }
+    }
+
+    void a_batch_of_mixed_formats_is_rejected() {
+        const std::uint8_t codes[4] = {};
+        const float scales[2] = {};
+        float out[2][4] = {};
+        const sp::cuda::PackedTensor in[2] = {{PackedFormat::int8, codes, scales, 2, 2, 0},
+                                              {PackedFormat::fp8_e4m3, codes, scales, 2, 2, 0}};
+        void* const outs[2] = {out[0], out[1]};
+        QVERIFY_THROWS_EXCEPTION(std::invalid_argument, sp::cuda::launch_dequantize_batch(
+                                                            in, outs, 2, DequantizedType::f32, nullptr));
     }
 
     void bad_arguments_are_rejected() {

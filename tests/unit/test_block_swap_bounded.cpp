@@ -145,7 +145,8 @@ QStringList step_order(const std::vector<BlockSwapEvent>& events) {
     QStringList failures;
     for (const BlockSwapEvent& e : events) {
         if (e.kind == BlockSwapEvent::upload && ++uploads[e.block] == 2 && releases[e.block] != 1)
-            failures << QString("block %1 uploaded again before its release: ").arg(e.block) + describe(events);
+            failures << QString("block %1 uploaded again before its release: ").arg(e.block) +
+                            describe(events);
         if (e.kind == BlockSwapEvent::release) ++releases[e.block];
     }
     for (std::size_t b = 0; b < kBlocks; ++b) {
@@ -199,7 +200,8 @@ std::vector<double> train(Setup& s, bool bf16, int steps, QStringList& failures,
             losses.push_back(loss.item<double>());
         } catch (const std::exception& e) {
             failures << QString("step %1 threw: %2").arg(step).arg(e.what());
-            if (swapped) failures << slot_discipline(s.runtime.block_swap_events(), k_slots);  // the log so far
+            if (swapped)
+                failures << slot_discipline(s.runtime.block_swap_events(), k_slots);  // the log so far
             return losses;
         }
         if (swapped) {
@@ -289,10 +291,12 @@ void TestBlockSwapBounded::same_losses_as_streamed() {
     const std::vector<double> expected = train(streamed, bf16, 3, failures, 2, &streamed_grads);
     Setup swapped(WeightResidency::block_swap, std::size_t(k_slots), bf16);
     QVERIFY(swapped.runtime.releases_weights());
-    const std::vector<double> losses = train(swapped, bf16, 3, failures, std::size_t(k_slots), &swapped_grads);
+    const std::vector<double> losses =
+        train(swapped, bf16, 3, failures, std::size_t(k_slots), &swapped_grads);
     QVERIFY2(failures.isEmpty(), qPrintable(failures.join("; ")));
     QCOMPARE(losses, expected);  // exactly: the same values computed, only moved at other times
-    for (std::size_t b = 0; b < streamed_grads.size(); ++b) QVERIFY(torch::equal(swapped_grads[b], streamed_grads[b]));
+    for (std::size_t b = 0; b < streamed_grads.size(); ++b)
+        QVERIFY(torch::equal(swapped_grads[b], streamed_grads[b]));
     // 2N - 1 uploads a step: each block's payload once in the forward, and again in the backward but
     // for the last block's, which stays.
     std::uint64_t expected_bytes = 0;
@@ -319,7 +323,8 @@ void TestBlockSwapBounded::planted_faults_are_caught() {
         QStringList checks;
         for (const QString& f : failures)
             if (!f.contains("threw")) checks << f;
-        QVERIFY2(!checks.isEmpty(), qPrintable(QString("K=%1: nothing caught; %2").arg(k_slots).arg(failures.join("; "))));
+        QVERIFY2(!checks.isEmpty(),
+                 qPrintable(QString("K=%1: nothing caught; %2").arg(k_slots).arg(failures.join("; "))));
         qInfo("K=%zu: caught by: %s", k_slots, qPrintable(checks.first().left(110)));
     }
 }
@@ -333,10 +338,9 @@ void TestBlockSwapBounded::peak_is_k_slots_of_the_largest_block() {
         // A slot: the block's BF16 weights, and its largest payload (BF16 before the map: as large).
         const std::uint64_t block_bf16 = swapped.runtime.block_bytes(0, Precision::bf16).bf16;
         const std::uint64_t peak = swapped.runtime.weights_peak_bytes();
-        QVERIFY2(peak <= k_slots * (2 * block_bf16 + 64), qPrintable(QString("peak %1 for %2 k_slots of %3 bytes")
-                                                                     .arg(peak)
-                                                                     .arg(k_slots)
-                                                                     .arg(block_bf16)));
+        QVERIFY2(
+            peak <= k_slots * (2 * block_bf16 + 64),
+            qPrintable(QString("peak %1 for %2 k_slots of %3 bytes").arg(peak).arg(k_slots).arg(block_bf16)));
         QVERIFY(peak >= k_slots * block_bf16);
     }
 }
@@ -347,7 +351,8 @@ void TestBlockSwapBounded::evaluation_releases_every_block() {
     const torch::Tensor loss = swapped.model.loss(swapped.runtime, torch::randn({2, 3, kWidth}), true);
     QVERIFY(std::isfinite(loss.item<double>()));
     QCOMPARE(released_hold_nothing(swapped.model), QStringList());
-    QCOMPARE(swapped.runtime.step_bytes().copied, std::uint64_t(0));  // an evaluation's bytes count in no step
+    QCOMPARE(swapped.runtime.step_bytes().copied,
+             std::uint64_t(0));  // an evaluation's bytes count in no step
 }
 
 void TestBlockSwapBounded::bf16_weights_equal_core_dequantized() {
@@ -358,8 +363,10 @@ void TestBlockSwapBounded::bf16_weights_equal_core_dequantized() {
             for (std::size_t k = 0; k < 2; ++k) {
                 const torch::Tensor& param = s.model.blocks[b].stored[k];
                 QCOMPARE(param.scalar_type(), torch::kBFloat16);
-                QVERIFY2(bf16_bits(param) == core_bf16(*s.runtime.master(b, k), kMap[b]),
-                         qPrintable(QString("block %1 tensor %2 in %3").arg(b).arg(k).arg(to_string(kMap[b]).data())));
+                QVERIFY2(
+                    bf16_bits(param) == core_bf16(*s.runtime.master(b, k), kMap[b]),
+                    qPrintable(
+                        QString("block %1 tensor %2 in %3").arg(b).arg(k).arg(to_string(kMap[b]).data())));
             }
             if (residency == WeightResidency::block_swap) s.runtime.after_block_forward(b);
         }

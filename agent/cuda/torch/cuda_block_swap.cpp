@@ -115,12 +115,11 @@ class CudaSwapSlots final : public SwapSlots {
         if (hold_weights_) s.weights.view_into(block.params);         // allocated on the compute stream
         C10_CUDA_CHECK(cudaEventRecord(s.expansion.start, compute));
         const auto* arena = static_cast<const unsigned char*>(s.arena.data_ptr());
+        KernelBatch kernels;  // the block's kernel-expanded payloads: one launch
         for (std::size_t k = 0; k < block.params.size(); ++k) {
             const Payload& payload = *block.payloads[k];
             const std::size_t at = s.offsets.at(k);
-            if (dequantize_with_kernel(arena, at, at + payload.pinned_scales_offset, payload, block.params[k],
-                                       compute))
-                continue;
+            if (kernels.add(arena, at, at + payload.pinned_scales_offset, payload, block.params[k])) continue;
             const at::Tensor values =
                 s.arena.narrow(0, std::int64_t(at), std::int64_t(payload.values.size()));
             const at::Tensor scales = s.arena
@@ -129,6 +128,7 @@ class CudaSwapSlots final : public SwapSlots {
                                           .view(at::kFloat);
             expander_.expand(values, scales, payload, block.params[k]);
         }
+        kernels.launch(compute);
         C10_CUDA_CHECK(cudaEventRecord(s.expansion.end, compute));
         s.expansion.pending = true;
         C10_CUDA_CHECK(cudaEventRecord(s.consumed, compute));

@@ -5,7 +5,7 @@
 // upload() copies a block's page-locked payloads (Payload::pinned, required) into the slot with
 // cudaMemcpyAsync on a copy stream, after waiting on the device for the slot's previous expansion,
 // and records the copy's event; expand() makes the compute stream wait on that event (on the device)
-// and expands the slot into the block's parameters, one dequantize kernel launch per tensor
+// and expands the slot into the block's parameters, one dequantize kernel launch for the block
 // (cuda_dequantize_param.h; a BF16 payload or another dtype through detail::PayloadExpander), then
 // records that the slot's payload has been read. release() only points the parameters away: the
 // next expansion into the slot's weight buffer runs on the compute stream, after the kernels that

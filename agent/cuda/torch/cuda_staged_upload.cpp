@@ -6,6 +6,7 @@
 #include <c10/cuda/CUDAStream.h>
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cstring>
 #include <optional>
 #include <stdexcept>
@@ -40,8 +41,8 @@ std::optional<sp::cuda::PackedFormat> kernel_format(Precision p) {
 
 }  // namespace
 
-bool dequantize_with_kernel(const unsigned char* arena, std::size_t values_offset, std::size_t scales_offset,
-                            const Payload& meta, const at::Tensor& param, cudaStream_t stream) {
+bool KernelBatch::add(const unsigned char* arena, std::size_t values_offset, std::size_t scales_offset,
+                      const Payload& meta, const at::Tensor& param) {
     const std::optional<sp::cuda::PackedFormat> format = kernel_format(meta.precision);
     const bool f32 = param.scalar_type() == at::kFloat;
     if (!format || !(f32 || param.scalar_type() == at::kBFloat16) || !param.is_contiguous() ||
@@ -53,11 +54,35 @@ bool dequantize_with_kernel(const unsigned char* arena, std::size_t values_offse
                                         meta.rows,
                                         meta.cols,
                                         static_cast<std::int64_t>(meta.group)};
-    sp::cuda::launch_dequantize(packed, param.data_ptr(),
-                                f32 ? sp::cuda::DequantizedType::f32 : sp::cuda::DequantizedType::bf16,
-                                stream);
-    param.unsafeGetTensorImpl()->bump_version();  // an in-place write, as the expander's copy_() counts it
+    items_.push_back(
+        {packed, param.data_ptr(), f32 ? sp::cuda::DequantizedType::f32 : sp::cuda::DequantizedType::bf16});
+    params_.push_back(param);
     return true;
+}
+
+void KernelBatch::launch(cudaStream_t stream) {
+    // Runs of one format and output type, each one batched launch.
+    std::stable_sort(items_.begin(), items_.end(), [](const Item& a, const Item& b) {
+        return std::pair(a.in.format, a.type) < std::pair(b.in.format, b.type);
+    });
+    std::vector<sp::cuda::PackedTensor> in;
+    std::vector<void*> out;
+    for (std::size_t first = 0; first < items_.size();) {
+        std::size_t end = first;
+        in.clear();
+        out.clear();
+        for (; end < items_.size() && items_[end].in.format == items_[first].in.format &&
+               items_[end].type == items_[first].type;
+             ++end) {
+            in.push_back(items_[end].in);
+            out.push_back(items_[end].out);
+        }
+        sp::cuda::launch_dequantize_batch(in.data(), out.data(), in.size(), items_[first].type, stream);
+        first = end;
+    }
+    for (const at::Tensor& p : params_) p.unsafeGetTensorImpl()->bump_version();
+    items_.clear();
+    params_.clear();
 }
 
 namespace {
@@ -185,10 +210,10 @@ std::uint64_t CudaStagedUploader::finish() {
 
     // Expansion on the compute stream (the current one), ordered after the copy.
     std::uint64_t payload = 0;  // what crossed the bus: the payload minus the alignment padding
+    KernelBatch kernels;        // the batch's kernel-expanded payloads: one launch
     for (const Item& it : items_) {
         payload += it.values_bytes + it.scales_count * sizeof(float);
-        if (dequantize_with_kernel(arena, it.values_offset, it.scales_offset, it.meta, it.param, compute))
-            continue;
+        if (kernels.add(arena, it.values_offset, it.scales_offset, it.meta, it.param)) continue;
         const at::Tensor values = arena_.narrow(0, static_cast<std::int64_t>(it.values_offset),
                                                 static_cast<std::int64_t>(it.values_bytes));
         const at::Tensor scales = arena_
@@ -197,6 +222,7 @@ std::uint64_t CudaStagedUploader::finish() {
                                       .view(at::kFloat);
         expander_.expand(values, scales, it.meta, it.param);
     }
+    kernels.launch(compute);
     C10_CUDA_CHECK(cudaEventRecord(consumed_, compute));
     return payload;
 }

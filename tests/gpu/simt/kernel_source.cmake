@@ -43,6 +43,10 @@ function(sp_simt_fault name file_var old_var new_var)
     set(file ${SP_SIMT_DEQUANT_CU})
     set(old "for (int k = 0; k < kElemsPerThread; ++k)")
     set(new "for (int k = 0; k < kElemsPerThread - 1; ++k)")
+  elseif(name STREQUAL "dq_batch_last_tile_lost")  # a batch's last tile is never written
+    set(file ${SP_SIMT_DEQUANT_CU})
+    set(old "const std::int64_t n_tiles = batch.first_tile[batch.count];")
+    set(new "const std::int64_t n_tiles = batch.first_tile[batch.count] - 1;")
   elseif(name STREQUAL "wrong_shuffle_offset")  # the warp sum starts at lane distance 8: lanes 16-31 lost
     set(old "for (int off = kWarpSize / 2; off > 0; off >>= 1)")
     set(new "for (int off = kWarpSize / 4; off > 0; off >>= 1)")

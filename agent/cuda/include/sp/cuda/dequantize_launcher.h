@@ -37,6 +37,16 @@ std::int64_t packed_scale_count(const PackedTensor& t);
 // std::runtime_error for a CUDA error. An empty tensor enqueues nothing.
 void launch_dequantize(const PackedTensor& in, void* out, DequantizedType type, Stream stream);
 
+// Up to this many tensors expand in one launch of launch_dequantize_batch (a longer list takes more).
+inline constexpr std::size_t kMaxDequantizeBatch = 16;
+
+// Enqueues the expansion of in[i] into out[i] for every i < count, all in one format and one output
+// type, in one kernel launch per kMaxDequantizeBatch tensors (a block's weights in one): the same bits
+// as launch_dequantize of each. The same errors, checked before anything is enqueued, and
+// std::invalid_argument for a batch that mixes formats. Empty tensors enqueue nothing.
+void launch_dequantize_batch(const PackedTensor* in, void* const* out, std::size_t count,
+                             DequantizedType type, Stream stream);
+
 // The kernels' own per-element code (src/dequantize_math.h) run on the host, element by element: the
 // same bits as the kernels. Always built (sp_dequantize_host_model).
 void dequantize_on_host(const PackedTensor& in, void* out, DequantizedType type);
