@@ -8,6 +8,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "device_output.h"
 #include "sp/loss_estimate.h"
 
 namespace sp::agent::detail {
@@ -105,44 +106,68 @@ void DistributionProfiler::observe_input(std::int64_t step, int block, int layer
     if (inputs_step_ != step) inputs_.clear();
     inputs_step_ = step;
     const std::uint64_t stream = stream_of(block, std::size_t(layer), true);
-    const auto [rows, cols] = rows_cols(input, true);
-    const std::uint64_t token_seed = seed_ ^ std::uint64_t(step);
     InputSample s;
     if (estimator_ == SnrEstimator::sample && w.dim() >= 2) {
-        // The output is measured on the sampled tokens alone (finish): only they are gathered, on
-        // the input's device, and copied; the whole activation's profile would go unread.
-        const std::vector<std::size_t> picked = sample_row_indices(rows, kInputTokens, token_seed, stream);
-        s.token_rows.assign(picked.begin(), picked.end());
-        s.batch_tokens = rows;
-        const at::Tensor tokens =
-            host_float(input.detach()
-                           .reshape({std::int64_t(rows), std::int64_t(cols)})
-                           .index_select(0, at::tensor(s.token_rows, at::kLong).to(input.device())));
-        s.tokens.assign(tokens.data_ptr<float>(), tokens.data_ptr<float>() + tokens.numel());
+        sample_tokens(input, step, stream, s);
     } else {
+        const auto [rows, cols] = rows_cols(input, true);
         const at::Tensor host = host_float(input);
         s.profile = profile(host, true, step, stream);
-        s.tokens = sample_rows(host.data_ptr<float>(), rows, cols, kInputTokens, token_seed, stream);
+        s.tokens = sample_rows(host.data_ptr<float>(), rows, cols, kInputTokens, seed_ ^ std::uint64_t(step),
+                               stream);
+        s.count = cols == 0 ? 0 : s.tokens.size() / cols;
     }
-    s.count = cols == 0 ? 0 : s.tokens.size() / cols;
-    // The weight's master is what finish() would measure (the parameter holds it again by then, and
-    // nothing changes it before the optimizer steps): its sampled rows are copied now and the worker
-    // measures the output while the step goes on; the same numbers, whenever the job runs.
-    const at::Tensor* master = masters_ && estimator_ == SnrEstimator::sample && w.dim() >= 2 && s.count > 0
-                                   ? masters_(std::size_t(block), k)
-                                   : nullptr;
-    const at::Tensor master_rows = master ? output_rows(*master, owner.stored_transposed(k)) : at::Tensor();
-    if (master && master_rows.sizes() == w.sizes()) {
-        const at::Tensor sampled =
-            sampled_weight_rows(master_rows, step, stream_of(block, std::size_t(layer), false));
-        std::vector<float> wrows(sampled.data_ptr<float>(), sampled.data_ptr<float>() + sampled.numel());
-        s.output = worker_.submit([wrows = std::move(wrows), n = std::size_t(sampled.size(0)), in = cols,
-                                   tokens = s.tokens, count = s.count, group = int4_group_,
-                                   inputs = quantize_inputs_] {
-            return measure_output(wrows.data(), n, in, tokens, count, group, inputs);
-        });
-    }
+    if (w.dim() >= 2 && s.count > 0) measure_from_master(block, layer, step, s);
     inputs_[{block, layer}] = std::move(s);
+}
+
+void DistributionProfiler::sample_tokens(const at::Tensor& input, std::int64_t step, std::uint64_t stream,
+                                         InputSample& s) const {
+    // The output is measured on the sampled tokens alone (finish): only they are gathered, on the
+    // input's device; the whole activation's profile would go unread.
+    const auto [rows, cols] = rows_cols(input, true);
+    const std::vector<std::size_t> picked =
+        sample_row_indices(rows, kInputTokens, seed_ ^ std::uint64_t(step), stream);
+    s.token_rows.assign(picked.begin(), picked.end());
+    s.batch_tokens = rows;
+    s.count = picked.size();
+    s.on_device = measure_on_device_ || !input.is_cpu();
+    const at::Tensor tokens = input.detach()
+                                  .reshape({std::int64_t(rows), std::int64_t(cols)})
+                                  .index_select(0, index_on(s.token_rows, input.device()));
+    if (s.on_device) {
+        s.device_tokens = tokens.to(at::kFloat);  // stays there: the device path measures it there
+        return;
+    }
+    const at::Tensor host = host_float(tokens);
+    s.tokens.assign(host.data_ptr<float>(), host.data_ptr<float>() + host.numel());
+}
+
+void DistributionProfiler::measure_from_master(int block, int layer, std::int64_t step, InputSample& s) {
+    // The weight's master is what finish() would measure (the parameter holds it again by then, and
+    // nothing changes it before the optimizer steps): its sampled rows are gathered now and the output
+    // is measured while the step goes on (the worker's job on the host path, queued on the device on
+    // the device path); the same numbers, whenever the job runs.
+    const AgentBlock& owner = blocks_[std::size_t(block)];
+    const std::size_t k = layers_[std::size_t(block)][std::size_t(layer)];
+    const at::Tensor* master =
+        masters_ && estimator_ == SnrEstimator::sample ? masters_(std::size_t(block), k) : nullptr;
+    if (!master) return;
+    const at::Tensor master_rows = output_rows(*master, owner.stored_transposed(k));
+    if (master_rows.sizes() != output_rows(owner.streamed()[k], owner.stored_transposed(k)).sizes()) return;
+    const at::Tensor sampled = sampled_rows(master_rows, step, stream_of(block, std::size_t(layer), false));
+    if (s.on_device) {
+        s.device_errors = device_output_errors(to_device(sampled, s.device_tokens.device()), s.device_tokens,
+                                               int4_group_, quantize_inputs_);
+        return;
+    }
+    const at::Tensor host = host_float(sampled);
+    std::vector<float> wrows(host.data_ptr<float>(), host.data_ptr<float>() + host.numel());
+    s.output = worker_.submit([wrows = std::move(wrows), n = std::size_t(host.size(0)),
+                               in = std::size_t(host.size(1)), tokens = s.tokens, count = s.count,
+                               group = int4_group_, inputs = quantize_inputs_] {
+        return measure_output(wrows.data(), n, in, tokens, count, group, inputs);
+    });
 }
 
 double DistributionProfiler::layer_snr(Precision p, const TensorProfile& w, const InputSample* in) const {
@@ -164,26 +189,23 @@ std::vector<std::int64_t> DistributionProfiler::sampled_row_indices(std::size_t 
     return index;
 }
 
-at::Tensor DistributionProfiler::sampled_weight_rows(const at::Tensor& w, std::int64_t step,
-                                                     std::uint64_t stream) const {
+at::Tensor DistributionProfiler::sampled_rows(const at::Tensor& w, std::int64_t step,
+                                              std::uint64_t stream) const {
     // Every format scales each output row on its own (a row scale, or groups within the row), so
     // the sampled rows are quantized exactly as in the whole matrix: only they are gathered (on the
-    // weight's device), copied to the host and quantized, which bounds the cost per layer however
-    // wide the layer is.
+    // weight's device) and quantized, which bounds the cost per layer however wide the layer is.
     const auto out_rows = std::size_t(w.size(0));
     at::Tensor rows = w.detach().reshape({w.size(0), -1});
-    if (out_rows > kWeightRows) {
-        const std::vector<std::int64_t> index = sampled_row_indices(out_rows, step, stream);
-        rows = rows.index_select(0, at::tensor(index, at::kLong).to(w.device()));
-    }
-    return host_float(rows);
+    if (out_rows > kWeightRows)
+        rows = rows.index_select(0, index_on(sampled_row_indices(out_rows, step, stream), w.device()));
+    return rows;
 }
 
 DistributionProfiler::OutputMeasure DistributionProfiler::sampled_output(const at::Tensor& w,
                                                                          const InputSample& input,
                                                                          std::int64_t step,
                                                                          std::uint64_t stream) const {
-    const at::Tensor host = sampled_weight_rows(w, step, stream);
+    const at::Tensor host = host_float(sampled_rows(w, step, stream));
     return measure_output(host.data_ptr<float>(), std::size_t(host.size(0)), std::size_t(host.size(1)),
                           input.tokens, input.count, int4_group_, quantize_inputs_);
 }
@@ -211,11 +233,15 @@ void DistributionProfiler::observe_output_grad(std::int64_t step, int block, int
                                     std::to_string(s.batch_tokens) + " tokens x " + std::to_string(out_rows));
     const std::vector<std::int64_t> rows =
         sampled_row_indices(out_rows, step, stream_of(block, std::size_t(layer), false));
-    const at::Tensor host =
-        host_float(grad.detach()
-                       .reshape({std::int64_t(s.batch_tokens), std::int64_t(out_rows)})
-                       .index_select(0, at::tensor(s.token_rows, at::kLong).to(grad.device()))
-                       .index_select(1, at::tensor(rows, at::kLong).to(grad.device())));
+    const at::Tensor picked = grad.detach()
+                                  .reshape({std::int64_t(s.batch_tokens), std::int64_t(out_rows)})
+                                  .index_select(0, index_on(s.token_rows, grad.device()))
+                                  .index_select(1, index_on(rows, grad.device()));
+    if (s.on_device) {
+        s.device_grad = picked;  // a gathered copy, reduced with the errors in finish()
+        return;
+    }
+    const at::Tensor host = host_float(picked);
     s.grad.assign(host.data_ptr<float>(), host.data_ptr<float>() + host.numel());
 }
 
@@ -229,17 +255,70 @@ PerFormat DistributionProfiler::block_loss(int block,
             const auto in = inputs_.find({block, int(l)});
             const OutputMeasure* m = measures[l];
             // Every layer or none: a block's estimate without one of its layers would understate it.
-            if (!m || in == inputs_.end() || in->second.grad.size() != in->second.count * m->rows)
-                return kNoSnr;
+            if (!m || in == inputs_.end()) return kNoSnr;
+            const InputSample& s = in->second;
+            const bool reduced = !m->grad_dot.empty();  // the device path's sums
+            if (!reduced && s.grad.size() != s.count * m->rows) return kNoSnr;
             const AgentBlock& owner = blocks_[std::size_t(block)];
             const auto rows_total = std::size_t(
                 output_rows(owner.streamed()[layers[l]], owner.stored_transposed(layers[l])).size(0));
-            sum += loss_change_estimate(m->error[f].data(), in->second.grad.data(), in->second.count, m->rows,
-                                        rows_total, double(in->second.batch_tokens));
+            const auto n = double(s.batch_tokens);
+            sum += reduced ? loss_change_from_token_sums(m->grad_dot[f].data(), m->grad_squares[f].data(),
+                                                         s.count, m->rows, rows_total, n)
+                           : loss_change_estimate(m->error[f].data(), s.grad.data(), s.count, m->rows,
+                                                  rows_total, n);
         }
         delta[std::size_t(kLowFormatsCheapestFirst[f])] = sum;
     }
     return delta;
+}
+
+std::map<std::pair<int, int>, DistributionProfiler::OutputMeasure> DistributionProfiler::device_measures(
+    std::int64_t step) const {
+    std::vector<std::pair<int, int>> layers;  // the layers measured, in the order of their sums
+    std::vector<at::Tensor> sums;
+    std::vector<std::size_t> rows;  // their sampled output rows
+    for (const auto& [key, s] : inputs_) {
+        if (inputs_step_ != step || !s.on_device || s.count == 0) continue;
+        const auto [b, l] = key;
+        const std::size_t k = layers_[std::size_t(b)][std::size_t(l)];
+        const at::Tensor w =
+            output_rows(blocks_[std::size_t(b)].streamed()[k], blocks_[std::size_t(b)].stored_transposed(k));
+        if (w.dim() < 2 || w.numel() == 0) continue;
+        const c10::Device device = s.device_tokens.device();
+        const DeviceOutputErrors errors =
+            s.device_errors.error.defined()
+                ? s.device_errors
+                : device_output_errors(
+                      to_device(sampled_rows(w, step, stream_of(b, std::size_t(l), false)), device),
+                      s.device_tokens, int4_group_, quantize_inputs_);
+        sums.push_back(
+            to_device(device_output_sums(errors, s.device_grad), sums.empty() ? device : sums[0].device()));
+        layers.push_back(key);
+        rows.push_back(std::size_t(errors.error.size(2)));
+    }
+    std::map<std::pair<int, int>, OutputMeasure> out;
+    if (sums.empty()) return out;
+    // The one copy to the host (and the one wait for the device) of the step's profiling.
+    const at::Tensor host = at::cat(sums).to(at::kCPU).contiguous();
+    const double* v = host.data_ptr<double>();
+    constexpr std::size_t formats = kLowFormatsCheapestFirst.size();
+    for (std::size_t i = 0; i < layers.size(); ++i) {
+        const InputSample& s = inputs_.at(layers[i]);
+        OutputMeasure& m = out[layers[i]];
+        m.rows = rows[i];
+        const std::size_t t = s.count;
+        for (std::size_t f = 0; f < formats; ++f) {
+            m.snr[std::size_t(kLowFormatsCheapestFirst[f])] = output_snr_db_of_powers(v[0], v[1 + f]);
+            if (!s.device_grad.defined()) continue;
+            const double* dot = v + 1 + formats + f * t;
+            const double* squares = dot + formats * t;
+            m.grad_dot.emplace_back(dot, dot + t);
+            m.grad_squares.emplace_back(squares, squares + t);
+        }
+        v += device_sums_size(t, s.device_grad.defined());
+    }
+    return out;
 }
 
 std::vector<BlockSnr> DistributionProfiler::finish(std::int64_t step) {
@@ -247,6 +326,7 @@ std::vector<BlockSnr> DistributionProfiler::finish(std::int64_t step) {
     loss_estimates_.clear();
     std::vector<OutputMeasure> measured;  // this block's layers' output measures, when taken
     std::vector<const OutputMeasure*> measures;
+    std::map<std::pair<int, int>, OutputMeasure> on_device = device_measures(step);
     for (std::size_t b = 0; b < blocks_.size(); ++b) {
         out[b].block_id = int(b);
         out[b].snr_db = kNoSnr;
@@ -264,8 +344,11 @@ std::vector<BlockSnr> DistributionProfiler::finish(std::int64_t step) {
             const auto in = inputs_step_ == step ? inputs_.find({int(b), int(l)}) : inputs_.end();
             InputSample* input = in != inputs_.end() ? &in->second : nullptr;
             FormatSnr snr{};
+            const auto device = on_device.find({int(b), int(l)});
             if (input && input->output.valid()) {
                 measured[l] = input->output.get();  // measured on the worker; waits if still running
+            } else if (device != on_device.end()) {
+                measured[l] = std::move(device->second);
             } else if (estimator_ == SnrEstimator::sample && input && input->count > 0 && w.dim() >= 2) {
                 measured[l] = sampled_output(w, *input, step, stream);
             } else {

@@ -7,7 +7,9 @@
 // weight's (and input's) profile estimate (core/SNR.md). The block's SNR in a format is its worst
 // layer's. Training-thread only, but for its worker: when the runtime names the weights' fp32 masters
 // (MasterSource), the output SNR of a layer is measured on the worker thread from the moment its input
-// is seen, and finish() waits for it (core/SNR.md, "Off the training thread").
+// is seen, and finish() waits for it (core/SNR.md, "Off the training thread"). An input on an
+// accelerator is measured there instead (device_output.h; core/SNR.md, "On the device"): the sampled
+// tokens, rows and output gradients never leave it, and finish() copies each layer's sums at once.
 #include <ATen/core/Tensor.h>
 
 #include <array>
@@ -18,6 +20,7 @@
 #include <utility>
 #include <vector>
 
+#include "device_output.h"
 #include "serial_worker.h"
 #include "sp/agent/block.h"
 #include "sp/config.h"
@@ -39,8 +42,10 @@ class DistributionProfiler {
     bool due(std::int64_t step) const;
 
     // The input of the `layer`-th linear layer (the layer-th parameter of two or more dimensions, in
-    // registration order) of `block`, seen in the forward pass of a due `step`. Profiled at once, on
-    // the host; the last dimension is the row the format scales. Ignored on other steps. Throws
+    // registration order) of `block`, seen in the forward pass of a due `step`. Sampled at once, and
+    // profiled on the host or, with the "sample" estimator, kept (and measured) on the input's device
+    // when it is an accelerator; the last dimension is the row the format scales. Ignored on other
+    // steps. Throws
     // std::invalid_argument for a block or layer the model lacks.
     void observe_input(std::int64_t step, int block, int layer, const at::Tensor& input);
 
@@ -53,6 +58,10 @@ class DistributionProfiler {
 
     // precision_scope "compute" (true: the inputs are quantized too) or "weights" (false).
     void set_quantize_inputs(bool quantize) { quantize_inputs_ = quantize; }
+    // The "sample" estimator measures an input on an accelerator where it lives (device_output.h) and
+    // one in host memory on the host, with the core reference; `always` measures host inputs the
+    // device's way too (ATen on the CPU: the same draws and code as on a GPU, for tests).
+    void set_measure_on_device(bool always) { measure_on_device_ = always; }
 
     // Profiles every block's weights and combines them with the inputs observed at `step`; also the
     // loss-change estimates (loss_estimates()) of the blocks whose every layer had its input and
@@ -68,9 +77,12 @@ class DistributionProfiler {
     // The "sample" estimator's measure of one layer's output on the sampled tokens and rows.
     struct OutputMeasure {
         FormatSnr snr{};  // per format (low formats only)
-        // Per low format (kLowFormatsCheapestFirst order): y_f - y, [tokens x sampled rows].
+        // Per low format (kLowFormatsCheapestFirst order): y_f - y, [tokens x sampled rows] (host path).
         std::vector<std::vector<double>> error;
         std::size_t rows = 0;  // the sampled output rows
+        // Device path, when the output gradient was seen: per low format and token, the sums over the
+        // sampled rows of g e and of (g e)^2 (sp::loss_change_from_token_sums).
+        std::vector<std::vector<double>> grad_dot, grad_squares;
     };
 
     static constexpr std::size_t kInputTokens = 32;
@@ -87,7 +99,20 @@ class DistributionProfiler {
         std::size_t batch_tokens = 0;          // the input's rows: N
         std::future<OutputMeasure> output;     // valid when the worker measures the layer's output
         std::vector<float> grad;               // the output gradient at the tokens and sampled rows
+        // Device path: the same samples where the input lives (tokens fp32 [count x in], the gradient
+        // [count x sampled rows]), and the errors when they were measured from the master already.
+        bool on_device = false;
+        at::Tensor device_tokens, device_grad;
+        DeviceOutputErrors device_errors;
     };
+    // Gathers the "sample" estimator's tokens of `input` into `s`: to the host, or kept on the device.
+    void sample_tokens(const at::Tensor& input, std::int64_t step, std::uint64_t stream,
+                       InputSample& s) const;
+    // Starts measuring the layer's output from its master when the runtime names one: on the worker
+    // (host path) or queued on the device.
+    void measure_from_master(int block, int layer, std::int64_t step, InputSample& s);
+    // The device path's measures of this step's layers, their sums copied to the host at once.
+    std::map<std::pair<int, int>, OutputMeasure> device_measures(std::int64_t step) const;
     // `host`: fp32, contiguous, on the CPU. `input`: an activation (rows are its feature vectors).
     TensorProfile profile(const at::Tensor& host, bool input, std::int64_t step, std::uint64_t stream) const;
     // The "sample" estimator's measure of weight `w` (any device) on the input's sampled tokens, over
@@ -99,8 +124,8 @@ class DistributionProfiler {
                                                   std::uint64_t stream) const;
     // One block's loss-change estimate from its layers' measures and gradients (NaN where one lacks).
     PerFormat block_loss(int block, const std::vector<const OutputMeasure*>& measures) const;
-    // The kWeightRows output rows of `w` that sampled_output_snr measures, on the host, fp32 [rows x in].
-    at::Tensor sampled_weight_rows(const at::Tensor& w, std::int64_t step, std::uint64_t stream) const;
+    // The kWeightRows output rows of `w` that sampled_output measures, gathered on w's device, [rows x in].
+    at::Tensor sampled_rows(const at::Tensor& w, std::int64_t step, std::uint64_t stream) const;
     // A fresh, reproducible draw per step: the same seed and step sample the same elements and rows.
     std::uint64_t step_seed(std::int64_t step) const {
         return seed_ ^ (std::uint64_t(step) * 0x9E3779B97F4A7C15ull);
@@ -119,7 +144,8 @@ class DistributionProfiler {
     std::map<std::pair<int, int>, InputSample> inputs_;  // (block, layer) -> input sample
     std::int64_t inputs_step_ = -1;
     MasterSource masters_;
-    bool quantize_inputs_ = true;  // precision_scope "compute": inputs are rounded to the format too
+    bool quantize_inputs_ = true;     // precision_scope "compute": inputs are rounded to the format too
+    bool measure_on_device_ = false;  // set_measure_on_device
     std::vector<BlockLossEstimate> loss_estimates_;
     SerialWorker<OutputMeasure> worker_;  // last: destroyed (its queue run, joined) before what jobs read
 };

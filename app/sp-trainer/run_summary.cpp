@@ -36,6 +36,17 @@ std::string format(const char* fmt, ...) {
     return out;
 }
 
+namespace {
+
+// The agent's profiling time on the training thread (Agent::Overhead::distribution_s: its
+// observe_layer_input / observe_layer_output_grad calls and the profiling in compute_hints, waits for
+// its worker or device included) as a share of the training steps' time; 0 before any step.
+double profiling_share(const agent::Agent& agent, const RunTotals& t) {
+    return t.train_step_s > 0 ? agent.overhead().distribution_s / t.train_step_s : 0.0;
+}
+
+}  // namespace
+
 void print_summary(const TrainerOptions& o, const agent::Agent& agent,
                    const agent::ReferencePrecisionRuntime& runtime, const RunTotals& t, double loop_s) {
     const auto& overhead = agent.overhead();
@@ -75,7 +86,11 @@ void print_summary(const TrainerOptions& o, const agent::Agent& agent,
                "  agent overhead   %.3f s = %.2f%% of training-step time (collect %.3f s, hints %.3f s, "
                "bookkeeping %.3f s, distribution statistics %.3f s)\n",
                overhead.total_s(), t.train_step_s > 0 ? 100.0 * overhead.total_s() / t.train_step_s : 0.0,
-               overhead.collect_s, overhead.hints_s, overhead.step_bookkeeping_s, overhead.distribution_s);
+               overhead.collect_s, overhead.hints_s, overhead.step_bookkeeping_s, overhead.distribution_s)
+        << format(
+               "  profiling        %.3f s on the training thread = %.2f%% of training-step time "
+               "(profiling_share %.4f)\n",
+               overhead.distribution_s, 100.0 * profiling_share(agent, t), profiling_share(agent, t));
     if (o.world_size > 1)
         std::cout << format(
             "  collectives      %.3f s of the agent's overhead (commands, statistics, map, loss)\n",
@@ -152,6 +167,7 @@ void write_summary_json(const TrainerOptions& o, const agent::Agent& agent,
         {"agent_collect_s", agent.overhead().collect_s},
         {"agent_hints_s", agent.overhead().hints_s},
         {"profiling_s", agent.overhead().distribution_s},
+        {"profiling_share", profiling_share(agent, t)},
         {"weights_s", t.weights_s},
         {"swap_slots", o.block_swap ? nlohmann::json(o.swap_slots) : nlohmann::json(nullptr)},
         {"upload_s", t.upload_s},

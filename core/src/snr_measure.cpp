@@ -191,18 +191,20 @@ OutputErrors output_errors(const std::vector<Precision>& formats, const float* w
     return e;
 }
 
+double output_snr_db_of_powers(double signal, double error_power) {
+    if (!(signal > 0.0) || !std::isfinite(signal) || !std::isfinite(error_power))
+        return std::numeric_limits<double>::quiet_NaN();
+    if (error_power == 0.0) return std::numeric_limits<double>::infinity();
+    return 10.0 * std::log10(signal / error_power);
+}
+
 std::vector<double> output_snr_db(const OutputErrors& e) {
     std::vector<double> snr;
     snr.reserve(e.error.size());
     for (const std::vector<double>& d : e.error) {
         double error = 0;
         for (double v : d) error += v * v;
-        if (!(e.signal > 0.0) || !std::isfinite(e.signal) || !std::isfinite(error))
-            snr.push_back(std::numeric_limits<double>::quiet_NaN());
-        else if (error == 0.0)
-            snr.push_back(std::numeric_limits<double>::infinity());
-        else
-            snr.push_back(10.0 * std::log10(e.signal / error));
+        snr.push_back(output_snr_db_of_powers(e.signal, error));
     }
     return snr;
 }

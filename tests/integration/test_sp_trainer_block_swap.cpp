@@ -117,6 +117,15 @@ class TestSpTrainerBlockSwap : public QObject {
         } else {
             QVERIFY(peak >= streamed["weights_peak_bytes"].get<double>());
         }
+        // profiling_share: the agent's profiling time on the training thread (profiling_s; step 0
+        // profiles) as a share of the training steps' time.
+        for (const nlohmann::json* summary : {&streamed, &swapped}) {
+            QVERIFY2(summary->contains("profiling_share"), summary->dump().c_str());
+            const double share = summary->at("profiling_share").get<double>();
+            QVERIFY2(share >= 0.0 && share <= 1.0, std::to_string(share).c_str());
+            QCOMPARE(share,
+                     summary->at("profiling_s").get<double>() / summary->at("train_step_s").get<double>());
+        }
     }
 };
 

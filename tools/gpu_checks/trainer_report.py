@@ -4,7 +4,8 @@
     trainer_report.py DEVICE_TXT SUMMARY.json...  > report.md
 
 Per run: the median training step after the first (step_s[1:]: the first carries the warm-up and
-step 0's profiling; evaluations excluded), the first step, the agent's overhead
+step 0's profiling; evaluations excluded), the first step, the profiling and its share of the training
+steps (profiling_s, profiling_share), the agent's overhead
 per step and its share of the step, the statistics pass (the agent's gradient statistics,
 agent_collect_s) as a share of the step, the bytes sent to the compute copy per step (the initial
 load excluded) and their saving against BF16, the host time per step moving the weights (weights_s:
@@ -40,6 +41,7 @@ def load(path):
         "first_ms": 1e3 * step_s[0],
         "agent_ms": 1e3 * (s["agent_s"] - s["profiling_s"]) / steps,
         "profiling_s": s["profiling_s"],
+        "profiling_share": s["profiling_share"],
         "collect_ms": 1e3 * s["agent_collect_s"] / steps,
         "hints_ms": 1e3 * s["agent_hints_s"] / steps,
         "weights_ms": 1e3 * s["weights_s"] / steps,
@@ -159,9 +161,10 @@ def main(argv):
     out = ["# sp-trainer on the device: step time, agent overhead, bytes per step", ""]
     out += [f"- {line}" for line in device]
     out += ["", "| mode | residency | precision | steps | step (ms) | first step (ms) | profiling (s) | "
-            "agent (ms) | agent share | collect (ms) | stats share | hints (ms) | MB/step | BF16 MB/step | "
-            "saving | weights (ms/step) | low-precision share | speed-up vs BF16 | last train loss |",
-            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+            "profiling share | agent (ms) | agent share | collect (ms) | stats share | hints (ms) | "
+            "MB/step | BF16 MB/step | saving | weights (ms/step) | low-precision share | speed-up vs BF16 | "
+            "last train loss |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     order = {"bf16": 0, "policy": 1, "int8": 2, "fp8_e4m3": 3, "fp8_e5m2": 4, "int4": 5}
     ordered = sorted(runs, key=lambda r: (r["mode"], r["residency"], order.get(r["precision"], 9)))
     for r in ordered:
@@ -170,8 +173,8 @@ def main(argv):
         saving = 100.0 * (1 - r["mb_per_step"] / r["mb_bf16_per_step"]) if r["mb_bf16_per_step"] else 0.0
         out.append(
             f"| {r['mode']} | {r['residency']} | {r['precision']} | {r['steps']} | {r['step_ms']:.2f} | "
-            f"{r['first_ms']:.0f} | {r['profiling_s']:.2f} | {r['agent_ms']:.3f} | "
-            f"{100 * r['agent_ms'] / r['step_ms']:.2f}% | {r['collect_ms']:.3f} | "
+            f"{r['first_ms']:.0f} | {r['profiling_s']:.2f} | {100 * r['profiling_share']:.2f}% | "
+            f"{r['agent_ms']:.3f} | {100 * r['agent_ms'] / r['step_ms']:.2f}% | {r['collect_ms']:.3f} | "
             f"{100 * r['collect_ms'] / r['step_ms']:.2f}% | {r['hints_ms']:.3f} | "
             f"{r['mb_per_step']:.2f} | {r['mb_bf16_per_step']:.2f} | {saving:.1f}% | {r['weights_ms']:.2f} | "
             f"{100 * r['low_share']:.0f}% | {speedup} | {r['final_train_loss']:.4f} |")
@@ -181,9 +184,10 @@ def main(argv):
             "optimizer, the runtime's materialization; evaluations excluded), host wall time, the GPU's "
             "work included (the loss is read every step); the first step carries the warm-up and step "
             "0's distribution statistics. Profiling: the distribution statistics (SNR profiling) of the "
-            "run, in all (step 0, then every distribution_interval_steps). Agent: collect + hints + "
-            "bookkeeping, host time, mean per step, the profiling excluded; its share is of the median "
-            "step. Stats share: the statistics pass (collect) as a share of the median step. MB/step: "
+            "run, in all (step 0, then every distribution_interval_steps), host time on the training "
+            "thread; its share: of all the training steps' time (profiling_share). Agent: collect + "
+            "hints + bookkeeping, host time, mean per step, the profiling excluded; its share is of the "
+            "median step. Stats share: the statistics pass (collect) as a share of the median step. MB/step: "
             "bytes sent to the compute copy per step in the blocks' formats; BF16 MB/step: the same "
             "sends in BF16. Weights: host time per step in the runtime's packing, materialization and "
             "(block-swap) uploads and expansions; on CUDA the copies themselves are asynchronous."]

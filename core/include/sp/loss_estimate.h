@@ -22,4 +22,10 @@ namespace sp {
 double loss_change_estimate(const double* error, const float* grad, std::size_t tokens, std::size_t rows,
                             std::size_t rows_total, double batch_tokens);
 
+// The same from each token's sums over its sampled rows, a_r = g_r e_r: `dot`[t] = sum a_r (D) and
+// `squares`[t] = sum a_r^2, for a caller that reduced them where the operands live (the agent's
+// device path) and copied only those.
+double loss_change_from_token_sums(const double* dot, const double* squares, std::size_t tokens,
+                                   std::size_t rows, std::size_t rows_total, double batch_tokens);
+
 }  // namespace sp

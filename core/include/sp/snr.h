@@ -159,6 +159,10 @@ OutputErrors output_errors(const std::vector<Precision>& formats, const float* w
                            bool quantize_inputs);
 // 10 log10(signal / error power) per format, as output_snr_db.
 std::vector<double> output_snr_db(const OutputErrors& errors);
+// The same from the two powers (sum y^2, sum (y_f - y)^2), wherever they were summed (the agent's
+// device path reduces them where the operands live): NaN when the signal is not positive and
+// finite or the error power is not finite, +inf when the error power is 0.
+double output_snr_db_of_powers(double signal, double error_power);
 
 // `count` distinct rows of a row-major [rows x cols] tensor (all of them when rows <= count), chosen
 // uniformly with splitmix64 seeded by (seed, stream), in their original order, copied out.

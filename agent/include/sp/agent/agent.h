@@ -176,7 +176,11 @@ class Agent {
     // Time the agent spent on the training thread, summed over all steps (for overhead figures).
     struct Overhead {
         double collect_s = 0, hints_s = 0, step_bookkeeping_s = 0;
-        double distribution_s = 0;  // distribution statistics: inputs and weights (not in hints_s)
+        // distribution_s, the profiling (distribution statistics, not in hints_s): observe_layer_input,
+        // observe_layer_output_grad and compute_hints' profiling on due steps, waits for the
+        // profiler's worker or device included (sp-trainer: profiling_s, and profiling_share of the
+        // training steps' time).
+        double distribution_s = 0;  // the profiling (above)
         double collectives_s = 0;   // data-parallel: commands, statistics, map and loss collectives
         std::uint64_t steps = 0;
         double total_s() const {
