@@ -75,7 +75,7 @@ struct FiniteMaxBits {
     SP_LANES void operator()(std::size_t /*i*/, Floats v, std::size_t /*n*/) const {
         const Ints a = bits(v) & kAbsMask;
         const Ints finite = (a < kInfBits) & a;
-        max_bits = select_ints(finite > max_bits, finite, max_bits);
+        max_bits = finite > max_bits ? finite : max_bits;
     }
 };
 
@@ -120,48 +120,51 @@ SP_LANES Ints integer_codes(Floats x, float scale, float max_code) {
 }
 
 // FP8 lanes of a row with scale `scale`, x = w / scale: NaN lanes (the reference's isnan(x)), the
-// sign of clamp(x, -max, max), and round_to_fp8's magnitude of it: below the smallest normal 2^MinExp
-// rounded to a multiple of the subnormal quantum 2^(MinExp - M), else on the bit pattern to M
-// mantissa bits; then saturated at max. Both roundings are computed and one is selected; the
-// subnormal one gets 0 in lanes that are normal (a / quantum could leave int's range there).
+// sign of v = clamp(x, -max, max), and round_to_fp8's rounding of |v|: below the smallest normal
+// 2^MinExp to k quanta of 2^(MinExp - M) (k = 2^M is the smallest normal), else on the bit pattern to
+// M mantissa bits. Both roundings are computed and one is selected; the subnormal one gets 0 in lanes
+// that are normal (|v| / quantum could leave int's range there). The reference's saturation at max
+// never binds after the clamp: |v| <= max, which is representable, so it rounds to max at most.
 struct Fp8Rounded {
     Ints nan;
-    Ints sign;  // kSignBit or 0
-    Floats magnitude;
+    Ints sign;         // kSignBit or 0
+    Ints subnormal;    // the lanes rounded to quanta
+    Ints quanta;       // k, in subnormal lanes
+    Ints normal_bits;  // the rounded float's bits, in the others
 };
 
 template <int M, int MinExp>
 SP_LANES Fp8Rounded fp8_round(Floats w, float scale, float max_finite) {
     constexpr int kDrop = 23 - M;
-    constexpr float kQuantum = 1.0f / float(1u << (M - MinExp));  // 2^(MinExp - M), exact
+    constexpr float kPerQuantum = float(1u << (M - MinExp));  // 2^(M - MinExp): a / quantum, exactly
     const Floats x = w / scale;
     const Ints v_bits = bits(clamp_symmetric(x, max_finite));
     const Ints a_bits = v_bits & kAbsMask;
     const Ints subnormal = ((a_bits >> 23) - 127) < MinExp;
-    const Floats sub =
-        round_half_even_small(select(subnormal, floats(a_bits), Floats{}) / kQuantum) * kQuantum;
+    const Ints quanta = round_half_even_small_ints(select(subnormal, floats(a_bits), Floats{}) * kPerQuantum);
     const UInts a_unsigned = UInts(a_bits);  // unsigned: no overflow to fear in the rounding add
     const Ints normal_bits = Ints((a_unsigned + ((1u << (kDrop - 1)) - 1u) + ((a_unsigned >> kDrop) & 1u)) &
                                   ~((1u << kDrop) - 1u));
-    const Floats r = select(subnormal, sub, floats(normal_bits));
-    return {x != x, v_bits & kSignBit, select(max_finite < r, splat(max_finite), r)};
+    return {x != x, v_bits & kSignBit, subnormal, quanta, normal_bits};
 }
 
-// encode_fp8_*'s pattern of a rounded lane (NaN -> 0x00, as the per-row quantizer stores it), in
-// the low byte of each lane. The magnitude is representable: below 2^MinExp it is k quanta, code k
-// (a k of 2^M is the smallest normal, whose code is 2^M too); from there on its float bit pattern,
-// shifted to M mantissa bits, is the code plus the difference of the exponent biases.
+// The rounded value, signed: round_to_fp8(clamp(x, -max, max)) (NaN lanes are the caller's).
+template <int M, int MinExp>
+SP_LANES Floats fp8_value(const Fp8Rounded& r) {
+    constexpr float kQuantum = 1.0f / float(1u << (M - MinExp));  // 2^(MinExp - M), exact
+    const Floats magnitude =
+        select(r.subnormal, __builtin_convertvector(r.quanta, Floats) * kQuantum, floats(r.normal_bits));
+    return floats(bits(magnitude) | r.sign);
+}
+
+// encode_fp8_*'s pattern of the rounded value (NaN -> 0x00, as the per-row quantizer stores it), in
+// the low byte of each lane: k quanta have code k; a normal value's float bit pattern, shifted to M
+// mantissa bits, is its code plus the difference of the exponent biases (127 - (1 - MinExp)).
 template <int M, int MinExp>
 SP_LANES Ints fp8_codes(const Fp8Rounded& r) {
-    constexpr std::int32_t kSmallestNormalBits = (MinExp + 127) << 23;
-    constexpr float kPerQuantum = float(1u << (M - MinExp));  // 1 / quantum, exact
-    const Ints m_bits = bits(r.magnitude);
-    const Ints subnormal = m_bits < kSmallestNormalBits;
-    const Ints sub_code =
-        __builtin_convertvector(select(subnormal, r.magnitude, Floats{}) * kPerQuantum, Ints);
-    const Ints normal_code = (m_bits >> (23 - M)) - ((126 + MinExp) << M);  // bias 1 - MinExp
+    const Ints normal_code = (r.normal_bits >> (23 - M)) - ((126 + MinExp) << M);
     const Ints sign = Ints(UInts(r.sign) >> 24);
-    return select_ints(r.nan, Ints{}, select_ints(subnormal, sub_code, normal_code) | sign);
+    return select_ints(r.nan, Ints{}, select_ints(r.subnormal, r.quanta, normal_code) | sign);
 }
 
 // round_to_bf16's bit pattern without its branch: every NaN becomes 0x7FC00000, the rest rounds on

@@ -29,13 +29,25 @@ SP_LANES void store(std::uint8_t* y, Codes c, std::size_t n) {
     std::memcpy(y, &c, n);
 }
 
-// The per-vector bodies: each writes its lanes' codes at y + i (BF16: y + 2 i). A code in [-128, 255]
-// converts to its byte modulo 256, so INT8's negative codes become their two's complement.
+// Each lane's low byte: a code in [-128, 255] modulo 256, so INT8's negative codes become their two's
+// complement. One byte shuffle (with AVX2 two vpshufb, a vpermq, a vpor), where
+// __builtin_convertvector to bytes extracts the lanes one by one.
+SP_LANES Codes low_bytes(Ints v) {
+    using Bytes = std::uint8_t __attribute__((vector_size(4 * kLanes)));
+    const auto b = __builtin_bit_cast(Bytes, v);
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    return __builtin_shufflevector(b, b, 0, 4, 8, 12, 16, 20, 24, 28);
+#else
+    return __builtin_shufflevector(b, b, 3, 7, 11, 15, 19, 23, 27, 31);
+#endif
+}
+
+// The per-vector bodies: each writes its lanes' codes at y + i (BF16: y + 2 i).
 struct IntegerCodes {  // INT8/INT4
     std::uint8_t* y;
     float scale, max_code;
     SP_LANES void operator()(std::size_t i, Floats v, std::size_t n) const {
-        store(y + i, __builtin_convertvector(integer_codes(v, scale, max_code), Codes), n);
+        store(y + i, low_bytes(integer_codes(v, scale, max_code)), n);
     }
 };
 
@@ -45,7 +57,7 @@ struct Fp8Codes {
     float scale, max_finite;
     SP_LANES void operator()(std::size_t i, Floats v, std::size_t n) const {
         const Ints codes = fp8_codes<M, MinExp>(fp8_round<M, MinExp>(v, scale, max_finite));
-        store(y + i, __builtin_convertvector(codes, Codes), n);
+        store(y + i, low_bytes(codes), n);
     }
 };
 

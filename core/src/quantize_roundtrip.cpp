@@ -34,7 +34,7 @@ struct Fp8Lanes {  // the signed FP8 value * scale, NaN -> +0
     float scale, max_finite;
     SP_LANES void operator()(std::size_t i, Floats v, std::size_t n) const {
         const Fp8Rounded r = fp8_round<M, MinExp>(v, scale, max_finite);
-        store(y + i, select(r.nan, Floats{}, floats(bits(r.magnitude) | r.sign) * scale), n);
+        store(y + i, select(r.nan, Floats{}, fp8_value<M, MinExp>(r) * scale), n);
     }
 };
 
