@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "../common/reference_pack.h"
 #include "../common/torch_reference.h"
 #include "materialize.h"
 #include "payload.h"
@@ -344,33 +345,18 @@ class TestPrecisionRuntime : public QObject {
                 const auto payload = sp::agent::detail::pack_payload(master, p, 40);
                 const auto rows = std::size_t(shape[0]), cols = std::size_t(master.numel()) / rows;
                 const float* w = master.data_ptr<float>();
-                std::vector<std::uint8_t> values;
-                std::vector<float> scales;
-                if (p == Precision::bf16) {
+                sp::test::Packed expected = sp::test::reference_pack(p, w, rows, cols, 40);
+                if (p == Precision::bf16) {  // ATen's to(kBFloat16), what pack_payload wrote before
                     const torch::Tensor b = master.to(torch::kBFloat16);
-                    values.resize(std::size_t(b.numel()) * 2);
-                    std::memcpy(values.data(), b.data_ptr(), values.size());
-                } else if (p == Precision::int8) {
-                    const sp::Int8Rows q = sp::quantize_int8_rows(w, rows, cols);
-                    values.resize(q.q.size());
-                    std::memcpy(values.data(), q.q.data(), q.q.size());
-                    scales = q.scales;
-                } else if (p == Precision::int4) {
-                    const sp::Int4Groups q = sp::quantize_int4_groups(w, rows, cols, 40);
-                    values = q.packed;
-                    scales = q.scales;
-                } else {
-                    const sp::Fp8Rows q = sp::quantize_fp8_rows(w, rows, cols, p);
-                    values = q.q;
-                    scales = q.scales;
+                    std::memcpy(expected.codes.data(), b.data_ptr(), expected.codes.size());
                 }
                 const std::string what =
                     std::string(sp::to_string(p)) + " of " + std::to_string(master.numel());
-                QVERIFY2(payload.values == values, what.c_str());
-                QVERIFY2(
-                    payload.scales.size() == scales.size() &&
-                        std::memcmp(payload.scales.data(), scales.data(), scales.size() * sizeof(float)) == 0,
-                    what.c_str());
+                QVERIFY2(payload.values == expected.codes, what.c_str());
+                QVERIFY2(payload.scales.size() == expected.scales.size() &&
+                             std::memcmp(payload.scales.data(), expected.scales.data(),
+                                         expected.scales.size() * sizeof(float)) == 0,
+                         what.c_str());
             }
         const torch::Tensor nan = torch::full({3, 9}, std::numeric_limits<float>::quiet_NaN());
         const auto payload = sp::agent::detail::pack_payload(nan, Precision::bf16);

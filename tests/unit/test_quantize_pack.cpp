@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "../common/reference_pack.h"
 #include "quantize_fixtures.h"
 #include "sp/quantize.h"
 
@@ -24,39 +25,7 @@ namespace {
 constexpr std::uint8_t kUntouched = 0xA5;
 constexpr std::uint32_t kUntouchedScale = 0x7FA5A5A5u;  // a NaN pattern no quantizer writes
 
-struct Packed {
-    std::vector<std::uint8_t> codes;
-    std::vector<float> scales;
-};
-
-// What pack_rows writes for the whole matrix, from the scalar reference (sp/quantize.h).
-Packed reference(sp::Precision p, const std::vector<float>& w, std::size_t rows, std::size_t cols,
-                 std::size_t group) {
-    switch (p) {
-        case sp::Precision::bf16: {
-            Packed out{std::vector<std::uint8_t>(2 * w.size()), {}};
-            for (std::size_t i = 0; i < w.size(); ++i) {
-                const auto half = static_cast<std::uint16_t>(bits_of(sp::round_to_bf16(w[i])) >> 16);
-                std::memcpy(out.codes.data() + 2 * i, &half, sizeof half);
-            }
-            return out;
-        }
-        case sp::Precision::int8: {
-            const sp::Int8Rows q = sp::quantize_int8_rows(w.data(), rows, cols);
-            Packed out{std::vector<std::uint8_t>(q.q.size()), q.scales};
-            std::memcpy(out.codes.data(), q.q.data(), q.q.size());  // two's complement bytes
-            return out;
-        }
-        case sp::Precision::int4: {
-            sp::Int4Groups q = sp::quantize_int4_groups(w.data(), rows, cols, group);
-            return {std::move(q.packed), std::move(q.scales)};
-        }
-        default: {
-            sp::Fp8Rows q = sp::quantize_fp8_rows(w.data(), rows, cols, p);
-            return {std::move(q.q), std::move(q.scales)};
-        }
-    }
-}
+using sp::test::Packed;
 
 // Storage of the size of `like`'s, filled with the bytes and scales no packer writes.
 Packed untouched(const Packed& like) {
@@ -100,7 +69,7 @@ class TestQuantizePack : public QObject {
     static void expect_ranges(sp::Precision p, const std::vector<float>& w, std::size_t rows,
                               std::size_t cols, std::size_t group, const std::vector<Range>& ranges,
                               const char* what) {
-        const Packed expected = reference(p, w, rows, cols, group);
+        const Packed expected = sp::test::reference_pack(p, w.data(), rows, cols, group);
         const sp::PackedRow row = sp::packed_row(p, cols, group);
         QCOMPARE(expected.codes.size(), rows * row.code_bytes);
         QCOMPARE(expected.scales.size(), rows * row.scales);
