@@ -1,10 +1,11 @@
 #include "payload.h"
 
 #include <ATen/Functions.h>
+#include <ATen/Parallel.h>
 #include <ATen/core/grad_mode.h>
 
+#include <algorithm>
 #include <array>
-#include <cstring>
 #include <stdexcept>
 #include <string>
 
@@ -22,36 +23,18 @@ Payload pack_payload(const at::Tensor& master, Precision p, std::size_t int4_gro
     out.rows = int8_rows(host);
     out.cols = out.rows > 0 ? host.numel() / out.rows : 0;
     if (host.numel() == 0) return out;
+    if (p == Precision::int4) out.group = int4_group;
     const float* w = host.data_ptr<float>();
-    const auto rows = std::size_t(out.rows), cols = std::size_t(out.cols);
-    switch (p) {
-        case Precision::bf16: {
-            const at::Tensor v = host.to(at::kBFloat16);  // round-to-nearest-even, as materialized()
-            out.values.resize(std::size_t(v.numel()) * 2);
-            std::memcpy(out.values.data(), v.data_ptr(), out.values.size());
-            break;
-        }
-        case Precision::int8: {
-            Int8Rows q = quantize_int8_rows(w, rows, cols);
-            out.values.assign(q.q.begin(), q.q.end());  // int8 -> uint8: the same bits
-            out.scales = std::move(q.scales);
-            break;
-        }
-        case Precision::fp8_e4m3:
-        case Precision::fp8_e5m2: {
-            Fp8Rows q = quantize_fp8_rows(w, rows, cols, p);
-            out.values = std::move(q.q);
-            out.scales = std::move(q.scales);
-            break;
-        }
-        case Precision::int4: {
-            Int4Groups q = quantize_int4_groups(w, rows, cols, int4_group);
-            out.group = int4_group;
-            out.values = std::move(q.packed);
-            out.scales = std::move(q.scales);
-            break;
-        }
-    }
+    const auto cols = std::size_t(out.cols);
+    const PackedRow row = packed_row(p, cols, int4_group);
+    out.values.resize(std::size_t(out.rows) * row.code_bytes);
+    out.scales.resize(std::size_t(out.rows) * row.scales);
+    // The rows split over ATen's intra-op pool, kPackGrainElements elements a task at least.
+    const std::int64_t grain = std::max<std::int64_t>(1, kPackGrainElements / out.cols);
+    at::parallel_for(0, out.rows, grain, [&](std::int64_t begin, std::int64_t end) {
+        pack_rows(p, w, cols, std::size_t(begin), std::size_t(end), out.values.data(), out.scales.data(),
+                  int4_group);
+    });
     return out;
 }
 

@@ -8,7 +8,8 @@
 //             even column), + fp32 scales per group of `group` elements of a row.
 // Rows are size(0) for a tensor of dim >= 2, else one row (detail::int8_rows).
 //
-// pack_payload quantizes on the host with the core reference; PayloadExpander turns a payload back
+// pack_payload quantizes on the host with sp::pack_rows (the core reference's codes and scales bit for
+// bit, vectorized), its rows split over ATen's intra-op threads; PayloadExpander turns a payload back
 // into values with ATen operations on whatever device its tensors are on (the CPU, or a GPU after
 // the upload), computing decode(code) * scale in fp32 as the reference does, so the values are
 // bit-identical to detail::materialized() of the same master (tests/unit/test_precision_runtime).
@@ -36,8 +37,13 @@ struct Payload {
     std::uint64_t bytes() const { return values.size() + sizeof(float) * scales.size(); }
 };
 
+// Elements per task of the intra-op pool when pack_payload splits a tensor's rows (256 KiB of fp32),
+// so that a small tensor stays on the calling thread.
+inline constexpr std::int64_t kPackGrainElements = std::int64_t{1} << 16;
+
 // `master`: a float tensor in host memory (any shape). std::invalid_argument otherwise, or for an
-// INT4 group of 0.
+// INT4 group of 0. BF16 values are round_to_bf16's: a NaN is 0x7FC0 (LibTorch 1.13's vectorized
+// to(kBFloat16) writes 0xFFFF; both expand to NaN).
 Payload pack_payload(const at::Tensor& master, Precision p, std::size_t int4_group = kDefaultInt4GroupSize);
 
 // Expands payloads on one device: holds the 256-entry FP8 decode tables there, so that expanding

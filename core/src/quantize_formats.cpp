@@ -1,5 +1,6 @@
-// INT4 per-group and FP8 per-row reference quantizers, BF16 rounding, and stored_bytes (roundtrip,
-// vectorized: quantize_roundtrip.cpp). The arithmetic contract is in sp/quantize.h.
+// INT4 per-group and FP8 per-row reference quantizers, BF16 rounding, and the packed layout
+// (packed_row, stored_bytes; roundtrip, vectorized: quantize_roundtrip.cpp; pack_rows:
+// quantize_pack.cpp). The arithmetic contract is in sp/quantize.h.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -116,22 +117,24 @@ void dequantize_fp8_rows(const Fp8Rows& m, float* out) {
             out[r * m.cols + c] = codec.decode(m.q[r * m.cols + c]) * m.scales[r];
 }
 
-std::uint64_t stored_bytes(Precision p, std::size_t rows, std::size_t cols, std::size_t int4_group) {
-    const std::uint64_t n = std::uint64_t(rows) * cols;
-    constexpr std::uint64_t kScaleBytes = sizeof(float);
+PackedRow packed_row(Precision p, std::size_t cols, std::size_t int4_group) {
     switch (p) {
         case Precision::bf16:
-            return 2 * n;
+            return {2 * cols, 0};
         case Precision::int8:
         case Precision::fp8_e4m3:
         case Precision::fp8_e5m2:
-            return n + kScaleBytes * rows;
+            return {cols, 1};
         case Precision::int4:
             require_int4_group(int4_group);
-            return std::uint64_t(rows) * int4_bytes_per_row(cols) +
-                   kScaleBytes * rows * int4_groups_per_row(cols, int4_group);
+            return {int4_bytes_per_row(cols), int4_groups_per_row(cols, int4_group)};
     }
-    throw std::invalid_argument("stored_bytes: unknown precision");
+    throw std::invalid_argument("packed_row: unknown precision");
+}
+
+std::uint64_t stored_bytes(Precision p, std::size_t rows, std::size_t cols, std::size_t int4_group) {
+    const PackedRow row = packed_row(p, cols, int4_group);
+    return std::uint64_t(rows) * (row.code_bytes + sizeof(float) * row.scales);
 }
 
 float round_to_bf16(float x) {

@@ -5,11 +5,13 @@
 #include <QtTest>
 
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "../common/reference_pack.h"
 #include "../common/torch_reference.h"
 #include "materialize.h"
 #include "payload.h"
@@ -324,6 +326,45 @@ class TestPrecisionRuntime : public QObject {
         const auto payload = sp::agent::detail::pack_payload(torch::ones({4}), Precision::int8);
         QVERIFY_THROWS_EXCEPTION(std::invalid_argument, expander.expand(torch::zeros({4}, torch::kByte),
                                                                         torch::ones({1}), payload, param));
+    }
+
+    // pack_payload's bytes are the ones it wrote before it packed on threads: the core reference's
+    // codes and scales, and for BF16 ATen's to(kBFloat16) (a NaN aside, which is round_to_bf16's
+    // 0x7FC0 now), also on tensors large enough to be split over two intra-op threads.
+    void payload_bytes_are_the_reference_on_threads() {
+        struct RestoreThreads {
+            int n = at::get_num_threads();
+            ~RestoreThreads() { at::set_num_threads(n); }
+        } restore;
+        at::set_num_threads(2);
+        torch::manual_seed(11);
+        for (const std::vector<std::int64_t>& shape :
+             std::vector<std::vector<std::int64_t>>{{301, 999}, {5, 70001}, {2, 3, 40000}, {7, 13}})
+            for (Precision p : sp::kAllPrecisions) {
+                const torch::Tensor master = torch::randn(shape) * 3;
+                const auto payload = sp::agent::detail::pack_payload(master, p, 40);
+                const auto rows = std::size_t(shape[0]), cols = std::size_t(master.numel()) / rows;
+                const float* w = master.data_ptr<float>();
+                sp::test::Packed expected = sp::test::reference_pack(p, w, rows, cols, 40);
+                if (p == Precision::bf16) {  // ATen's to(kBFloat16), what pack_payload wrote before
+                    const torch::Tensor b = master.to(torch::kBFloat16);
+                    std::memcpy(expected.codes.data(), b.data_ptr(), expected.codes.size());
+                }
+                const std::string what =
+                    std::string(sp::to_string(p)) + " of " + std::to_string(master.numel());
+                QVERIFY2(payload.values == expected.codes, what.c_str());
+                QVERIFY2(payload.scales.size() == expected.scales.size() &&
+                             std::memcmp(payload.scales.data(), expected.scales.data(),
+                                         expected.scales.size() * sizeof(float)) == 0,
+                         what.c_str());
+            }
+        const torch::Tensor nan = torch::full({3, 9}, std::numeric_limits<float>::quiet_NaN());
+        const auto payload = sp::agent::detail::pack_payload(nan, Precision::bf16);
+        for (std::size_t i = 0; i < payload.values.size(); i += 2) {
+            std::uint16_t half = 0;
+            std::memcpy(&half, payload.values.data() + i, sizeof half);
+            QCOMPARE(half, std::uint16_t{0x7FC0});
+        }
     }
 
     // A frozen block (a fine-tune's base) is streamed every step by default and sent once when

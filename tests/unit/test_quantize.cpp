@@ -15,12 +15,6 @@ namespace {
 
 using namespace sp::test::quantize_fixtures;
 
-float from_bits(std::uint32_t b) {
-    float x = 0.0f;
-    std::memcpy(&x, &b, sizeof x);
-    return x;
-}
-
 std::vector<int> int4_codes(const sp::Int4Groups& m) {
     std::vector<int> out;
     for (std::size_t r = 0; r < m.rows; ++r)

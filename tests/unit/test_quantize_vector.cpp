@@ -33,28 +33,6 @@ std::vector<float> reference(sp::Precision p, const std::vector<float>& w, std::
     }
 }
 
-float from_bits(std::uint32_t b) {
-    float x = 0;
-    std::memcpy(&x, &b, sizeof x);
-    return x;
-}
-
-// Random values over many binades (FP8 subnormals and float subnormals included) with random signs,
-// and the special values at positions the generator picks.
-std::vector<float> mixed_values(Lcg& rng, std::size_t n) {
-    const float specials[] = {kNaN, -kNaN, kInf, -kInf, 0.0f, -0.0f, 1e-41f, -1e-45f, 3.4e38f, -3e38f};
-    std::vector<float> w(n);
-    for (float& x : w) {
-        const float magnitude = std::exp2(rng.uniform(-40.0f, 20.0f));
-        x = rng.uniform(-1.0f, 1.0f) < 0 ? -magnitude : magnitude;
-        if (rng.uniform(0.0f, 1.0f) < 0.08f)
-            x = specials[std::size_t(rng.uniform(0.0f, 9.999f))];
-        else if (rng.uniform(0.0f, 1.0f) < 0.3f)
-            x = rng.uniform(-3.0f, 3.0f);
-    }
-    return w;
-}
-
 }  // namespace
 
 class TestQuantizeVector : public QObject {
@@ -87,43 +65,11 @@ class TestQuantizeVector : public QObject {
         expect_reference(mixed_values(rng, 5 * 517), 5, 517, 64, "wide");
     }
 
-    // A row whose absmax makes the scale exactly 1 holds exact midpoints between codes: ties go to
-    // even in every format.
-    void ties_round_to_even() {
-        std::vector<float> w;
-        for (int k = -127; k <= 126; ++k) w.push_back(float(k) + 0.5f);  // INT8 ties (scale 127/127)
-        w.push_back(127.0f);
-        expect_reference(w, 1, w.size(), 64, "int8 ties");
-        w.clear();
-        for (int k = -7; k <= 6; ++k) w.push_back(float(k) + 0.5f);  // INT4 ties (scale 7/7)
-        w.push_back(7.0f);
-        expect_reference(w, 1, w.size(), w.size(), "int4 ties");
-        for (const float max_code : {sp::kFp8E4M3Max, sp::kFp8E5M2Max}) {
-            // Midpoints between neighbouring FP8 values in the normal and the subnormal range
-            // (quantum 2^-9 or 2^-16 at scale 1), and BF16 midpoints (1 + 2^-8 (2k + 1)).
-            w.assign({max_code, -max_code, 1.0625f, 1.1875f, -1.0625f, 1.125f, 1.375f, -2.75f});
-            for (int k = 0; k < 16; ++k) {
-                w.push_back(std::ldexp(float(k) + 0.5f, -9));
-                w.push_back(-std::ldexp(float(k) + 0.5f, -16));
-                w.push_back(1.0f + std::ldexp(float(2 * k + 1), -8));
-            }
-            expect_reference(w, 1, w.size(), 64, "fp8 and bf16 ties");
-        }
-    }
-
-    // Float bit patterns swept across the whole range (both signs, every exponent, NaN payloads),
-    // each row anchored so the FP8 scale is 1: every binade of both FP8 formats and of BF16.
-    void bit_pattern_sweep() {
-        for (const float anchor : {sp::kFp8E4M3Max, sp::kFp8E5M2Max, 127.0f}) {
-            std::vector<float> w;
-            for (std::uint64_t b = 0; b <= 0xFFFFFFFFull; b += 0x10003ull) {
-                if (w.size() % 1023 == 0) w.push_back(anchor);
-                w.push_back(from_bits(std::uint32_t(b)));
-            }
-            const std::size_t cols = 1023, rows = w.size() / cols;
-            w.resize(rows * cols);
-            expect_reference(w, rows, cols, 64, "sweep");
-        }
+    // Exact midpoints between codes (ties go to even in every format) and a sweep of float bit
+    // patterns across the whole range (quantize_fixtures.h).
+    void ties_and_bit_pattern_sweep() {
+        for (const Matrix& m : sp::test::quantize_fixtures::ties_and_bit_pattern_sweep())
+            expect_reference(m.w, m.rows, m.cols, m.group, m.what);
     }
 };
 

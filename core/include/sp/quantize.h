@@ -179,6 +179,41 @@ void roundtrip(Precision p, const float* w, std::size_t rows, std::size_t cols, 
 float round_to_bf16(float x);
 
 // ---------------------------------------------------------------------------------------------
+// Packing: the codes and scales above, written into storage the caller provides, a range of rows at
+// a time, so that a caller can split a matrix's rows over threads. Vectorized like roundtrip (core/
+// src/quantize_pack.cpp); the scalar quantizers above are its oracle, equal bit for bit
+// (tests/unit/test_quantize_pack.cpp).
+//
+// packed_row: what one row of `cols` elements takes in `p`: code_bytes bytes of codes and `scales`
+// fp32 scales. bf16 {2*cols, 0}; int8, fp8 {cols, 1}; int4 {ceil(cols/2), ceil(cols/group)}. A
+// matrix's codes and scales are its rows' one after the other (stored_bytes = rows * (code_bytes +
+// 4 * scales)). int4 with int4_group == 0, or an unknown p, throws std::invalid_argument.
+//
+// pack_rows: `w`, `codes` and `scales` point at row 0 of a row-major [rows x cols] matrix and of its
+// packed codes and scales (sized for all its rows by packed_row). Reads rows [row_begin, row_end) of
+// w and writes exactly their part of the outputs, nothing else:
+//   codes[row_begin * code_bytes, row_end * code_bytes), scales[row_begin * s, row_end * s)
+// (s = packed_row(...).scales), so calls on disjoint row ranges may run at the same time. What it
+// writes there is, bit for bit, what the reference stores for those rows:
+//   bf16      round_to_bf16(w[i])'s upper 16 bits per element, as a uint16 in the host's byte order
+//             (what c10::BFloat16 holds); `scales` is not touched (it may be null);
+//   int8      quantize_int8_rows(...).q (two's complement bytes) and .scales;
+//   fp8_*     quantize_fp8_rows(..., p).q and .scales;
+//   int4      quantize_int4_groups(..., int4_group).packed (each row from a byte of its own; with
+//             odd cols the high nibble of the row's last byte is 0) and .scales.
+// row_begin > row_end, int4 with int4_group == 0 or an unknown p throws std::invalid_argument before
+// anything is written.
+// ---------------------------------------------------------------------------------------------
+struct PackedRow {
+    std::size_t code_bytes = 0;
+    std::size_t scales = 0;
+};
+
+PackedRow packed_row(Precision p, std::size_t cols, std::size_t int4_group = kDefaultInt4GroupSize);
+void pack_rows(Precision p, const float* w, std::size_t cols, std::size_t row_begin, std::size_t row_end,
+               std::uint8_t* codes, float* scales, std::size_t int4_group = kDefaultInt4GroupSize);
+
+// ---------------------------------------------------------------------------------------------
 // ||a - b||_2 / ||a||_2, accumulated in double. `a` is the reference.
 // ||a|| == 0: returns 0 when b is all zero too (nothing was lost), +infinity otherwise.
 // n == 0 returns 0. Any NaN in a or b gives NaN; an infinity gives inf or NaN as the
