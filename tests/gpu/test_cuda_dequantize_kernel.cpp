@@ -283,17 +283,17 @@ class TestCudaDequantizeKernel : public QObject {
         // tensors take two launches (16 + 3).
         std::mt19937_64 rng(46);
         for (const std::size_t count : {std::size_t(5), std::size_t(19)}) {
-            std::vector<Payload> int8, int4, e4m3;
+            std::vector<Payload> int8s, int4s, e4m3s;
             for (std::size_t i = 0; i < count; ++i) {
                 const Shape& s = kShapes[i % kShapes.size()];
                 const std::vector<float> w = random_rows(rng, s.rows * s.cols, true);
-                int8.push_back(int8_payload(w, s.rows, s.cols));
-                int4.push_back(int4_payload(sp::quantize_int4_groups(w.data(), s.rows, s.cols, 3 + i % 5)));
+                int8s.push_back(int8_payload(w, s.rows, s.cols));
+                int4s.push_back(int4_payload(sp::quantize_int4_groups(w.data(), s.rows, s.cols, 3 + i % 5)));
                 e4m3.push_back(
                     fp8_payload(sp::quantize_fp8_rows(w.data(), s.rows, s.cols, sp::Precision::fp8_e4m3)));
             }
             for (const DequantizedType type : {DequantizedType::f32, DequantizedType::bf16})
-                for (const auto* batch : {&int8, &int4, &e4m3}) {
+                for (const auto* batch : {&int8s, &int4s, &e4m3s}) {
                     check_batch(*batch, type, QString("%1 tensors").arg(count));
                     if (QTest::currentTestFailed()) return;
                 }
