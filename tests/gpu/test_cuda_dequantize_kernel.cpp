@@ -289,7 +289,7 @@ class TestCudaDequantizeKernel : public QObject {
                 const std::vector<float> w = random_rows(rng, s.rows * s.cols, true);
                 int8s.push_back(int8_payload(w, s.rows, s.cols));
                 int4s.push_back(int4_payload(sp::quantize_int4_groups(w.data(), s.rows, s.cols, 3 + i % 5)));
-                e4m3.push_back(
+                e4m3s.push_back(
                     fp8_payload(sp::quantize_fp8_rows(w.data(), s.rows, s.cols, sp::Precision::fp8_e4m3)));
             }
             for (const DequantizedType type : {DequantizedType::f32, DequantizedType::bf16})
