@@ -1,6 +1,7 @@
 #pragma once
 // The agent suites' expected values for LibTorch tensors, computed straight from the core reference
-// (sp/quantize.h), never through the agent's own helpers; and a block over a module's parameters.
+// (sp/quantize.h), never through the agent's own helpers; a block over a module's parameters; and a
+// map delivered to a hint sink as the agent delivers it.
 // Include <torch/torch.h> before Qt, as the suites do: Qt's `slots` macro breaks LibTorch's headers.
 #include <torch/torch.h>
 
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "sp/agent/block.h"
+#include "sp/agent/hints.h"
 #include "sp/quantize.h"
 
 namespace sp::test {
@@ -36,6 +38,15 @@ inline sp::agent::AgentBlock block_of(int id, const std::string& name, const tor
         b.params.push_back(item.value());
     }
     return b;
+}
+
+// `map` (one format per block) delivered to `sink` as the policy's hints.
+inline void route(sp::agent::HintSink& sink, const std::vector<sp::Precision>& map) {
+    sp::agent::PrecisionHints h;
+    h.updated = true;
+    h.precision = map;
+    h.reason.assign(map.size(), sp::Reason::policy);
+    sink.on_hints(h);
 }
 
 }  // namespace sp::test

@@ -18,9 +18,9 @@
 using sp::Precision;
 using sp::agent::AgentBlock;
 using sp::agent::BlockSwapEvent;
-using sp::agent::PrecisionHints;
 using sp::agent::ReferencePrecisionRuntime;
 using sp::agent::WeightResidency;
+using sp::test::route;
 
 namespace {
 
@@ -45,14 +45,6 @@ std::vector<AgentBlock> blocks_of(const std::vector<torch::nn::Linear>& layers) 
 
 // One map that takes every format's payload path.
 const std::vector<Precision> kMap = {Precision::bf16, Precision::int8, Precision::int4, Precision::fp8_e4m3};
-
-void route(ReferencePrecisionRuntime& runtime, const std::vector<Precision>& map) {
-    PrecisionHints h;
-    h.updated = true;
-    h.precision = map;
-    h.reason.assign(map.size(), sp::Reason::policy);
-    runtime.on_hints(h);
-}
 
 // The values block b must compute with: its masters materialized in its format.
 bool holds_materialized(const ReferencePrecisionRuntime& runtime, const AgentBlock& block, std::size_t b) {

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "../common/torch_reference.h"
 #include "sp/agent/precision_runtime.h"
 #include "sp/agent/swapped_block.h"
 #include "sp/quantize.h"
@@ -26,9 +27,9 @@ using sp::Precision;
 using sp::agent::AgentBlock;
 using sp::agent::BlockSwapEvent;
 using sp::agent::BlockSwapFault;
-using sp::agent::PrecisionHints;
 using sp::agent::ReferencePrecisionRuntime;
 using sp::agent::WeightResidency;
+using sp::test::route;
 
 Q_DECLARE_METATYPE(BlockSwapFault)
 
@@ -80,14 +81,6 @@ struct Model {
         return x.pow(2).mean();
     }
 };
-
-void route(ReferencePrecisionRuntime& runtime, const std::vector<Precision>& map) {
-    PrecisionHints h;
-    h.updated = true;
-    h.precision = map;
-    h.reason.assign(map.size(), sp::Reason::policy);
-    runtime.on_hints(h);
-}
 
 const std::vector<Precision> kMap = {Precision::int8, Precision::bf16, Precision::int4, Precision::fp8_e4m3};
 
