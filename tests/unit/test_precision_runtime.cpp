@@ -354,11 +354,11 @@ class TestPrecisionRuntime : public QObject {
                     std::string(sp::to_string(p)) + " of " + std::to_string(master.numel());
                 QVERIFY2(payload.values == expected.codes, what.c_str());
                 // memcmp never sees BF16's empty vectors (their data() may be null).
-                QVERIFY2(payload.scales.size() == expected.scales.size() &&
-                             (expected.scales.empty() ||
-                              std::memcmp(payload.scales.data(), expected.scales.data(),
-                                          expected.scales.size() * sizeof(float)) == 0),
-                         what.c_str());
+                QVERIFY2(
+                    payload.scales.size() == expected.scales.size() &&
+                        (expected.scales.empty() || std::memcmp(payload.scales.data(), expected.scales.data(),
+                                                                expected.scales.size() * sizeof(float)) == 0),
+                    what.c_str());
             }
         const torch::Tensor nan = torch::full({3, 9}, std::numeric_limits<float>::quiet_NaN());
         const auto payload = sp::agent::detail::pack_payload(nan, Precision::bf16);
