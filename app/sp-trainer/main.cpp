@@ -491,6 +491,9 @@ void set_residency(const TrainerOptions& o, GptModel& model, agent::ReferencePre
     });
 }
 
+// The exit status of a run that completed but lost telemetry records to write errors (a full disk).
+constexpr int kExitRecordsLost = 3;
+
 int run(const TrainerOptions& o) {
     const auto run_start = Clock::now();
     RunTotals totals;
@@ -554,7 +557,16 @@ int run(const TrainerOptions& o) {
     if (validation) std::cout << validation->summary() << std::flush;
     if (!o.summary_json.empty())
         write_summary_json(o, agent, runtime, totals, loop_s, seconds_since(run_start));
-    return signal ? 128 + signal : 0;  // the shell's convention for a run a signal ended
+    if (signal) return 128 + signal;  // the shell's convention for a run a signal ended
+    // Training completed, but its file lacks records a write error lost: not a clean run.
+    const agent::Agent::TelemetryLoss loss = agent.telemetry_loss();
+    if (loss.lost_to_errors == 0) return 0;
+    std::cerr << format(
+        "sp-trainer: the run completed, but %llu of %llu telemetry records were lost to write "
+        "errors: exit %d\n",
+        static_cast<unsigned long long>(loss.lost_to_errors), static_cast<unsigned long long>(loss.offered),
+        kExitRecordsLost);
+    return kExitRecordsLost;
 }
 
 }  // namespace

@@ -112,6 +112,7 @@ void print_summary(const TrainerOptions& o, const agent::Agent& agent,
 void write_summary_json(const TrainerOptions& o, const agent::Agent& agent,
                         const agent::ReferencePrecisionRuntime& runtime, const RunTotals& t, double loop_s,
                         double wall_s) {
+    const agent::Agent::TelemetryLoss loss = agent.telemetry_loss();
     auto by_format = [](const std::array<std::int64_t, kPrecisionCount>& steps) {
         nlohmann::json j = nlohmann::json::object();
         for (Precision p : kAllPrecisions) j[std::string(to_string(p))] = steps[std::size_t(p)];
@@ -179,6 +180,9 @@ void write_summary_json(const TrainerOptions& o, const agent::Agent& agent,
         {"bytes_bf16_per_step",
          t.steps_done > 0 ? double(t.bytes_bf16_in_steps) / double(t.steps_done) : 0.0},
         {"calibration", t.calibration},
+        {"telemetry_records_offered", loss.offered},
+        {"telemetry_records_lost", loss.lost},
+        {"telemetry_records_lost_to_errors", loss.lost_to_errors},
     };
     std::ofstream out(o.summary_json);
     // A --telemetry path need not be UTF-8 (a Linux file name is bytes): replaced, never a throw.

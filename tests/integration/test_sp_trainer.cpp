@@ -472,14 +472,26 @@ class TestSpTrainer : public QObject {
     }
 
     // A telemetry file that cannot be written: training finishes, the first failure is a warning
-    // naming the file and the reason, and the summary says how many records were lost of how many.
+    // naming the file and the reason, the summary says how many records were lost of how many, and
+    // the exit status (3) says the run is not clean.
     void unwritable_telemetry_is_loud_and_training_goes_on() {
         if (::access("/dev/full", W_OK) != 0) QSKIP("/dev/full is not available");
         QTemporaryDir dir;
         QStringList args = small_run("/dev/full", write_config(dir));
         args.removeAll("--quiet");
+        const QString summary_path = dir.filePath("summary.json");
+        args << "--summary-json" << summary_path;
         const Run r = run(SP_TRAINER_PATH, args);
-        QVERIFY2(r.exit_code == 0, r.err.constData());
+        // Training completed, but records were lost: exit 3, said on stderr and in the summary.
+        QVERIFY2(r.exit_code == 3, r.err.constData());
+        QVERIFY2(r.err.contains("sp-trainer: the run completed, but ") &&
+                     r.err.contains("telemetry records were lost to write errors: exit 3"),
+                 r.err.constData());
+        std::ifstream summary_file(summary_path.toStdString());
+        const nlohmann::json j = nlohmann::json::parse(summary_file);
+        QVERIFY(j.at("telemetry_records_lost_to_errors").get<std::uint64_t>() > 60);
+        QCOMPARE(j.at("telemetry_records_lost").get<std::uint64_t>(),
+                 j.at("telemetry_records_lost_to_errors").get<std::uint64_t>());
         QCOMPARE(r.err.count("records are lost until writes succeed again"), 1);
         QVERIFY2(r.err.contains("writing telemetry file '/dev/full' failed: No space left on device"),
                  r.err.constData());
