@@ -500,6 +500,10 @@ void Agent::publish_loss_feedback(const LossFeedback& fb) {
     publish_snapshot();
 }
 
+std::string Agent::telemetry_file() const {
+    return sink_ ? sink_->path() : std::string();
+}
+
 Agent::TelemetryLoss Agent::telemetry_loss() const {
     if (!sink_) return {};
     sink_->drain();

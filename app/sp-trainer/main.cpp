@@ -524,6 +524,7 @@ int run(const TrainerOptions& o) {
     const std::shared_ptr<agent::ProcessGroupLink> link = join_process_group(o);  // null for one process
     const std::unique_ptr<agent::Agent> agent_holder = start_agent(o, text.size(), model, link, say);
     agent::Agent& agent = *agent_holder;
+    install_setup_signals(agent.telemetry_file());  // the file exists, its header does not yet
     if (o.config.run_calibration) {
         say(run_calibration(o, text, model, agent, totals.calibration));
     } else {

@@ -442,6 +442,26 @@ class TestSpTrainer : public QObject {
         expect_same_decisions(telemetry, updates);
     }
 
+    // SIGTERM during set-up (here a long first evaluation, before the header is written): the process
+    // ends at once, as before, but the telemetry file it created is gone while still empty, rather than
+    // left as a 0-byte file that readers call cut.
+    void a_signal_during_set_up_leaves_no_empty_file() {
+        QTemporaryDir dir;
+        const QString telemetry = dir.filePath("early.jsonl");
+        QStringList args = small_run(telemetry, write_config(dir));
+        args[args.indexOf("--eval-batches") + 1] = "4000";
+        QProcess trainer;
+        trainer.setProcessChannelMode(QProcess::ForwardedErrorChannel);
+        trainer.start(QStringLiteral(SP_TRAINER_PATH), args);
+        QVERIFY(trainer.waitForStarted(10000));
+        QTRY_VERIFY_WITH_TIMEOUT(QFileInfo::exists(telemetry), 60000);  // the agent has opened it
+        QCOMPARE(QFileInfo(telemetry).size(), qint64(0));
+        ::kill(pid_t(trainer.processId()), SIGTERM);
+        QVERIFY(trainer.waitForFinished(60000));
+        QCOMPARE(trainer.exitStatus(), QProcess::CrashExit);  // the signal's default action, re-raised
+        QVERIFY2(!QFileInfo::exists(telemetry), "the empty telemetry file was left behind");
+    }
+
     // Ctrl-C ends the run between two steps: the summary is printed, the file ends with a run_end
     // record saying "interrupted", and the exit code is the shell's for SIGINT.
     void ctrl_c_ends_the_run_cleanly() {

@@ -170,6 +170,8 @@ class Agent {
         std::string error;  // the first write error
     };
     TelemetryLoss telemetry_loss() const;
+    // The telemetry file the agent opened (truncated) at construction, "" when telemetry is off.
+    std::string telemetry_file() const;
     // Loss-feedback rollbacks so far (each may have moved several blocks).
     std::uint64_t rollbacks() const { return rollbacks_; }
 
