@@ -210,7 +210,7 @@ void ReferencePrecisionRuntime::before_optimizer_step(bool restore_frozen) {
     at::NoGradGuard no_grad;
     // Frozen tensors held in BF16 or in block-swap's slots never hold their masters: readers take
     // master().
-    if (frozen_in_bf16_ || swap_holds_weights()) restore_frozen = false;
+    if (frozen_in_bf16_ || releases_weights()) restore_frozen = false;
     for (std::size_t b = 0; b < blocks_.size(); ++b)
         for (std::size_t k = 0; k < masters_[b].size(); ++k) {
             if ((frozen(b, k) && !restore_frozen) || blocks_[b].kept_as_is(k)) continue;
@@ -221,7 +221,7 @@ void ReferencePrecisionRuntime::before_optimizer_step(bool restore_frozen) {
 }
 
 void ReferencePrecisionRuntime::reload_masters() {
-    if (frozen_in_bf16_ || swap_holds_weights())
+    if (frozen_in_bf16_ || releases_weights())
         throw std::logic_error(
             "ReferencePrecisionRuntime::reload_masters: the frozen parameters are held in BF16 or in "
             "block-swap's slots, not as masters");

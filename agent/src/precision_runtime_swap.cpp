@@ -65,10 +65,6 @@ void ReferencePrecisionRuntime::compute_frozen_in_bf16() {
     frozen_in_bf16_ = true;
 }
 
-bool ReferencePrecisionRuntime::swap_holds_weights() const {
-    return swap_ && swap_->schedule.holds_weights();
-}
-
 std::vector<at::Tensor> ReferencePrecisionRuntime::trainable_tensors(std::size_t block) const {
     const AgentBlock& b = blocks_.at(block);
     std::vector<at::Tensor> out;
@@ -79,7 +75,7 @@ std::vector<at::Tensor> ReferencePrecisionRuntime::trainable_tensors(std::size_t
 }
 
 bool ReferencePrecisionRuntime::releases_weights() const {
-    return swap_holds_weights();
+    return swap_ && swap_->schedule.holds_weights();
 }
 
 SwapStats ReferencePrecisionRuntime::swap_stats() const {
@@ -87,7 +83,7 @@ SwapStats ReferencePrecisionRuntime::swap_stats() const {
 }
 
 std::uint64_t ReferencePrecisionRuntime::weights_peak_bytes() const {
-    if (swap_holds_weights()) return swap_->schedule.stats().peak_bytes;
+    if (releases_weights()) return swap_->schedule.stats().peak_bytes;
     std::uint64_t bytes = swap_ ? swap_->schedule.stats().peak_bytes : 0;  // the payloads' staging
     for (const AgentBlock& block : blocks_)
         for (const at::Tensor& p : block.streamed()) bytes += std::uint64_t(p.numel()) * p.element_size();
@@ -99,7 +95,7 @@ void ReferencePrecisionRuntime::set_weight_residency(WeightResidency r, std::siz
         throw std::invalid_argument("ReferencePrecisionRuntime: block-swap needs at least one slot");
     residency_ = r;
     if (r != WeightResidency::block_swap) {
-        if (swap_holds_weights())
+        if (releases_weights())
             throw std::logic_error("ReferencePrecisionRuntime: the weights are in block-swap's slots");
         swap_.reset();
         return;
@@ -200,14 +196,14 @@ void ReferencePrecisionRuntime::before_block_forward(std::size_t block) {
 }
 
 void ReferencePrecisionRuntime::after_block_forward(std::size_t block) {
-    if (!swap_holds_weights()) return;
+    if (!releases_weights()) return;
     // The last block's backward comes next: its weights stay.
     if (at::GradMode::is_enabled() && block + 1 == blocks_.size()) return;
     swap_->schedule.release(block, swap_->blocks);
 }
 
 void ReferencePrecisionRuntime::before_block_backward(std::size_t block) {
-    if (!swap_holds_weights()) return;
+    if (!releases_weights()) return;
     at::NoGradGuard no_grad;
     detail::BlockSwapSchedule& schedule = swap_->schedule;
     count_uploads(schedule.acquire(block, upcoming_in_backward(block, schedule.slot_count()), swap_->blocks),
@@ -215,7 +211,7 @@ void ReferencePrecisionRuntime::before_block_backward(std::size_t block) {
 }
 
 void ReferencePrecisionRuntime::after_block_backward(std::size_t block) {
-    if (!swap_holds_weights()) return;
+    if (!releases_weights()) return;
     swap_->schedule.release(block, swap_->blocks);
 }
 

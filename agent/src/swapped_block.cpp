@@ -26,8 +26,10 @@ struct SwappedBlockFunction : torch::autograd::Function<SwappedBlockFunction> {
     static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
                                  at::TensorList trainable, const SwappedBlockContext& context) {
         // Autograd runs this with gradients off: the block records no graph and saves no weight.
-        ctx->save_for_backward({x});
-        ctx->saved_data["trainable"] = static_cast<std::int64_t>(trainable.size());
+        // Saved: the input, then the trainable tensors (leaves: nothing is copied).
+        std::vector<torch::Tensor> saved = {x};
+        saved.insert(saved.end(), trainable.begin(), trainable.end());
+        ctx->save_for_backward(saved);
         ctx->saved_data["context"] = c10::IValue::make_capsule(c10::make_intrusive<ContextHolder>(context));
         return context.forward(x, /*recompute=*/false);
     }
@@ -37,28 +39,28 @@ struct SwappedBlockFunction : torch::autograd::Function<SwappedBlockFunction> {
         const auto holder =
             c10::static_intrusive_pointer_cast<ContextHolder>(ctx->saved_data["context"].toCapsule());
         const SwappedBlockContext& context = holder->context;
-        const auto trainable_count = std::size_t(ctx->saved_data["trainable"].toInt());
-        const torch::Tensor x = ctx->get_saved_variables()[0].detach().requires_grad_(
-            ctx->get_saved_variables()[0].requires_grad());
+        const torch::autograd::variable_list saved = ctx->get_saved_variables();
+        const bool input_grad = saved[0].requires_grad();
+        const torch::Tensor x = saved[0].detach().requires_grad_(input_grad);
+        // What the gradients are taken for: the input where it needs one, and every trainable tensor.
+        torch::autograd::variable_list inputs(saved.begin() + (input_grad ? 0 : 1), saved.end());
+        if (input_grad) inputs[0] = x;
         context.runtime->before_block_backward(context.block);
-        torch::autograd::variable_list inputs;
-        if (x.requires_grad()) inputs.push_back(x);
-        const std::vector<at::Tensor> trainable = context.runtime->trainable_tensors(context.block);
-        for (const at::Tensor& t : trainable) inputs.push_back(t);
         torch::autograd::variable_list found;
         {
             at::AutoGradMode enable(true);
             const torch::Tensor out = context.forward(x, /*recompute=*/true);
-            found = inputs.empty() ? torch::autograd::variable_list{}
-                                   : torch::autograd::grad({out}, inputs, {grads[0]}, /*retain_graph=*/false,
-                                                           /*create_graph=*/false, /*allow_unused=*/true);
+            if (!inputs.empty())
+                found = torch::autograd::grad({out}, inputs, {grads[0]}, /*retain_graph=*/false,
+                                              /*create_graph=*/false, /*allow_unused=*/true);
         }
         context.runtime->after_block_backward(context.block);
+        // One gradient per input of forward: x (none when it needs none), each trainable tensor, the
+        // context (none).
         torch::autograd::variable_list out;
-        std::size_t next = 0;
-        out.push_back(x.requires_grad() ? found[next++] : torch::Tensor());
-        for (std::size_t i = 0; i < trainable_count; ++i) out.push_back(found[next++]);
-        out.emplace_back();  // the context
+        if (!input_grad) out.emplace_back();
+        out.insert(out.end(), found.begin(), found.end());
+        out.emplace_back();
         return out;
     }
 };

@@ -232,7 +232,6 @@ class ReferencePrecisionRuntime : public HintSink {
     // Counts the payloads a block-swap acquire uploaded: into the step with gradients on, into
     // total_bytes() only in an evaluation.
     void count_uploads(const std::vector<std::size_t>& uploaded, bool in_step);
-    bool swap_holds_weights() const;
 
     std::vector<AgentBlock> blocks_;
     std::vector<std::vector<at::Tensor>> masters_;  // the parameters' dtype, per block per parameter
